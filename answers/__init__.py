@@ -1,0 +1,1 @@
+"""Model answers, one Markdown file per question id."""

@@ -1,0 +1,111 @@
+"""What this machine can run: CUDA devices, collective backends, CPU cores and memory.
+
+The launcher picks its default from here (every visible GPU on NCCL, else 2 CPU processes on gloo),
+and `ddpfsdp doctor` prints it.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import asdict, dataclass, field
+
+DEFAULT_CPU_PROCS = 2
+
+
+@dataclass(frozen=True)
+class GPU:
+    index: int
+    name: str
+    total_memory_bytes: int
+    capability: str
+
+
+@dataclass(frozen=True)
+class DefaultLaunch:
+    device: str  # "cuda" or "cpu"
+    world_size: int
+    backend: str  # "nccl" or "gloo"
+
+    def describe(self) -> str:
+        if self.device == "cuda":
+            return f"{self.world_size} GPU{'s' if self.world_size != 1 else ''} on NCCL"
+        return f"{self.world_size} CPU processes on gloo"
+
+
+@dataclass(frozen=True)
+class Hardware:
+    torch_version: str
+    torch_build: str  # "CUDA 12.8" or "CPU"
+    cuda_available: bool
+    gpus: list[GPU] = field(default_factory=list)
+    nccl_available: bool = False
+    gloo_available: bool = False
+    cpu_count: int = 1
+    ram_total_bytes: int | None = None
+    ram_available_bytes: int | None = None
+    python: str = platform.python_version()
+    platform: str = platform.platform()
+
+    @property
+    def default_launch(self) -> DefaultLaunch:
+        if self.gpus and self.nccl_available:
+            return DefaultLaunch("cuda", len(self.gpus), "nccl")
+        return DefaultLaunch("cpu", DEFAULT_CPU_PROCS, "gloo")
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["default_launch"] = asdict(self.default_launch)
+        return data
+
+
+def cpu_count() -> int:
+    """Cores this process may run on (respects affinity and container limits where visible)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def ram_bytes() -> tuple[int | None, int | None]:
+    """(total, available) physical memory in bytes; None where the platform does not say."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            fields = dict(line.split(":", 1) for line in meminfo)
+        kib = lambda key: int(fields[key].split()[0]) * 1024  # noqa: E731
+        return kib("MemTotal"), kib("MemAvailable")
+    except (OSError, KeyError, ValueError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), None
+    except (ValueError, OSError, AttributeError):
+        return None, None
+
+
+def detect() -> Hardware:
+    """Inspect torch and the machine. Never raises on a machine without CUDA."""
+    import torch
+    import torch.distributed as dist
+
+    cuda_available = torch.cuda.is_available()
+    gpus = []
+    if cuda_available:
+        for index in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(index)
+            gpus.append(GPU(index, props.name, props.total_memory, f"{props.major}.{props.minor}"))
+    build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU"
+    if getattr(torch.version, "hip", None):
+        build = f"ROCm {torch.version.hip}"
+    total, available = ram_bytes()
+    dist_ok = dist.is_available()
+    return Hardware(
+        torch_version=torch.__version__,
+        torch_build=build,
+        cuda_available=cuda_available,
+        gpus=gpus,
+        nccl_available=dist_ok and dist.is_nccl_available(),
+        gloo_available=dist_ok and dist.is_gloo_available(),
+        cpu_count=cpu_count(),
+        ram_total_bytes=total,
+        ram_available_bytes=available,
+    )

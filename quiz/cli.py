@@ -1,0 +1,66 @@
+"""The `ddpfsdp` command group.
+
+Start-up imports click and nothing else: each command lives in its own module under
+`ddpfsdp.quiz.commands` and is imported only when it is run or its help is shown, and
+each command imports torch or textual inside itself, when it needs them.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+from ddpfsdp.quiz import __version__
+
+# name -> "module:attribute" of a click command; loaded on first use.
+COMMANDS: dict[str, str] = {
+    "doctor": "ddpfsdp.quiz.commands.doctor:doctor",
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported when they are looked up, not at start-up."""
+
+    def __init__(self, *args, lazy_commands: dict[str, str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy_commands = lazy_commands
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy_commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy_commands:
+            module_name, attribute = self.lazy_commands[cmd_name].split(":")
+            return getattr(importlib.import_module(module_name), attribute)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(
+    cls=LazyGroup,
+    lazy_commands=COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.version_option(__version__, "-V", "--version", prog_name="ddpfsdp")
+def cli() -> None:
+    """Study DDP and FSDP for ML-systems interviews, and prove every answer with numbers.
+
+    \b
+    Examples:
+      ddpfsdp quiz                         the terminal app: topics, questions, evidence
+      ddpfsdp quiz --review                only the cards that are due
+      ddpfsdp demo fsdp --procs 2          real FSDP training on 2 CPU processes (gloo)
+      ddpfsdp demo fsdp --gpus 4           the same on 4 GPUs (NCCL)
+      ddpfsdp demo compare --procs 2       DDP, ZeRO-1, FSDP grad-op and full, one table
+      ddpfsdp calc --params 7B --gpus 8    per-GPU memory and traffic for every strategy
+      ddpfsdp progress                     mastery by topic, weakest first
+      ddpfsdp doctor                       what this machine can run
+    """
+
+
+def main() -> None:
+    cli(prog_name="ddpfsdp")
+
+
+if __name__ == "__main__":
+    main()

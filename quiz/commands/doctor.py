@@ -1,0 +1,54 @@
+"""`ddpfsdp doctor`: what this machine can run."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+
+def _gib(num_bytes: int | None) -> str:
+    return "unknown" if num_bytes is None else f"{num_bytes / 2**30:.1f} GiB"
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def doctor(as_json: bool) -> None:
+    """Show torch's build, GPUs, NCCL and gloo, CPU cores and RAM, and what demos use here."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from ddpfsdp.demos.hardware import detect
+    from ddpfsdp.quiz.paths import data_dir
+
+    hardware = detect()
+    home = data_dir()
+    if as_json:
+        report = hardware.to_dict() | {"data_dir": str(home)}
+        click.echo(json.dumps(report, indent=2))
+        return
+
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("torch", f"{hardware.torch_version} ({hardware.torch_build} build)")
+    if hardware.gpus:
+        for gpu in hardware.gpus:
+            table.add_row(
+                f"cuda:{gpu.index}",
+                f"{gpu.name}, {_gib(gpu.total_memory_bytes)}, compute capability {gpu.capability}",
+            )
+    else:
+        reason = "torch has no CUDA build" if hardware.torch_build == "CPU" else "no CUDA device visible"
+        table.add_row("GPUs", f"none ({reason}); demos run on CPU processes with gloo")
+    yes_no = lambda ok: "[green]available[/]" if ok else "[red]not available[/]"  # noqa: E731
+    table.add_row("NCCL", yes_no(hardware.nccl_available))
+    table.add_row("gloo", yes_no(hardware.gloo_available))
+    table.add_row("CPU cores", str(hardware.cpu_count))
+    table.add_row(
+        "RAM", f"{_gib(hardware.ram_total_bytes)} total, {_gib(hardware.ram_available_bytes)} available"
+    )
+    table.add_row("python", f"{hardware.python} on {hardware.platform}")
+    table.add_row("data directory", str(home))
+    table.add_row("demos use", hardware.default_launch.describe() + " by default")
+    Console().print(table)
