@@ -1,0 +1,168 @@
+"""Every demo by name: what it shows, where its code lives, and the named checks its result carries.
+
+This module is cheap to import (no torch): the CLI lists demos from it, the quiz validates the
+question bank's demo links and evidence checks against it, and the worker finds a demo's code here.
+A demo's code is `module:run`, called on every rank as `run(ctx, **options)`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Demo:
+    name: str
+    summary: str  # one line for `ddpfsdp demo --help`
+    module: str  # "package.module:function"
+    kind: str  # "training" (full training run, schema ddpfsdp.demo/1) or "concept"
+    checks: dict[str, str] = field(default_factory=dict)  # check name -> the claim it tests
+    min_world_size: int = 2
+
+
+_TRAINING_CHECKS = {
+    "loss_decreases": "training works: the loss at the last step is below the loss at the first",
+    "model_state_matches_theory": "model-state bytes each rank holds match the analytic model (1%, plus shard padding)",
+    "comm_matches_theory": "wire bytes per step per op match the analytic model (5%)",
+}
+
+DEMOS: dict[str, Demo] = {
+    demo.name: demo
+    for demo in [
+        Demo(
+            "ddp",
+            "real DDP training: every rank holds the full model, gradients are all-reduced in buckets",
+            "ddpfsdp.demos.training:run_ddp",
+            "training",
+            {
+                **_TRAINING_CHECKS,
+                "ddp_replicates_model_state": "every rank holds the full params, grads and optimizer state",
+                "ddp_uses_all_reduce": "gradients are synchronised with all_reduce only, no all_gather or reduce_scatter",
+            },
+        ),
+        Demo(
+            "fsdp",
+            "real FSDP2 training: sharded params, all-gather before use, reduce-scatter of gradients",
+            "ddpfsdp.demos.training:run_fsdp",
+            "training",
+            {
+                **_TRAINING_CHECKS,
+                "fsdp_shards_model_state": "each rank holds 1/N of params, grads and optimizer state (plus padding)",
+                "fsdp_reduce_scatters_grads": "gradients are reduce-scattered, not all-reduced (HSDP adds an all_reduce across replicas)",
+                "fsdp_all_gathers_params": "parameters are all-gathered per unit: forward, and again in backward when resharded",
+            },
+        ),
+        Demo(
+            "compare",
+            "DDP, ZeRO-1, FSDP grad-op and FSDP full on one model and seed: memory, speed, traffic in one table",
+            "ddpfsdp.demos.training:run_compare",
+            "training",
+            {
+                "losses_agree": "all strategies give the same losses (fp32, rtol 1e-4): data parallelism is exact",
+                "zero1_shards_optimizer": "ZeRO-1 holds 1/N of the optimizer state and the full params and grads",
+                "fsdp_full_shards_everything": "FSDP full holds 1/N of params, grads and optimizer state",
+                "grad_op_peak_above_full": "grad-op keeps unsharded params until backward ends, so its peak is above full's",
+                "fsdp_wire_1_5x_ddp": "FSDP full sends 1.5x DDP's bytes per step (3 vs 2 passes of (N-1)/N of the model)",
+            },
+        ),
+        Demo(
+            "sampler",
+            "DistributedSampler: disjoint shards, set_epoch reshuffling, padding vs drop_last, no sampler",
+            "ddpfsdp.demos.concepts.sampler:run",
+            "concept",
+            {
+                "sampler_disjoint_and_covering": "ranks get disjoint indices that together cover the dataset",
+                "sampler_set_epoch_reshuffles": "without set_epoch every epoch repeats the order; with it the order changes",
+                "sampler_pads_or_drops": "an uneven dataset is padded by repeating indices, or trimmed with drop_last",
+                "no_sampler_duplicates_data": "without a sampler every rank trains on the same samples",
+            },
+        ),
+        Demo(
+            "allreduce",
+            "ring all-reduce step by step with send/recv: reduce-scatter phase, then all-gather phase",
+            "ddpfsdp.demos.concepts.allreduce:run",
+            "concept",
+            {
+                "ring_equals_all_reduce": "the hand-written ring gives the same result as dist.all_reduce",
+                "ring_sends_2_n_minus_1_over_n": "each rank sends 2(N-1)/N of the buffer",
+            },
+        ),
+        Demo(
+            "reduce-scatter",
+            "reduce-scatter and all-gather on real tensors; together they equal all-reduce",
+            "ddpfsdp.demos.concepts.reduce_scatter:run",
+            "concept",
+            {
+                "rs_then_ag_equals_all_reduce": "reduce-scatter followed by all-gather equals all-reduce",
+                "rs_ag_send_n_minus_1_over_n": "reduce-scatter and all-gather each send (N-1)/N of the buffer per rank",
+            },
+        ),
+        Demo(
+            "wrap",
+            "FSDP wrap granularity: root only vs per block vs per layer: peak memory and collective counts",
+            "ddpfsdp.demos.concepts.wrap:run",
+            "concept",
+            {
+                "per_block_peak_below_root_only": "wrapping each block gives a lower peak than wrapping only the root",
+                "collectives_scale_with_units": "all-gathers and reduce-scatters per step grow with the number of units",
+            },
+        ),
+        Demo(
+            "reshard",
+            "reshard after forward on vs off (FULL_SHARD vs SHARD_GRAD_OP): peak memory vs all-gathers",
+            "ddpfsdp.demos.concepts.reshard:run",
+            "concept",
+            {
+                "reshard_lowers_peak": "resharding after forward lowers peak memory",
+                "reshard_adds_all_gathers": "resharding after forward re-all-gathers every unit in backward",
+            },
+        ),
+        Demo(
+            "comm",
+            "DDP vs FSDP traffic per step, measured per op, beside the 2Ψ and 3Ψ theory",
+            "ddpfsdp.demos.concepts.comm:run",
+            "concept",
+            {
+                "ddp_traffic_is_2psi": "DDP sends 2(N-1)/N x gradient bytes per rank per step",
+                "fsdp_traffic_is_3psi": "FSDP full sends 3(N-1)/N x parameter bytes per rank per step",
+            },
+        ),
+        Demo(
+            "no-sync",
+            "gradient accumulation with and without no_sync / set_requires_gradient_sync",
+            "ddpfsdp.demos.concepts.no_sync:run",
+            "concept",
+            {
+                "no_sync_cuts_collectives": "skipping sync on k-1 micro-batches gives 1 gradient sync per step instead of k",
+                "no_sync_same_gradients": "the final gradients are the same with and without no_sync",
+            },
+        ),
+        Demo(
+            "equivalence",
+            "DDP, FSDP and one process on the global batch give the same losses and weights",
+            "ddpfsdp.demos.concepts.equivalence:run",
+            "concept",
+            {
+                "ddp_matches_single_process": "DDP's losses and updated weights equal one process on the global batch",
+                "fsdp_matches_single_process": "FSDP's losses and updated weights equal one process on the global batch",
+            },
+        ),
+        Demo(
+            "checkpoint",
+            "activation checkpointing on vs off: peak memory saved vs forward recomputed",
+            "ddpfsdp.demos.concepts.checkpoint:run",
+            "concept",
+            {
+                "checkpoint_lowers_peak": "checkpointing activations lowers peak memory",
+                "checkpoint_recomputes_forward": "checkpointing runs the blocks' forward again during backward",
+            },
+        ),
+    ]
+}
+
+
+def get(name: str) -> Demo:
+    try:
+        return DEMOS[name]
+    except KeyError:
+        raise ValueError(f"unknown demo {name!r}; choose one of {', '.join(DEMOS)}") from None
