@@ -64,3 +64,10 @@ def gpt_shape(preset: str, **overrides: int | None) -> GPTShape:
     if shape.d_model % shape.heads:
         raise ValueError(f"d_model {shape.d_model} is not divisible by heads {shape.heads}")
     return shape
+
+
+def model_params(arch: str, preset: str, **overrides: int | None) -> int:
+    """Exact parameter count of the model a demo would build, without building it."""
+    if arch == "gpt":
+        return gpt_shape(preset, **overrides).params
+    raise ValueError(f"unknown architecture {arch!r}; choose one of gpt")

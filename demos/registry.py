@@ -2,7 +2,14 @@
 
 This module is cheap to import (no torch): the CLI lists demos from it, the quiz validates the
 question bank's demo links and evidence checks against it, and the worker finds a demo's code here.
-A demo's code is `module:run`, called on every rank as `run(ctx, **options)`.
+A demo's code is `module:function`, called on every rank as `function(ctx, **options)`, where
+`options` are parsed from the command line by the demo's click parameters (`options`, "module:ATTR",
+a list of click.Option). Demo modules import torch inside their functions, so the CLI can build its
+commands and validate input without paying for torch.
+
+Optional hooks, each "module:function" in a module importable without torch:
+  validate(options: dict, world_size: int) -> None   raises click.UsageError on a bad combination
+  render(result: dict, console) -> None              prints the result for a person (rich)
 """
 
 from __future__ import annotations
@@ -17,7 +24,15 @@ class Demo:
     module: str  # "package.module:function"
     kind: str  # "training" (full training run, schema ddpfsdp.demo/1) or "concept"
     checks: dict[str, str] = field(default_factory=dict)  # check name -> the claim it tests
+    options: str = ""  # "module:ATTR": the click parameters of this demo
+    validate: str | None = None
+    render: str | None = None
     min_world_size: int = 2
+
+    def __post_init__(self) -> None:
+        if not self.options:
+            module = self.module.split(":")[0]
+            object.__setattr__(self, "options", f"{module}:OPTIONS")
 
 
 _TRAINING_CHECKS = {
@@ -34,7 +49,10 @@ DEMOS: dict[str, Demo] = {
             "real DDP training: every rank holds the full model, gradients are all-reduced in buckets",
             "ddpfsdp.demos.training:run_ddp",
             "training",
-            {
+            options="ddpfsdp.demos.training:DDP_OPTIONS",
+            validate="ddpfsdp.demos.training:validate_ddp",
+            render="ddpfsdp.demos.report:render_training",
+            checks={
                 **_TRAINING_CHECKS,
                 "ddp_replicates_model_state": "every rank holds the full params, grads and optimizer state",
                 "ddp_uses_all_reduce": "gradients are synchronised with all_reduce only, no all_gather or reduce_scatter",
@@ -45,7 +63,10 @@ DEMOS: dict[str, Demo] = {
             "real FSDP2 training: sharded params, all-gather before use, reduce-scatter of gradients",
             "ddpfsdp.demos.training:run_fsdp",
             "training",
-            {
+            options="ddpfsdp.demos.training:FSDP_OPTIONS",
+            validate="ddpfsdp.demos.training:validate_fsdp",
+            render="ddpfsdp.demos.report:render_training",
+            checks={
                 **_TRAINING_CHECKS,
                 "fsdp_shards_model_state": "each rank holds 1/N of params, grads and optimizer state (plus padding)",
                 "fsdp_reduce_scatters_grads": "gradients are reduce-scattered, not all-reduced (HSDP adds an all_reduce across replicas)",
@@ -57,7 +78,10 @@ DEMOS: dict[str, Demo] = {
             "DDP, ZeRO-1, FSDP grad-op and FSDP full on one model and seed: memory, speed, traffic in one table",
             "ddpfsdp.demos.training:run_compare",
             "training",
-            {
+            options="ddpfsdp.demos.training:COMPARE_OPTIONS",
+            validate="ddpfsdp.demos.training:validate_compare",
+            render="ddpfsdp.demos.report:render_compare",
+            checks={
                 "losses_agree": "all strategies give the same losses (fp32, rtol 1e-4): data parallelism is exact",
                 "zero1_shards_optimizer": "ZeRO-1 holds 1/N of the optimizer state and the full params and grads",
                 "fsdp_full_shards_everything": "FSDP full holds 1/N of params, grads and optimizer state",
