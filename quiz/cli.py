@@ -16,6 +16,7 @@ from ddpfsdp.quiz import __version__
 # name -> "module:attribute" of a click command; loaded on first use.
 COMMANDS: dict[str, str] = {
     "doctor": "ddpfsdp.quiz.commands.doctor:doctor",
+    "demo": "ddpfsdp.quiz.commands.demo:demo",
 }
 
 

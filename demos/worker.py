@@ -1,0 +1,178 @@
+"""The per-rank entry point of every demo.
+
+    python -m torch.distributed.run --standalone --nproc-per-node 2 -m ddpfsdp.demos.worker fsdp --model tiny
+
+The same module runs unchanged under a user's own multi-node launch:
+
+    torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29500 \\
+        --rdzv-id job1 -m ddpfsdp.demos.worker fsdp --model base
+    srun --nodes 2 --ntasks-per-node 8 --gpus-per-node 8 python -m ddpfsdp.demos.worker fsdp
+
+(under Slurm without torchrun, RANK/WORLD_SIZE/LOCAL_RANK come from SLURM_PROCID/SLURM_NTASKS/
+SLURM_LOCALID, and MASTER_ADDR/MASTER_PORT must be exported by the batch script).
+
+Rank 0 writes JSON-lines events on stdout (ddpfsdp.demos.events); any rank that fails writes an
+`error` event with its traceback before it exits non-zero, and the process group is always destroyed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import sys
+import traceback
+from datetime import timedelta
+from typing import Any
+
+import click
+
+from ddpfsdp.demos import events, registry
+
+DEVICE_ENV = "DDPFSDP_DEVICE"  # "cuda" or "cpu"; unset: CUDA where torch sees a GPU, else CPU
+TIMEOUT_ENV = "DDPFSDP_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 60.0  # short on purpose: a dead peer should not hang a user for the default 10-30 min
+TRACEBACK_CHARS = 3000  # keeps an error event well inside one pipe write
+
+
+def load(target: str) -> Any:
+    """Import "package.module:attribute"."""
+    module_name, attribute = target.split(":")
+    return getattr(importlib.import_module(module_name), attribute)
+
+
+def demo_command(demo: registry.Demo) -> click.Command:
+    """A click command that parses a demo's own options into a dict (used by the CLI and the worker)."""
+    return click.Command(demo.name, params=list(load(demo.options)), callback=lambda **kw: kw)
+
+
+def parse_demo_options(demo: registry.Demo, args: list[str]) -> dict[str, Any]:
+    return demo_command(demo).main(args, prog_name=f"ddpfsdp.demos.worker {demo.name}", standalone_mode=False)
+
+
+def _env_from_slurm() -> None:
+    """Map Slurm's task variables onto torch.distributed's when launched by srun without torchrun."""
+    if "RANK" in os.environ or "SLURM_PROCID" not in os.environ:
+        return
+    os.environ["RANK"] = os.environ["SLURM_PROCID"]
+    os.environ["WORLD_SIZE"] = os.environ["SLURM_NTASKS"]
+    os.environ["LOCAL_RANK"] = os.environ.get("SLURM_LOCALID", "0")
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGTERM this rank if its launcher dies, so no rank outlives an abandoned run."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+def _standalone_defaults() -> None:
+    """`python -m ddpfsdp.demos.worker ...` with no launcher runs as a world of one."""
+    os.environ.setdefault("RANK", "0")
+    os.environ.setdefault("WORLD_SIZE", "1")
+    os.environ.setdefault("LOCAL_RANK", "0")
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    if "MASTER_PORT" not in os.environ:
+        import socket
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            os.environ["MASTER_PORT"] = str(sock.getsockname()[1])
+
+
+def _emit_error(rank: int, exc: BaseException) -> None:
+    text = "".join(traceback.format_exception(exc))
+    event = {
+        "event": "error",
+        "rank": rank,
+        "message": f"{type(exc).__name__}: {exc}",
+        "traceback": text[-TRACEBACK_CHARS:],
+    }
+    sys.stdout.write(events.encode(event) + "\n")
+    sys.stdout.flush()
+
+
+def run(demo_name: str, args: list[str], device_type: str | None = None) -> int:
+    demo = registry.get(demo_name)
+    options = parse_demo_options(demo, args)
+
+    _env_from_slurm()
+    _standalone_defaults()
+    _die_with_parent()
+    rank = int(os.environ["RANK"])
+
+    import torch
+    import torch.distributed as dist
+
+    from ddpfsdp.demos.context import DemoContext
+
+    device_type = device_type or os.environ.get(DEVICE_ENV) or ("cuda" if torch.cuda.is_available() else "cpu")
+    timeout = timedelta(seconds=float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)))
+    try:
+        if device_type == "cuda":
+            local_rank = int(os.environ["LOCAL_RANK"])
+            device = torch.device("cuda", local_rank)
+            torch.cuda.set_device(device)
+            dist.init_process_group("nccl", timeout=timeout, device_id=device)
+            backend = "nccl"
+        else:
+            device = torch.device("cpu")
+            dist.init_process_group("gloo", timeout=timeout)
+            backend = "gloo"
+    except Exception as exc:  # noqa: BLE001 - reported to the launcher as an event, then re-raised
+        _emit_error(rank, exc)
+        raise
+
+    try:
+        ctx = DemoContext.from_env(device=device, backend=backend)
+        ctx.emit(
+            "start",
+            demo=demo.name,
+            world_size=ctx.world_size,
+            device=device.type,
+            backend=backend,
+            config={k: v for k, v in options.items()},
+        )
+        result = load(demo.module)(ctx, **options)
+        if ctx.is_main:
+            if not isinstance(result, dict):
+                raise TypeError(f"demo {demo.name!r} returned {type(result).__name__} on rank 0, not a result dict")
+            ctx.emit("result", result=result)
+        return 0
+    except BaseException as exc:
+        _emit_error(rank, exc)
+        raise
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "help_option_names": ["-h", "--help"]})
+@click.option(
+    "--device",
+    "device_type",
+    type=click.Choice(["cuda", "cpu"]),
+    default=None,
+    help="Where to train: cuda (NCCL) or cpu (gloo). Default: cuda when torch sees a GPU.",
+)
+@click.argument("demo_name", metavar="DEMO", type=click.Choice(list(registry.DEMOS)))
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def main(device_type: str | None, demo_name: str, args: tuple[str, ...]) -> None:
+    """Run one demo on this rank; launch it with torchrun, srun or `ddpfsdp demo`."""
+    try:
+        code = run(demo_name, list(args), device_type)
+    except click.ClickException as exc:
+        exc.show()
+        code = exc.exit_code
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main(prog_name="python -m ddpfsdp.demos.worker")

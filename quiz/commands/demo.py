@@ -1,0 +1,252 @@
+"""`ddpfsdp demo NAME`: run a demo on real processes and show what was measured."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from ddpfsdp.demos import registry
+
+LAUNCH_PARAMS = ("gpus", "procs", "as_json", "force", "timeout_s", "fail_rank", "fail_step")
+CPU_NOTE = (
+    "Measured on CPU processes with gloo: throughput here does not represent NCCL on GPUs; "
+    "memory and communication volumes carry over."
+)
+
+
+def _launch_options() -> list[click.Parameter]:
+    return [
+        click.Option(
+            ["--gpus"],
+            type=click.IntRange(min=1),
+            default=None,
+            help="Run on this many CUDA GPUs with NCCL.",
+        ),
+        click.Option(
+            ["--procs"],
+            type=click.IntRange(min=1),
+            default=None,
+            help="Run on this many CPU processes with gloo.  [default: every visible GPU, else 2 CPU processes]",
+        ),
+        click.Option(["--json", "as_json"], is_flag=True, help="Print the result as JSON (schema ddpfsdp.demo/1)."),
+        click.Option(["--force"], is_flag=True, help="Launch even if the memory estimate says it will not fit."),
+        click.Option(
+            ["--timeout-s"],
+            type=click.FloatRange(min=1),
+            default=None,
+            help="Collective timeout in seconds: how long a rank waits for a dead peer.  [default: 60]",
+        ),
+        click.Option(["--fail-rank"], type=int, default=None, hidden=True),
+        click.Option(["--fail-step"], type=int, default=None, hidden=True),
+    ]
+
+
+def demo_args(command: click.Command, ctx: click.Context) -> list[str]:
+    """The demo's own options as the user gave them, to pass on to every rank."""
+    from click.core import ParameterSource
+
+    args: list[str] = []
+    for param in command.params:
+        if not isinstance(param, click.Option) or param.name in LAUNCH_PARAMS:
+            continue
+        if ctx.get_parameter_source(param.name) != ParameterSource.COMMANDLINE:
+            continue
+        value = ctx.params[param.name]
+        if param.is_flag and not param.secondary_opts:
+            if value:
+                args.append(param.opts[0])
+        elif param.is_flag:
+            args.append(param.opts[0] if value else param.secondary_opts[0])
+        elif param.multiple:
+            for item in value:
+                args += [param.opts[0], str(item)]
+        else:
+            args += [param.opts[0], str(value)]
+    return args
+
+
+def _check_table(checks: list[dict[str, Any]]):
+    from rich.table import Table
+
+    table = Table(title="Checks: the claims this run illustrates", title_justify="left", expand=False)
+    table.add_column("", width=1)
+    table.add_column("check")
+    table.add_column("what was measured")
+    for check in checks:
+        mark = "[green]✔[/]" if check.get("passed") else "[red]✘[/]"
+        table.add_row(mark, check.get("name", "?"), check.get("detail", ""))
+    return table
+
+
+def _render(demo: registry.Demo, result: dict[str, Any], console) -> None:
+    from ddpfsdp.demos.worker import load
+
+    if demo.render:
+        load(demo.render)(result, console)
+    if result.get("checks"):
+        console.print(_check_table(result["checks"]))
+    if (result.get("config") or {}).get("device") == "cpu" or (result.get("config") or {}).get("backend") == "gloo":
+        console.print(f"[dim]{CPU_NOTE}[/]")
+
+
+def _save(demo: registry.Demo, args: list[str], result: dict[str, Any], console) -> None:
+    try:
+        from ddpfsdp.quiz.store import Store
+
+        store = Store.open()
+        try:
+            store.save_demo_result(demo.name, args, result)
+        finally:
+            store.close()
+    except Exception as exc:  # noqa: BLE001 - the result on screen matters more than the copy on disk
+        console.print(f"[yellow]warning:[/] the result was not saved to the progress store: {exc}")
+
+
+def _run(demo: registry.Demo, command: click.Command, **params: Any) -> None:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ddpfsdp.demos.launcher import DemoRun, LaunchError
+
+    ctx = click.get_current_context()
+    options = {k: v for k, v in params.items() if k not in LAUNCH_PARAMS}
+    args = demo_args(command, ctx)
+    as_json = params["as_json"]
+    out = Console()
+    err = Console(stderr=True)
+    try:
+        run = DemoRun(
+            demo.name,
+            args,
+            gpus=params["gpus"],
+            procs=params["procs"],
+            timeout_s=params["timeout_s"],
+            fail_rank=params["fail_rank"],
+            fail_step=params["fail_step"],
+        )
+    except LaunchError as exc:
+        raise click.UsageError(str(exc), ctx) from None
+
+    placement = run.placement
+    if demo.validate:
+        from ddpfsdp.demos.worker import load
+
+        load(demo.validate)(options, placement.world_size)
+    if demo.kind == "training":
+        from ddpfsdp.demos.guard import check_launch
+
+        verdict = check_launch(
+            demo.name, options, device=placement.device, world_size=placement.world_size, force=params["force"]
+        )
+        if not verdict.fits and not params["force"]:
+            lines = [verdict.message]
+            if verdict.suggestion:
+                lines.append(f"Try: {verdict.suggestion}")
+            lines.append("Add --force to launch anyway.")
+            raise click.ClickException("\n".join(lines))
+
+    status = err if as_json else out
+    status.print(f"[bold]{demo.name}[/] on {placement.describe()}: {demo.summary}")
+    progress = Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[metrics]}"),
+        TimeElapsedColumn(),
+        console=status,
+        transient=True,
+        disable=as_json and not sys.stderr.isatty(),
+    )
+    try:
+        with progress:
+            task = progress.add_task("starting ranks", total=None, metrics="")
+            for event in run.events():
+                kind = event["event"]
+                if kind == "progress":
+                    metrics = "  ".join(
+                        f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                        for k, v in event.items()
+                        if k not in ("event", "step", "steps")
+                    )
+                    progress.update(
+                        task,
+                        description=demo.name,
+                        completed=event["step"] + 1,
+                        total=event["steps"],
+                        metrics=metrics,
+                    )
+                elif kind == "log":
+                    progress.console.print(event["message"], markup=False, highlight=False)
+                elif kind == "start":
+                    progress.update(task, description="running")
+    except KeyboardInterrupt:
+        run.cancel()
+        left = run.leftover_pids()
+        err.print(
+            f"Cancelled: all {placement.world_size} ranks stopped."
+            if not left
+            else f"Cancelled, but processes {left} are still alive."
+        )
+        sys.exit(130)
+
+    if not run.ok:
+        error = run.error or {}
+        rank = error.get("rank")
+        who = f"rank {rank} failed" if rank is not None else "the run failed"
+        message = [f"{demo.name}: {who}: {error.get('message', 'no message')}"]
+        tail = (error.get("traceback") or "").strip().splitlines()[-15:]
+        if tail:
+            message += ["", *tail]
+        message.append(f"(exit status {run.returncode}; every rank has been stopped)")
+        raise click.ClickException("\n".join(message))
+
+    result = run.result
+    assert result is not None
+    _save(demo, args, result, err if as_json else out)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        _render(demo, result, out)
+
+
+def _make_command(demo: registry.Demo) -> click.Command:
+    from ddpfsdp.demos.worker import load
+
+    params = [*load(demo.options), *_launch_options()]
+    command = click.Command(
+        demo.name,
+        params=params,
+        help=demo.summary[0].upper() + demo.summary[1:] + ".",
+        short_help=demo.summary,
+        context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    )
+    command.callback = lambda **kwargs: _run(demo, command, **kwargs)
+    return command
+
+
+class DemoGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(registry.DEMOS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        demo = registry.DEMOS.get(cmd_name)
+        return _make_command(demo) if demo else None
+
+
+@click.group(cls=DemoGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def demo() -> None:
+    """Run a demo on real processes: DDP or FSDP training, or one concept, measured in this run.
+
+    Every demo runs on every visible GPU with NCCL, or on 2 CPU processes with gloo where there is
+    no GPU; --gpus N or --procs N chooses. Results are saved, so the quiz can show them as evidence.
+
+    \b
+    Examples:
+      ddpfsdp demo fsdp --procs 2 --model tiny
+      ddpfsdp demo fsdp --gpus 4 --sharding grad-op
+      ddpfsdp demo compare --json > compare.json
+      ddpfsdp demo allreduce --procs 4
+    """

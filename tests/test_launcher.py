@@ -1,0 +1,182 @@
+"""The launcher on real processes: results, crashes, Ctrl+C and bad input, with nothing left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+from click.testing import CliRunner
+
+from ddpfsdp.demos import events
+from ddpfsdp.demos.launcher import DemoRun, LaunchError, Placement, processes_with_env, resolve_placement
+from ddpfsdp.quiz.cli import cli
+
+MARKER = "DDPFSDP_TEST_MARKER"
+
+
+def _cli_process(*argv: str, marker: str) -> subprocess.Popen:
+    env = dict(os.environ, **{MARKER: marker})
+    return subprocess.Popen(
+        [sys.executable, "-m", "ddpfsdp.quiz.cli", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def _wait_until_gone(marker: str, within_s: float) -> list[int]:
+    deadline = time.monotonic() + within_s
+    while (left := processes_with_env(MARKER, marker)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+def test_events_round_trip_and_ignore_other_output():
+    line = events.encode({"event": "progress", "step": 1, "steps": 3, "loss": float("nan")})
+    assert events.decode(line + "\n") == {"event": "progress", "step": 1, "steps": 3, "loss": None}
+    assert events.decode("Setting OMP_NUM_THREADS environment variable") is None
+    assert events.decode(events.PREFIX + "{not json") is None
+
+
+def test_placement_without_gpus():
+    assert resolve_placement(procs=3) == Placement("cpu", 3)
+    with pytest.raises(LaunchError, match="not both"):
+        resolve_placement(gpus=1, procs=1)
+
+
+@pytest.mark.skipif(
+    subprocess.run([sys.executable, "-c", "import torch; assert not torch.cuda.is_available()"]).returncode != 0,
+    reason="needs a machine without CUDA",
+)
+def test_too_many_gpus_names_the_procs_command_that_runs_here():
+    result = CliRunner().invoke(cli, ["demo", "fsdp", "--gpus", "4", "--model", "tiny"])
+    assert result.exit_code == 2
+    assert "has no CUDA GPU" in result.output
+    assert "ddpfsdp demo fsdp --procs 4" in result.output
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["demo", "sampler", "--procs", "0"], "--procs"),
+        (["demo", "no-such-demo"], "No such command"),
+        (["demo", "fsdp", "--steps", "0"], "--steps"),
+        (["demo", "fsdp", "--sharding", "diagonal"], "--sharding"),
+    ],
+)
+def test_bad_demo_input_is_a_usage_error(argv, expected):
+    result = CliRunner().invoke(cli, argv)
+    assert result.exit_code == 2, result.output
+    assert expected in result.output
+    assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit)
+
+
+def test_demo_help_lists_every_demo_with_a_description():
+    from ddpfsdp.demos.registry import DEMOS
+
+    result = CliRunner().invoke(cli, ["demo", "--help"])
+    assert result.exit_code == 0, result.output
+    for name, demo in DEMOS.items():
+        line = next((ln for ln in result.output.splitlines() if ln.strip().startswith(name + " ")), None)
+        assert line is not None, f"{name} missing from demo --help"
+        assert demo.summary.split()[0] in line
+
+
+@pytest.mark.dist
+def test_a_run_streams_progress_then_one_result():
+    run = DemoRun("sampler", ["--epochs", "2"], procs=2)
+    seen = [event["event"] for event in run.events()]
+    assert seen[0] == "start"
+    assert "progress" in seen
+    assert seen.count("result") == 1 and seen[-1] == "result"
+    assert run.ok and run.returncode == 0
+    assert run.result["schema"] == "ddpfsdp.demo/1"
+    assert run.result["config"]["world_size"] == 2
+    assert run.leftover_pids() == []
+
+
+@pytest.mark.dist
+def test_a_crashing_rank_ends_every_rank_and_is_named():
+    run = DemoRun("sampler", ["--epochs", "5"], procs=2, fail_rank=1, fail_step=1)
+    crashed_at = None
+    for event in run.events():
+        if event["event"] == "error" and crashed_at is None:
+            crashed_at = time.monotonic()
+    ended_at = time.monotonic()
+    assert run.returncode != 0 and not run.ok
+    assert run.error["rank"] == 1
+    assert "InjectedFault" in run.error["message"]
+    assert "fault injected on rank 1 at step 1" in run.error["traceback"]
+    assert crashed_at is not None and ended_at - crashed_at < 5.0
+    assert run.leftover_pids() == []
+
+
+@pytest.mark.dist
+def test_cli_reports_the_failed_rank_and_its_traceback():
+    marker = uuid.uuid4().hex
+    proc = _cli_process("demo", "sampler", "--procs", "2", "--fail-rank", "1", "--fail-step", "0", marker=marker)
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 1
+    assert "rank 1 failed" in err
+    assert "InjectedFault" in err
+    assert "Traceback (most recent call last)" in err  # the rank's traceback, shown as a message
+    assert _wait_until_gone(marker, 5.0) == []
+
+
+@pytest.mark.dist
+def test_ctrl_c_stops_every_rank_within_5_s():
+    marker = uuid.uuid4().hex
+    proc = _cli_process(
+        "demo", "fsdp", "--procs", "2", "--model", "tiny", "--steps", "2000", "--json", marker=marker
+    )
+    try:
+        # Wait until ranks exist and are training.
+        deadline = time.monotonic() + 60
+        while len(processes_with_env(MARKER, marker)) < 4 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(processes_with_env(MARKER, marker)) >= 4  # cli, agent, 2 ranks
+        time.sleep(3)  # into the training loop
+        proc.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        proc.wait(timeout=10)
+        assert time.monotonic() - sent < 5.0
+        assert proc.returncode == 130
+        assert "Cancelled" in proc.stderr.read()
+        assert _wait_until_gone(marker, 0.5) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for pid in processes_with_env(MARKER, marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.dist
+def test_cancel_from_another_thread_leaves_nothing():
+    import threading
+
+    run = DemoRun("fsdp", ["--model", "tiny", "--steps", "2000"], procs=2)
+    stopper = None
+    for event in run.events():
+        if event["event"] == "progress" and stopper is None:
+            stopper = threading.Thread(target=run.cancel)
+            started = time.monotonic()
+            stopper.start()
+    stopper.join()
+    assert time.monotonic() - started < 5.0
+    assert run.cancelled and run.result is None
+    assert run.leftover_pids() == []
+
+
+@pytest.mark.dist
+def test_json_output_is_the_result():
+    result = CliRunner().invoke(cli, ["demo", "sampler", "--procs", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["demo"] == "sampler" and payload["schema"] == "ddpfsdp.demo/1"
