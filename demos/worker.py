@@ -75,9 +75,17 @@ def _die_with_parent() -> None:
 
 def _standalone_defaults() -> None:
     """`python -m ddpfsdp.demos.worker ...` with no launcher runs as a world of one."""
+    world_size = int(os.environ.setdefault("WORLD_SIZE", "1"))
     os.environ.setdefault("RANK", "0")
-    os.environ.setdefault("WORLD_SIZE", "1")
     os.environ.setdefault("LOCAL_RANK", "0")
+    if world_size > 1:
+        missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if name not in os.environ]
+        if missing:
+            raise click.UsageError(
+                f"{' and '.join(missing)} must be set for a world of {world_size} ranks: export "
+                "MASTER_ADDR=<the first node's address> MASTER_PORT=29500 before srun, or launch with torchrun"
+            )
+        return
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     if "MASTER_PORT" not in os.environ:
         import socket
