@@ -16,6 +16,8 @@ from ddpfsdp.quiz import __version__
 # name -> "module:attribute" of a click command; loaded on first use.
 COMMANDS: dict[str, str] = {
     "doctor": "ddpfsdp.quiz.commands.doctor:doctor",
+    "quiz": "ddpfsdp.quiz.commands.quiz:quiz",
+    "progress": "ddpfsdp.quiz.commands.progress:progress",
     "demo": "ddpfsdp.quiz.commands.demo:demo",
 }
 

@@ -9,3 +9,93 @@ def ddpfsdp_home(tmp_path, monkeypatch):
     home = tmp_path / "ddpfsdp-home"
     monkeypatch.setenv("DDPFSDP_HOME", str(home))
     return home
+
+
+QUIZ_TOPIC_DDP = '''
+topic = "ddp"
+title = "DDP basics"
+order = 1
+description = "How DistributedDataParallel keeps replicas in step."
+
+[[question]]
+id = "ddp-grad-sync"
+level = 1
+kind = "single"
+prompt = "How does DDP synchronise **gradients**?"
+choices = ["all-reduce in buckets during backward", "all-gather after the step", "a parameter server", "broadcast from rank 0 every step"]
+answer = "all-reduce in buckets during backward"
+demo = { name = "ddp", args = ["--model", "tiny", "--steps", "4"] }
+evidence = ["ddp_uses_all_reduce"]
+
+[[question]]
+id = "ddp-replicated-state"
+level = 2
+kind = "multi"
+prompt = "Which does every DDP rank hold in full?"
+choices = ["parameters", "gradients", "optimizer state", "a 1/N shard of the parameters"]
+answer = ["parameters", "gradients", "optimizer state"]
+
+[[question]]
+id = "ddp-allreduce-wire"
+level = 2
+kind = "numeric"
+prompt = "A ring all-reduce of 1 GB over 4 ranks: how many bytes does each rank send?"
+calc = { fn = "wire_bytes_per_rank", args = { op = "all_reduce", bytes = "1GB", ranks = 4 } }
+unit = "GB"
+tolerance = 0.05
+demo = { name = "allreduce", args = [] }
+measure = "measured.wire_bytes_per_rank"
+
+[[question]]
+id = "ddp-explain-buckets"
+level = 3
+kind = "explain"
+prompt = "Explain why DDP buckets gradients."
+talking_points = ["overlap communication with backward", "fewer, larger collectives"]
+'''
+
+QUIZ_TOPIC_WRAP = '''
+topic = "fsdp-wrap"
+title = "Wrap granularity"
+order = 2
+description = "What a unit is and why per-block wrapping lowers the peak."
+
+[[question]]
+id = "wrap-forward-order"
+level = 2
+kind = "order"
+prompt = "Put the FSDP forward of one unit in order."
+steps = ["all-gather the unit's parameters", "run the unit's forward", "free the unsharded parameters"]
+
+[[question]]
+id = "wrap-peak-vs-units"
+level = 2
+kind = "single"
+prompt = "Wrapping each block instead of only the root changes the peak how?"
+choices = ["it lowers the peak", "it raises the peak", "no change"]
+answer = "it lowers the peak"
+tags = ["spot-the-flaw"]
+demo = { name = "wrap", args = ["--model", "tiny"] }
+evidence = ["per_block_peak_below_root_only", "collectives_scale_with_units"]
+'''
+
+
+def write_quiz_bank(root):
+    """A small bank of every question kind: (bank_dir, answers_dir) under `root`."""
+    import re
+
+    bank_dir = root / "bank"
+    answers_dir = root / "answers"
+    bank_dir.mkdir(parents=True, exist_ok=True)
+    answers_dir.mkdir(parents=True, exist_ok=True)
+    for name, text in (("ddp", QUIZ_TOPIC_DDP), ("fsdp-wrap", QUIZ_TOPIC_WRAP)):
+        (bank_dir / f"{name}.toml").write_text(text)
+        for qid in re.findall(r'^id = "([^"]+)"', text, flags=re.M):
+            (answers_dir / f"{qid}.md").write_text(f"# {qid}\n\nThe model answer for **{qid}**.\n")
+    return bank_dir, answers_dir
+
+
+@pytest.fixture
+def quiz_bank(tmp_path):
+    """(bank_dir, answers_dir) of a small fixture bank with every question kind."""
+    return write_quiz_bank(tmp_path / "quiz")

@@ -1,0 +1,210 @@
+"""Grading one answer of each kind, the same way in the app and in plain mode.
+
+Choices are shuffled per attempt and graded by their text, never by position, so a shuffled screen
+cannot grade a right answer wrong. Numeric answers are read with their units ("16 GB", "1.5e10",
+"14.9GiB") and compared with a relative tolerance. An `explain` answer is graded by the person, who
+compares their notes with the model answer's talking points.
+
+No torch or textual here: plain mode and the CLI import it.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ddpfsdp.quiz.loader import BYTE_UNITS, UNITS, Question
+
+# Self-grades for `explain`, in FSRS's rating order (1..4).
+SELF_GRADES = ("again", "hard", "good", "easy")
+
+
+@dataclass(frozen=True)
+class Grade:
+    correct: bool
+    score: float  # 0..1: partial credit for multi and order, the self-grade for explain
+    verdict: str  # one line for a person
+    expected: str  # the right answer, written out
+    given: Any  # what was answered, in a JSON-friendly form (texts, not positions)
+    details: dict[str, Any] = field(default_factory=dict)
+    self_grade: str | None = None
+
+
+def shuffled(items: Sequence[str], rng: random.Random) -> list[str]:
+    """A new order for one attempt; the caller keeps the texts, so grading never depends on positions."""
+    order = list(items)
+    rng.shuffle(order)
+    return order
+
+
+# --- numbers with units -------------------------------------------------------------------------
+
+_NUMBER = re.compile(r"^\s*([-+]?(?:\d[\d_,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z]*)\s*$")
+# Suffixes a person may type, to base units. Byte units follow the analytic model: GB = 1e9, GiB = 2**30.
+_BYTE_SUFFIXES = {
+    "b": 1, "byte": 1, "bytes": 1,
+    "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "pb": 1e15,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50,
+}
+_COUNT_SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
+
+
+class QuantityError(ValueError):
+    """An answer that cannot be read as a number in the question's unit."""
+
+
+def parse_quantity(text: str, unit: str) -> float:
+    """Read a typed answer into base units (bytes, a count, or a ratio).
+
+    A bare number is read in the question's own unit ("16" to a question in GB is 16 GB), except
+    that a bare number of 1e6 or more to a question in bytes-of-something is taken as bytes, since
+    nobody means 15 billion GB.
+    """
+    match = _NUMBER.match(text.replace("×", "x"))
+    if not match:
+        raise QuantityError(f"{text.strip()!r} is not a number; {input_hint(unit)}")
+    number = float(match.group(1).replace("_", "").replace(",", ""))
+    suffix = match.group(2)
+    if unit in BYTE_UNITS:
+        if not suffix:
+            return number if number >= 1e6 else number * UNITS[unit]
+        factor = _BYTE_SUFFIXES.get(suffix.lower())
+        if factor is None:
+            raise QuantityError(f"unknown unit {suffix!r}; use bytes, KB, MB, GB, TB or KiB, MiB, GiB, TiB")
+        return number * factor
+    if unit == "x":
+        if suffix and suffix.lower() != "x":
+            raise QuantityError(f"the answer is a ratio; type a number such as 1.5 or 1.5x, not {suffix!r}")
+        return number
+    if not suffix:
+        return number
+    factor = _COUNT_SUFFIXES.get(suffix.lower())
+    if factor is None:
+        raise QuantityError(f"unknown suffix {suffix!r}; a count takes K, M, B (billion) or T")
+    return number * factor
+
+
+def input_hint(unit: str) -> str:
+    if unit in BYTE_UNITS:
+        return f"type e.g. 16 {unit if unit != 'bytes' else 'GB'}, 14.9GiB or 1.5e10 (bytes); a bare small number is read in {unit}"
+    if unit == "x":
+        return "type a ratio such as 1.5 or 1.5x"
+    return "type a count such as 7B, 350M or 1.2e9"
+
+
+def format_quantity(value: float, unit: str) -> str:
+    """A value in base units, shown in the question's unit."""
+    if unit in ("", "x"):
+        if unit == "x":
+            return f"{value:.3g}x"
+        if abs(value) >= 1e4:
+            for suffix, factor in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+                if abs(value) >= factor:
+                    return f"{value / factor:.3g}{suffix} ({value:,.0f})"
+        return f"{value:,.6g}"
+    shown = value / UNITS[unit]
+    if unit == "bytes":
+        return f"{value:,.0f} bytes"
+    return f"{shown:,.4g} {unit}"
+
+
+# --- grading per kind ---------------------------------------------------------------------------
+
+
+def grade_single(question: Question, chosen: str | None) -> Grade:
+    correct = chosen == question.answer
+    verdict = "Correct." if correct else ("No answer chosen." if chosen is None else "Not quite.")
+    return Grade(correct, 1.0 if correct else 0.0, verdict, str(question.answer), chosen)
+
+
+def grade_multi(question: Question, chosen: Sequence[str]) -> Grade:
+    right = set(question.answer or ())
+    picked = set(chosen)
+    missed = right - picked
+    wrong = picked - right
+    correct = not missed and not wrong
+    # Partial credit for the progress view only; the card counts it as wrong unless it is exact.
+    score = max(0.0, (len(right & picked) - len(wrong)) / len(right))
+    if correct:
+        verdict = f"Correct: all {len(right)} right choices and nothing else."
+    else:
+        parts = []
+        if missed:
+            parts.append(f"missed {len(missed)}")
+        if wrong:
+            parts.append(f"{len(wrong)} wrongly chosen")
+        verdict = "Not quite: " + ", ".join(parts) + "."
+    ordered = [c for c in question.choices if c in picked]
+    return Grade(
+        correct,
+        1.0 if correct else score,
+        verdict,
+        "; ".join(c for c in question.choices if c in right),
+        ordered,
+        {"missed": [c for c in question.choices if c in missed], "wrong": [c for c in question.choices if c in wrong]},
+    )
+
+
+def grade_numeric(question: Question, text: str) -> Grade:
+    """Raises QuantityError when the text is not a number in a known unit (the caller asks again)."""
+    assert question.value is not None
+    given = parse_quantity(text, question.unit)
+    expected = question.value
+    error = abs(given - expected) / abs(expected) if expected else abs(given)
+    correct = error <= question.tolerance
+    shown_expected = format_quantity(expected, question.unit)
+    shown_given = format_quantity(given, question.unit)
+    if correct:
+        verdict = f"Correct: {shown_given} is within {question.tolerance:.0%} of {shown_expected}."
+    else:
+        direction = "high" if given > expected else "low"
+        off = f"{given / expected:.2f}x" if expected else "off"
+        verdict = f"Not quite: {shown_given} is {off} the analytic answer ({direction}); it is {shown_expected}."
+    return Grade(
+        correct,
+        1.0 if correct else 0.0,
+        verdict,
+        shown_expected,
+        {"text": text.strip(), "value": given},
+        {"relative_error": error if math.isfinite(error) else None, "expected_value": expected},
+    )
+
+
+def grade_order(question: Question, ordered: Sequence[str]) -> Grade:
+    steps = list(question.steps)
+    if sorted(ordered) != sorted(steps):
+        raise ValueError("an order answer must place every step exactly once")
+    in_place = sum(1 for a, b in zip(ordered, steps) if a == b)
+    correct = in_place == len(steps)
+    first_wrong = next((i for i, (a, b) in enumerate(zip(ordered, steps)) if a != b), None)
+    if correct:
+        verdict = f"Correct: all {len(steps)} steps in order."
+    else:
+        verdict = f"Not quite: {in_place} of {len(steps)} steps in the right place; step {first_wrong + 1} should be {steps[first_wrong]!r}."
+    return Grade(
+        correct,
+        in_place / len(steps),
+        verdict,
+        " → ".join(steps),
+        list(ordered),
+        {"in_place": in_place},
+    )
+
+
+def grade_explain(question: Question, notes: str, self_grade: str) -> Grade:
+    if self_grade not in SELF_GRADES:
+        raise ValueError(f"self-grade must be one of {', '.join(SELF_GRADES)}")
+    score = {"again": 0.0, "hard": 0.5, "good": 0.85, "easy": 1.0}[self_grade]
+    correct = self_grade in ("good", "easy")
+    return Grade(
+        correct,
+        score,
+        f"Self-graded: {self_grade.capitalize()}.",
+        "; ".join(question.talking_points),
+        {"notes": notes},
+        self_grade=self_grade,
+    )

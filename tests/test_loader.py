@@ -1,0 +1,137 @@
+"""The bank loader: a valid bank loads; each kind of mistake is refused naming file, question and field."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from ddpfsdp.quiz.loader import BankError, load_bank
+
+
+def _edit(bank_dir, name, old, new, count=1):
+    path = bank_dir / f"{name}.toml"
+    text = path.read_text()
+    assert old in text, old
+    path.write_text(text.replace(old, new, count))
+
+
+def test_fixture_bank_loads_every_kind(quiz_bank):
+    bank = load_bank(*quiz_bank)
+    assert list(bank.topics) == ["ddp", "fsdp-wrap"]
+    kinds = {q.kind for q in bank.questions.values()}
+    assert kinds == {"single", "multi", "numeric", "order", "explain"}
+    single = bank.questions["ddp-grad-sync"]
+    assert single.answer == "all-reduce in buckets during backward"
+    assert single.demo.name == "ddp" and single.demo.args == ("--model", "tiny", "--steps", "4")
+    assert single.evidence == ("ddp_uses_all_reduce",)
+    numeric = bank.questions["ddp-allreduce-wire"]
+    # A ring all-reduce sends 2(N-1)/N of the buffer per rank: 1 GB over 4 ranks is 1.5 GB.
+    assert numeric.value == pytest.approx(1.5e9)
+    assert numeric.unit == "GB" and numeric.tolerance == 0.05
+    assert bank.questions["wrap-peak-vs-units"].spot_the_flaw
+    assert bank.in_topic("fsdp-wrap")[0].id == "wrap-forward-order"
+    assert "model answer" in single.model_answer()
+
+
+@pytest.mark.parametrize(
+    "name, old, new, question, field, words",
+    [
+        ("ddp", 'level = 1\nkind = "single"', 'level = 1\nkind = "single"\ncolour = "red"', "ddp-grad-sync", "colour", "unknown field"),
+        ("ddp", 'kind = "explain"', 'kind = "essay"', "ddp-explain-buckets", "kind", "unknown kind"),
+        ("ddp", "level = 3", "level = 7", "ddp-explain-buckets", "level", "out of range"),
+        ("ddp", 'answer = "all-reduce in buckets during backward"', 'answer = "all-reduce"', "ddp-grad-sync", "answer", "not among the choices"),
+        ("ddp", '"optimizer state"]\n', '"optimiser state"]\n', "ddp-replicated-state", "answer", "not among the choices"),
+        ("ddp", 'name = "ddp"', 'name = "dpp"', "ddp-grad-sync", "demo.name", "unknown demo"),
+        ("ddp", '["ddp_uses_all_reduce"]', '["ddp_uses_magic"]', "ddp-grad-sync", "evidence", "has no check"),
+        ("ddp", '"--steps", "4"', '"--steps", "4", "--procs", "2"', "ddp-grad-sync", "demo.args", "--procs"),
+        ("fsdp-wrap", 'demo = { name = "wrap", args = ["--model", "tiny"] }\n', "", "wrap-peak-vs-units", "evidence", "needs a demo"),
+        ("ddp", 'fn = "wire_bytes_per_rank"', 'fn = "wire_bytes"', "ddp-allreduce-wire", "calc.fn", "unknown calc function"),
+        ("ddp", 'op = "all_reduce"', 'op = "all_to_all"', "ddp-allreduce-wire", "calc.args", "failed"),
+        ("ddp", 'op = "all_reduce"', 'opp = "all_reduce"', "ddp-allreduce-wire", "calc.args", "failed"),
+        ("ddp", 'unit = "GB"', 'unit = "gigabytes"', "ddp-allreduce-wire", "unit", "not one of"),
+        ("ddp", "tolerance = 0.05", "tolerance = 5", "ddp-allreduce-wire", "tolerance", "between 0 and 1"),
+        ("ddp", 'id = "ddp-replicated-state"', 'id = "Replicated State"', None, "id", "lowercase"),
+        ("fsdp-wrap", 'id = "wrap-forward-order"', 'id = "ddp-grad-sync"', "ddp-grad-sync", "id", "duplicate id"),
+        ("fsdp-wrap", 'steps = ["all-gather', 'stepz = ["all-gather', "wrap-forward-order", "stepz", "unknown field"),
+        ("ddp", 'prompt = "Explain why DDP buckets gradients."\n', "", "ddp-explain-buckets", "prompt", "is missing"),
+    ],
+)
+def test_each_mistake_names_file_question_and_field(quiz_bank, name, old, new, question, field, words):
+    bank_dir, answers_dir = quiz_bank
+    _edit(bank_dir, name, old, new)
+    with pytest.raises(BankError) as raised:
+        load_bank(bank_dir, answers_dir)
+    error = raised.value
+    message = str(error)
+    assert words in message
+    assert error.field == field
+    if question is not None:
+        assert error.question == question
+        assert repr(question) in message
+    assert error.file.endswith(".toml") and error.file in message
+
+
+def test_missing_answer_file(quiz_bank):
+    bank_dir, answers_dir = quiz_bank
+    (answers_dir / "wrap-forward-order.md").unlink()
+    with pytest.raises(BankError) as raised:
+        load_bank(bank_dir, answers_dir)
+    assert raised.value.question == "wrap-forward-order"
+    assert "answers/wrap-forward-order.md" in str(raised.value)
+
+
+def test_bad_toml_and_misnamed_file(quiz_bank):
+    bank_dir, answers_dir = quiz_bank
+    (bank_dir / "ddp.toml").write_text((bank_dir / "ddp.toml").read_text() + "\n[[question]\n")
+    with pytest.raises(BankError, match=r"ddp\.toml: not valid TOML"):
+        load_bank(bank_dir, answers_dir)
+    (bank_dir / "ddp.toml").rename(bank_dir / "data-parallel.toml")
+    (bank_dir / "data-parallel.toml").write_text(
+        (bank_dir / "data-parallel.toml").read_text().removesuffix("\n[[question]\n")
+    )
+    with pytest.raises(BankError, match="name it ddp.toml"):
+        load_bank(bank_dir, answers_dir)
+
+
+def test_empty_bank_dir(tmp_path):
+    with pytest.raises(BankError, match="no topic files"):
+        load_bank(tmp_path, tmp_path)
+
+
+def test_real_bank_loads():
+    # The shipped bank must always pass its own validation.
+    bank = load_bank()
+    assert bank.questions
+    for question in bank.questions.values():
+        assert re.match(r"^[a-z0-9-]+$", question.id)
+
+
+def test_quiz_check_command(quiz_bank):
+    from ddpfsdp.quiz.cli import cli
+
+    bank_dir, answers_dir = quiz_bank
+    ok = CliRunner().invoke(cli, ["quiz", "--check", "--bank", str(bank_dir), "--answers", str(answers_dir)])
+    assert ok.exit_code == 0, ok.output
+    assert "6 questions in 2 topics" in ok.output
+    _edit(bank_dir, "ddp", 'kind = "explain"', 'kind = "essay"')
+    bad = CliRunner().invoke(cli, ["quiz", "--check", "--bank", str(bank_dir), "--answers", str(answers_dir)])
+    assert bad.exit_code != 0
+    assert "ddp-explain-buckets" in bad.output and "'kind'" in bad.output
+    assert "Traceback" not in bad.output
+
+
+def test_loader_imports_neither_torch_nor_textual():
+    code = (
+        "import sys\n"
+        "from ddpfsdp.quiz.loader import load_bank\n"
+        "from ddpfsdp.quiz import grading, store, scheduler\n"
+        "load_bank()\n"
+        "print(','.join(m for m in ('torch', 'textual') if m in sys.modules))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == ""
