@@ -1,0 +1,159 @@
+"""Count the collectives a piece of code issues, per op, with the bytes a ring sends per rank.
+
+`CommCounter` is a TorchDispatchMode: every c10d collective (what DDP's reducer, FSDP2 and
+ZeroRedundancyOptimizer call) and every functional collective (what DTensor calls) passes through
+the dispatcher, so the counter sees them without patching anything. Each op's own process group
+gives the group size n that sets its wire factor, so HSDP's replicate and shard groups (smaller
+than the world) are counted with their own n.
+
+Per op: `count`; `bytes`, the logical size of the full buffer (all_reduce and broadcast: the
+tensor; all_gather: the gathered output; reduce_scatter: the unreduced input); and
+`wire_bytes_per_rank`, what one rank sends on a ring:
+  all_reduce 2(n-1)/n, all_gather (n-1)/n, reduce_scatter (n-1)/n, broadcast (n-1)/n of `bytes`
+  (a pipelined ring broadcast; the root sends more than the others), send: `bytes`, recv: 0.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.utils._python_dispatch import TorchDispatchMode
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send", "recv")
+
+# c10d op name -> (our op name, which argument holds the full buffer)
+_C10D = {
+    "allreduce_": ("all_reduce", "tensors"),
+    "allreduce_coalesced_": ("all_reduce", "tensors"),
+    "allgather_": ("all_gather", "output_tensors"),
+    "_allgather_base_": ("all_gather", "output_tensor"),
+    "allgather_coalesced_": ("all_gather", "output_lists"),
+    "allgather_into_tensor_coalesced_": ("all_gather", "outputs"),
+    "reduce_scatter_": ("reduce_scatter", "input_tensors"),
+    "_reduce_scatter_base_": ("reduce_scatter", "input_tensor"),
+    "reduce_scatter_tensor_coalesced_": ("reduce_scatter", "inputs"),
+    "broadcast_": ("broadcast", "tensors"),
+    "alltoall_": ("all_to_all", "input_tensors"),
+    "alltoall_base_": ("all_to_all", "input"),
+    "send": ("send", "tensors"),
+    "recv_": ("recv", "tensors"),
+    "recv_any_source_": ("recv", "tensors"),
+}
+
+# functional collective name -> (our op name, whether the full buffer is the input times group size)
+_FUNCTIONAL = {
+    "all_reduce": ("all_reduce", False),
+    "all_reduce_": ("all_reduce", False),
+    "all_reduce_coalesced": ("all_reduce", False),
+    "all_reduce_coalesced_": ("all_reduce", False),
+    "all_gather_into_tensor": ("all_gather", True),
+    "all_gather_into_tensor_out": ("all_gather", True),
+    "all_gather_into_tensor_coalesced": ("all_gather", True),
+    "reduce_scatter_tensor": ("reduce_scatter", False),
+    "reduce_scatter_tensor_coalesced": ("reduce_scatter", False),
+    "broadcast": ("broadcast", False),
+    "broadcast_": ("broadcast", False),
+    "all_to_all_single": ("all_to_all", False),
+}
+
+
+def wire_factor(op: str, group_size: int) -> float:
+    """Bytes one rank sends per byte of the full buffer, on a ring of `group_size` ranks."""
+    n = group_size
+    if op == "send":
+        return 1.0
+    if op == "recv" or n <= 1:
+        return 0.0
+    if op == "all_reduce":
+        return 2 * (n - 1) / n
+    if op in ("all_gather", "reduce_scatter", "broadcast", "all_to_all"):
+        return (n - 1) / n
+    raise ValueError(f"unknown collective {op!r}; choose one of {', '.join(OPS)}")
+
+
+def _tensor_bytes(value: Any) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in value)
+    return 0
+
+
+def _group_size(group: Any) -> int:
+    if isinstance(group, str):
+        group = dist.distributed_c10d._resolve_process_group(group)
+    elif isinstance(group, torch.ScriptObject):
+        group = dist.ProcessGroup.unbox(group)
+    return group.size()
+
+
+@dataclass(frozen=True)
+class Collective:
+    op: str
+    group_size: int
+    bytes: int
+
+    @property
+    def wire_bytes_per_rank(self) -> float:
+        return self.bytes * wire_factor(self.op, self.group_size)
+
+
+def classify(func: Any, args: tuple, kwargs: dict) -> Collective | None:
+    """The collective a dispatched op is, or None when it is not one."""
+    namespace = func.namespace
+    name = func._schema.name.split("::", 1)[-1]
+    if namespace == "c10d" and name in _C10D:
+        op, buffer_arg = _C10D[name]
+        bound = _bind(func, args, kwargs)
+        return Collective(op, _group_size(bound["process_group"]), _tensor_bytes(bound[buffer_arg]))
+    if namespace == "_c10d_functional" and name in _FUNCTIONAL:
+        op, times_group = _FUNCTIONAL[name]
+        bound = _bind(func, args, kwargs)
+        size = _group_size(bound["group_name"])
+        buffer_bytes = _tensor_bytes(bound.get("input", bound.get("inputs")))
+        return Collective(op, size, buffer_bytes * size if times_group else buffer_bytes)
+    return None
+
+
+def _bind(func: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
+    bound = {arg.name: value for arg, value in zip(func._schema.arguments, args)}
+    bound.update(kwargs)
+    return bound
+
+
+class CommCounter(TorchDispatchMode):
+    """Counts every collective issued inside `with CommCounter() as comm:`; read `comm.per_op()`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.collectives: list[Collective] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        collective = classify(func, args, kwargs)
+        if collective is not None:
+            self.collectives.append(collective)
+        return func(*args, **kwargs)
+
+    def per_op(self) -> dict[str, dict[str, float]]:
+        """{op: {"count", "bytes", "wire_bytes_per_rank"}} for the ops seen, in a fixed order."""
+        totals: dict[str, dict[str, float]] = defaultdict(
+            lambda: {"count": 0, "bytes": 0, "wire_bytes_per_rank": 0.0}
+        )
+        for c in self.collectives:
+            entry = totals[c.op]
+            entry["count"] += 1
+            entry["bytes"] += c.bytes
+            entry["wire_bytes_per_rank"] += c.wire_bytes_per_rank
+        return {op: totals[op] for op in OPS if op in totals}
+
+    def group_sizes(self) -> dict[str, list[int]]:
+        """The distinct group sizes each op ran on (HSDP shows two)."""
+        sizes: dict[str, set[int]] = defaultdict(set)
+        for c in self.collectives:
+            sizes[c.op].add(c.group_size)
+        return {op: sorted(s) for op, s in sizes.items()}

@@ -1,0 +1,241 @@
+"""Measure what a rank holds and how fast it trains, from the tensors and clocks themselves.
+
+- `model_state_bytes`: params, grads and optimizer state a rank holds, counted from the tensors
+  (a DTensor counts its local shard; a storage shared by several tensors counts once, so FSDP1's
+  flat parameter and DDP's tied weights are not double counted; padding of a shard counts, since
+  the rank really holds it).
+- `PeakMemory`: the peak of one step. CUDA: the caching allocator's own peak counters. CPU: the
+  bytes of live tensors at the start plus the highest running total of the allocations the
+  profiler records during the step (the profiler is slow, so it is used on one dedicated step only;
+  `ru_maxrss` is useless here: spawned ranks inherit their parent's).
+- `StepTimer`: per-step wall time with perf_counter, synchronising CUDA so queued kernels count.
+- `environment`: the `env` block of every result.
+"""
+
+from __future__ import annotations
+
+import gc
+import platform
+import socket
+import statistics
+import time
+import warnings
+from typing import Any, Iterable
+
+import torch
+
+GiB = 1024**3
+MiB = 1024**2
+
+
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    to_local = getattr(tensor, "to_local", None)  # DTensor: the shard this rank holds
+    return to_local() if to_local is not None else tensor
+
+
+def _storage_key_and_bytes(tensor: torch.Tensor) -> tuple[tuple, int] | None:
+    tensor = _local(tensor)
+    try:
+        storage = tensor.untyped_storage()
+    except (RuntimeError, NotImplementedError):  # wrapper subclasses without storage
+        return None
+    nbytes = storage.nbytes()
+    if nbytes == 0:
+        return None
+    return (tensor.device.type, tensor.device.index, storage.data_ptr()), nbytes
+
+
+def unique_storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
+    """Bytes of the distinct storages behind `tensors` (each storage once, whole)."""
+    seen: dict[tuple, int] = {}
+    for tensor in tensors:
+        if tensor is None:
+            continue
+        found = _storage_key_and_bytes(tensor)
+        if found is not None:
+            seen[found[0]] = found[1]
+    return sum(seen.values())
+
+
+def _optimizer_state_tensors(optimizer: Any) -> Iterable[torch.Tensor]:
+    # ZeroRedundancyOptimizer keeps this rank's shard of the state in its inner optimizer.
+    optimizers = [optimizer]
+    inner = getattr(optimizer, "optim", None)
+    if inner is not None and hasattr(inner, "state"):
+        optimizers.append(inner)
+    for opt in optimizers:
+        for state in opt.state.values():
+            for value in state.values():
+                if isinstance(value, torch.Tensor):
+                    yield value
+
+
+def model_state_bytes(model: torch.nn.Module, optimizer: Any) -> dict[str, int]:
+    """{"params", "grads", "optimizer"}: bytes this rank holds, measured from its tensors."""
+    params = list(model.parameters())
+    return {
+        "params": unique_storage_bytes(params),
+        "grads": unique_storage_bytes(p.grad for p in params if p.grad is not None),
+        "optimizer": unique_storage_bytes(_optimizer_state_tensors(optimizer)),
+    }
+
+
+def ddp_reducer_bytes(model: torch.nn.Module) -> int:
+    """Bytes of the gradient buckets DDP's reducer holds in C++, invisible to Python.
+
+    They are as large as the gradients (a second copy unless gradient_as_bucket_view) and live as
+    long as the model, so a CPU peak that only counted Python-visible tensors would miss them.
+    """
+    logging_data = getattr(model, "_get_ddp_logging_data", None)
+    if logging_data is None:
+        return 0
+    data = logging_data()
+    sizes = data.get("rebuilt_bucket_sizes") or data.get("bucket_sizes") or ""
+    return sum(int(s) for s in str(sizes).replace(",", " ").split())
+
+
+def live_tensor_bytes(device_type: str = "cpu") -> int:
+    """Bytes of the distinct storages of every tensor Python can reach on this device type."""
+    seen: dict[tuple, int] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # touching some objects' attributes warns
+        for obj in gc.get_objects():
+            try:
+                if not isinstance(obj, torch.Tensor):
+                    continue
+                found = _storage_key_and_bytes(obj)
+            except Exception:  # noqa: BLE001 - a half-built or exotic tensor is not ours to count
+                continue
+            if found is not None and found[0][0] == device_type:
+                seen[found[0]] = found[1]
+    return sum(seen.values())
+
+
+class PeakMemory:
+    """Peak memory of the code inside `with PeakMemory(device) as peak:`; read `peak.peak_bytes`.
+
+    `hidden_bytes`: bytes alive throughout that the CPU tracker cannot see (see ddp_reducer_bytes).
+    `peak_kind` names the method, so a reader knows what the number means.
+    """
+
+    def __init__(self, device: Any, *, hidden_bytes: int = 0) -> None:
+        self.device = torch.device(device)
+        self.hidden_bytes = hidden_bytes
+        self.peak_bytes: int | None = None
+        self.reserved_bytes: int | None = None
+        self.start_bytes: int | None = None
+        self.alloc_retries: int | None = None
+        self.ooms: int | None = None
+        self._profiler = None
+
+    @property
+    def peak_kind(self) -> str:
+        if self.device.type == "cuda":
+            return "cuda max_memory_allocated"
+        return "cpu live tensor bytes (profiler)"
+
+    def __enter__(self) -> "PeakMemory":
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self.start_bytes = torch.cuda.memory_allocated(self.device)
+        else:
+            from torch.profiler import ProfilerActivity, profile
+
+            self.start_bytes = live_tensor_bytes("cpu") + self.hidden_bytes
+            self._profiler = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+            self._profiler.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            self.peak_bytes = torch.cuda.max_memory_allocated(self.device)
+            self.reserved_bytes = torch.cuda.max_memory_reserved(self.device)
+            stats = torch.cuda.memory_stats(self.device)
+            self.alloc_retries = stats.get("num_alloc_retries", 0)
+            self.ooms = stats.get("num_ooms", 0)
+            return
+        self._profiler.__exit__(*exc)
+        if exc[0] is None:
+            self.peak_bytes = self.start_bytes + max(0, max_running_total(self._profiler))
+        self._profiler = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "peak": self.peak_bytes,
+            "peak_kind": self.peak_kind,
+            "reserved": self.reserved_bytes,
+            "start": self.start_bytes,
+        }
+
+
+def max_running_total(prof: Any) -> int:
+    """Highest running total of CPU allocations the profiler saw, relative to its start."""
+    from torch._C._profiler import _EventType
+
+    highest = 0
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        if node.tag == _EventType.Allocation:
+            fields = node.extra_fields
+            if fields.device.type == "cpu":
+                highest = max(highest, fields.total_allocated)
+    return highest
+
+
+class StepTimer:
+    """Wall time of each `with timer:` block; CUDA work is waited for so it is counted."""
+
+    def __init__(self, device: Any) -> None:
+        self.device = torch.device(device)
+        self.times_s: list[float] = []
+        self._start = 0.0
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def __enter__(self) -> "StepTimer":
+        self._sync()
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._sync()
+        self.times_s.append(time.perf_counter() - self._start)
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.times_s)
+
+    def summary(self) -> dict[str, float]:
+        """{"median", "min", "max"} in seconds."""
+        if not self.times_s:
+            raise ValueError("no steps were timed")
+        return {
+            "median": statistics.median(self.times_s),
+            "min": min(self.times_s),
+            "max": max(self.times_s),
+        }
+
+
+def environment(ctx: Any = None) -> dict[str, Any]:
+    """torch and python versions, device names, CPU count and hostname of this rank's machine."""
+    from ddpfsdp.demos.hardware import cpu_count
+
+    device = getattr(ctx, "device", None)
+    if device is not None and torch.device(device).type == "cuda":
+        names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    else:
+        names = [platform.processor() or platform.machine() or "cpu"]
+    return {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "device_names": names,
+        "cpu_count": cpu_count(),
+        "hostname": socket.gethostname(),
+        "torch_threads": torch.get_num_threads(),
+    }

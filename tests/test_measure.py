@@ -1,0 +1,199 @@
+"""Model-state bytes, CPU peak tracking, step timing and the env block, on real tensors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from ddpfsdp.demos.measure import (
+    PeakMemory,
+    StepTimer,
+    environment,
+    live_tensor_bytes,
+    model_state_bytes,
+    unique_storage_bytes,
+)
+
+
+def _model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+
+
+def test_model_state_bytes_counts_params_grads_and_adam_state():
+    model = _model()
+    n = sum(p.numel() for p in model.parameters())
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    assert model_state_bytes(model, opt) == {"params": 4 * n, "grads": 0, "optimizer": 0}
+    model(torch.randn(8, 256)).sum().backward()
+    opt.step()
+    state = model_state_bytes(model, opt)
+    assert state["params"] == 4 * n
+    assert state["grads"] == 4 * n
+    # two fp32 moments per parameter, plus one scalar step counter per parameter tensor
+    tensors = len(list(model.parameters()))
+    assert 8 * n <= state["optimizer"] <= 8 * n + 8 * tensors
+
+
+def test_shared_storage_counts_once():
+    weight = torch.zeros(100, 100)
+    assert unique_storage_bytes([weight, weight.view(-1), weight[:10]]) == 40_000
+
+
+def test_sgd_without_momentum_holds_no_state():
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.randn(8, 256)).sum().backward()
+    opt.step()
+    assert model_state_bytes(model, opt)["optimizer"] == 0
+
+
+def test_live_tensor_bytes_sees_a_new_tensor():
+    before = live_tensor_bytes("cpu")
+    block = torch.empty(1_000_000)
+    after = live_tensor_bytes("cpu")
+    assert after - before >= 4_000_000
+    del block
+
+
+def test_cpu_peak_tracks_the_highest_point_not_the_end():
+    keep = torch.ones(250_000)  # 1 MB alive at the start
+    with PeakMemory("cpu") as peak:
+        a = torch.empty(1_000_000)  # 4 MB
+        b = torch.empty(2_000_000)  # 8 MB: 12 MB above the start here
+        del a, b
+        c = torch.empty(500_000)  # 2 MB at the end
+        del c
+    assert peak.start_bytes >= keep.numel() * 4
+    above_start = peak.peak_bytes - peak.start_bytes
+    assert 12_000_000 <= above_start < 13_000_000
+    assert peak.peak_kind.startswith("cpu")
+
+
+def test_cpu_peak_of_a_training_step_exceeds_model_state():
+    model = _model()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = torch.randn(512, 256)
+    model(x).sum().backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    held = model_state_bytes(model, opt)
+    with PeakMemory("cpu") as peak:
+        model(x).sum().backward()
+        opt.step()
+    # at the peak the rank holds params, optimizer state, the new grads and the activations
+    assert peak.peak_bytes >= held["params"] * 2 + held["optimizer"] + 512 * 256 * 4
+    assert peak.hidden_bytes == 0
+
+
+def test_hidden_bytes_are_added_to_the_start():
+    with PeakMemory("cpu") as plain:
+        pass
+    with PeakMemory("cpu", hidden_bytes=1_000_000) as hidden:
+        pass
+    assert abs((hidden.start_bytes - plain.start_bytes) - 1_000_000) < 100_000
+
+
+def test_step_timer_summary():
+    timer = StepTimer("cpu")
+    for _ in range(3):
+        with timer:
+            sum(range(1000))
+    summary = timer.summary()
+    assert len(timer.times_s) == 3
+    assert summary["min"] <= summary["median"] <= summary["max"]
+    assert timer.total_s == pytest.approx(sum(timer.times_s))
+    with pytest.raises(ValueError):
+        StepTimer("cpu").summary()
+
+
+def test_environment_block():
+    env = environment(None)
+    assert set(env) >= {"torch", "python", "device_names", "cpu_count", "hostname"}
+    assert env["torch"] == torch.__version__
+    assert env["cpu_count"] >= 1
+
+
+FSDP_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.nn.parallel import DistributedDataParallel
+    from ddpfsdp.demos.measure import PeakMemory, ddp_reducer_bytes, model_state_bytes
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+
+    def build():
+        torch.manual_seed(0)
+        # 3 x 33 rows: odd sizes, so the shards need padding
+        return torch.nn.Sequential(torch.nn.Linear(64, 33), torch.nn.Linear(33, 33), torch.nn.Linear(33, 33))
+
+    out = {"full_params": sum(p.numel() * 4 for p in build().parameters())}
+    model = build()
+    mesh = init_device_mesh("cpu", (2,))
+    for layer in model:
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.randn(4, 64)).sum().backward()
+    opt.step()
+    out["fsdp"] = model_state_bytes(model, opt)
+
+    ddp = DistributedDataParallel(build())
+    for _ in range(2):
+        ddp(torch.randn(4, 64)).sum().backward()
+    out["ddp_reducer"] = ddp_reducer_bytes(ddp)
+    ddp.zero_grad(set_to_none=True)
+    with PeakMemory("cpu", hidden_bytes=ddp_reducer_bytes(ddp)) as peak:
+        ddp(torch.randn(4, 64)).sum().backward()
+    out["ddp_peak"] = peak.to_dict()
+    with open(os.path.join(sys.argv[1], f"rank{rank}.json"), "w") as f:
+        json.dump(out, f)
+    dist.destroy_process_group()
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def fsdp_ranks(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("measure")
+    script = folder / "ranks.py"
+    script.write_text(FSDP_SCRIPT)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         str(script), str(folder)],
+        capture_output=True, text=True, timeout=110, env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [json.loads((folder / f"rank{r}.json").read_text()) for r in range(2)]
+
+
+@pytest.mark.dist
+def test_fsdp_ranks_hold_their_shards_with_padding(fsdp_ranks):
+    for out in fsdp_ranks:
+        full = out["full_params"]
+        held = out["fsdp"]
+        # each rank holds half, padded up to a row on dim 0 of each odd-sized parameter
+        assert full / 2 <= held["params"] <= full / 2 + 6 * 64 * 4
+        assert held["grads"] == held["params"]
+        # Adam's moments are made like the unpadded local shard: no padding there
+        assert full <= held["optimizer"] <= 2 * held["params"] + 8 * 6
+
+
+@pytest.mark.dist
+def test_ddp_reducer_buckets_are_counted(fsdp_ranks):
+    for out in fsdp_ranks:
+        assert out["ddp_reducer"] == out["full_params"]
+        assert out["ddp_peak"]["start"] >= out["ddp_reducer"] + out["full_params"]
+        assert out["ddp_peak"]["peak"] >= out["ddp_peak"]["start"] + out["full_params"]
