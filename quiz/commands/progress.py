@@ -1,0 +1,73 @@
+"""`ddpfsdp progress`: attempts, accuracy and mastery by topic, weakest first."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def progress(as_json: bool) -> None:
+    """Show attempts, accuracy, mastery and cards due by topic, weakest first."""
+    from ddpfsdp.quiz import scheduler
+    from ddpfsdp.quiz.loader import BankError, load_bank
+    from ddpfsdp.quiz.store import Store, StoreError, utc_now
+
+    try:
+        bank = load_bank()
+    except BankError as error:
+        raise click.ClickException(f"the question bank has a problem: {error}") from None
+    try:
+        store = Store.open()
+    except StoreError as error:
+        raise click.ClickException(str(error)) from None
+    if store.warning:
+        click.echo(f"warning: {store.warning}", err=True)
+    with store:
+        now = utc_now()
+        report = scheduler.progress(bank, store, now)
+        attempts = store.attempts()
+    total = len(attempts)
+    correct = sum(a.correct for a in attempts)
+    due = sum(p.due for p in report)
+    if as_json:
+        click.echo(json.dumps({
+            "schema": "ddpfsdp.progress/1",
+            "attempts": total,
+            "correct": correct,
+            "accuracy": correct / total if total else None,
+            "due": due,
+            "topics": [p.to_dict() for p in report],
+        }, indent=2))
+        return
+
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="Progress by topic, weakest first", title_justify="left")
+    table.add_column("topic")
+    table.add_column("mastery", justify="right")
+    table.add_column("", no_wrap=True)
+    table.add_column("accuracy", justify="right")
+    table.add_column("attempts", justify="right")
+    table.add_column("seen", justify="right")
+    table.add_column("due", justify="right")
+    for p in report:
+        bar = "█" * round(p.mastery * 10) + "░" * (10 - round(p.mastery * 10))
+        table.add_row(
+            f"{p.title} [dim]({p.topic})[/]",
+            f"{p.mastery:.0%}",
+            bar,
+            "–" if p.accuracy is None else f"{p.accuracy:.0%}",
+            str(p.attempts),
+            f"{p.seen}/{p.questions}",
+            str(p.due) if p.due else "",
+        )
+    console = Console()
+    console.print(table)
+    summary = f"{total} attempts" + (f", {correct / total:.0%} correct" if total else "") + f"; {due} cards due now."
+    if not total:
+        summary += " Start with `ddpfsdp quiz`."
+    console.print(summary)

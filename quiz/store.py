@@ -1,0 +1,364 @@
+"""The progress store: one SQLite file in the data directory.
+
+It holds every attempt, each question's FSRS card, and saved demo results with a fingerprint of the
+machine that produced them. Each answer is committed in its own transaction the moment it is given,
+so a crash loses nothing already answered. The file is in WAL mode with a busy timeout, so two app
+instances (or the app and `ddpfsdp demo`) can write at once without corrupting it. A file that is
+not a readable database is moved aside, never deleted, and a fresh one is started with a warning.
+
+No torch or textual here: the CLI's `ddpfsdp demo` saves results through it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import socket
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ddpfsdp.quiz.paths import data_dir
+
+log = logging.getLogger(__name__)
+
+FILENAME = "ddpfsdp.sqlite3"
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_S = 10.0
+# How a demo is launched does not change what it measures about the model, so results are keyed
+# without these (the fingerprint records where it ran).
+_LAUNCH_FLAGS = {"--procs": True, "--gpus": True, "--json": False, "--force": False}
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS attempts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    question_id TEXT NOT NULL,
+    topic TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    answer_json TEXT NOT NULL,
+    correct INTEGER NOT NULL,
+    score REAL NOT NULL,
+    time_s REAL NOT NULL,
+    rating INTEGER NOT NULL,
+    mode TEXT NOT NULL DEFAULT 'practice',
+    answered_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS attempts_question ON attempts (question_id, id);
+CREATE TABLE IF NOT EXISTS cards (
+    question_id TEXT PRIMARY KEY,
+    card_json TEXT NOT NULL,
+    due TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS demo_results (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    demo TEXT NOT NULL,
+    args_json TEXT NOT NULL,
+    result_json TEXT NOT NULL,
+    saved_at TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    hostname TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS demo_results_key ON demo_results (demo, args_json, id);
+"""
+
+
+class StoreError(Exception):
+    """The store cannot be opened or written; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    id: int
+    question_id: str
+    topic: str
+    kind: str
+    answer: Any
+    correct: bool
+    score: float
+    time_s: float
+    rating: int
+    mode: str
+    answered_at: datetime
+
+
+@dataclass(frozen=True)
+class SavedResult:
+    result: dict[str, Any]
+    saved_at: datetime
+    fingerprint: str
+    hostname: str
+    here: bool  # produced on this machine (same hostname and hardware fingerprint)
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _iso(moment: datetime) -> str:
+    if moment.tzinfo is None:
+        raise ValueError("times in the store are timezone-aware (UTC)")
+    return moment.astimezone(timezone.utc).isoformat()
+
+
+def canonical_args(args: Sequence[str]) -> list[str]:
+    """Demo arguments without the launch flags, so a result is found however it was launched."""
+    kept: list[str] = []
+    skip_value = False
+    for arg in args:
+        if skip_value:
+            skip_value = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in _LAUNCH_FLAGS:
+            skip_value = _LAUNCH_FLAGS[name] and "=" not in arg
+            continue
+        kept.append(arg)
+    return kept
+
+
+def fingerprint(env: dict[str, Any] | None, hostname: str | None = None) -> str:
+    """A short hash of where a result was measured: host, devices and CPU count.
+
+    It is derived from the result's own `env`, so it describes the machine that produced the numbers.
+    """
+    env = env or {}
+    host = hostname or env.get("hostname") or socket.gethostname()
+    devices = env.get("device_names") or []
+    key = json.dumps({"host": host, "devices": sorted(map(str, devices)), "cpus": env.get("cpu_count")}, sort_keys=True)
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+class Store:
+    def __init__(self, connection: sqlite3.Connection, path: Path | None, warning: str | None = None):
+        self._db = connection
+        self._lock = threading.RLock()
+        self.path = path
+        # Set when the file on disk was damaged and moved aside; the app and CLI show it to the user.
+        self.warning = warning
+
+    # --- opening ---------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: Path | str | None = None) -> Store:
+        """Open (or create) the store; a damaged file is moved aside with a warning, never deleted."""
+        path = Path(path) if path is not None else data_dir() / FILENAME
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            return cls(cls._connect(path), path)
+        except sqlite3.DatabaseError as error:
+            if isinstance(error, sqlite3.OperationalError) and "locked" in str(error):
+                raise StoreError(f"{path} is locked by another program; close it and try again") from None
+            moved = cls._move_aside(path)
+            warning = (
+                f"The progress file {path} was damaged ({error}). It was moved to {moved.name} "
+                "and a fresh one was started; your earlier attempts are in the moved file."
+            )
+            log.warning(warning)
+            try:
+                return cls(cls._connect(path), path, warning)
+            except sqlite3.DatabaseError as again:
+                raise StoreError(f"cannot create a progress file at {path}: {again}") from None
+
+    @classmethod
+    def memory(cls) -> Store:
+        return cls(cls._connect(":memory:"), None)
+
+    @staticmethod
+    def _connect(path: Path | str) -> sqlite3.Connection:
+        # isolation_level=None: transactions are opened explicitly (BEGIN IMMEDIATE) around each write.
+        db = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute("PRAGMA busy_timeout = %d" % int(BUSY_TIMEOUT_S * 1000))
+            if str(path) != ":memory:":
+                mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    log.warning("SQLite journal mode is %s, not WAL", mode)
+            db.execute("PRAGMA synchronous = NORMAL")
+            check = db.execute("PRAGMA quick_check").fetchone()[0]
+            if check != "ok":
+                raise sqlite3.DatabaseError(f"integrity check failed: {check}")
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in filter(str.strip, _SCHEMA.split(";")):
+                    db.execute(statement)
+                db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+            # Any table we rely on must be readable; a page-level fault often shows only here.
+            for table in ("attempts", "cards", "demo_results"):
+                db.execute(f"SELECT count(*) FROM {table}").fetchone()
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    @staticmethod
+    def _move_aside(path: Path) -> Path:
+        stamp = utc_now().strftime("%Y%m%dT%H%M%SZ")
+        target = path.with_name(f"{path.name}.damaged-{stamp}")
+        counter = 1
+        while target.exists():
+            target = path.with_name(f"{path.name}.damaged-{stamp}-{counter}")
+            counter += 1
+        os.replace(path, target)
+        for suffix in ("-wal", "-shm"):
+            sidecar = path.with_name(path.name + suffix)
+            if sidecar.exists():
+                os.replace(sidecar, target.with_name(target.name + suffix))
+        return target
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; IMMEDIATE takes the write lock up front so two writers queue, not fail."""
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as error:
+                raise StoreError(f"the progress file is busy ({error}); try again in a moment") from None
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            else:
+                self._db.execute("COMMIT")
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            cursor = self._db.execute(sql, params)
+            cursor.row_factory = sqlite3.Row
+            return cursor.fetchall()
+
+    # --- attempts and cards ------------------------------------------------------------------------
+
+    def record_attempt(
+        self,
+        *,
+        question_id: str,
+        topic: str,
+        kind: str,
+        answer: Any,
+        correct: bool,
+        score: float,
+        time_s: float,
+        rating: int,
+        answered_at: datetime,
+        card_json: str | None = None,
+        due: datetime | None = None,
+        mode: str = "practice",
+    ) -> int:
+        """Save an attempt and, in the same transaction, the question's new card state."""
+        with self.transaction() as db:
+            cursor = db.execute(
+                "INSERT INTO attempts (question_id, topic, kind, answer_json, correct, score, time_s, rating, mode, answered_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (question_id, topic, kind, json.dumps(answer), int(correct), float(score), float(time_s), int(rating), mode, _iso(answered_at)),
+            )
+            if card_json is not None:
+                assert due is not None
+                db.execute(
+                    "INSERT INTO cards (question_id, card_json, due, updated_at) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (question_id) DO UPDATE SET card_json = excluded.card_json,"
+                    " due = excluded.due, updated_at = excluded.updated_at",
+                    (question_id, card_json, _iso(due), _iso(answered_at)),
+                )
+            return int(cursor.lastrowid)
+
+    def attempts(self, question_id: str | None = None) -> list[Attempt]:
+        if question_id is None:
+            rows = self._query("SELECT * FROM attempts ORDER BY id")
+        else:
+            rows = self._query("SELECT * FROM attempts WHERE question_id = ? ORDER BY id", (question_id,))
+        return [
+            Attempt(
+                id=row["id"],
+                question_id=row["question_id"],
+                topic=row["topic"],
+                kind=row["kind"],
+                answer=json.loads(row["answer_json"]),
+                correct=bool(row["correct"]),
+                score=row["score"],
+                time_s=row["time_s"],
+                rating=row["rating"],
+                mode=row["mode"],
+                answered_at=datetime.fromisoformat(row["answered_at"]),
+            )
+            for row in rows
+        ]
+
+    def card_json(self, question_id: str) -> str | None:
+        rows = self._query("SELECT card_json FROM cards WHERE question_id = ?", (question_id,))
+        return rows[0]["card_json"] if rows else None
+
+    def cards(self) -> dict[str, tuple[str, datetime]]:
+        """question id -> (card JSON, due)."""
+        rows = self._query("SELECT question_id, card_json, due FROM cards")
+        return {row["question_id"]: (row["card_json"], datetime.fromisoformat(row["due"])) for row in rows}
+
+    def due_question_ids(self, now: datetime) -> list[str]:
+        rows = self._query("SELECT question_id FROM cards WHERE due <= ? ORDER BY due", (_iso(now),))
+        return [row["question_id"] for row in rows]
+
+    # --- demo results ------------------------------------------------------------------------------
+
+    def save_demo_result(self, demo: str, args: Sequence[str], result: dict[str, Any], *, saved_at: datetime | None = None) -> None:
+        env = result.get("env") if isinstance(result, dict) else None
+        host = (env or {}).get("hostname") or socket.gethostname()
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO demo_results (demo, args_json, result_json, saved_at, fingerprint, hostname) VALUES (?, ?, ?, ?, ?, ?)",
+                (demo, json.dumps(canonical_args(args)), json.dumps(result), _iso(saved_at or utc_now()), fingerprint(env, host), host),
+            )
+
+    def last_demo_result(self, demo: str, args: Sequence[str]) -> SavedResult | None:
+        """The newest result of this demo with these arguments, preferring one measured on this machine."""
+        rows = self._query(
+            "SELECT result_json, saved_at, fingerprint, hostname FROM demo_results"
+            " WHERE demo = ? AND args_json = ? ORDER BY id DESC",
+            (demo, json.dumps(canonical_args(args))),
+        )
+        if not rows:
+            return None
+        here_host = socket.gethostname()
+        saved = []
+        for row in rows:
+            try:
+                result = json.loads(row["result_json"])
+            except json.JSONDecodeError:
+                continue
+            here = row["hostname"] == here_host and row["fingerprint"] == _fingerprint_here(result.get("env"), here_host)
+            saved.append(SavedResult(result, datetime.fromisoformat(row["saved_at"]), row["fingerprint"], row["hostname"], here))
+        return next((s for s in saved if s.here), saved[0] if saved else None)
+
+
+def _fingerprint_here(env: dict[str, Any] | None, host: str) -> str:
+    """This machine's fingerprint, as far as it can be known without importing torch.
+
+    Device names need torch (or the driver), so the saved result's own device list stands in for
+    them: a result is "here" when its hostname and CPU count match this machine's.
+    """
+    env = dict(env or {})
+    if env.get("cpu_count") is not None and env.get("cpu_count") != os.cpu_count():
+        env["cpu_count"] = os.cpu_count()
+    return fingerprint(env, host)

@@ -1,0 +1,155 @@
+"""The progress store: attempts and cards committed at once, damage moved aside, concurrent writers."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from ddpfsdp.quiz.store import FILENAME, Store, canonical_args, fingerprint
+
+T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
+
+
+def _attempt(store, qid="q-one", correct=True, at=T0, **extra):
+    return store.record_attempt(
+        question_id=qid, topic="ddp", kind="single", answer="all-reduce", correct=correct, score=float(correct),
+        time_s=12.5, rating=3 if correct else 1, answered_at=at, **extra,
+    )
+
+
+def test_store_lives_in_the_data_dir_and_keeps_attempts(ddpfsdp_home):
+    store = Store.open()
+    assert store.path == ddpfsdp_home / FILENAME
+    _attempt(store)
+    _attempt(store, correct=False, at=T0 + timedelta(minutes=1), card_json='{"x": 1}', due=T0 + timedelta(days=1))
+    store.close()
+    # Another connection (another process would be the same) sees what was committed.
+    reopened = Store.open()
+    attempts = reopened.attempts()
+    assert [a.correct for a in attempts] == [True, False]
+    assert attempts[0].answer == "all-reduce" and attempts[0].time_s == 12.5
+    assert attempts[0].answered_at == T0
+    assert reopened.card_json("q-one") == '{"x": 1}'
+    assert reopened.due_question_ids(T0 + timedelta(days=2)) == ["q-one"]
+    assert reopened.due_question_ids(T0) == []
+    mode = sqlite3.connect(reopened.path).execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+
+
+def test_each_answer_is_committed_when_given(ddpfsdp_home):
+    store = Store.open()
+    _attempt(store)
+    # Read from a separate connection while the first is still open: nothing waits for a close.
+    other = sqlite3.connect(ddpfsdp_home / FILENAME)
+    assert other.execute("SELECT count(*) FROM attempts").fetchone()[0] == 1
+
+
+def test_a_failed_write_leaves_no_half_attempt(ddpfsdp_home):
+    store = Store.open()
+    with pytest.raises(ValueError):
+        # A naive time is refused inside the transaction, after the attempt row would have been written.
+        _attempt(store, card_json="{}", due=datetime(2025, 1, 1))
+    assert store.attempts() == []
+    assert store.card_json("q-one") is None
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_a_damaged_file_is_moved_aside_and_a_fresh_one_started(ddpfsdp_home, damage):
+    store = Store.open()
+    for i in range(200):
+        _attempt(store, qid=f"q-{i}")
+    store.close()
+    path = ddpfsdp_home / FILENAME
+    # Fold the WAL into the main file so the damage below hits the real data.
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    original = path.read_bytes()
+    if damage == "garbage":
+        path.write_bytes(b"this is not a database" * 100)
+    else:
+        path.write_bytes(original[:100] + b"\xff" * 4000 + original[4100:])
+    damaged_bytes = path.read_bytes()
+
+    store = Store.open()
+    assert store.warning and "moved to" in store.warning and "fresh" in store.warning
+    assert store.attempts() == []
+    _attempt(store)
+    assert len(store.attempts()) == 1
+    moved = list(ddpfsdp_home.glob(f"{FILENAME}.damaged-*"))
+    assert len([m for m in moved if not m.name.endswith(("-wal", "-shm"))]) == 1
+    # Nothing is deleted: the damaged file is there byte for byte.
+    assert [m for m in moved if m.read_bytes() == damaged_bytes]
+
+
+_WRITER = """
+import sys
+from datetime import datetime, timezone
+from ddpfsdp.quiz.store import Store
+store = Store.open()
+for i in range(int(sys.argv[2])):
+    store.record_attempt(question_id=f"{sys.argv[1]}-{i}", topic="ddp", kind="single", answer=i,
+        correct=True, score=1.0, time_s=1.0, rating=3, answered_at=datetime.now(timezone.utc),
+        card_json="{}", due=datetime.now(timezone.utc))
+    if i % 10 == 0:
+        store.save_demo_result("sampler", [], {"env": {"hostname": "h"}, "i": i})
+store.close()
+"""
+
+
+def test_two_processes_writing_at_once_do_not_corrupt_it(ddpfsdp_home):
+    Store.open().close()
+    writers = [
+        subprocess.Popen([sys.executable, "-c", _WRITER, name, "60"], stderr=subprocess.PIPE, text=True)
+        for name in ("a", "b")
+    ]
+    for writer in writers:
+        _, err = writer.communicate(timeout=120)
+        assert writer.returncode == 0, err
+    store = Store.open()
+    assert store.warning is None
+    attempts = store.attempts()
+    assert len(attempts) == 120
+    assert {a.question_id for a in attempts} == {f"{w}-{i}" for w in "ab" for i in range(60)}
+    assert len(store.cards()) == 120
+    db = sqlite3.connect(store.path)
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_demo_results_keyed_without_launch_flags_and_marked_here():
+    store = Store.memory()
+    env = {"torch": "2.13.0", "python": "3.11.7", "device_names": ["cpu"], "cpu_count": None, "hostname": socket.gethostname()}
+    import os
+
+    env["cpu_count"] = os.cpu_count()
+    assert store.last_demo_result("wrap", ["--model", "tiny"]) is None
+    store.save_demo_result("wrap", ["--model", "tiny", "--procs", "2"], {"demo": "wrap", "env": env, "n": 1}, saved_at=T0)
+    store.save_demo_result("wrap", ["--model", "small"], {"demo": "wrap", "env": env, "n": 2}, saved_at=T0)
+    saved = store.last_demo_result("wrap", ["--model", "tiny"])
+    assert saved.result["n"] == 1 and saved.saved_at == T0 and saved.here
+    assert saved.hostname == socket.gethostname()
+    assert saved.fingerprint == fingerprint(env)
+    # A newer result from another machine does not hide the one measured here.
+    elsewhere = dict(env, hostname="gpu-node-7", device_names=["NVIDIA H100 80GB HBM3"] * 8)
+    store.save_demo_result("wrap", ["--model", "tiny"], {"demo": "wrap", "env": elsewhere, "n": 3}, saved_at=T0)
+    assert store.last_demo_result("wrap", ["--model", "tiny"]).result["n"] == 1
+    store2 = Store.memory()
+    store2.save_demo_result("wrap", ["--model", "tiny"], {"demo": "wrap", "env": elsewhere, "n": 3}, saved_at=T0)
+    other = store2.last_demo_result("wrap", ["--gpus", "8", "--model", "tiny", "--json"])
+    assert other.result["n"] == 3 and not other.here and other.hostname == "gpu-node-7"
+
+
+def test_canonical_args():
+    assert canonical_args(["--model", "tiny", "--procs", "2", "--json", "--gpus=4", "--force"]) == ["--model", "tiny"]
+
+
+def test_store_imports_neither_torch_nor_textual():
+    code = "import sys, ddpfsdp.quiz.store; print(','.join(m for m in ('torch', 'textual') if m in sys.modules))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "", proc.stderr
