@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "quiz": "ddpfsdp.quiz.commands.quiz:quiz",
     "progress": "ddpfsdp.quiz.commands.progress:progress",
     "demo": "ddpfsdp.quiz.commands.demo:demo",
+    "calc": "ddpfsdp.quiz.commands.calc:calc",
 }
 
 
