@@ -44,13 +44,6 @@ def shuffled(items: Sequence[str], rng: random.Random) -> list[str]:
 # --- numbers with units -------------------------------------------------------------------------
 
 _NUMBER = re.compile(r"^\s*([-+]?(?:\d[\d_,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z]*)\s*$")
-# Suffixes a person may type, to base units. Byte units follow the analytic model: GB = 1e9, GiB = 2**30.
-_BYTE_SUFFIXES = {
-    "b": 1, "byte": 1, "bytes": 1,
-    "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "pb": 1e15,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50,
-}
-_COUNT_SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
 
 
 class QuantityError(ValueError):
@@ -60,32 +53,37 @@ class QuantityError(ValueError):
 def parse_quantity(text: str, unit: str) -> float:
     """Read a typed answer into base units (bytes, a count, or a ratio).
 
-    A bare number is read in the question's own unit ("16" to a question in GB is 16 GB), except
-    that a bare number of 1e6 or more to a question in bytes-of-something is taken as bytes, since
-    nobody means 15 billion GB.
+    Units with a suffix are read by the analytic model's own parser (GB = 1e9, GiB = 2**30), so the
+    quiz and `ddpfsdp calc` agree on what "16 GB" means. A bare number is read in the question's
+    own unit ("16" to a question in GB is 16 GB), except that a bare number of 1e6 or more to a
+    question in a byte unit is taken as bytes, since nobody means 15 billion GB.
     """
+    from ddpfsdp.demos.units import parse_bytes, parse_count
+
     match = _NUMBER.match(text.replace("×", "x"))
     if not match:
         raise QuantityError(f"{text.strip()!r} is not a number; {input_hint(unit)}")
-    number = float(match.group(1).replace("_", "").replace(",", ""))
+    digits = match.group(1).replace("_", "").replace(",", "")
+    number = float(digits)
     suffix = match.group(2)
-    if unit in BYTE_UNITS:
+    try:
+        if unit in BYTE_UNITS:
+            if not suffix:
+                return number if number >= 1e6 else number * UNITS[unit]
+            if suffix.lower() in ("byte", "bytes"):
+                suffix = "B"
+            return float(parse_bytes(f"{digits}{suffix}"))
+        if unit == "x":
+            if suffix and suffix.lower() != "x":
+                raise QuantityError(f"the answer is a ratio; type a number such as 1.5 or 1.5x, not {suffix!r}")
+            return number
         if not suffix:
-            return number if number >= 1e6 else number * UNITS[unit]
-        factor = _BYTE_SUFFIXES.get(suffix.lower())
-        if factor is None:
-            raise QuantityError(f"unknown unit {suffix!r}; use bytes, KB, MB, GB, TB or KiB, MiB, GiB, TiB")
-        return number * factor
-    if unit == "x":
-        if suffix and suffix.lower() != "x":
-            raise QuantityError(f"the answer is a ratio; type a number such as 1.5 or 1.5x, not {suffix!r}")
-        return number
-    if not suffix:
-        return number
-    factor = _COUNT_SUFFIXES.get(suffix.lower())
-    if factor is None:
-        raise QuantityError(f"unknown suffix {suffix!r}; a count takes K, M, B (billion) or T")
-    return number * factor
+            return number
+        return float(parse_count(f"{digits}{suffix}"))
+    except QuantityError:
+        raise
+    except ValueError as error:
+        raise QuantityError(str(error)) from None
 
 
 def input_hint(unit: str) -> str:
