@@ -181,14 +181,17 @@ def fsdp_ranks(tmp_path_factory):
 
 @pytest.mark.dist
 def test_fsdp_ranks_hold_their_shards_with_padding(fsdp_ranks):
+    full = fsdp_ranks[0]["full_params"]
     for out in fsdp_ranks:
-        full = out["full_params"]
         held = out["fsdp"]
         # each rank holds half, padded up to a row on dim 0 of each odd-sized parameter
         assert full / 2 <= held["params"] <= full / 2 + 6 * 64 * 4
         assert held["grads"] == held["params"]
-        # Adam's moments are made like the unpadded local shard: no padding there
-        assert full <= held["optimizer"] <= 2 * held["params"] + 8 * 6
+    # Adam's moments are made like the unpadded local shard, which is uneven across ranks
+    # (17 and 16 of 33 rows), so only the sum over ranks is exact: two moments of every
+    # parameter plus a scalar step counter per parameter tensor on each rank
+    optimizer_total = sum(out["fsdp"]["optimizer"] for out in fsdp_ranks)
+    assert 2 * full <= optimizer_total <= 2 * full + 2 * 6 * 8
 
 
 @pytest.mark.dist
