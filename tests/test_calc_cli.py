@@ -1,0 +1,100 @@
+"""`ddpfsdp calc`: the side-by-side table, the JSON document, and usage errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from ddpfsdp.quiz.cli import cli
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, ["calc", *args], terminal_width=200)
+
+
+def test_table_shows_every_strategy_labelled_as_theory():
+    result = invoke("--params", "7.5e9", "--gpus", "64", "--precision", "bf16-master", "--optimizer", "adam")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "Theory" in out and "not measured" in out
+    assert "1 GB = 1e9 bytes" in out
+    for title in ("DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3", "HSDP"):
+        assert title in out
+    # The ZeRO paper's per-device figures, as printed.
+    for figure in ("120.00 GB", "31.41 GB", "16.64 GB", "1.88 GB"):
+        assert figure in out
+    for row in ("params", "grads", "optimizer", "working set", "activations", "total", "fits in 80.00 GB"):
+        assert row in out
+    assert "all_reduce" in out and "reduce_scatter" in out and "all_gather" in out
+    assert "does not shrink model state" in out
+
+
+def test_gib_display():
+    result = invoke("--model", "base", "--gpus", "8", "--unit", "GiB")
+    assert result.exit_code == 0, result.output
+    assert "GiB" in result.output and "2**30" in result.output
+
+
+def test_json_document():
+    result = invoke("--params", "7B", "--gpus", "16", "--group-size", "8", "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.output)
+    assert document["schema"] == "ddpfsdp.calc/1"
+    assert document["inputs"]["params"] == 7_000_000_000
+    assert document["inputs"]["group_size"] == 8
+    assert document["inputs"]["gpu_mem_bytes"] == 80_000_000_000
+    assert set(document["strategies"]) == {"ddp", "zero1", "zero2", "zero3", "hsdp"}
+    hsdp = document["strategies"]["hsdp"]
+    assert isinstance(hsdp["model_state_bytes"], int)
+    assert set(hsdp["comm"]) == {"all_gather", "reduce_scatter", "all_reduce"}
+    assert document["notes"]
+
+
+def test_json_with_a_model_and_checkpointing():
+    plain = json.loads(invoke("--model", "large", "--batch-size", "4", "--json").output)
+    checkpointed = json.loads(invoke("--model", "large", "--batch-size", "4", "--checkpoint-activations", "--json").output)
+    assert checkpointed["inputs"]["checkpoint_activations"] is True
+    assert checkpointed["strategies"]["ddp"]["activation_bytes"] < plain["strategies"]["ddp"]["activation_bytes"]
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--params", "7Q"], "7B"),
+        (["--params", "-3"], "positive"),
+        (["--params", "7B", "--gpus", "0"], "x>=1"),
+        (["--params", "7B", "--gpus", "12", "--group-size", "5"], "divisor of 12"),
+        (["--params", "7B", "--precision", "fp16"], "bf16-master"),
+        (["--params", "7B", "--optimizer", "lion"], "sgd-momentum"),
+        (["--params", "7B", "--gpu-mem", "80XB"], "GiB"),
+        (["--model", "huge"], "tiny, small, base, large, xl"),
+        ([], "--params"),
+        (["--params", "7B", "--model", "tiny"], "not both"),
+    ],
+)
+def test_bad_input_is_a_usage_error(args, named):
+    result = invoke(*args)
+    assert result.exit_code == 2, result.output
+    assert named in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("args", [["--params", "7Q"], ["--params", "7B", "--gpus", "8", "--group-size", "3"]])
+def test_bad_input_in_a_real_process_has_no_traceback(args):
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddpfsdp.quiz.cli", "calc", *args], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert "Usage:" in proc.stderr
+
+
+def test_help_has_examples():
+    result = invoke("--help")
+    assert result.exit_code == 0
+    assert "Examples:" in result.output and "ddpfsdp calc --params 7B" in result.output
+    assert "Theory" in result.output
