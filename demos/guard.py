@@ -256,9 +256,12 @@ def _candidates(demo: str, options: dict[str, Any], device: str, world_size: int
         batch //= 2
         yield target, {**base, **sharded, **checkpoint, "batch_size": batch}, world_size
     if device != "cpu" and target == "fsdp":
-        # Sharding divides model state by the world size; on CPU the processes share one RAM.
+        # Sharding divides model state by the world size.
         for more in (world_size * 2, world_size * 4, world_size * 8):
             yield target, {**base, **sharded, **checkpoint, "batch_size": 1}, more
+    if device == "cpu" and world_size > 2:
+        # CPU processes share one RAM: fewer of them leaves each one more.
+        yield target, {**base, **sharded, **checkpoint, "batch_size": 1}, 2
     presets = getattr(_presets(), "PRESETS", {}).get(arch)
     if presets is None and arch == "gpt":
         presets = _presets().GPT_PRESETS
@@ -278,7 +281,9 @@ def _suggest(demo, options, device, world_size, available, preset, arch) -> tupl
             estimate = estimate_rank_bytes(target, trial, device=device, world_size=ranks)["total_bytes"]
         except ValueError:
             continue
-        if _fits(estimate, available):
+        # `available` is per rank; on CPU a different process count shares the same RAM.
+        per_rank = available * world_size // ranks if device == "cpu" else available
+        if _fits(estimate, per_rank):
             more = f" {launch_flag} {ranks}" if ranks != world_size else ""
             command = f"ddpfsdp demo {target} {_flags(options, changed)}{more}".strip()
             return command, estimate

@@ -1,0 +1,156 @@
+"""The launch guard: both verdicts on fake availability, a suggestion that really fits, and runs it
+cannot size let through."""
+
+from __future__ import annotations
+
+import pytest
+
+from ddpfsdp.demos import guard
+
+GIB = 2**30
+
+
+def options(**changes):
+    base = dict(
+        arch="gpt", model="xl", layers=None, d_model=None, heads=None, seq_len=None, batch_size=16,
+        steps=10, warmup=2, precision="fp32", optimizer="adamw", lr=1e-3, seed=0,
+        checkpoint_activations=False, sharding="full", wrap="block", fsdp_api=2, replicas=2, bucket_mb=25,
+    )
+    return base | changes
+
+
+def test_fits_when_the_device_has_room():
+    verdict = guard.check_launch("fsdp", options(model="tiny", batch_size=4), device="cuda", world_size=2,
+                                 force=False, available_bytes=80 * GIB)
+    assert verdict.fits and verdict.proceed
+    assert verdict.available_bytes == 80 * GIB
+    assert 0 < verdict.estimate_bytes < 2 * GIB
+    assert "fits" in verdict.message
+    assert verdict.suggestion is None
+
+
+def test_refuses_when_it_does_not_fit_and_suggests_what_would():
+    verdict = guard.check_launch("ddp", options(), device="cuda", world_size=2, force=False, available_bytes=40 * GIB)
+    assert not verdict.fits and not verdict.proceed
+    assert verdict.estimate_bytes > 40 * GIB
+    assert "will not fit" in verdict.message and "40.00 GiB" in verdict.message
+    assert "--force" in verdict.message
+    assert verdict.suggestion and verdict.suggestion in verdict.message
+    assert verdict.suggestion.startswith("ddpfsdp demo fsdp")
+    assert "--sharding full" in verdict.suggestion
+
+
+def test_the_suggestion_fits_when_checked_again():
+    verdict = guard.check_launch("ddp", options(), device="cuda", world_size=2, force=False, available_bytes=40 * GIB)
+    words = verdict.suggestion.split()[2:]
+    demo, flags = words[0], words[1:]
+    changed, index = {}, 0
+    while index < len(flags):
+        key = flags[index][2:].replace("-", "_")
+        if index + 1 < len(flags) and not flags[index + 1].startswith("--"):
+            changed[key] = flags[index + 1]
+            index += 2
+        else:
+            changed[key] = True
+            index += 1
+    if "batch_size" in changed:
+        changed["batch_size"] = int(changed["batch_size"])
+    again = guard.check_launch(demo, options(**changed), device="cuda", world_size=2, force=False,
+                               available_bytes=40 * GIB)
+    assert again.fits, again.message
+
+
+def test_force_overrides_but_keeps_the_truth():
+    verdict = guard.check_launch("ddp", options(), device="cuda", world_size=2, force=True, available_bytes=4 * GIB)
+    assert not verdict.fits
+    assert verdict.proceed
+    assert "--force" in verdict.message
+
+
+def test_the_margin_is_kept_back():
+    estimate = guard.check_launch("fsdp", options(model="base", batch_size=2), device="cuda", world_size=2,
+                                  force=False, available_bytes=80 * GIB).estimate_bytes
+    just_enough = int(estimate / (1 - guard.SAFETY_MARGIN)) + 1
+    tight = guard.check_launch("fsdp", options(model="base", batch_size=2), device="cuda", world_size=2,
+                               force=False, available_bytes=just_enough)
+    squeezed = guard.check_launch("fsdp", options(model="base", batch_size=2), device="cuda", world_size=2,
+                                  force=False, available_bytes=estimate)
+    assert tight.fits and not squeezed.fits
+
+
+def test_sharding_lowers_the_estimate():
+    per = lambda demo, **kw: guard.estimate_rank_bytes(demo, options(model="large", **kw), device="cuda", world_size=8)  # noqa: E731
+    ddp = per("ddp")["parts"]["model_state"]
+    full = per("fsdp", sharding="full")["parts"]["model_state"]
+    assert full == pytest.approx(ddp / 8, rel=0.01)
+    compare = per("compare")
+    assert compare["strategy"] == "ddp"  # the heaviest of the four it trains
+
+
+def test_cpu_ram_is_shared_by_the_processes(monkeypatch):
+    from ddpfsdp.demos import hardware
+
+    monkeypatch.setattr(hardware, "ram_bytes", lambda: (64 * GIB, 8 * GIB))
+    assert guard.available_rank_bytes("cpu", 4) == 2 * GIB
+    small = guard.check_launch("fsdp", options(model="tiny", batch_size=4), device="cpu", world_size=4, force=False)
+    assert small.fits and small.available_bytes == 2 * GIB
+    big = guard.check_launch("ddp", options(model="large", batch_size=8), device="cpu", world_size=4, force=False)
+    assert not big.fits
+    # More CPU processes never help (they share the RAM), so the advice must not be "--procs".
+    assert big.suggestion is None or "--procs" not in big.suggestion
+
+
+def test_more_gpus_are_suggested_when_nothing_else_is_enough():
+    verdict = guard.check_launch("fsdp", options(model="xl", batch_size=1, checkpoint_activations=True),
+                                 device="cuda", world_size=2, force=False, available_bytes=11 * GIB)
+    assert not verdict.fits
+    assert verdict.suggestion and "--gpus" in verdict.suggestion
+
+
+def test_unknown_availability_lets_the_run_go(monkeypatch):
+    monkeypatch.setattr(guard, "available_rank_bytes", lambda device, world_size: None)
+    verdict = guard.check_launch("ddp", options(), device="cuda", world_size=2, force=False)
+    assert verdict.fits and verdict.available_bytes is None
+    assert "unknown" in verdict.message
+
+
+def test_what_cannot_be_sized_is_let_through():
+    verdict = guard.check_launch("ddp", options(arch="mamba"), device="cuda", world_size=2, force=False,
+                                 available_bytes=GIB)
+    assert verdict.fits and verdict.estimate_bytes is None
+    assert "cannot estimate" in verdict.message
+
+
+def test_concept_demos_are_not_checked():
+    verdict = guard.check_launch("sampler", {}, device="cpu", world_size=2, force=False, available_bytes=1)
+    assert verdict.fits and verdict.estimate_bytes is None
+
+
+def test_default_model_depends_on_the_device():
+    on_cpu = guard.estimate_rank_bytes("ddp", options(model=None), device="cpu", world_size=2)
+    on_gpu = guard.estimate_rank_bytes("ddp", options(model=None), device="cuda", world_size=2)
+    assert on_cpu["model"] == "small" and on_gpu["model"] == "base"
+
+
+def test_fewer_cpu_processes_are_suggested_before_a_smaller_model():
+    # 9.6 GiB of RAM: 2.4 GiB for each of 4 processes is too little for large sharded 4 ways,
+    # while 4.8 GiB for each of 2 is enough for it sharded 2 ways.
+    verdict = guard.check_launch("fsdp", options(model="large", batch_size=1, checkpoint_activations=True),
+                                 device="cpu", world_size=4, force=False, available_bytes=int(2.4 * GIB))
+    assert not verdict.fits
+    assert verdict.suggestion.endswith("--procs 2")
+    assert "--model large" in verdict.suggestion
+
+
+@pytest.mark.parametrize(("arch", "model"), [("vit", "large"), ("resnet", "34")])
+def test_vision_models_are_sized_too(arch, model):
+    from ddpfsdp.demos import presets
+
+    if arch not in getattr(presets, "PRESETS", {}):
+        pytest.skip(f"no {arch} presets")
+    estimate = guard.estimate_rank_bytes("ddp", options(arch=arch, model=model, batch_size=32), device="cuda", world_size=2)
+    assert estimate["params"] == presets.model_params(arch, model)
+    assert estimate["parts"]["activations"] > 0
+    refused = guard.check_launch("ddp", options(arch=arch, model=model, batch_size=32), device="cuda",
+                                 world_size=2, force=False, available_bytes=estimate["total_bytes"] // 2)
+    assert not refused.fits and refused.suggestion
