@@ -600,7 +600,7 @@ def estimate(
     else:
         notes.append(
             f"Working set (estimate) assumes {len(unit_params) - 1} equal FSDP units "
-            f"({largest:,} parameters each; set units, or give a model preset for real shapes), "
+            f"({largest:,} parameters each; set the unit count, or give a model preset for real shapes), "
             f"{PREFETCH_UNITS} of them unsharded at once."
         )
         notes.append("Activations are not included: they need the model's shape (give a model preset).")

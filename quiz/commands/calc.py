@@ -42,14 +42,15 @@ OPTIMIZER_NAMES = ("adamw", "adam", "sgd-momentum", "sgd")
 @click.option("--checkpoint-activations", is_flag=True, help="Estimate activations with each block checkpointed.")
 @click.option("--gpu-mem", default="80GB", show_default=True, metavar="SIZE", help="Memory per GPU: 80GB, 79.6GiB, 4e10.")
 @click.option(
-    "--units",
+    "--fsdp-units",
+    "units",
     type=click.IntRange(min=1),
     help="FSDP units (equal parts) assumed with --params. [default: 32]",
 )
 @click.option(
     "--unit",
     "display_unit",
-    type=click.Choice(["GB", "GiB"], case_sensitive=False),
+    type=click.Choice(["GB", "GiB"]),
     default="GB",
     show_default=True,
     help="Print sizes in GB (1e9 bytes) or GiB (2**30 bytes).",
@@ -133,7 +134,7 @@ def calc(
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
-    _render(result, "GiB" if display_unit.lower() == "gib" else "GB")
+    _render(result, display_unit)
 
 
 SHORT_SHARDS = {"ddp": "no shards", "zero1": "opt sharded", "zero2": "+ grads", "zero3": "+ params", "hsdp": "in groups"}
