@@ -407,8 +407,8 @@ def _load_numeric(raw: Mapping[str, Any], path: Path, qid: str, functions: _Lazy
         shown = ", ".join(repr(u) for u in UNITS)
         raise BankError(path, f"unit {unit!r} is not one of {shown}", question=qid, field="unit")
     tolerance = raw.get("tolerance", DEFAULT_TOLERANCE)
-    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 < tolerance < 1:
-        raise BankError(path, f"tolerance {tolerance!r} must be a relative tolerance between 0 and 1 (e.g. 0.05)", question=qid, field="tolerance")
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 <= tolerance < 1:
+        raise BankError(path, f"tolerance {tolerance!r} must be a relative tolerance from 0 (exact) to below 1 (e.g. 0.05)", question=qid, field="tolerance")
     measure = raw.get("measure")
     if measure is not None:
         if not isinstance(measure, str) or not measure.strip():

@@ -53,7 +53,7 @@ def test_fixture_bank_loads_every_kind(quiz_bank):
         ("ddp", 'op = "all_reduce"', 'op = "all_to_all"', "ddp-allreduce-wire", "calc.args", "failed"),
         ("ddp", 'op = "all_reduce"', 'opp = "all_reduce"', "ddp-allreduce-wire", "calc.args", "failed"),
         ("ddp", 'unit = "GB"', 'unit = "gigabytes"', "ddp-allreduce-wire", "unit", "not one of"),
-        ("ddp", "tolerance = 0.05", "tolerance = 5", "ddp-allreduce-wire", "tolerance", "between 0 and 1"),
+        ("ddp", "tolerance = 0.05", "tolerance = 5", "ddp-allreduce-wire", "tolerance", "relative tolerance"),
         ("ddp", 'id = "ddp-replicated-state"', 'id = "Replicated State"', None, "id", "lowercase"),
         ("fsdp-wrap", 'id = "wrap-forward-order"', 'id = "ddp-grad-sync"', "ddp-grad-sync", "id", "duplicate id"),
         ("fsdp-wrap", 'steps = ["all-gather', 'stepz = ["all-gather', "wrap-forward-order", "stepz", "unknown field"),

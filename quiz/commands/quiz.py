@@ -58,9 +58,11 @@ def quiz(topic, review, mock, plain, check, bank_dir, answers_dir, seed) -> None
     app = make_app(bank_dir=bank_dir, answers_dir=answers_dir, topic=topic, review=review, mock=mock, seed=seed)
     if app.bank is not None:
         _check_topic(app.bank, topic)
-    app.run()
-    if app.startup_ms is not None:
-        click.echo(f"ddpfsdp quiz: started in {app.startup_ms:.0f} ms", err=True) if app.debug_startup else None
+    try:
+        app.run()
+    finally:
+        # Belt and braces: every demo started from the app is stopped before the command returns.
+        app.stop_all_runs()
 
 
 def _check_topic(bank, topic: str | None) -> None:

@@ -1,0 +1,336 @@
+"""The quiz app: `make_app(...)` builds it for the CLI and for the tests alike.
+
+The app owns the session (which questions, in which mode), saves each answer the moment it is
+graded, and keeps track of running demos so none outlives it. Screens do the showing.
+"""
+
+from __future__ import annotations
+
+import time
+
+# Taken before Textual is imported, so the startup figure includes it.
+STARTED_AT_S = time.perf_counter()
+
+import logging  # noqa: E402
+import random  # noqa: E402
+import sqlite3  # noqa: E402
+import threading  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from datetime import datetime  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+from textual.app import App  # noqa: E402
+from textual.binding import Binding  # noqa: E402
+
+from ddpfsdp.quiz import scheduler  # noqa: E402
+from ddpfsdp.quiz.grading import Grade  # noqa: E402
+from ddpfsdp.quiz.loader import Bank, BankError, Question, load_bank  # noqa: E402
+from ddpfsdp.quiz.store import Store, StoreError, utc_now  # noqa: E402
+
+log = logging.getLogger("ddpfsdp.quiz")
+
+
+@dataclass
+class Session:
+    mode: str  # "practice", "review" or "mock"
+    questions: list[Question]
+    topic: str | None = None
+    index: int = 0
+    started_s: float = 0.0
+    deadline_s: float | None = None
+    results: list[tuple[Question, Grade]] = field(default_factory=list)
+
+    @property
+    def current(self) -> Question:
+        return self.questions[self.index]
+
+    @property
+    def position(self) -> str:
+        return f"{self.index + 1} of {len(self.questions)}"
+
+
+def default_demo_runner(demo: str, args: list[str]) -> Any:
+    # Imported here: the launcher is cheap, but nothing demo-related loads until a demo runs.
+    from ddpfsdp.demos.launcher import DemoRun
+
+    return DemoRun(demo, args)
+
+
+class QuizApp(App):
+    CSS_PATH = "app.tcss"
+    TITLE = "ddpfsdp quiz"
+    ENABLE_COMMAND_PALETTE = False
+    BINDINGS = [Binding("ctrl+q", "quit", "Quit", priority=True)]
+
+    def __init__(
+        self,
+        *,
+        bank: Bank | None,
+        store: Store | None,
+        problem: tuple[str, str, str] | None = None,
+        start: str | None = None,
+        topic: str | None = None,
+        rng: random.Random | None = None,
+        clock: Callable[[], datetime] = utc_now,
+        monotonic: Callable[[], float] = time.monotonic,
+        demo_runner: Callable[[str, list[str]], Any] = default_demo_runner,
+    ):
+        super().__init__()
+        self.bank = bank
+        self.store = store
+        self.problem = problem
+        self.start_mode = start
+        self.start_topic = topic
+        self.rng = rng or random.Random()
+        self._clock = clock
+        self._monotonic = monotonic
+        self.demo_runner = demo_runner
+        self.session: Session | None = None
+        self.startup_ms: float | None = None
+        # Answers that could not be written (the file was busy or unwritable); retried before the next.
+        self.unsaved: list[tuple[Question, Grade, float, datetime, str]] = []
+        self._runs: set[Any] = set()
+        self._stoppers: list[threading.Thread] = []
+        self._runs_lock = threading.Lock()
+
+    # --- clock -------------------------------------------------------------------------------------
+
+    def now(self) -> datetime:
+        return self._clock()
+
+    def monotonic(self) -> float:
+        return self._monotonic()
+
+    # --- start-up ----------------------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        if self.problem is not None:
+            from ddpfsdp.quiz.screens.message import ProblemScreen
+
+            self.push_screen(ProblemScreen(*self.problem))
+        else:
+            from ddpfsdp.quiz.screens.home import HomeScreen
+
+            self.push_screen(HomeScreen())
+            if self.store is not None and self.store.warning:
+                self.notify(self.store.warning, title="Progress file damaged", severity="warning", timeout=20)
+            if self.start_mode is not None:
+                self.start_session(self.start_mode, topic=self.start_topic)
+        self.call_after_refresh(self._first_screen_up)
+
+    def _first_screen_up(self) -> None:
+        self.startup_ms = (time.perf_counter() - STARTED_AT_S) * 1000
+        self.log.info(f"started in {self.startup_ms:.0f} ms")
+        log.info("started in %.0f ms", self.startup_ms)
+
+    def action_help(self) -> None:
+        from ddpfsdp.quiz.screens.help import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    # --- sessions ----------------------------------------------------------------------------------
+
+    def start_session(self, mode: str, topic: str | None = None) -> None:
+        assert self.bank is not None and self.store is not None
+        now = self.now()
+        if mode == "review":
+            questions = scheduler.due_questions(self.bank, self.store, now, topic)
+            if not questions:
+                self.notify("Nothing is due for review now. Pick a topic to learn something new.", title="Review")
+                return
+        elif mode == "mock":
+            questions = scheduler.mock_interview(self.bank, self.rng)
+        else:
+            questions = scheduler.practice_queue(self.bank, self.store, now, topic)
+        if not questions:
+            self.notify("No questions here yet.")
+            return
+        self.session = Session(mode, questions, topic, started_s=self.monotonic())
+        if mode == "mock":
+            self.session.deadline_s = self.session.started_s + scheduler.MOCK_MINUTES * 60
+        self._show_question(push=True)
+
+    def session_remaining_s(self) -> float | None:
+        if self.session is None or self.session.deadline_s is None:
+            return None
+        return max(0.0, self.session.deadline_s - self.monotonic())
+
+    def _question_screen(self):
+        from ddpfsdp.quiz.screens.question import QuestionScreen
+
+        session = self.session
+        return QuestionScreen(session.current, rng=self.rng, position=session.position)
+
+    def _show_question(self, push: bool) -> None:
+        screen = self._question_screen()
+        if push:
+            self.push_screen(screen)
+        else:
+            self.switch_screen(screen)
+
+    def answer(self, screen, grade: Grade, elapsed_s: float, display_order: list[str]) -> None:
+        """A graded objective answer: save it at once, then show the feedback."""
+        from ddpfsdp.quiz.screens.feedback import FeedbackScreen
+
+        question = screen.question
+        error = self._record(question, grade, elapsed_s)
+        position = self.session.position if self.session else ""
+        self.switch_screen(FeedbackScreen(question, grade, display_order=display_order, position=position, save_error=error))
+
+    def reveal_explain(self, screen, notes: str, elapsed_s: float) -> None:
+        from ddpfsdp.quiz.screens.feedback import FeedbackScreen
+
+        position = self.session.position if self.session else ""
+        self.switch_screen(FeedbackScreen(screen.question, None, notes=notes, elapsed_s=elapsed_s, position=position))
+
+    def save_explain(self, feedback, grade: Grade) -> str | None:
+        return self._record(feedback.question, grade, feedback.elapsed_s)
+
+    def _record(self, question: Question, grade: Grade, elapsed_s: float) -> str | None:
+        """Commit the attempt and its card; on failure keep it and say so (it is retried next time)."""
+        mode = self.session.mode if self.session else "practice"
+        if self.session is not None:
+            self.session.results.append((question, grade))
+        self.unsaved.append((question, grade, elapsed_s, self.now(), mode))
+        return self.flush_unsaved()
+
+    def flush_unsaved(self) -> str | None:
+        while self.unsaved:
+            question, grade, elapsed_s, at, mode = self.unsaved[0]
+            try:
+                scheduler.record_answer(self.store, question, grade, time_s=elapsed_s, now=at, mode=mode)
+            except (StoreError, sqlite3.Error, OSError) as error:
+                count = len(self.unsaved)
+                return (
+                    f"Your answer could not be saved yet ({error}). It is kept and will be saved with the next "
+                    f"answer or when you quit ({count} waiting)."
+                )
+            self.unsaved.pop(0)
+        return None
+
+    def next_question(self) -> None:
+        session = self.session
+        if session is None:
+            self._back_home()
+            return
+        session.index += 1
+        if session.index < len(session.questions) and (session.deadline_s is None or self.session_remaining_s() > 0):
+            self._show_question(push=False)
+        else:
+            self.end_session(timed_out=session.index < len(session.questions))
+
+    def end_session(self, timed_out: bool = False) -> None:
+        session = self.session
+        if session is None:
+            return
+        self.session = None
+        if session.mode == "mock":
+            from ddpfsdp.quiz.screens.report import MockReportScreen
+
+            elapsed_s = self.monotonic() - session.started_s
+            self.switch_screen(MockReportScreen(session.results, len(session.questions), elapsed_s, timed_out))
+            return
+        right = sum(1 for _, g in session.results if g.correct)
+        self._back_home()
+        if session.results:
+            self.notify(f"Done: {right} of {len(session.results)} right. Every answer is saved.", title="Session")
+
+    def leave_session(self) -> None:
+        self.session = None
+        self._back_home()
+
+    def _back_home(self) -> None:
+        from ddpfsdp.quiz.screens.home import HomeScreen
+
+        while len(self.screen_stack) > 1 and not isinstance(self.screen, HomeScreen):
+            self.pop_screen()
+
+    # --- demo runs ---------------------------------------------------------------------------------
+
+    def track_run(self, run: Any) -> None:
+        with self._runs_lock:
+            self._runs.add(run)
+
+    def untrack_run(self, run: Any) -> None:
+        with self._runs_lock:
+            self._runs.discard(run)
+
+    def stop_run(self, run: Any) -> None:
+        """Stop a run's processes off the UI thread (it can take a few seconds)."""
+        # Not a daemon: the interpreter waits for it at exit, so no rank is orphaned by quitting.
+        stopper = threading.Thread(target=run.cancel, name="demo-cancel", daemon=False)
+        stopper.start()
+        self._stoppers.append(stopper)
+
+    def stop_all_runs(self) -> None:
+        """Synchronously stop every run still going (called on exit)."""
+        with self._runs_lock:
+            runs = list(self._runs)
+        for run in runs:
+            run.cancel()
+        for stopper in self._stoppers:
+            stopper.join()
+
+    async def action_quit(self) -> None:
+        import asyncio
+
+        await asyncio.to_thread(self.stop_all_runs)
+        self.exit()
+
+    async def on_unmount(self) -> None:
+        import asyncio
+
+        await asyncio.to_thread(self.stop_all_runs)
+        if self.unsaved and self.store is not None:
+            self.flush_unsaved()
+
+
+def make_app(
+    *,
+    bank_dir: Path | str | None = None,
+    answers_dir: Path | str | None = None,
+    bank: Bank | None = None,
+    store: Store | None = None,
+    topic: str | None = None,
+    review: bool = False,
+    mock: bool = False,
+    seed: int | None = None,
+    clock: Callable[[], datetime] | None = None,
+    monotonic: Callable[[], float] | None = None,
+    demo_runner: Callable[[str, list[str]], Any] | None = None,
+) -> QuizApp:
+    """The app as the CLI runs it; tests pass a fixture bank, a fixed clock and a seed."""
+    problem = None
+    if bank is None:
+        try:
+            bank = load_bank(bank_dir, answers_dir)
+        except BankError as error:
+            problem = (
+                "The question bank has a problem",
+                str(error),
+                "Fix that file, then check the whole bank with: ddpfsdp quiz --check",
+            )
+    if store is None and problem is None:
+        try:
+            store = Store.open()
+        except (StoreError, OSError, sqlite3.Error) as error:
+            problem = (
+                "The progress file cannot be opened",
+                str(error),
+                "Nothing was changed. Close other programs using it, or point DDPFSDP_HOME at a writable folder.",
+            )
+    start = "mock" if mock else "review" if review else "practice" if topic else None
+    return QuizApp(
+        bank=bank,
+        store=store,
+        problem=problem,
+        start=start,
+        topic=topic,
+        rng=random.Random(seed) if seed is not None else None,
+        clock=clock or utc_now,
+        monotonic=monotonic or time.monotonic,
+        demo_runner=demo_runner or default_demo_runner,
+    )

@@ -1,0 +1,53 @@
+"""Messages the quiz's widgets and workers post: small, typed, one module.
+
+A demo worker runs in a thread and talks to the screen only through these (post_message is
+thread-safe), so no widget is touched from outside the event loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from textual.message import Message
+
+
+@dataclass
+class DemoStarted(Message):
+    demo: str
+    world_size: int | None
+    device: str | None
+    backend: str | None
+
+
+@dataclass
+class DemoProgress(Message):
+    step: int
+    steps: int
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class DemoLog(Message):
+    line: str
+
+
+@dataclass
+class DemoFinished(Message):
+    """The run ended: a result, an error event, or a cancellation (exactly one of them is set)."""
+
+    demo: str
+    args: tuple[str, ...]
+    result: dict[str, Any] | None
+    error: dict[str, Any] | None
+    cancelled: bool
+    elapsed_s: float
+
+
+@dataclass
+class Answered(Message):
+    """A question was answered and graded; the attempt is already committed."""
+
+    question_id: str
+    correct: bool
+    attempt_id: int | None

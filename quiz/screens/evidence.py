@@ -1,0 +1,39 @@
+"""The evidence for a question before answering it: its demo, the last saved result, a live run."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from ddpfsdp.quiz.loader import Question
+from ddpfsdp.quiz.widgets.evidence import EvidencePanel
+
+
+class EvidenceScreen(Screen):
+    BINDINGS = [
+        Binding("r", "run_demo", "Run demo"),
+        Binding("escape", "escape", "Cancel demo / Back"),
+        Binding("?", "app.help", "Help"),
+    ]
+
+    def __init__(self, question: Question):
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="evidence-screen"):
+            yield Static(Text.assemble(("Evidence", "bold"), f" for {self.question.id}: what the linked demo measures"), id="title")
+            with VerticalScroll():
+                yield EvidencePanel(self.question, id="evidence")
+        yield Footer()
+
+    def action_run_demo(self) -> None:
+        self.query_one(EvidencePanel).start()
+
+    def action_escape(self) -> None:
+        if not self.query_one(EvidencePanel).cancel():
+            self.app.pop_screen()

@@ -1,0 +1,214 @@
+"""Feedback: the verdict, the model answer, and the evidence panel (saved result, live re-run).
+
+For an `explain` question this screen is where the answer is revealed: the talking points and the
+model answer are shown, and the person grades themselves 1–4; the attempt is saved then.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Markdown, Static
+
+from ddpfsdp.quiz import evidence as ev
+from ddpfsdp.quiz import grading
+from ddpfsdp.quiz.grading import Grade
+from ddpfsdp.quiz.loader import Question
+from ddpfsdp.quiz.messages import DemoFinished
+
+
+class FeedbackScreen(Screen):
+    BINDINGS = [
+        Binding("n", "next", "Next"),
+        Binding("r", "run_demo", "Run demo", show=False),
+        Binding("escape", "escape", "Cancel demo / Home"),
+        Binding("?", "app.help", "Help"),
+        *(Binding(str(i), f"self_grade({i})", show=False) for i in range(1, 5)),
+    ]
+
+    def __init__(
+        self,
+        question: Question,
+        grade: Grade | None,
+        *,
+        display_order: list[str] | None = None,
+        notes: str = "",
+        elapsed_s: float = 0.0,
+        position: str = "",
+        save_error: str | None = None,
+    ):
+        super().__init__()
+        self.question = question
+        self.grade = grade
+        self.display_order = display_order or []
+        self.notes = notes
+        self.elapsed_s = elapsed_s
+        self.position = position
+        self.save_error = save_error
+
+    @property
+    def awaiting_self_grade(self) -> bool:
+        return self.question.kind == "explain" and self.grade is None
+
+    def compose(self) -> ComposeResult:
+        q = self.question
+        with Vertical(id="feedback"):
+            yield Static(self._verdict(), id="verdict")
+            with VerticalScroll(id="feedback-body"):
+                detail = self._detail()
+                if detail is not None:
+                    yield Static(detail, id="answer-detail")
+                if q.kind == "numeric":
+                    yield Static(id="predict-measure")
+                yield Static(Text("Model answer", style="bold underline"), classes="section-title")
+                yield Markdown(self._model_answer(), id="model-answer")
+                if q.demo is not None:
+                    from ddpfsdp.quiz.widgets.evidence import EvidencePanel
+
+                    yield EvidencePanel(q, id="evidence")
+            yield Static(self._hint(), id="feedback-hint")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if self.question.kind == "numeric":
+            self._update_predict_measure()
+        if self.save_error:
+            self.app.notify(self.save_error, severity="error", timeout=10)
+
+    # --- pieces -------------------------------------------------------------------------------------
+
+    def _verdict(self) -> Text:
+        if self.awaiting_self_grade:
+            return Text.assemble(("How did you do? ", "bold"), "Compare with the talking points, then press ", ("1", "bold reverse"), " Again  ", ("2", "bold reverse"), " Hard  ", ("3", "bold reverse"), " Good  ", ("4", "bold reverse"), " Easy")
+        grade = self.grade
+        assert grade is not None
+        style = "bold green" if grade.correct else "bold red"
+        mark = "✔ " if grade.correct else "✘ "
+        text = Text.assemble((mark + grade.verdict, style))
+        if self.position:
+            text.append(f"   {self.position}", style="dim")
+        return text
+
+    def _detail(self) -> Any:
+        q = self.question
+        grade = self.grade
+        if q.kind in ("single", "multi") and grade is not None:
+            right = {q.answer} if q.kind == "single" else set(q.answer)
+            chosen = {grade.given} if q.kind == "single" else set(grade.given)
+            table = Table(show_header=False, show_edge=False, box=None, expand=True, pad_edge=False)
+            table.add_column(width=2, no_wrap=True)
+            table.add_column(ratio=1)
+            for index, choice in enumerate(self.display_order or q.choices, start=1):
+                if choice in right:
+                    mark = Text("✔", style="bold green")
+                elif choice in chosen:
+                    mark = Text("✘", style="bold red")
+                else:
+                    mark = Text(" ")
+                label = Text(f"{index}. {choice}", style="bold" if choice in chosen else "dim" if choice not in right else "")
+                if choice in chosen:
+                    label.append("  ← yours", style="italic")
+                table.add_row(mark, label)
+            return table
+        if q.kind == "order" and grade is not None:
+            text = Text()
+            for index, step in enumerate(q.steps):
+                yours = grade.given[index] if index < len(grade.given) else ""
+                ok = yours == step
+                text.append("✔ " if ok else "✘ ", style="bold green" if ok else "bold red")
+                text.append(f"{index + 1}. {step}")
+                if not ok:
+                    text.append(f"   (you put: {yours})", style="italic red")
+                text.append("\n")
+            return text
+        if q.kind == "explain":
+            text = Text("What an interviewer listens for:\n", style="bold")
+            for point in q.talking_points:
+                text.append(f"  • {point}\n", style="")
+            if self.notes.strip():
+                text.append("Your notes: ", style="bold")
+                text.append(self.notes.strip(), style="italic")
+            return text
+        return None
+
+    def _model_answer(self) -> str:
+        try:
+            return self.question.model_answer()
+        except OSError as error:
+            return f"*The model answer could not be read:* `{self.question.answer_file}` ({error.strerror}). Reinstall ddpfsdp or restore the file."
+
+    def _hint(self) -> Text:
+        parts = []
+        if self.awaiting_self_grade:
+            parts.append("1–4 grade yourself")
+        else:
+            parts.append("n next")
+        if self.question.demo is not None:
+            parts.append("r run the demo now (Escape cancels)")
+        parts.append("? help")
+        return Text("  ·  ".join(parts), style="dim")
+
+    def _update_predict_measure(self, result: dict[str, Any] | None = None) -> None:
+        q = self.question
+        grade = self.grade
+        table = Table(title="Predict, then measure", title_justify="left", show_edge=False, expand=False, pad_edge=False)
+        table.add_column("")
+        table.add_column("value", justify="right")
+        table.add_column("", style="dim")
+        if grade is not None:
+            table.add_row("your prediction", grading.format_quantity(grade.given["value"], q.unit), "")
+        table.add_row("analytic model (theory)", grading.format_quantity(q.value, q.unit), f"{q.calc.fn}")
+        if q.measure:
+            if result is None:
+                panel = self.query("#evidence")
+                saved = panel.first().saved if panel else None
+                result = saved.result if saved else None
+            measured = ev.measured_value(q, result)
+            if measured is None:
+                table.add_row("measured", "–", "not measured here yet: press r" if result is None else f"{q.measure} not in the result")
+            else:
+                ratio = measured / q.value if q.value else float("nan")
+                table.add_row("measured", grading.format_quantity(measured, q.unit), f"{ratio:.2f}x theory, in the demo's own configuration")
+        self.query_one("#predict-measure", Static).update(table)
+
+    # --- actions ------------------------------------------------------------------------------------
+
+    def on_demo_finished(self, message: DemoFinished) -> None:
+        if self.question.kind == "numeric" and message.result is not None:
+            self._update_predict_measure(message.result)
+
+    def action_self_grade(self, number: int) -> None:
+        if not self.awaiting_self_grade:
+            return
+        name = grading.SELF_GRADES[number - 1]
+        self.grade = grading.grade_explain(self.question, self.notes, name)
+        self.save_error = self.app.save_explain(self, self.grade)
+        self.query_one("#verdict", Static).update(self._verdict())
+        self.query_one("#feedback-hint", Static).update(self._hint())
+
+    def action_next(self) -> None:
+        if self.awaiting_self_grade:
+            self.app.notify("Grade yourself first: 1 Again, 2 Hard, 3 Good, 4 Easy.")
+            return
+        # Leaving the screen unmounts the evidence panel, which stops a running demo.
+        self.app.next_question()
+
+    def action_run_demo(self) -> None:
+        panels = self.query("#evidence")
+        if panels:
+            panels.first().start()
+
+    def _cancel_demo(self) -> bool:
+        panels = self.query("#evidence")
+        return bool(panels) and panels.first().cancel()
+
+    def action_escape(self) -> None:
+        if self._cancel_demo():
+            return
+        self.app.leave_session()

@@ -1,0 +1,40 @@
+"""Keys, in a modal over the current screen."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Markdown
+
+HELP = """\
+# Keys
+
+| key | where | does |
+|---|---|---|
+| **1**–**9** | question | choose a choice; for order questions, place the next step |
+| **space**, **↑ ↓** | question | move and choose without digits |
+| **backspace** | order question | undo the last placed step |
+| **Enter** | question | submit (explain: reveal the model answer) |
+| **n** | question, feedback | next question (on a question: skip it) |
+| **d** | question | the evidence for this question: its demo and last saved result |
+| **r** | feedback, evidence | run the linked demo now on this machine |
+| **Escape** | while a demo runs | cancel it (every rank is stopped); otherwise go back |
+| **1**–**4** | explain feedback | grade yourself: Again, Hard, Good, Easy |
+| **?** | anywhere | this help |
+| **ctrl+q** | anywhere | quit (every answer is already saved) |
+
+The mouse works too: click a choice, a step, or a menu entry.
+
+Numeric answers take units: `16 GB`, `14.9GiB`, `1.5e10` (bytes). GB = 10⁹ bytes, GiB = 2³⁰.
+A bare small number is read in the question's unit.
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help"):
+            yield Markdown(HELP)

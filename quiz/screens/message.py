@@ -1,0 +1,27 @@
+"""A screen that explains a problem the app cannot work around (a broken bank, an unusable store)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+
+class ProblemScreen(Screen):
+    BINDINGS = [Binding("q,escape", "app.quit", "Quit")]
+
+    def __init__(self, title: str, message: str, advice: str):
+        super().__init__()
+        self.title_text = title
+        self.message = message
+        self.advice = advice
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="problem"):
+            yield Static(Text(self.title_text, style="bold red"), id="problem-title")
+            yield Static(Text(self.message), id="problem-message")
+            yield Static(Text(self.advice, style="italic"), id="problem-advice")
+        yield Footer()

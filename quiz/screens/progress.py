@@ -1,0 +1,51 @@
+"""Progress: attempts, accuracy, mastery and due cards by topic, weakest first."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from ddpfsdp.quiz import scheduler
+from ddpfsdp.quiz.screens.home import mastery_bar
+
+
+class ProgressScreen(Screen):
+    BINDINGS = [Binding("escape,q", "app.pop_screen", "Back"), Binding("?", "app.help", "Help")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="progress"):
+            yield Static(Text("Progress by topic, weakest first", style="bold"), id="title")
+            yield DataTable(id="progress-table", cursor_type="row", zebra_stripes=True)
+            yield Static(id="progress-summary")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        app = self.app
+        report = scheduler.progress(app.bank, app.store, app.now())
+        table = self.query_one(DataTable)
+        table.add_columns("topic", "mastery", "accuracy", "attempts", "seen", "due")
+        for p in report:
+            table.add_row(
+                p.title,
+                mastery_bar(p.mastery),
+                "–" if p.accuracy is None else f"{p.accuracy:.0%}",
+                str(p.attempts),
+                f"{p.seen}/{p.questions}",
+                Text(str(p.due), style="yellow") if p.due else "",
+                key=p.topic,
+            )
+        attempts = sum(p.attempts for p in report)
+        correct = sum(p.correct for p in report)
+        due = sum(p.due for p in report)
+        summary = f"{attempts} attempts" + (f", {correct / attempts:.0%} right" if attempts else "") + f"; {due} cards due now."
+        summary += "  Mastery is the chance of recalling a question now (FSRS), counted only when its last answer was right."
+        self.query_one("#progress-summary", Static).update(summary)
+        table.focus()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        self.app.pop_screen()
+        self.app.start_session("practice", topic=str(event.row_key.value))

@@ -1,0 +1,45 @@
+"""Charts of a training result: memory by component per strategy, and throughput (textual-plotext)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual_plotext import PlotextPlot
+
+from ddpfsdp.quiz import evidence as ev
+
+MIB = 2**20
+
+
+class ResultChart(PlotextPlot):
+    """Memory per rank by component (MiB) for each strategy; throughput beside it when measured."""
+
+    def plot_result(self, result: dict[str, Any]) -> bool:
+        """Draw the result; False when it has nothing to chart (concept demos)."""
+        runs = ev.runs(result)
+        memory = {name: ev.memory_by_component(run) for name, run in runs.items()}
+        memory = {name: m for name, m in memory.items() if m}
+        plt = self.plt
+        plt.clear_figure()
+        if not memory:
+            self.refresh()
+            return False
+        names = list(memory)
+        components = [c for c in ("params", "grads", "optimizer", "peak") if any(c in m for m in memory.values())]
+        speeds = {name: ev.throughput(runs[name]).get("samples_per_s") for name in names}
+        speeds = {k: v for k, v in speeds.items() if v}
+        if speeds:
+            plt.subplots(1, 2)
+            plt.subplot(1, 1)
+        plt.multiple_bar(
+            names,
+            [[memory[n].get(c, 0.0) / MIB for n in names] for c in components],
+            labels=components,
+        )
+        plt.title("Memory per rank (MiB), measured")
+        if speeds:
+            plt.subplot(1, 2)
+            plt.bar(list(speeds), list(speeds.values()))
+            plt.title("Throughput (samples/s), measured")
+        self.refresh()
+        return True
