@@ -8,7 +8,8 @@
   bytes of live tensors at the start plus the highest running total of the allocations the
   profiler records during the step (the profiler is slow, so it is used on one dedicated step only;
   `ru_maxrss` is useless here: spawned ranks inherit their parent's).
-- `StepTimer`: per-step wall time with perf_counter, synchronising CUDA so queued kernels count.
+- `StepTimer`: wall time of the timed steps and of each step (CUDA events on GPU, so no step
+  waits for the GPU to be timed).
 - `environment`: the `env` block of every result.
 """
 
@@ -187,39 +188,110 @@ def max_running_total(prof: Any) -> int:
 
 
 class StepTimer:
-    """Wall time of each `with timer:` block; CUDA work is waited for so it is counted."""
+    """Wall time of a run of steps, and of each step, at no cost to the steps themselves.
+
+    `start()` and `stop()` synchronise CUDA once each, so `wall_s` covers all queued work. Per-step
+    times come from CUDA events on GPU (recorded in the stream, read after `stop()`, so no step
+    waits for the GPU) and from perf_counter on CPU.
+
+        timer.start()
+        for batch in batches:
+            with timer.step():
+                train_step(batch)
+        timer.stop()
+    """
 
     def __init__(self, device: Any) -> None:
         self.device = torch.device(device)
-        self.times_s: list[float] = []
+        self.wall_s: float | None = None
+        self._cuda = self.device.type == "cuda"
+        self._marks: list[tuple[Any, Any]] = []
+        self._times_s: list[float] | None = None
         self._start = 0.0
 
     def _sync(self) -> None:
-        if self.device.type == "cuda":
+        if self._cuda:
             torch.cuda.synchronize(self.device)
 
-    def __enter__(self) -> "StepTimer":
+    def start(self) -> None:
         self._sync()
         self._start = time.perf_counter()
-        return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def stop(self) -> None:
         self._sync()
-        self.times_s.append(time.perf_counter() - self._start)
+        self.wall_s = time.perf_counter() - self._start
+        if self._cuda:
+            self._times_s = [begin.elapsed_time(end) / 1000.0 for begin, end in self._marks]
+        else:
+            self._times_s = [end - begin for begin, end in self._marks]
+
+    def step(self) -> "_Step":
+        return _Step(self)
+
+    def _mark(self) -> Any:
+        if self._cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
 
     @property
-    def total_s(self) -> float:
-        return sum(self.times_s)
+    def times_s(self) -> list[float]:
+        if self._times_s is None:
+            raise ValueError("the timer has not been stopped")
+        return self._times_s
 
     def summary(self) -> dict[str, float]:
-        """{"median", "min", "max"} in seconds."""
-        if not self.times_s:
+        """{"median", "min", "max"} of the step times, in seconds."""
+        times = self.times_s
+        if not times:
             raise ValueError("no steps were timed")
-        return {
-            "median": statistics.median(self.times_s),
-            "min": min(self.times_s),
-            "max": max(self.times_s),
-        }
+        return {"median": statistics.median(times), "min": min(times), "max": max(times)}
+
+
+class _Step:
+    def __init__(self, timer: StepTimer) -> None:
+        self.timer = timer
+        self.begin: Any = None
+
+    def __enter__(self) -> None:
+        self.begin = self.timer._mark()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.timer._marks.append((self.begin, self.timer._mark()))
+
+
+# Dense peak FLOP/s per GPU from the vendors' data sheets: (bf16 tensor cores, fp32 without TF32).
+# Matched on the device name, most specific first; a GPU not listed gets no MFU rather than a guess.
+PEAK_FLOPS_PER_S: list[tuple[str, float, float]] = [
+    ("H200", 989e12, 67e12),
+    ("H100 NVL", 835e12, 60e12),
+    ("H100 PCIE", 756e12, 51e12),
+    ("H100", 989e12, 67e12),  # SXM5
+    ("A100", 312e12, 19.5e12),  # SXM4 and PCIe share the dense peaks
+]
+
+
+def peak_flops_per_s(device: Any, precision: str) -> float | None:
+    """The GPU's dense peak for the precision its matmuls run in, or None where it is not known.
+
+    fp32 counts only when matmuls really run in fp32 (`torch.get_float32_matmul_precision()` is
+    "highest"); with TF32 allowed the fp32 peak would understate the hardware and MFU could pass 100%.
+    """
+    device = torch.device(device)
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device).upper()
+    for key, bf16, fp32 in PEAK_FLOPS_PER_S:
+        if key in name:
+            if precision in ("bf16", "bf16-mixed"):
+                return bf16
+            if precision == "fp32" and torch.get_float32_matmul_precision() == "highest":
+                if torch.backends.cuda.matmul.allow_tf32:
+                    return None
+                return fp32
+            return None
+    return None
 
 
 def environment(ctx: Any = None) -> dict[str, Any]:

@@ -1,0 +1,267 @@
+"""The claims the `ddp`, `fsdp` and `compare` demos illustrate, as pure functions of measured numbers.
+
+Each takes plain numbers (from a run's result and the analytic model) and returns a Check whose
+detail states the numbers, so a test can hand it numbers that break the claim and watch it fail.
+Tolerances: model-state bytes 1% plus an allowance for shard padding that is computed from the
+model's own parameter shapes; wire bytes 5%; losses rtol 1e-4 in fp32.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+from ddpfsdp.demos.checks import Check, within
+
+STATE_KINDS = ("params", "grads", "optimizer")
+STATE_REL = 0.01
+WIRE_REL = 0.05
+LOSS_RTOL_FP32 = 1e-4
+LOSS_RTOL_LOW_PRECISION = 2e-2  # bf16 rounding differs with the reduction order of each strategy
+MIB = 1024**2
+
+
+def _mib(n: float | None) -> str:
+    return "n/a" if n is None else f"{n / MIB:.3f} MiB"
+
+
+def loss_decreases(losses: Sequence[float | None]) -> Check:
+    finite = [x for x in losses if x is not None and math.isfinite(x)]
+    if len(finite) != len(losses) or len(losses) < 2:
+        return Check("loss_decreases", False, f"losses are missing or not finite: {list(losses)}", {"loss": list(losses)})
+    first, last = losses[0], losses[-1]
+    return Check(
+        "loss_decreases",
+        last < first,
+        f"loss {first:.4f} at the first step, {last:.4f} at the last ({len(losses)} steps)",
+        {"first": first, "last": last},
+    )
+
+
+def model_state_matches_theory(
+    ranks: Sequence[Mapping[str, Any]], theory: Mapping[str, Any], allowance: Mapping[str, int]
+) -> Check:
+    """Every rank's params/grads/optimizer bytes within 1% (plus allowance) of the analytic model's."""
+    misses = []
+    for r, held in enumerate(ranks):
+        for kind in STATE_KINDS:
+            expected = theory[f"{kind}_bytes"]
+            if not within(held[kind], expected, STATE_REL, allowance.get(kind, 0)):
+                misses.append(f"rank {r} {kind} {_mib(held[kind])} vs theory {_mib(expected)}")
+    rank0 = ranks[0]
+    summary = ", ".join(
+        f"{kind} {_mib(rank0[kind])} (theory {_mib(theory[f'{kind}_bytes'])})" for kind in STATE_KINDS
+    )
+    detail = f"rank 0: {summary}" + (f"; off: {'; '.join(misses)}" if misses else "; every rank within 1% plus padding")
+    return Check(
+        "model_state_matches_theory",
+        not misses,
+        detail,
+        {"measured": [{k: held[k] for k in STATE_KINDS} for held in ranks],
+         "theory": {k: theory[f"{k}_bytes"] for k in STATE_KINDS}, "allowance": dict(allowance)},
+    )
+
+
+def comm_matches_theory(per_op: Mapping[str, Mapping[str, float]], theory_comm: Mapping[str, Mapping[str, Any]]) -> Check:
+    """Each op's wire bytes per rank within 5% of theory, and no op theory does not expect."""
+    misses = []
+    parts = []
+    for op in sorted(set(per_op) | set(theory_comm)):
+        measured = per_op.get(op, {}).get("wire_bytes_per_rank", 0)
+        expected = theory_comm.get(op, {}).get("wire_bytes_per_rank", 0)
+        parts.append(f"{op} {_mib(measured)} (theory {_mib(expected)})")
+        if not within(measured, expected, WIRE_REL):
+            misses.append(op)
+    detail = "wire bytes per rank per step: " + ", ".join(parts)
+    if misses:
+        detail += f"; off by more than 5%: {', '.join(misses)}"
+    return Check(
+        "comm_matches_theory",
+        not misses and bool(per_op),
+        detail,
+        {"measured": {op: v.get("wire_bytes_per_rank", 0) for op, v in per_op.items()},
+         "theory": {op: v.get("wire_bytes_per_rank", 0) for op, v in theory_comm.items()}},
+    )
+
+
+def ddp_replicates_model_state(ranks: Sequence[Mapping[str, Any]], unsharded_params_bytes: int) -> Check:
+    """Every rank holds all the parameters and all the gradients, and the same optimizer state."""
+    full = all(r["params"] == unsharded_params_bytes and r["grads"] == unsharded_params_bytes for r in ranks)
+    same_state = len({r["optimizer"] for r in ranks}) == 1
+    return Check(
+        "ddp_replicates_model_state",
+        full and same_state,
+        f"model params {_mib(unsharded_params_bytes)}; per rank params "
+        f"{', '.join(_mib(r['params']) for r in ranks)}, grads {', '.join(_mib(r['grads']) for r in ranks)}, "
+        f"optimizer {', '.join(_mib(r['optimizer']) for r in ranks)}",
+        {"unsharded_params": unsharded_params_bytes, "ranks": [{k: r[k] for k in STATE_KINDS} for r in ranks]},
+    )
+
+
+def ddp_uses_all_reduce(per_op: Mapping[str, Mapping[str, float]]) -> Check:
+    others = [op for op in ("all_gather", "reduce_scatter") if per_op.get(op, {}).get("count", 0)]
+    count = per_op.get("all_reduce", {}).get("count", 0)
+    return Check(
+        "ddp_uses_all_reduce",
+        count > 0 and not others,
+        f"{count} all_reduce calls per step"
+        + (f"; also {', '.join(others)}" if others else "; no all_gather or reduce_scatter"),
+        {"ops": {op: v.get("count", 0) for op, v in per_op.items()}},
+    )
+
+
+def fsdp_shards_model_state(
+    ranks: Sequence[Mapping[str, Any]], full: Mapping[str, int], shard_size: int, allowance: Mapping[str, int],
+    name: str = "fsdp_shards_model_state",
+) -> Check:
+    """Each rank holds 1/shard_size of the full params, grads and optimizer state (1% plus padding)."""
+    misses = []
+    for r, held in enumerate(ranks):
+        for kind in STATE_KINDS:
+            expected = full[kind] / shard_size
+            if not within(held[kind], expected, STATE_REL, allowance.get(kind, 0)):
+                misses.append(f"rank {r} {kind} {_mib(held[kind])} vs {_mib(expected)}")
+    rank0 = ranks[0]
+    detail = (
+        f"1/{shard_size} of params {_mib(full['params'])}, grads {_mib(full['grads'])}, optimizer "
+        f"{_mib(full['optimizer'])}; rank 0 holds {_mib(rank0['params'])}, {_mib(rank0['grads'])}, "
+        f"{_mib(rank0['optimizer'])}"
+    )
+    if misses:
+        detail += f"; off: {'; '.join(misses)}"
+    return Check(
+        name,
+        not misses,
+        detail,
+        {"full": dict(full), "shard_size": shard_size, "allowance": dict(allowance),
+         "ranks": [{k: r[k] for k in STATE_KINDS} for r in ranks]},
+    )
+
+
+def fsdp_reduce_scatters_grads(
+    per_op: Mapping[str, Mapping[str, float]], grad_bytes: int, *, hybrid: bool
+) -> Check:
+    """Gradients leave backward by reduce-scatter (all of them); all_reduce only across HSDP replicas."""
+    scattered = per_op.get("reduce_scatter", {}).get("bytes", 0)
+    all_reduces = per_op.get("all_reduce", {}).get("count", 0)
+    # the input is every gradient, padded to a multiple of the group: never less, a little more
+    enough = scattered >= grad_bytes and within(scattered, grad_bytes, WIRE_REL)
+    passed = enough and (hybrid or all_reduces == 0)
+    detail = (
+        f"reduce_scatter input {_mib(scattered)} per step for {_mib(grad_bytes)} of gradients; "
+        f"{all_reduces} all_reduce calls" + (" (HSDP: across replicas)" if hybrid else "")
+    )
+    return Check(
+        "fsdp_reduce_scatters_grads",
+        passed,
+        detail,
+        {"reduce_scatter_bytes": scattered, "grad_bytes": grad_bytes, "all_reduce_count": all_reduces},
+    )
+
+
+def expected_all_gathers(unit_params: Sequence[int], sharding: str) -> int:
+    """FSDP2 all-gathers each unit with parameters before its forward, and again before its backward
+    when it was resharded after forward (full and hybrid: every unit but the root)."""
+    nonempty = sum(1 for count in unit_params if count > 0)
+    if sharding == "grad-op":
+        return nonempty
+    return nonempty + sum(1 for count in unit_params[:-1] if count > 0)
+
+
+def fsdp_all_gathers_params(
+    per_op: Mapping[str, Mapping[str, float]], unit_params: Sequence[int], sharding: str, gather_bytes_per_param: int
+) -> Check:
+    measured = per_op.get("all_gather", {})
+    count = measured.get("count", 0)
+    expected_count = expected_all_gathers(unit_params, sharding)
+    resharded = sum(unit_params[:-1]) if sharding != "grad-op" else 0
+    expected_bytes = (sum(unit_params) + resharded) * gather_bytes_per_param
+    passed = count == expected_count and within(measured.get("bytes", 0), expected_bytes, WIRE_REL)
+    return Check(
+        "fsdp_all_gathers_params",
+        passed,
+        f"{count} all_gather calls per step for {sum(1 for u in unit_params if u)} units with parameters "
+        f"(expected {expected_count} for {sharding}); {_mib(measured.get('bytes', 0))} gathered "
+        f"(expected {_mib(expected_bytes)})",
+        {"count": count, "expected_count": expected_count, "bytes": measured.get("bytes", 0),
+         "expected_bytes": expected_bytes},
+    )
+
+
+# ----------------------------------------------------------------------------- compare
+
+
+def losses_agree(runs: Mapping[str, Sequence[float]], rtol: float, baseline: str = "ddp") -> Check:
+    base = runs[baseline]
+    worst = 0.0
+    disagree = []
+    for name, losses in runs.items():
+        if len(losses) != len(base) or any(x is None for x in losses):
+            disagree.append(name)
+            continue
+        for a, b in zip(losses, base):
+            rel = abs(a - b) / max(abs(b), 1e-12)
+            worst = max(worst, rel)
+            if rel > rtol:
+                disagree.append(name)
+                break
+    return Check(
+        "losses_agree",
+        not disagree,
+        f"largest relative difference from {baseline}'s losses over {len(base)} steps: {worst:.2e} "
+        f"(rtol {rtol:g})" + (f"; disagree: {', '.join(disagree)}" if disagree else ""),
+        {"worst_rel": worst, "rtol": rtol, "disagree": disagree},
+    )
+
+
+def zero1_shards_optimizer(
+    zero1: Sequence[Mapping[str, Any]], ddp: Sequence[Mapping[str, Any]], allowance_bytes: int
+) -> Check:
+    """ZeRO-1 ranks hold DDP's params and grads, and between them DDP's optimizer state once."""
+    world = len(zero1)
+    ddp_opt = ddp[0]["optimizer"]
+    same_params = all(z["params"] == d["params"] and z["grads"] == d["grads"] for z, d in zip(zero1, ddp))
+    total = sum(z["optimizer"] for z in zero1)
+    # Optimizer state is partitioned by whole parameters, so one rank may hold up to a tensor more.
+    shares = all(within(z["optimizer"], ddp_opt / world, STATE_REL, allowance_bytes) for z in zero1)
+    passed = same_params and shares and within(total, ddp_opt, STATE_REL)
+    return Check(
+        "zero1_shards_optimizer",
+        passed,
+        f"optimizer per rank {', '.join(_mib(z['optimizer']) for z in zero1)} vs DDP's {_mib(ddp_opt)} "
+        f"(sum {_mib(total)}); params and grads {'equal' if same_params else 'differ from'} DDP's",
+        {"zero1": [z["optimizer"] for z in zero1], "ddp": ddp_opt, "allowance": allowance_bytes},
+    )
+
+
+def grad_op_peak_above_full(grad_op: Sequence[Mapping[str, Any]], full: Sequence[Mapping[str, Any]]) -> Check:
+    """Grad-op's unsharded parameters live from forward to the end of backward: its peak is higher."""
+    peaks_grad_op = [r["peak"] for r in grad_op]
+    peaks_full = [r["peak"] for r in full]
+    held_grad_op = [r.get("params_after_forward") for r in grad_op]
+    held_full = [r.get("params_after_forward") for r in full]
+    passed = all(g is not None and f is not None and g > f for g, f in zip(peaks_grad_op, peaks_full))
+    return Check(
+        "grad_op_peak_above_full",
+        passed,
+        f"peak per rank grad-op {', '.join(_mib(p) for p in peaks_grad_op)} vs full "
+        f"{', '.join(_mib(p) for p in peaks_full)}; parameters held between forward and backward "
+        f"grad-op {', '.join(_mib(p) for p in held_grad_op)} vs full {', '.join(_mib(p) for p in held_full)}",
+        {"grad_op_peak": peaks_grad_op, "full_peak": peaks_full,
+         "grad_op_params_after_forward": held_grad_op, "full_params_after_forward": held_full},
+    )
+
+
+def total_wire(per_op: Mapping[str, Mapping[str, float]]) -> float:
+    return sum(v.get("wire_bytes_per_rank", 0) for v in per_op.values())
+
+
+def fsdp_wire_1_5x_ddp(fsdp_per_op: Mapping[str, Mapping[str, float]], ddp_per_op: Mapping[str, Mapping[str, float]]) -> Check:
+    fsdp_wire, ddp_wire = total_wire(fsdp_per_op), total_wire(ddp_per_op)
+    ratio = fsdp_wire / ddp_wire if ddp_wire else float("inf")
+    return Check(
+        "fsdp_wire_1_5x_ddp",
+        within(ratio, 1.5, WIRE_REL),
+        f"FSDP full sends {_mib(fsdp_wire)} per rank per step, DDP {_mib(ddp_wire)}: {ratio:.3f}x (theory 1.5x, 5%)",
+        {"fsdp_wire": fsdp_wire, "ddp_wire": ddp_wire, "ratio": ratio},
+    )
