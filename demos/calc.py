@@ -662,6 +662,7 @@ def theory_for_run(
     unit_params: list[int] | None = None,
     bucket_bytes: int | None = None,
     gradient_as_bucket_view: bool = False,
+    buffer_bytes: int = 0,
 ) -> dict[str, Any]:
     """The model's per-rank figures for a demo's own configuration, as PyTorch runs it.
 
@@ -674,6 +675,9 @@ def theory_for_run(
     ZeRO-3's and its working set is the full parameters (plus the unit gradients awaiting their
     reduce-scatter). `unit_params`: parameters per FSDP unit, root last. `bucket_bytes` (DDP's
     bucket cap) is reported, not used: bucket counts depend on parameter order and sizes.
+    `buffer_bytes`: module buffers (BatchNorm statistics), which DDP broadcasts from rank 0 at
+    every forward (broadcast_buffers=True, the default). DDP also broadcasts its rebuilt bucket
+    order once, in the second iteration: measure after at least two steps.
     """
     spec = precision_for(precision)
     optimizer = check_optimizer(optimizer)
@@ -685,9 +689,12 @@ def theory_for_run(
         "measurement, never instead of it.",
         f"{spec.name}: {spec.summary}.",
     ]
+    buffers = _op(None, buffer_bytes, wire_factor("broadcast", world)) if buffer_bytes else None
     if strategy == "ddp":
         name, state_of, work_of = "ddp", "ddp", "ddp"
         comm = step_comm("ddp", params, world, spec.name)
+        if buffers:
+            comm["broadcast"] = buffers
         if bucket_bytes:
             notes.append(
                 f"DDP all-reduces gradients in buckets of up to {format_bytes(bucket_bytes, 'MiB')}; "
@@ -697,7 +704,7 @@ def theory_for_run(
         name, state_of, work_of = "zero1", "zero1", "zero1"
         comm = {
             **step_comm("ddp", params, world, spec.name),
-            "broadcast": _op(None, params * spec.param_bytes, wire_factor("broadcast", world)),
+            "broadcast": _op(None, params * spec.param_bytes + buffer_bytes, wire_factor("broadcast", world)),
         }
         notes.append(
             "PyTorch's ZeroRedundancyOptimizer: DDP all-reduces the full gradients, each rank steps "

@@ -421,3 +421,12 @@ def test_importing_calc_does_not_import_torch():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == ""
+
+
+def test_ddp_broadcasts_module_buffers_every_forward():
+    common = dict(params=1000, world_size=4, precision="fp32", optimizer="sgd")
+    assert "broadcast" not in calc.theory_for_run(strategy="ddp", **common)["comm"]
+    ddp = calc.theory_for_run(strategy="ddp", buffer_bytes=800, **common)
+    assert ddp["comm"]["broadcast"] == {"count": None, "bytes": 800, "wire_bytes_per_rank": 600}
+    zero1 = calc.theory_for_run(strategy="zero1", buffer_bytes=800, **common)
+    assert zero1["comm"]["broadcast"]["bytes"] == 4000 + 800
