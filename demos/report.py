@@ -1,0 +1,198 @@
+"""Print a training demo's result for a person: per-rank memory, throughput, traffic, loss.
+
+Every figure printed is the run's own measurement; the analytic model's figures appear beside
+them in columns labelled theory. The table of checks is printed by the CLI after these tables.
+Importable without torch (rich only).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+KiB, MiB, GiB = 1024, 1024**2, 1024**3
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send", "recv")
+
+
+def format_bytes(n: float | None) -> str:
+    """Binary units spelled out: 1.50 GiB, 12.3 MiB, 512 bytes."""
+    if n is None:
+        return "n/a"
+    size = abs(n)
+    if size >= GiB:
+        return f"{n / GiB:.2f} GiB"
+    if size >= MiB:
+        return f"{n / MiB:.2f} MiB"
+    if size >= KiB:
+        return f"{n / KiB:.1f} KiB"
+    return f"{n:.0f} bytes"
+
+
+def _rate(value: float | None, unit: str) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:,.1f} {unit}".rstrip()
+
+
+def _headline(result: dict[str, Any]) -> str:
+    c = result["config"]
+    what = c.get("description") or c.get("strategy", result.get("demo", ""))
+    return (
+        f"[bold]{result.get('demo', '')}[/bold]: {what}\n"
+        f"{c.get('arch', 'gpt')} {c.get('model')} ({c.get('params', 0):,} parameters), "
+        f"{c.get('world_size')} ranks on {c.get('device')} ({c.get('backend')}), {c.get('precision')}, "
+        f"{c.get('optimizer')}, batch {c.get('batch_size')} per rank, {c.get('steps')} steps "
+        f"({c.get('warmup')} warm-up)"
+    )
+
+
+def memory_table(result: dict[str, Any]) -> Table:
+    theory = result.get("theory") or {}
+    ranks = result["memory"]["ranks"]
+    kind = ranks[0].get("peak_kind", "") if ranks else ""
+    table = Table(title="Memory per rank (measured)", caption=f"peak: {kind}; model state after the optimizer step")
+    for column in ("rank", "params", "grads", "optimizer state", "model state", "peak of one step"):
+        table.add_column(column, justify="right")
+    for r, held in enumerate(ranks):
+        state = sum(held.get(k) or 0 for k in ("params", "grads", "optimizer"))
+        table.add_row(str(r), format_bytes(held.get("params")), format_bytes(held.get("grads")),
+                      format_bytes(held.get("optimizer")), format_bytes(state), format_bytes(held.get("peak")))
+    if theory:
+        table.add_row(
+            "[dim]theory[/dim]",
+            *(f"[dim]{format_bytes(theory.get(k))}[/dim]" for k in ("params_bytes", "grads_bytes", "optimizer_bytes",
+                                                                     "model_state_bytes")),
+            f"[dim]{format_bytes(theory.get('working_set_bytes'))} working set[/dim]",
+        )
+    return table
+
+
+def throughput_lines(result: dict[str, Any]) -> list[str]:
+    t = result["throughput"]
+    step = t.get("step_time_s") or {}
+    mfu = t.get("mfu")
+    lines = [
+        f"Throughput over all ranks after warm-up ({t.get('timed_steps')} timed steps): "
+        f"{_rate(t.get('samples_per_s'), 'samples/s')}, {_rate(t.get('tokens_per_s'), 'tokens/s')}",
+        f"Step time: median {step.get('median', 0) * 1000:.1f} ms (min {step.get('min', 0) * 1000:.1f} ms, "
+        f"max {step.get('max', 0) * 1000:.1f} ms); MFU: "
+        + (f"{mfu * 100:.1f}%" if isinstance(mfu, (int, float)) else "n/a (peak FLOP/s of this device not known)"),
+    ]
+    if t.get("note"):
+        lines.append(f"[yellow]{t['note']}[/yellow]")
+    return lines
+
+
+def comm_table(result: dict[str, Any]) -> Table:
+    measured = result["comm"]["per_step"]
+    theory = (result.get("theory") or {}).get("comm", {})
+    table = Table(title="Collectives in one training step (measured, per rank)",
+                  caption="wire: what a ring sends per rank; theory from the analytic model")
+    for column in ("op", "calls", "logical bytes", "wire bytes per rank", "theory: wire bytes per rank", "theory: calls"):
+        table.add_column(column, justify="right")
+    for op in OPS:
+        if op not in measured and op not in theory:
+            continue
+        m, t = measured.get(op, {}), theory.get(op, {})
+        calls = t.get("count")
+        table.add_row(
+            op,
+            str(m.get("count", 0)),
+            format_bytes(m.get("bytes", 0)),
+            format_bytes(m.get("wire_bytes_per_rank", 0)),
+            f"[dim]{format_bytes(t.get('wire_bytes_per_rank')) if t else 'none expected'}[/dim]",
+            f"[dim]{calls if calls is not None else 'by bucket' if t else '-'}[/dim]",
+        )
+    return table
+
+
+def loss_line(result: dict[str, Any]) -> str:
+    losses = result.get("loss") or []
+    if not losses:
+        return "Loss: none recorded"
+    return f"Loss (mean over ranks): {losses[0]:.4f} at step 1 -> {losses[-1]:.4f} at step {len(losses)}"
+
+
+def render_training(result: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console()
+    console.print(_headline(result))
+    console.print(memory_table(result))
+    for line in throughput_lines(result):
+        console.print(line)
+    console.print(comm_table(result))
+    console.print(loss_line(result))
+    if result.get("wall_s") is not None:
+        console.print(f"Run time on rank 0: {result['wall_s']:.1f} s")
+
+
+def _ratio(value: float | None, base: float | None) -> str:
+    if value is None or not base:
+        return "n/a"
+    return f"{value / base:.2f}x"
+
+
+def _wire(run: dict[str, Any]) -> float:
+    return sum(v.get("wire_bytes_per_rank", 0) for v in run["comm"]["per_step"].values())
+
+
+def compare_table(result: dict[str, Any]) -> Table:
+    runs = result["runs"]
+    base = runs.get("ddp")
+    table = Table(title="Per rank, measured in one run each, as a ratio to DDP",
+                  caption="memory is rank 0's; wire bytes per rank per step; peak of one step")
+    table.add_column("figure")
+    for name in runs:
+        table.add_column(name, justify="right")
+
+    def mem(run: dict[str, Any], kind: str) -> float | None:
+        return run["memory"]["ranks"][0].get(kind)
+
+    rows = [
+        ("params", lambda run: mem(run, "params"), format_bytes),
+        ("grads", lambda run: mem(run, "grads"), format_bytes),
+        ("optimizer state", lambda run: mem(run, "optimizer"), format_bytes),
+        ("peak", lambda run: mem(run, "peak"), format_bytes),
+        ("samples/s", lambda run: run["throughput"].get("samples_per_s"), lambda v: _rate(v, "")),
+        ("wire bytes per step", _wire, format_bytes),
+    ]
+    for label, get, fmt in rows:
+        cells = []
+        for run in runs.values():
+            value = get(run)
+            cells.append(f"{fmt(value)} ({_ratio(value, get(base) if base else None)})")
+        table.add_row(label, *cells)
+    checks_row = []
+    for run in runs.values():
+        checks = run.get("checks", [])
+        passed = sum(1 for c in checks if c.get("passed"))
+        checks_row.append(f"{passed}/{len(checks)} passed")
+    table.add_row("own checks", *checks_row)
+    return table
+
+
+def render_compare(result: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console()
+    c = result["config"]
+    console.print(
+        f"[bold]compare[/bold]: {', '.join(result['runs'])} on {c.get('arch', 'gpt')} {c.get('model')} "
+        f"({c.get('params', 0):,} parameters), {c.get('world_size')} ranks on {c.get('device')} "
+        f"({c.get('backend')}), {c.get('precision')}, same data and seed"
+    )
+    console.print(compare_table(result))
+    agree = next((ch for ch in result.get("checks", []) if ch["name"] == "losses_agree"), None)
+    if agree is not None:
+        verdict = "agree" if agree["passed"] else "do NOT agree"
+        console.print(f"Losses {verdict}: {agree['detail']}")
+    for name, run in result["runs"].items():
+        losses = run.get("loss") or []
+        if losses:
+            console.print(f"  {name}: loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+    ddp = result["runs"].get("ddp")
+    note = ddp and ddp["throughput"].get("note")
+    if note:
+        console.print(f"[yellow]{note}[/yellow]")
+    failed = [(name, ch) for name, run in result["runs"].items() for ch in run.get("checks", []) if not ch["passed"]]
+    for name, ch in failed:
+        console.print(f"[red]{name}: {ch['name']} failed[/red]: {ch['detail']}")
