@@ -1,0 +1,445 @@
+"""The Textual app driven with a pilot: every kind answered right and wrong, saved, and kept across a restart;
+evidence shown from a saved result; and each failure (broken bank, damaged store, missing answer file,
+failing demo) shown as a message, not a traceback."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import textwrap
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from ddpfsdp.quiz.app import make_app
+from ddpfsdp.quiz.screens.feedback import FeedbackScreen
+from ddpfsdp.quiz.screens.home import HomeScreen
+from ddpfsdp.quiz.screens.message import ProblemScreen
+from ddpfsdp.quiz.screens.question import QuestionScreen
+from ddpfsdp.quiz.store import Store
+
+T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
+SIZE = (100, 40)
+
+
+class Clock:
+    """A controllable wall clock and monotonic clock, so time taken and due dates are exact."""
+
+    def __init__(self):
+        self.wall = T0
+        self.mono_s = 1000.0
+
+    def now(self):
+        return self.wall
+
+    def monotonic(self):
+        return self.mono_s
+
+    def advance(self, seconds: float):
+        self.wall += timedelta(seconds=seconds)
+        self.mono_s += seconds
+
+
+def _text(widget) -> str:
+    """What a Static shows, as plain text (rich renderables included)."""
+    import io
+
+    from rich.console import Console
+
+    console = Console(width=96, file=io.StringIO(), color_system=None, legacy_windows=False)
+    console.print(widget.content)
+    # Wrapping is the terminal's business; compare words.
+    return " ".join(console.file.getvalue().split())
+
+
+def _app(quiz_bank, clock=None, **kwargs):
+    clock = clock or Clock()
+    bank_dir, answers_dir = quiz_bank
+    return make_app(bank_dir=bank_dir, answers_dir=answers_dir, seed=7, clock=clock.now, monotonic=clock.monotonic, **kwargs)
+
+
+async def _answer_current(pilot, right: bool, clock: Clock | None = None, think_s: float = 15.0):
+    """Answer the question on screen, right or wrong, with keys only; return the question."""
+    app = pilot.app
+    screen = app.screen
+    assert isinstance(screen, QuestionScreen)
+    q = screen.question
+    if clock is not None:
+        clock.advance(think_s)
+    if q.kind == "single":
+        target = q.answer if right else next(c for c in screen.display_choices if c != q.answer)
+        await pilot.press(str(screen.display_choices.index(target) + 1))
+    elif q.kind == "multi":
+        targets = list(q.answer) if right else [c for c in screen.display_choices if c not in q.answer][:1]
+        for target in targets:
+            await pilot.press(str(screen.display_choices.index(target) + 1))
+    elif q.kind == "order":
+        steps = list(q.steps) if right else [q.steps[1], q.steps[0], *q.steps[2:]]
+        for step in steps:
+            await pilot.press(str(screen.display_steps.index(step) + 1))
+    elif q.kind == "numeric":
+        text = f"{q.value / 1e9:.4g} GB" if right else f"{q.value / 1e9 * 3:.4g} GB"
+        await pilot.press(*text)
+    else:
+        await pilot.press(*"overlap")
+    await pilot.press("enter")
+    await pilot.pause()
+    if q.kind == "explain":
+        assert isinstance(app.screen, FeedbackScreen) and app.screen.awaiting_self_grade
+        await pilot.press("3" if right else "1")
+        await pilot.pause()
+    return q
+
+
+async def test_every_kind_right_and_wrong_is_graded_saved_and_kept(quiz_bank):
+    clock = Clock()
+    app = _app(quiz_bank, clock)
+    seen = {}
+    async with app.run_test(size=SIZE) as pilot:
+        assert isinstance(app.screen, HomeScreen)
+        for right in (True, False):
+            for topic in ("ddp", "fsdp-wrap"):
+                app.start_session("practice", topic=topic)
+                await pilot.pause()
+                while isinstance(app.screen, QuestionScreen):
+                    q = await _answer_current(pilot, right, clock)
+                    feedback = app.screen
+                    assert isinstance(feedback, FeedbackScreen)
+                    assert feedback.grade.correct is right, (q.id, feedback.grade)
+                    verdict = _text(feedback.query_one("#verdict"))
+                    assert ("✔" if right else "✘") in verdict
+                    seen[(q.kind, right)] = q.id
+                    await pilot.press("n")
+                    await pilot.pause()
+                assert isinstance(app.screen, HomeScreen)
+                clock.advance(3600)
+    assert {kind for kind, _ in seen} == {"single", "multi", "numeric", "order", "explain"}
+    assert len(seen) == 10
+
+    # The store has every answer, committed as it was given.
+    store = Store.open()
+    attempts = store.attempts()
+    assert len(attempts) == 12
+    by_question = {}
+    for attempt in attempts:
+        by_question.setdefault(attempt.question_id, []).append(attempt)
+    single = by_question["ddp-grad-sync"]
+    assert [a.correct for a in single] == [True, False]
+    assert single[0].answer == "all-reduce in buckets during backward"
+    assert single[0].time_s == pytest.approx(15.0)
+    assert [a.rating for a in single] == [3, 1]  # Good at 15 s for a level-1 single; Again when wrong
+    assert by_question["ddp-explain-buckets"][0].answer == {"notes": "overlap"}
+    assert [a.rating for a in by_question["ddp-explain-buckets"]] == [3, 1]
+    assert by_question["wrap-forward-order"][1].answer[0] == "run the unit's forward"
+    assert store.card_json("ddp-grad-sync") is not None
+    store.close()
+
+    # A new app on the same data directory shows the progress kept.
+    restarted = _app(quiz_bank, clock)
+    async with restarted.run_test(size=SIZE) as pilot:
+        label = _text(restarted.screen.query_one("#label-ddp"))
+        assert "4/4 seen" in label
+        summary = _text(restarted.screen.query_one("#home-summary"))
+        assert "12 answers so far, 50% right" in summary
+        await pilot.press("p")
+        await pilot.pause()
+        table = restarted.screen.query_one("#progress-table")
+        assert table.row_count == 2
+
+
+async def test_numeric_nonsense_asks_again_and_saves_nothing(quiz_bank):
+    app = _app(quiz_bank)
+    async with app.run_test(size=SIZE) as pilot:
+        app.start_session("practice", topic="ddp")
+        await pilot.pause()
+        while app.screen.question.kind != "numeric":
+            await pilot.press("n")
+            await pilot.pause()
+        await pilot.press(*"lots", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, QuestionScreen)
+        assert "not a number" in _text(app.screen.query_one("#question-error"))
+        await pilot.press("enter")
+    assert Store.open().attempts() == []
+
+
+async def test_enter_without_a_choice_says_what_to_do(quiz_bank):
+    app = _app(quiz_bank, topic="ddp")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, QuestionScreen) and app.screen.question.kind == "single"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert "Choose an answer first" in _text(app.screen.query_one("#question-error"))
+
+
+async def test_choices_are_clickable(quiz_bank):
+    app = _app(quiz_bank, topic="ddp")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        index = screen.display_choices.index(screen.question.answer) + 1
+        await pilot.click(f"#choice-{index}")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, FeedbackScreen) and app.screen.grade.correct
+
+
+def _saved_wrap_result(passed: bool = True):
+    import os
+
+    return {
+        "schema": "ddpfsdp.demo/1",
+        "demo": "wrap",
+        "config": {"world_size": 2, "device": "cpu", "backend": "gloo", "model": "tiny"},
+        "env": {"torch": "2.13.0", "python": "3.11.7", "device_names": ["cpu"], "cpu_count": os.cpu_count(), "hostname": socket.gethostname()},
+        "checks": [
+            {"name": "per_block_peak_below_root_only", "passed": passed, "detail": "peak 1.20 MiB per block vs 2.50 MiB root only", "values": {}},
+            {"name": "collectives_scale_with_units", "passed": True, "detail": "all_gather per step 2 -> 8 with 1 -> 4 units", "values": {}},
+        ],
+        "peaks": {"root_only": 2621440, "per_block": 1258291},
+    }
+
+
+async def test_feedback_shows_saved_evidence_at_once(quiz_bank):
+    clock = Clock()
+    with Store.open() as store:
+        store.save_demo_result("wrap", ["--model", "tiny", "--procs", "2"], _saved_wrap_result(), saved_at=T0 - timedelta(hours=3))
+    app = _app(quiz_bank, clock, topic="fsdp-wrap")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        while app.screen.question.id != "wrap-peak-vs-units":
+            await pilot.press("n")
+            await pilot.pause()
+        await _answer_current(pilot, True)
+        panel = app.screen.query_one("#evidence")
+        shown = _text(panel.query_one("#evidence-saved"))
+        assert "Last measured 3 hours ago on this machine" in shown
+        assert "2 CPU processes (gloo)" in shown
+        assert "per_block_peak_below_root_only" in shown and "✔" in shown
+        assert "peak 1.20 MiB per block" in shown
+        assert "gloo throughput" in shown or "does not represent NCCL" in shown
+
+
+class FakeRun:
+    """Stands in for the launcher in UI tests: a scripted event stream."""
+
+    def __init__(self, events, result=None, error=None):
+        self._events = events
+        self.result = result
+        self.error = error
+        self.cancelled = False
+        self.returncode = None
+
+    def events(self):
+        for event in self._events:
+            if event.get("event") == "result":
+                self.result = event["result"]
+            if event.get("event") == "error":
+                self.error = event
+            yield event
+        self.returncode = 1 if self.error else 0
+
+    def cancel(self):
+        self.cancelled = True
+
+
+async def test_a_failing_demo_is_shown_clearly_and_nothing_is_saved(quiz_bank):
+    error = {"event": "error", "rank": 1, "message": "InjectedFault: rank 1 failed at step 2 on purpose", "traceback": "Traceback (most recent call last):\n  ...\nInjectedFault: rank 1"}
+    events = [
+        {"event": "start", "demo": "wrap", "world_size": 2, "device": "cpu", "backend": "gloo", "config": {}},
+        {"event": "progress", "step": 0, "steps": 4, "loss": 2.5},
+        {"event": "log", "message": "wrapping each block"},
+        error,
+    ]
+    app = _app(quiz_bank, topic="fsdp-wrap", demo_runner=lambda demo, args: FakeRun(events))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        while app.screen.question.id != "wrap-peak-vs-units":
+            await pilot.press("n")
+            await pilot.pause()
+        await _answer_current(pilot, True)
+        await pilot.press("r")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        panel = app.screen.query_one("#evidence")
+        status = _text(panel.query_one("#evidence-status"))
+        assert "The demo failed on rank 1" in status
+        assert "InjectedFault" in status and "Nothing was saved" in status
+        assert "wrapping each block" in "\n".join(str(line.text) for line in panel.query_one("RichLog").lines)
+        assert not panel.running
+    assert Store.open().last_demo_result("wrap", ["--model", "tiny"]) is None
+
+
+async def test_a_finished_demo_is_saved_and_shown(quiz_bank):
+    result = _saved_wrap_result(passed=False)
+    events = [{"event": "progress", "step": i, "steps": 3} for i in range(3)] + [{"event": "result", "result": result}]
+    runs = []
+
+    def runner(demo, args):
+        runs.append((demo, args))
+        return FakeRun(events)
+
+    app = _app(quiz_bank, topic="fsdp-wrap", demo_runner=runner)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("n")  # the order question comes first
+        await pilot.pause()
+        await pilot.press("d")  # evidence before answering
+        await pilot.pause()
+        await pilot.press("r")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        shown = _text(app.screen.query_one("#evidence-saved"))
+        assert "Measured just now" in shown and "✘" in shown
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, QuestionScreen)
+    assert runs == [("wrap", ["--model", "tiny"])]
+    saved = Store.open().last_demo_result("wrap", ["--model", "tiny"])
+    assert saved is not None and saved.result["checks"][0]["passed"] is False
+
+
+async def test_a_broken_bank_is_a_message_not_a_traceback(quiz_bank):
+    bank_dir, answers_dir = quiz_bank
+    path = bank_dir / "ddp.toml"
+    path.write_text(path.read_text().replace('kind = "explain"', 'kind = "essay"'))
+    app = make_app(bank_dir=bank_dir, answers_dir=answers_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, ProblemScreen)
+        message = _text(app.screen.query_one("#problem-message"))
+        assert "ddp.toml" in message and "ddp-explain-buckets" in message and "'kind'" in message
+        assert "ddpfsdp quiz --check" in _text(app.screen.query_one("#problem-advice"))
+        await pilot.press("q")
+
+
+async def test_a_missing_answer_file_at_runtime_is_a_message(quiz_bank):
+    app = _app(quiz_bank, topic="ddp")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        app.screen.question.answer_file.unlink()
+        await _answer_current(pilot, True)
+        answer = app.screen.query_one("#model-answer")
+        assert "could not be read" in answer.source
+    assert len(Store.open().attempts()) == 1
+
+
+async def test_a_damaged_store_is_moved_aside_with_a_warning_and_answers_still_save(quiz_bank, ddpfsdp_home):
+    ddpfsdp_home.mkdir(parents=True, exist_ok=True)
+    (ddpfsdp_home / "ddpfsdp.sqlite3").write_bytes(b"not a database at all" * 200)
+    app = _app(quiz_bank)
+    notes = []
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        notes = [n.message for n in app._notifications]
+        app.start_session("practice", topic="ddp")
+        await pilot.pause()
+        await _answer_current(pilot, True)
+    assert any("damaged" in n and "moved to" in n for n in notes)
+    assert len(Store.open().attempts()) == 1
+    assert list(ddpfsdp_home.glob("ddpfsdp.sqlite3.damaged-*"))
+
+
+async def test_mock_interview_ends_with_a_score_by_topic(quiz_bank):
+    clock = Clock()
+    app = _app(quiz_bank, clock, mock=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        answered = 0
+        while isinstance(app.screen, QuestionScreen):
+            await _answer_current(pilot, answered % 2 == 0, clock)
+            answered += 1
+            await pilot.press("n")
+            await pilot.pause()
+        from ddpfsdp.quiz.screens.report import MockReportScreen
+
+        assert isinstance(app.screen, MockReportScreen)
+        table = _text(app.screen.query_one("#report-table"))
+        text = _text(app.screen.query_one("#report-summary"))
+        assert f"over {answered} questions ({answered} answered)" in text
+        assert "score by topic" in table and "DDP basics" in table
+    attempts = Store.open().attempts()
+    assert {a.mode for a in attempts} == {"mock"} and len(attempts) == answered
+    assert any(a.kind == "explain" for a in attempts)
+
+
+async def test_mock_interview_time_runs_out(quiz_bank):
+    clock = Clock()
+    app = _app(quiz_bank, clock, mock=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await _answer_current(pilot, True, clock)
+        clock.advance(21 * 60)
+        await pilot.press("n")
+        await pilot.pause()
+        text = _text(app.screen.query_one("#report-summary"))
+        assert "Time is up" in text and "(1 answered)" in text
+
+
+async def test_review_with_nothing_due_stays_home(quiz_bank):
+    app = _app(quiz_bank, review=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, HomeScreen)
+        assert any("Nothing is due" in n.message for n in app._notifications)
+
+
+async def test_help_opens_and_closes(quiz_bank):
+    app = _app(quiz_bank, topic="ddp")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        from ddpfsdp.quiz.screens.help import HelpScreen
+
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, QuestionScreen)
+
+
+_NO_TORCH = textwrap.dedent(
+    """
+    import asyncio, json, socket, sys, os
+    from datetime import datetime, timezone
+    sys.path.insert(0, {tests!r})
+    from conftest import write_quiz_bank
+    from pathlib import Path
+    bank_dir, answers_dir = write_quiz_bank(Path({root!r}))
+    from ddpfsdp.quiz.store import Store
+    with Store.open() as store:
+        store.save_demo_result("wrap", ["--model", "tiny"], json.loads({result!r}))
+    from ddpfsdp.quiz.app import make_app
+    from ddpfsdp.quiz.screens.question import QuestionScreen
+
+    async def main():
+        app = make_app(bank_dir=bank_dir, answers_dir=answers_dir, seed=1, topic="fsdp-wrap")
+        async with app.run_test(size=(100, 40)) as pilot:
+            await pilot.pause()
+            while app.screen.question.id != "wrap-peak-vs-units":
+                await pilot.press("n")
+                await pilot.pause()
+            q = app.screen.question
+            await pilot.press(str(app.screen.display_choices.index(q.answer) + 1), "enter")
+            await pilot.pause()
+            from rich.console import Console
+            console = Console(width=96, record=True, file=open(os.devnull, "w"))
+            console.print(app.screen.query_one("#evidence-saved").content)
+            shown = console.export_text()
+            assert "per_block_peak_below_root_only" in shown, shown
+    asyncio.run(main())
+    print(",".join(m for m in ("torch",) if m in sys.modules))
+    """
+)
+
+
+def test_starting_answering_and_viewing_evidence_never_imports_torch(tmp_path):
+    # A fresh interpreter is the only way to prove a deferral defers.
+    from pathlib import Path
+
+    code = _NO_TORCH.format(tests=str(Path(__file__).parent), root=str(tmp_path / "bank"), result=json.dumps(_saved_wrap_result()))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "torch" not in proc.stdout, proc.stdout
