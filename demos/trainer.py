@@ -129,6 +129,7 @@ def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int
     row_bytes = _sharded_row_bytes(model)
     largest_bytes = _largest_param_bytes(model)
     param_tensors = len(list(model.parameters()))
+    buffer_bytes = unique_storage_bytes(model.buffers())
     if spec.checkpoint_activations:
         model.checkpoint_activations = True
     prepared = prepare(
@@ -227,6 +228,7 @@ def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int
             "peak": peak.peak_bytes,
             "peak_kind": peak.peak_kind,
             "reserved": peak.reserved_bytes,
+            "untracked_free": peak.untracked_free_bytes,
             "params_after_forward": after_forward_bytes.get("params"),
             "ddp_buckets": ddp_reducer_bytes(train_model),
         },
@@ -289,6 +291,7 @@ def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int
             "shard_row_bytes": row_bytes,
             "largest_param_bytes": largest_bytes,
             "param_tensors": param_tensors,
+            "buffers": buffer_bytes,
         },
         "throughput": throughput,
         "comm": {

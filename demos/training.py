@@ -203,6 +203,8 @@ def theory_of(run: dict[str, Any]) -> dict[str, Any]:
         replicas=config["replicas"] if config["sharding"] == "hybrid" else None,
         unit_params=config["unit_params"] or None,
         bucket_bytes=int(config["bucket_mb"] * 1024**2) if config["strategy"] != "fsdp" else None,
+        # DDP broadcasts module buffers (BatchNorm statistics) from rank 0 before every forward
+        buffer_bytes=run["memory"]["buffers"] if config["strategy"] != "fsdp" else 0,
     )
 
 

@@ -204,3 +204,15 @@ def test_ddp_reducer_buckets_are_counted(fsdp_ranks):
         assert out["ddp_reducer"] == out["full_params"]
         assert out["ddp_peak"]["start"] >= out["ddp_reducer"] + out["full_params"]
         assert out["ddp_peak"]["peak"] >= out["ddp_peak"]["start"] + out["full_params"]
+
+
+def test_cpu_peak_is_relative_to_each_start():
+    # the allocator's running total is process-wide and survives a profiling session, so a block
+    # allocated under one tracker and freed outside it must not inflate the next one
+    with PeakMemory("cpu"):
+        leftover = torch.empty(1_000_000)
+    del leftover
+    with PeakMemory("cpu") as peak:
+        block = torch.empty(250_000)
+        del block
+    assert 1_000_000 <= peak.peak_bytes - peak.start_bytes < 1_500_000
