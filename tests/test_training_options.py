@@ -1,0 +1,93 @@
+"""The training demos' options: names the rest of the project relies on, and clear usage errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import click
+import pytest
+
+from ddpfsdp.demos import registry, training
+
+
+def _parse(params, args):
+    command = click.Command("demo", params=list(params), callback=lambda **kw: kw)
+    return command.main(args, standalone_mode=False)
+
+
+def test_option_names_follow_the_contract():
+    common = {"arch", "model", "layers", "d_model", "heads", "seq_len", "batch_size", "steps", "warmup",
+              "precision", "optimizer", "lr", "seed", "checkpoint_activations"}
+    names = lambda params: {p.name for p in params}  # noqa: E731
+    assert names(training.DDP_OPTIONS) == common | {"bucket_mb"}
+    assert names(training.FSDP_OPTIONS) == common | {"sharding", "wrap", "fsdp_api", "replicas"}
+    assert names(training.COMPARE_OPTIONS) >= common | {"bucket_mb"}
+    assert {p.opts[0] for p in training.FSDP_OPTIONS} >= {"--d-model", "--seq-len", "--checkpoint-activations",
+                                                           "--fsdp-api", "--batch-size"}
+
+
+def test_defaults_leave_the_model_to_the_device():
+    options = _parse(training.FSDP_OPTIONS, [])
+    assert options["model"] is None
+    assert options["sharding"] == "full" and options["fsdp_api"] == 2 and options["replicas"] == 2
+    training.validate_fsdp(options, 2)
+
+
+@pytest.mark.parametrize("alias, canonical", [("FULL_SHARD", "full"), ("SHARD_GRAD_OP", "grad-op"),
+                                              ("HYBRID_SHARD", "hybrid"), ("grad-op", "grad-op")])
+def test_fsdp1_sharding_names_are_accepted(alias, canonical):
+    options = _parse(training.FSDP_OPTIONS, ["--sharding", alias])
+    assert training.canonical_sharding(options["sharding"]) == canonical
+
+
+@pytest.mark.parametrize(
+    "validate, args, world_size, message",
+    [
+        (training.validate_ddp, ["--steps", "0"], 2, "--steps must be at least 5 with --warmup 2"),
+        (training.validate_ddp, ["--steps", "5", "--warmup", "3"], 2, "--steps must be at least 6"),
+        (training.validate_ddp, ["--warmup", "0"], 2, "--warmup must be at least 1"),
+        (training.validate_ddp, ["--batch-size", "0"], 2, "--batch-size must be at least 1"),
+        (training.validate_ddp, ["--lr", "0"], 2, "--lr must be positive"),
+        (training.validate_ddp, ["--bucket-mb", "0"], 2, "--bucket-mb must be positive"),
+        (training.validate_ddp, [], 1, "at least 2 ranks"),
+        (training.validate_ddp, ["--model", "huge"], 2, "choose one of tiny"),
+        (training.validate_ddp, ["--arch", "resnet", "--heads", "4"], 2, "heads cannot be set for resnet"),
+        (training.validate_ddp, ["--heads", "5", "--model", "tiny"], 2, "not divisible"),
+        (training.validate_fsdp, ["--sharding", "hybrid"], 2, "--replicas 2 cannot split 2 ranks"),
+        (training.validate_fsdp, ["--sharding", "hybrid", "--replicas", "3"], 4, "divide the world size"),
+        (training.validate_compare, ["--steps", "2"], 2, "--steps must be at least"),
+    ],
+)
+def test_bad_input_is_a_usage_error_naming_what_is_allowed(validate, args, world_size, message):
+    params = {training.validate_ddp: training.DDP_OPTIONS, training.validate_fsdp: training.FSDP_OPTIONS,
+              training.validate_compare: training.COMPARE_OPTIONS}[validate]
+    options = _parse(params, args)
+    with pytest.raises(click.UsageError, match=message):
+        validate(options, world_size)
+
+
+def test_hybrid_that_splits_is_accepted():
+    training.validate_fsdp(_parse(training.FSDP_OPTIONS, ["--sharding", "hybrid", "--replicas", "2"]), 4)
+
+
+def test_unknown_sharding_is_refused_by_click():
+    with pytest.raises(click.BadParameter, match="full"):
+        _parse(training.FSDP_OPTIONS, ["--sharding", "zero3"])
+
+
+def test_registry_points_at_these_options_and_hooks():
+    for name in ("ddp", "fsdp", "compare"):
+        demo = registry.get(name)
+        module, attr = demo.options.split(":")
+        assert module == "ddpfsdp.demos.training" and hasattr(training, attr)
+        assert hasattr(training, demo.validate.split(":")[1])
+        assert hasattr(training, demo.module.split(":")[1])
+
+
+def test_options_module_and_report_do_not_import_torch():
+    code = ("import sys, ddpfsdp.demos.training, ddpfsdp.demos.report, ddpfsdp.demos.training_checks; "
+            "print('torch' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "False"
