@@ -24,7 +24,7 @@ kind = "single"
 prompt = "How does DDP synchronise **gradients**?"
 choices = ["all-reduce in buckets during backward", "all-gather after the step", "a parameter server", "broadcast from rank 0 every step"]
 answer = "all-reduce in buckets during backward"
-demo = { name = "ddp", args = ["--model", "tiny", "--steps", "4"] }
+demo = { name = "ddp", args = ["--model", "tiny", "--steps", "6"] }
 evidence = ["ddp_uses_all_reduce"]
 
 [[question]]

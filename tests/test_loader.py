@@ -26,7 +26,7 @@ def test_fixture_bank_loads_every_kind(quiz_bank):
     assert kinds == {"single", "multi", "numeric", "order", "explain"}
     single = bank.questions["ddp-grad-sync"]
     assert single.answer == "all-reduce in buckets during backward"
-    assert single.demo.name == "ddp" and single.demo.args == ("--model", "tiny", "--steps", "4")
+    assert single.demo.name == "ddp" and single.demo.args == ("--model", "tiny", "--steps", "6")
     assert single.evidence == ("ddp_uses_all_reduce",)
     numeric = bank.questions["ddp-allreduce-wire"]
     # A ring all-reduce sends 2(N-1)/N of the buffer per rank: 1 GB over 4 ranks is 1.5 GB.
@@ -47,7 +47,7 @@ def test_fixture_bank_loads_every_kind(quiz_bank):
         ("ddp", '"optimizer state"]\n', '"optimiser state"]\n', "ddp-replicated-state", "answer", "not among the choices"),
         ("ddp", 'name = "ddp"', 'name = "dpp"', "ddp-grad-sync", "demo.name", "unknown demo"),
         ("ddp", '["ddp_uses_all_reduce"]', '["ddp_uses_magic"]', "ddp-grad-sync", "evidence", "has no check"),
-        ("ddp", '"--steps", "4"', '"--steps", "4", "--procs", "2"', "ddp-grad-sync", "demo.args", "--procs"),
+        ("ddp", '"--steps", "6"', '"--steps", "6", "--procs", "2"', "ddp-grad-sync", "demo.args", "--procs"),
         ("fsdp-wrap", 'demo = { name = "wrap", args = ["--model", "tiny"] }\n', "", "wrap-peak-vs-units", "evidence", "needs a demo"),
         ("ddp", 'fn = "wire_bytes_per_rank"', 'fn = "wire_bytes"', "ddp-allreduce-wire", "calc.fn", "unknown calc function"),
         ("ddp", 'op = "all_reduce"', 'op = "all_to_all"', "ddp-allreduce-wire", "calc.args", "failed"),

@@ -28,18 +28,18 @@ class ResultChart(PlotextPlot):
         components = [c for c in ("params", "grads", "optimizer", "peak") if any(c in m for m in memory.values())]
         speeds = {name: ev.throughput(runs[name]).get("samples_per_s") for name in names}
         speeds = {k: v for k, v in speeds.items() if v}
-        if speeds:
-            plt.subplots(1, 2)
-            plt.subplot(1, 1)
-        plt.multiple_bar(
+        # Drawn on subplot objects: plotext's figure-level multiple_bar breaks once subplots exist.
+        plt.subplots(1, 2 if speeds else 1)
+        left = plt.subplot(1, 1)
+        left.multiple_bar(
             names,
             [[memory[n].get(c, 0.0) / MIB for n in names] for c in components],
             labels=components,
         )
-        plt.title("Memory per rank (MiB), measured")
+        left.title("Memory per rank (MiB), measured")
         if speeds:
-            plt.subplot(1, 2)
-            plt.bar(list(speeds), list(speeds.values()))
-            plt.title("Throughput (samples/s), measured")
+            right = plt.subplot(1, 2)
+            right.bar(list(speeds), list(speeds.values()))
+            right.title("Throughput (samples/s), measured")
         self.refresh()
         return True

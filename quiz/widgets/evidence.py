@@ -169,11 +169,12 @@ class EvidencePanel(Vertical):
         if not self._cancelling:
             self._cancelling = True
             self.query_one("#evidence-status", Static).update(Text("Cancelling: stopping every rank …", style="bold yellow"))
-            run = self._run
-            for worker in self.workers:
-                worker.cancel()
-            if run is not None:
-                self.app.stop_run(run)
+            # Only the run is stopped: its event stream then ends, and the worker reports the cancel.
+            if self._run is not None:
+                self.app.stop_run(self._run)
+            else:
+                for worker in self.workers:
+                    worker.cancel()
         return True
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="demo")
