@@ -232,13 +232,16 @@ def test_gpt_units_cover_the_model():
 def test_activations_follow_the_stated_formula():
     # tiny: 4 layers, d 128, seq 64, vocab 512; batch 2 -> b*s*d = 16384 elements per tensor.
     elements = 2 * 64 * 128
-    block = elements * (2 * 4 + 15 * 4)  # fp32: residual 4 bytes, compute 4 bytes
-    head = elements * (4 + 4) + 2 * 2 * 64 * 512 * 4
+    block = elements * (2 * 4 + 14 * 4)  # fp32: residual 4 bytes, compute 4 bytes
+    log_softmax = 2 * 64 * 512 * 4
+    head = elements * (4 + 4) + log_softmax
     plain = calc.gpt_activation_bytes("tiny", 2, precision="fp32")
     assert plain["block_bytes"] == block
-    assert plain["activation_bytes"] == 4 * block + head
+    assert plain["saved_bytes"] == 4 * block + head
+    assert plain["activation_bytes"] == 4 * block + head + log_softmax  # + its gradient
     checkpointed = calc.gpt_activation_bytes("tiny", 2, checkpoint_activations=True, precision="fp32")
-    assert checkpointed["activation_bytes"] == 4 * elements * 4 + block + head
+    assert checkpointed["saved_bytes"] == 4 * elements * 4 + head
+    assert checkpointed["activation_bytes"] == 4 * elements * 4 + head + max(block, log_softmax)
 
 
 def test_activations_scale_with_batch_and_shrink_with_checkpointing_and_bf16():
@@ -247,9 +250,9 @@ def test_activations_scale_with_batch_and_shrink_with_checkpointing_and_bf16():
     assert four == 4 * one
     assert calc.gpt_activation_bytes("base", 4, checkpoint_activations=True)["activation_bytes"] < four / 2
     assert calc.gpt_activation_bytes("base", 4, precision="bf16")["activation_bytes"] < four * 0.6
-    # Under autocast the residual stream stays fp32: 38 bytes per block element, not 34.
+    # Under autocast the residual stream stays fp32: 36 bytes per block element, not 32.
     mixed = calc.gpt_activation_bytes("base", 1, precision="bf16-mixed")["block_bytes"]
-    assert mixed == 1024 * 768 * 38
+    assert mixed == 1024 * 768 * 36
 
 
 # ----------------------------------------------------------------------------- estimate()
