@@ -154,3 +154,19 @@ def test_vision_models_are_sized_too(arch, model):
     refused = guard.check_launch("ddp", options(arch=arch, model=model, batch_size=32), device="cuda",
                                  world_size=2, force=False, available_bytes=estimate["total_bytes"] // 2)
     assert not refused.fits and refused.suggestion
+
+
+def test_importing_and_estimating_does_not_import_torch():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from ddpfsdp.demos import guard\n"
+        "guard.check_launch('ddp', {'model': 'base', 'batch_size': 8}, device='cuda', world_size=2,\n"
+        "                   force=False, available_bytes=2**34)\n"
+        "print('torch' in sys.modules)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "False"
