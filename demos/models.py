@@ -26,18 +26,20 @@ from torch.utils.checkpoint import checkpoint
 
 from ddpfsdp.demos.presets import GPTShape, ResNetShape, ViTShape, shape_for
 
+DeviceLike = torch.device | str | None
+
 INIT_STD = 0.02  # GPT-2 / ViT initialisation scale for linear and embedding weights
 
 
 class SelfAttention(nn.Module):
     """Multi-head self-attention with a fused qkv projection."""
 
-    def __init__(self, d_model: int, heads: int, *, causal: bool) -> None:
+    def __init__(self, d_model: int, heads: int, *, causal: bool, device: DeviceLike = None) -> None:
         super().__init__()
         self.heads = heads
         self.causal = causal
-        self.qkv = nn.Linear(d_model, 3 * d_model)
-        self.proj = nn.Linear(d_model, d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model, device=device)
+        self.proj = nn.Linear(d_model, d_model, device=device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, tokens, d_model = x.shape
@@ -49,10 +51,10 @@ class SelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, d_model: int) -> None:
+    def __init__(self, d_model: int, device: DeviceLike = None) -> None:
         super().__init__()
-        self.fc = nn.Linear(d_model, 4 * d_model)
-        self.proj = nn.Linear(4 * d_model, d_model)
+        self.fc = nn.Linear(d_model, 4 * d_model, device=device)
+        self.proj = nn.Linear(4 * d_model, d_model, device=device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.proj(F.gelu(self.fc(x)))
@@ -61,12 +63,12 @@ class MLP(nn.Module):
 class TransformerBlock(nn.Module):
     """Pre-norm block: x + attn(ln(x)), then x + mlp(ln(x))."""
 
-    def __init__(self, d_model: int, heads: int, *, causal: bool) -> None:
+    def __init__(self, d_model: int, heads: int, *, causal: bool, device: DeviceLike = None) -> None:
         super().__init__()
-        self.ln_attn = nn.LayerNorm(d_model)
-        self.attn = SelfAttention(d_model, heads, causal=causal)
-        self.ln_mlp = nn.LayerNorm(d_model)
-        self.mlp = MLP(d_model)
+        self.ln_attn = nn.LayerNorm(d_model, device=device)
+        self.attn = SelfAttention(d_model, heads, causal=causal, device=device)
+        self.ln_mlp = nn.LayerNorm(d_model, device=device)
+        self.mlp = MLP(d_model, device=device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln_attn(x))
@@ -74,10 +76,10 @@ class TransformerBlock(nn.Module):
 
 
 class GPTEmbeddings(nn.Module):
-    def __init__(self, shape: GPTShape) -> None:
+    def __init__(self, shape: GPTShape, device: DeviceLike = None) -> None:
         super().__init__()
-        self.token = nn.Embedding(shape.vocab, shape.d_model)
-        self.position = nn.Embedding(shape.seq_len, shape.d_model)
+        self.token = nn.Embedding(shape.vocab, shape.d_model, device=device)
+        self.position = nn.Embedding(shape.seq_len, shape.d_model, device=device)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         positions = torch.arange(tokens.shape[1], device=tokens.device)
@@ -87,10 +89,10 @@ class GPTEmbeddings(nn.Module):
 class LMHead(nn.Module):
     """Final LayerNorm and the untied projection to the vocabulary."""
 
-    def __init__(self, shape: GPTShape) -> None:
+    def __init__(self, shape: GPTShape, device: DeviceLike = None) -> None:
         super().__init__()
-        self.ln = nn.LayerNorm(shape.d_model)
-        self.out = nn.Linear(shape.d_model, shape.vocab, bias=False)
+        self.ln = nn.LayerNorm(shape.d_model, device=device)
+        self.out = nn.Linear(shape.d_model, shape.vocab, bias=False, device=device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.out(self.ln(x))
@@ -129,14 +131,14 @@ class GPT(_BlockModel):
     unit_classes = (GPTEmbeddings, TransformerBlock, LMHead)
     layer_classes = (SelfAttention, MLP)
 
-    def __init__(self, shape: GPTShape) -> None:
+    def __init__(self, shape: GPTShape, device: DeviceLike = None) -> None:
         super().__init__()
         self.shape = shape
-        self.embeddings = GPTEmbeddings(shape)
+        self.embeddings = GPTEmbeddings(shape, device)
         self.blocks = nn.ModuleList(
-            TransformerBlock(shape.d_model, shape.heads, causal=True) for _ in range(shape.layers)
+            TransformerBlock(shape.d_model, shape.heads, causal=True, device=device) for _ in range(shape.layers)
         )
-        self.head = LMHead(shape)
+        self.head = LMHead(shape, device)
 
     def _entry(self) -> nn.Module:
         return self.embeddings
@@ -149,11 +151,12 @@ class GPT(_BlockModel):
 class PatchEmbedding(nn.Module):
     """Image -> patch tokens, with the class token in front and position embeddings added."""
 
-    def __init__(self, shape: ViTShape) -> None:
+    def __init__(self, shape: ViTShape, device: DeviceLike = None) -> None:
         super().__init__()
-        self.conv = nn.Conv2d(shape.channels, shape.d_model, kernel_size=shape.patch, stride=shape.patch)
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, shape.d_model))
-        self.position = nn.Parameter(torch.zeros(1, shape.tokens, shape.d_model))
+        self.conv = nn.Conv2d(shape.channels, shape.d_model, kernel_size=shape.patch, stride=shape.patch,
+                              device=device)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, shape.d_model, device=device))
+        self.position = nn.Parameter(torch.zeros(1, shape.tokens, shape.d_model, device=device))
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         patches = self.conv(images).flatten(2).transpose(1, 2)  # (batch, patches, d_model)
@@ -164,10 +167,10 @@ class PatchEmbedding(nn.Module):
 class ClassifierHead(nn.Module):
     """Final LayerNorm and a linear classifier on the class token."""
 
-    def __init__(self, shape: ViTShape) -> None:
+    def __init__(self, shape: ViTShape, device: DeviceLike = None) -> None:
         super().__init__()
-        self.ln = nn.LayerNorm(shape.d_model)
-        self.out = nn.Linear(shape.d_model, shape.classes)
+        self.ln = nn.LayerNorm(shape.d_model, device=device)
+        self.out = nn.Linear(shape.d_model, shape.classes, device=device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.out(self.ln(x[:, 0]))
@@ -177,14 +180,14 @@ class ViT(_BlockModel):
     unit_classes = (PatchEmbedding, TransformerBlock, ClassifierHead)
     layer_classes = (SelfAttention, MLP)
 
-    def __init__(self, shape: ViTShape) -> None:
+    def __init__(self, shape: ViTShape, device: DeviceLike = None) -> None:
         super().__init__()
         self.shape = shape
-        self.patch_embed = PatchEmbedding(shape)
+        self.patch_embed = PatchEmbedding(shape, device)
         self.blocks = nn.ModuleList(
-            TransformerBlock(shape.d_model, shape.heads, causal=False) for _ in range(shape.layers)
+            TransformerBlock(shape.d_model, shape.heads, causal=False, device=device) for _ in range(shape.layers)
         )
-        self.head = ClassifierHead(shape)
+        self.head = ClassifierHead(shape, device)
 
     def _entry(self) -> nn.Module:
         return self.patch_embed
@@ -197,21 +200,21 @@ class ViT(_BlockModel):
 class ConvNorm(nn.Module):
     """A bias-free convolution followed by BatchNorm: the layer a BasicBlock is made of."""
 
-    def __init__(self, in_ch: int, out_ch: int, kernel: int, stride: int) -> None:
+    def __init__(self, in_ch: int, out_ch: int, kernel: int, stride: int, device: DeviceLike = None) -> None:
         super().__init__()
-        self.conv = nn.Conv2d(in_ch, out_ch, kernel, stride=stride, padding=kernel // 2, bias=False)
-        self.norm = nn.BatchNorm2d(out_ch)
+        self.conv = nn.Conv2d(in_ch, out_ch, kernel, stride=stride, padding=kernel // 2, bias=False, device=device)
+        self.norm = nn.BatchNorm2d(out_ch, device=device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.norm(self.conv(x))
 
 
 class BasicBlock(nn.Module):
-    def __init__(self, in_ch: int, out_ch: int, stride: int) -> None:
+    def __init__(self, in_ch: int, out_ch: int, stride: int, device: DeviceLike = None) -> None:
         super().__init__()
-        self.conv1 = ConvNorm(in_ch, out_ch, 3, stride)
-        self.conv2 = ConvNorm(out_ch, out_ch, 3, 1)
-        self.shortcut = ConvNorm(in_ch, out_ch, 1, stride) if stride != 1 or in_ch != out_ch else None
+        self.conv1 = ConvNorm(in_ch, out_ch, 3, stride, device)
+        self.conv2 = ConvNorm(out_ch, out_ch, 3, 1, device)
+        self.shortcut = ConvNorm(in_ch, out_ch, 1, stride, device) if stride != 1 or in_ch != out_ch else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         identity = x if self.shortcut is None else self.shortcut(x)
@@ -219,10 +222,10 @@ class BasicBlock(nn.Module):
 
 
 class Stem(nn.Module):
-    def __init__(self, shape: ResNetShape) -> None:
+    def __init__(self, shape: ResNetShape, device: DeviceLike = None) -> None:
         super().__init__()
         stride = 2 if shape.imagenet_stem else 1
-        self.conv = ConvNorm(shape.channels, shape.widths[0], shape.stem_kernel, stride)
+        self.conv = ConvNorm(shape.channels, shape.widths[0], shape.stem_kernel, stride, device)
         self.pool = nn.MaxPool2d(3, stride=2, padding=1) if shape.imagenet_stem else nn.Identity()
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
@@ -232,9 +235,9 @@ class Stem(nn.Module):
 class PoolHead(nn.Module):
     """Global average pooling and a linear classifier."""
 
-    def __init__(self, shape: ResNetShape) -> None:
+    def __init__(self, shape: ResNetShape, device: DeviceLike = None) -> None:
         super().__init__()
-        self.out = nn.Linear(shape.widths[-1], shape.classes)
+        self.out = nn.Linear(shape.widths[-1], shape.classes, device=device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.out(x.mean(dim=(2, 3)))
@@ -244,12 +247,12 @@ class ResNet(_BlockModel):
     unit_classes = (Stem, BasicBlock, PoolHead)
     layer_classes = (ConvNorm,)
 
-    def __init__(self, shape: ResNetShape) -> None:
+    def __init__(self, shape: ResNetShape, device: DeviceLike = None) -> None:
         super().__init__()
         self.shape = shape
-        self.stem = Stem(shape)
-        self.blocks = nn.ModuleList(BasicBlock(*block) for block in shape.block_shapes())
-        self.head = PoolHead(shape)
+        self.stem = Stem(shape, device)
+        self.blocks = nn.ModuleList(BasicBlock(*block, device=device) for block in shape.block_shapes())
+        self.head = PoolHead(shape, device)
 
     def _entry(self) -> nn.Module:
         return self.stem
@@ -316,8 +319,7 @@ def build_model(arch: str, preset: str, *, seed: int, device: torch.device | str
     shape = shape_for(arch, preset, **overrides)
     # Built on meta, then given storage once: the constructors' own random init would be thrown
     # away anyway, and it would advance the global RNG.
-    with torch.device("meta"):
-        model = _ARCHS[arch](shape)
+    model = _ARCHS[arch](shape, device="meta")
     if device is not None and torch.device(device).type == "meta":
         return model
     model.to_empty(device="cpu")
