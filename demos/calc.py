@@ -98,23 +98,27 @@ class Precision:
 
 PRECISIONS: dict[str, Precision] = {
     "fp32": Precision(
-        "fp32", 4, 4, 4, 0, 4, 4, 4, 4,
-        "everything in fp32",
+        "fp32", param_bytes=4, grad_bytes=4, state_bytes=4, master_bytes=0,
+        compute_bytes=4, residual_bytes=4, gather_bytes=4, reduce_bytes=4,
+        summary="everything in fp32",
     ),
     "bf16-mixed": Precision(
-        "bf16-mixed", 4, 4, 4, 0, 2, 4, 2, 4,
-        "PyTorch's mixed precision (autocast for DDP, FSDP2 MixedPrecisionPolicy(param_dtype=bf16, "
-        "reduce_dtype=fp32)): fp32 params, grads and optimizer state are held; bf16 copies exist "
-        "only for compute",
+        "bf16-mixed", param_bytes=4, grad_bytes=4, state_bytes=4, master_bytes=0,
+        compute_bytes=2, residual_bytes=4, gather_bytes=2, reduce_bytes=4,
+        summary="PyTorch's mixed precision (autocast for DDP, FSDP2 MixedPrecisionPolicy(param_dtype="
+        "bf16, reduce_dtype=fp32)): fp32 params, grads and optimizer state are held; bf16 copies "
+        "exist only for compute",
     ),
     "bf16-master": Precision(
-        "bf16-master", 2, 2, 4, 4, 2, 2, 2, 2,
-        "the ZeRO paper's mixed-precision Adam (DeepSpeed, Megatron): bf16 params and grads are "
-        "held; the optimizer keeps an fp32 master copy beside its fp32 states",
+        "bf16-master", param_bytes=2, grad_bytes=2, state_bytes=4, master_bytes=4,
+        compute_bytes=2, residual_bytes=2, gather_bytes=2, reduce_bytes=2,
+        summary="the ZeRO paper's mixed-precision Adam (DeepSpeed, Megatron): bf16 params and grads "
+        "are held; the optimizer keeps an fp32 master copy beside its fp32 states",
     ),
     "bf16": Precision(
-        "bf16", 2, 2, 2, 0, 2, 2, 2, 2,
-        "everything in bf16, optimizer states too",
+        "bf16", param_bytes=2, grad_bytes=2, state_bytes=2, master_bytes=0,
+        compute_bytes=2, residual_bytes=2, gather_bytes=2, reduce_bytes=2,
+        summary="everything in bf16, optimizer states too",
     ),
 }
 
@@ -440,8 +444,8 @@ def step_comm(
     reduce-scatter: the full input); wire bytes apply the ring factor of the op's group. `count`
     is given where it can be known: one all-gather and one reduce-scatter per non-empty FSDP unit
     (and a second all-gather per unit resharded after forward; FSDP2 does not reshard the root);
-    None where it depends on how an implementation packs tensors into buckets (DDP, ZeRO-1/2). ZeRO-1/2 follow the paper:
-    reduce-scatter the gradients, all-gather the updated parameters.
+    None where it depends on how an implementation packs tensors into buckets (DDP, ZeRO-1/2).
+    ZeRO-1/2 follow the paper: reduce-scatter the gradients, all-gather the updated parameters.
     """
     strategy = canonical_strategy(strategy)
     spec = precision_for(precision)
@@ -454,7 +458,7 @@ def step_comm(
         return {"all_reduce": _op(None, grad_bytes, wire_factor("all_reduce", gpus))}
     if strategy in ("zero1", "zero2"):
         # Each rank updates its shard of the held parameters, in the held precision, and the
-        # updated shards are gathered; both go through buckets whose count is implementation's.
+        # updated shards are gathered; how many calls that takes is the implementation's choice.
         return {
             "reduce_scatter": _op(None, grad_bytes, wire_factor("reduce_scatter", gpus)),
             "all_gather": _op(None, params * spec.param_bytes, wire_factor("all_gather", gpus)),
