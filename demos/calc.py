@@ -517,6 +517,10 @@ def teaching_notes(precision: str, optimizer: str, gpus: int, group_size: int | 
         "of them; ZeRO-1/2 reduce-scatter gradients and all-gather parameters, the same volume; "
         "ZeRO-3 / FSDP full all-gathers parameters in forward and again in backward, then "
         "reduce-scatters gradients: 3(N-1)/N, 1.5x DDP at equal element sizes.",
+        "Working set (estimate): DDP, and PyTorch's ZeRO-1 built on it, copies gradients into "
+        "flat buckets for the all-reduce, a second copy of the gradients unless "
+        "gradient_as_bucket_view=True; under bf16-mixed, autocast keeps a bf16 copy of every weight "
+        "from forward until backward has used it. FSDP instead holds a few unsharded units at a time.",
         "ZeRO-1 follows the paper here (reduce-scatter + all-gather). PyTorch's "
         "ZeroRedundancyOptimizer keeps DDP's all-reduce and then broadcasts each rank's updated "
         "parameters: 3(N-1)/N of the model per step.",

@@ -182,7 +182,8 @@ def _render(result: dict, unit: str) -> None:
     memory.add_row("[bold]total (est.)[/]", *[f"[bold]{size(row['total_bytes'])}[/]" for row in strategies.values()])
     limit = inputs["gpu_mem_bytes"]
     verdict = lambda fits: "[green]yes[/]" if fits else "[red]no[/]"  # noqa: E731
-    memory.add_row(f"fits in {size(limit)}", *[verdict(row["fits"]) for row in strategies.values()])
+    caveat = " (no activations)" if inputs["model"] is None else ""
+    memory.add_row(f"fits in {size(limit)}{caveat}", *[verdict(row["fits"]) for row in strategies.values()])
     console.print(memory)
 
     comm = Table(title=f"Communication per step, per rank, {unit} (theory; ring)", title_justify="left")
