@@ -182,9 +182,10 @@ def _render(result: dict, unit: str) -> None:
     memory.add_row("[bold]total (est.)[/]", *[f"[bold]{size(row['total_bytes'])}[/]" for row in strategies.values()])
     limit = inputs["gpu_mem_bytes"]
     verdict = lambda fits: "[green]yes[/]" if fits else "[red]no[/]"  # noqa: E731
-    caveat = " (no activations)" if inputs["model"] is None else ""
-    memory.add_row(f"fits in {size(limit)}{caveat}", *[verdict(row["fits"]) for row in strategies.values()])
+    memory.add_row(f"fits in {size(limit)}", *[verdict(row["fits"]) for row in strategies.values()])
     console.print(memory)
+    if inputs["model"] is None:
+        console.print("[dim]fits: model state + working set only; activations need --model[/]")
 
     comm = Table(title=f"Communication per step, per rank, {unit} (theory; ring)", title_justify="left")
     for column in ("strategy", "collective", "calls", "logical bytes", "wire bytes per rank"):
