@@ -6,9 +6,9 @@ count. Each exposes the submodules that FSDP wraps:
              head), which together hold every parameter, so the root holds none;
   `layers()` finer modules inside the blocks (attention and MLP; each conv+norm pair), for
              per-layer wrapping.
-Setting `model.checkpoint_activations = True` runs every block under activation checkpointing
-(non-reentrant, which composes with FSDP's hooks), keeping only block inputs alive between
-forward and backward.
+Setting `model.checkpoint_activations = True` (before wrapping) runs every block's body under
+activation checkpointing (non-reentrant, which composes with FSDP's hooks), keeping only block
+inputs alive between forward and backward; the blocks recompute the rest in backward.
 
 Initialisation depends on the seed only, never on the rank or the device: FSDP shards whatever
 each rank holds without broadcasting, so every rank must build bit-identical weights.
@@ -60,7 +60,26 @@ class MLP(nn.Module):
         return self.proj(F.gelu(self.fc(x)))
 
 
-class TransformerBlock(nn.Module):
+class CheckpointedBlock(nn.Module):
+    """A block whose body can run under activation checkpointing.
+
+    The checkpoint sits inside the block, so a wrapper placed around the block (an FSDP unit, as
+    torchtitan arranges it) sees an ordinary module: its all-gather happens before the
+    checkpointed region, and the recomputation in backward reuses the unsharded parameters.
+    """
+
+    checkpoint_activations = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.checkpoint_activations and torch.is_grad_enabled():
+            return checkpoint(self.body, x, use_reentrant=False)
+        return self.body(x)
+
+    def body(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class TransformerBlock(CheckpointedBlock):
     """Pre-norm block: x + attn(ln(x)), then x + mlp(ln(x))."""
 
     def __init__(self, d_model: int, heads: int, *, causal: bool, device: DeviceLike = None) -> None:
@@ -70,7 +89,7 @@ class TransformerBlock(nn.Module):
         self.ln_mlp = nn.LayerNorm(d_model, device=device)
         self.mlp = MLP(d_model, device=device)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def body(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln_attn(x))
         return x + self.mlp(self.ln_mlp(x))
 
@@ -105,9 +124,15 @@ class _BlockModel(nn.Module):
     unit_classes: tuple[type[nn.Module], ...] = ()
     layer_classes: tuple[type[nn.Module], ...] = ()
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.checkpoint_activations = False
+    @property
+    def checkpoint_activations(self) -> bool:
+        return all(block.checkpoint_activations for block in self.blocks) and len(self.blocks) > 0
+
+    @checkpoint_activations.setter
+    def checkpoint_activations(self, enabled: bool) -> None:
+        # Set before wrapping: a DDP or FSDP1 wrapper is a different object from this model.
+        for block in self.blocks:
+            block.checkpoint_activations = bool(enabled)
 
     def _entry(self) -> nn.Module:
         raise NotImplementedError
@@ -120,10 +145,7 @@ class _BlockModel(nn.Module):
 
     def _run_blocks(self, x: torch.Tensor) -> torch.Tensor:
         for block in self.blocks:
-            if self.checkpoint_activations and torch.is_grad_enabled():
-                x = checkpoint(block, x, use_reentrant=False)
-            else:
-                x = block(x)
+            x = block(x)
         return x
 
 
@@ -209,14 +231,14 @@ class ConvNorm(nn.Module):
         return self.norm(self.conv(x))
 
 
-class BasicBlock(nn.Module):
+class BasicBlock(CheckpointedBlock):
     def __init__(self, in_ch: int, out_ch: int, stride: int, device: DeviceLike = None) -> None:
         super().__init__()
         self.conv1 = ConvNorm(in_ch, out_ch, 3, stride, device)
         self.conv2 = ConvNorm(out_ch, out_ch, 3, 1, device)
         self.shortcut = ConvNorm(in_ch, out_ch, 1, stride, device) if stride != 1 or in_ch != out_ch else None
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def body(self, x: torch.Tensor) -> torch.Tensor:
         identity = x if self.shortcut is None else self.shortcut(x)
         return F.relu(self.conv2(F.relu(self.conv1(x))) + identity)
 

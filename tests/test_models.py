@@ -133,7 +133,8 @@ def test_checkpointing_recomputes_blocks_and_keeps_results(arch):
     ckpt.checkpoint_activations = True
     x = _inputs(plain, batch=2)
     calls = []
-    ckpt.blocks[0].register_forward_pre_hook(lambda *args: calls.append(1))
+    assert ckpt.checkpoint_activations and not plain.checkpoint_activations
+    ckpt.layers()[0].register_forward_pre_hook(lambda *args: calls.append(1))
 
     torch.manual_seed(0)
     out_plain = plain(x)

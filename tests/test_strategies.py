@@ -29,6 +29,10 @@ TWO_RANKS = {
     "fsdp2-model": ("gpt", dict(strategy="fsdp", sharding="full", wrap="model"), False),
     "fsdp2-no-shard": ("gpt", dict(strategy="fsdp", sharding="no-shard"), False),
     "fsdp2-ckpt": ("gpt", dict(strategy="fsdp", sharding="full"), True),
+    "fsdp2-layer-grad-op-ckpt": ("gpt", dict(strategy="fsdp", sharding="grad-op", wrap="layer"), True),
+    "fsdp1-ckpt": ("gpt", dict(strategy="fsdp", sharding="full", fsdp_api=1), True),
+    "fsdp1-layer-ckpt": ("gpt", dict(strategy="fsdp", sharding="full", fsdp_api=1, wrap="layer"), True),
+    "ddp-ckpt": ("gpt", dict(strategy="ddp"), True),
     "fsdp1-full": ("gpt", dict(strategy="fsdp", sharding="FULL_SHARD", fsdp_api=1), False),
     "fsdp1-grad-op": ("gpt", dict(strategy="fsdp", sharding="grad-op", fsdp_api=1, wrap="layer"), False),
     "ddp-bf16-mixed": ("gpt", dict(strategy="ddp", precision="bf16-mixed"), False),
@@ -173,7 +177,8 @@ def test_ddp_and_fsdp_give_the_same_losses_in_fp32(two):
     for rank in two:
         reference = rank["ddp"]["losses"]
         for name in ("zero1", "fsdp2-full", "fsdp2-grad-op", "fsdp2-layer", "fsdp2-model", "fsdp2-no-shard",
-                     "fsdp2-ckpt", "fsdp1-full", "fsdp1-grad-op"):
+                     "fsdp2-ckpt", "fsdp2-layer-grad-op-ckpt", "fsdp1-full", "fsdp1-grad-op", "fsdp1-ckpt",
+                     "fsdp1-layer-ckpt", "ddp-ckpt"):
             torch.testing.assert_close(rank[name]["losses"], reference, rtol=1e-4, atol=0, msg=name)
     torch.testing.assert_close(two[0]["fsdp2-sgd"]["losses"], two[0]["ddp-sgd"]["losses"], rtol=1e-4, atol=0)
     # Same data on each rank in every strategy: rank 0's first loss is bit-identical (same weights, same batch).
