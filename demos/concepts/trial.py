@@ -1,7 +1,7 @@
 """One configuration of a model-based concept demo, measured step by step.
 
 A trial builds the seeded model, wraps it with `ddpfsdp.demos.strategies.prepare`, and runs:
-  1 warm-up step      lazy initialisation and optimizer state, kept out of every figure
+  2 warm-up steps     lazy initialisation, optimizer state, DDP's bucket rebuild: kept out of figures
   1 comm step         under CommCounter: every collective of one training step, per op
   1 memory step       forward and backward under PeakMemory (the optimizer step runs after it)
   timed steps         a plain loop under StepTimer
@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import click
 
+WARMUP_STEPS = 2
 PRESETS = ("tiny", "small", "base", "large", "xl")
 
 
@@ -98,17 +99,22 @@ def train_step(s: Setup) -> Any:
     return loss
 
 
-def measure(ctx: Any, s: Setup, *, timed_steps: int = 2) -> dict[str, Any]:
+def measure(ctx: Any, s: Setup, *, timed_steps: int = 2, memory: bool = True) -> dict[str, Any]:
     """Warm up, then count one step's collectives, track one forward/backward's peak, time the rest."""
     from ddpfsdp.demos.comm import CommCounter
     from ddpfsdp.demos.measure import PeakMemory, StepTimer, model_state_bytes
 
-    train_step(s)
+    # Two warm-up steps: DDP rebuilds its buckets after the first and broadcasts the new order in
+    # the second; neither belongs to a steady-state step.
+    for _ in range(WARMUP_STEPS):
+        train_step(s)
     with CommCounter() as counter:
         train_step(s)
-    with PeakMemory(ctx.device) as peak:
-        forward_backward(s)
-    s.prepared.optimizer.step()
+    peak = None
+    if memory:
+        with PeakMemory(ctx.device) as peak:
+            forward_backward(s)
+        s.prepared.optimizer.step()
     state = model_state_bytes(s.model, s.prepared.optimizer)
     s.prepared.optimizer.zero_grad(set_to_none=True)
     timer = StepTimer(ctx.device)
@@ -119,8 +125,8 @@ def measure(ctx: Any, s: Setup, *, timed_steps: int = 2) -> dict[str, Any]:
     timer.stop()
     return {
         "comm": counter.per_op(),
-        "peak_bytes": peak.peak_bytes,
-        "peak_kind": peak.peak_kind,
+        "peak_bytes": peak.peak_bytes if peak else None,
+        "peak_kind": peak.peak_kind if peak else None,
         "model_state": state,
         "step_time_s": timer.summary() if timed_steps else None,
     }
