@@ -141,12 +141,10 @@ def _run(demo: registry.Demo, command: click.Command, **params: Any) -> None:
         verdict = check_launch(
             demo.name, options, device=placement.device, world_size=placement.world_size, force=params["force"]
         )
-        if not verdict.fits and not params["force"]:
-            lines = [verdict.message]
-            if verdict.suggestion:
-                lines.append(f"Try: {verdict.suggestion}")
-            lines.append("Add --force to launch anyway.")
-            raise click.ClickException("\n".join(lines))
+        if not verdict.proceed:
+            raise click.ClickException(verdict.message)  # it names the estimate, a fit and --force
+        if not verdict.fits:
+            out.print(f"[yellow]warning:[/] {verdict.message}")
 
     status = err if as_json else out
     status.print(f"[bold]{demo.name}[/] on {placement.describe()}: {demo.summary}")
