@@ -146,3 +146,11 @@ def test_fsdp_is_never_taught_to_all_reduce_gradients(bank):
     assert "reduce-scatter" in q.answer
     assert "all-reduces" not in q.answer.split(";")[0]
     assert "reduce-scatters" in _opening(q.model_answer())
+
+
+def test_no_orphan_answer_files(bank):
+    from ddpfsdp.quiz.loader import default_answers_dir
+
+    ids = set(bank.questions)
+    orphans = sorted(p.stem for p in default_answers_dir().glob("*.md") if p.stem not in ids)
+    assert not orphans, f"answer files without a question: {orphans}"
