@@ -88,7 +88,8 @@ def _render(demo: registry.Demo, result: dict[str, Any], console) -> None:
         load(demo.render)(result, console)
     if result.get("checks"):
         console.print(_check_table(result["checks"]))
-    if (result.get("config") or {}).get("device") == "cpu" or (result.get("config") or {}).get("backend") == "gloo":
+    # A demo's own renderer states what its figures mean on CPU; concept demos get the note here.
+    if not demo.render and (result.get("config") or {}).get("backend") == "gloo":
         console.print(f"[dim]{CPU_NOTE}[/]")
 
 
