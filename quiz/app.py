@@ -62,7 +62,7 @@ class QuizApp(App):
     CSS_PATH = "app.tcss"
     TITLE = "ddpfsdp quiz"
     ENABLE_COMMAND_PALETTE = False
-    BINDINGS = [Binding("ctrl+q", "quit", "Quit", priority=True)]
+    BINDINGS = [Binding("ctrl+q", "quit", "Quit", priority=True, show=False)]
 
     def __init__(
         self,

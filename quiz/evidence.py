@@ -176,7 +176,7 @@ def scalar_measurements(result: dict[str, Any], limit: int = 12) -> list[tuple[s
         if isinstance(value, bool) or value is None:
             return
         if isinstance(value, (int, float)):
-            rows.append((prefix, f"{value:,.6g}"))
+            rows.append((prefix, format_bytes(value) if "bytes" in prefix else f"{value:,.6g}"))
         elif isinstance(value, dict) and depth < 2:
             for key, inner in value.items():
                 visit(f"{prefix}.{key}" if prefix else str(key), inner, depth + 1)

@@ -17,7 +17,7 @@ HELP = """\
 | **space**, **↑ ↓** | question | move and choose without digits |
 | **backspace** | order question | undo the last placed step |
 | **Enter** | question | submit (explain: reveal the model answer) |
-| **n** | question, feedback | next question (on a question: skip it) |
+| **n** | question, feedback | next question (on a question: skip it; **ctrl+n** in a text box) |
 | **d** | question | the evidence for this question: its demo and last saved result |
 | **r** | feedback, evidence | run the linked demo now on this machine |
 | **Escape** | while a demo runs | cancel it (every rank is stopped); otherwise go back |

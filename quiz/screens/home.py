@@ -56,7 +56,7 @@ class HomeScreen(Screen):
         self.query_one("#label-mock", Label).update(
             Text.assemble(
                 ("Mock interview", "bold"),
-                f"   {scheduler.MOCK_SIZE} mixed questions, explain included, {scheduler.MOCK_MINUTES} minutes, score by topic",
+                f"   {min(scheduler.MOCK_SIZE, len(app.bank.questions))} mixed questions, explain included, {scheduler.MOCK_MINUTES} minutes, score by topic",
             )
         )
         for topic in app.bank.topics.values():

@@ -41,7 +41,7 @@ class ProgressScreen(Screen):
         attempts = sum(p.attempts for p in report)
         correct = sum(p.correct for p in report)
         due = sum(p.due for p in report)
-        summary = f"{attempts} attempts" + (f", {correct / attempts:.0%} right" if attempts else "") + f"; {due} cards due now."
+        summary = f"{attempts} attempts" + (f", {correct / attempts:.0%} right" if attempts else "") + f"; {due} card{'s' if due != 1 else ''} due now."
         summary += "  Mastery is the chance of recalling a question now (FSRS), counted only when its last answer was right."
         self.query_one("#progress-summary", Static).update(summary)
         table.focus()

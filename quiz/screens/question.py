@@ -28,6 +28,8 @@ class QuestionScreen(Screen):
     BINDINGS = [
         Binding("enter", "submit", "Submit", priority=False),
         Binding("n", "skip", "Skip"),
+        # n is a letter in a text box; ctrl+n skips from there too.
+        Binding("ctrl+n", "skip", "Skip", show=False, priority=True),
         Binding("d", "evidence", "Evidence"),
         Binding("escape", "leave", "Home"),
         Binding("?", "app.help", "Help"),
