@@ -105,14 +105,14 @@ def prepare(
     strategy: str,
     device: torch.device | str,
     world_size: int,
-    sharding: str = "full",
-    wrap: str = "block",
-    fsdp_api: int = 2,
-    precision: str = "fp32",
-    optimizer: str = "adamw",
-    lr: float = 1e-3,
-    bucket_mb: float = 25,
-    replicas: int = 2,
+    sharding: str | None = "full",
+    wrap: str | None = "block",
+    fsdp_api: int | str | None = 2,
+    precision: str | None = "fp32",
+    optimizer: str | None = "adamw",
+    lr: float | None = 1e-3,
+    bucket_mb: float | None = 25,
+    replicas: int | None = 2,
 ) -> Prepared:
     """Wrap `model` for `strategy` and build its optimizer over the wrapped parameters.
 
@@ -121,6 +121,15 @@ def prepare(
     it shards it, so the whole unsharded model never sits on the accelerator).
     """
     device = torch.device(device)
+    # Options left unset on the command line arrive as None: they mean the defaults above.
+    sharding = "full" if sharding is None else sharding
+    wrap = "block" if wrap is None else wrap
+    fsdp_api = 2 if fsdp_api is None else fsdp_api
+    precision = "fp32" if precision is None else precision
+    optimizer = "adamw" if optimizer is None else optimizer
+    lr = 1e-3 if lr is None else lr
+    bucket_mb = 25 if bucket_mb is None else bucket_mb
+    replicas = 2 if replicas is None else replicas
     _check_choice("strategy", strategy, STRATEGIES)
     _check_choice("precision", precision, PRECISIONS)
     _check_choice("optimizer", optimizer, OPTIMIZERS)
@@ -141,7 +150,7 @@ def prepare(
 
     sharding = canonical_sharding(sharding)
     _check_choice("wrap", wrap, WRAPS)
-    _check_choice("fsdp_api", int(fsdp_api), FSDP_APIS)
+    _check_choice("fsdp_api", int(fsdp_api) if str(fsdp_api).isdigit() else fsdp_api, FSDP_APIS)
     if sharding == "hybrid" and (replicas < 1 or world_size % replicas):
         raise ValueError(
             f"hybrid sharding needs replicas dividing the world size {world_size}; got {replicas} "

@@ -45,6 +45,10 @@ TWO_RANKS = {
     "vit-ddp": ("vit", dict(strategy="ddp"), False),
     "resnet-fsdp2": ("resnet", dict(strategy="fsdp"), False),
     "resnet-fsdp1": ("resnet", dict(strategy="fsdp", fsdp_api=1), False),
+    "resnet-ddp": ("resnet", dict(strategy="ddp"), False),
+    # Unset command-line options arrive as None and mean the defaults; click passes fsdp_api as text.
+    "fsdp-defaults": ("gpt", dict(strategy="fsdp", sharding=None, wrap=None, fsdp_api="2", precision=None,
+                                  optimizer=None, lr=None, replicas=None), False),
 }
 
 FOUR_RANKS = {
@@ -181,6 +185,10 @@ def test_ddp_and_fsdp_give_the_same_losses_in_fp32(two):
                      "fsdp1-layer-ckpt", "ddp-ckpt"):
             torch.testing.assert_close(rank[name]["losses"], reference, rtol=1e-4, atol=0, msg=name)
     torch.testing.assert_close(two[0]["fsdp2-sgd"]["losses"], two[0]["ddp-sgd"]["losses"], rtol=1e-4, atol=0)
+    torch.testing.assert_close(two[0]["fsdp-defaults"]["losses"], two[0]["fsdp2-full"]["losses"], rtol=0, atol=0)
+    for arch in ("vit", "resnet"):  # BatchNorm uses each rank's batch statistics under both wrappers
+        for name in (f"{arch}-fsdp2", *((f"{arch}-fsdp1",) if arch == "resnet" else ())):
+            torch.testing.assert_close(two[0][name]["losses"], two[0][f"{arch}-ddp"]["losses"], rtol=1e-4, atol=0)
     # Same data on each rank in every strategy: rank 0's first loss is bit-identical (same weights, same batch).
     assert two[0]["fsdp2-full"]["losses"][0] == two[0]["ddp"]["losses"][0]
     assert two[0]["fsdp2-full"]["first_weight"] == pytest.approx(two[0]["ddp"]["first_weight"], rel=1e-4, abs=1e-6)
