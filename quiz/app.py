@@ -26,7 +26,7 @@ from textual.binding import Binding  # noqa: E402
 
 from ddpfsdp.quiz import scheduler  # noqa: E402
 from ddpfsdp.quiz.grading import Grade  # noqa: E402
-from ddpfsdp.quiz.loader import Bank, BankError, Question, load_bank  # noqa: E402
+from ddpfsdp.quiz.loader import Bank, BankError, Question, load_bank_cached  # noqa: E402
 from ddpfsdp.quiz.store import Store, StoreError, utc_now  # noqa: E402
 
 log = logging.getLogger("ddpfsdp.quiz")
@@ -306,7 +306,7 @@ def make_app(
     problem = None
     if bank is None:
         try:
-            bank = load_bank(bank_dir, answers_dir)
+            bank = load_bank_cached(bank_dir, answers_dir)
         except BankError as error:
             problem = (
                 "The question bank has a problem",
