@@ -103,6 +103,19 @@ class TemplateImages(Dataset):
         return template + NOISE_STD * noise, label
 
 
+def shape_of(obj: Any) -> GPTShape | ViTShape | ResNetShape:
+    """The preset shape of a shape, a model, or a model inside a DDP / FSDP1 wrapper."""
+    shapes = (GPTShape, ViTShape, ResNetShape)
+    while not isinstance(obj, shapes):
+        inner = getattr(obj, "shape", None)
+        if isinstance(inner, shapes):
+            return inner
+        if not hasattr(obj, "module"):
+            raise TypeError(f"expected a model shape or a demo model, got {type(obj).__name__}")
+        obj = obj.module
+    return obj
+
+
 def make_dataset(arch: str, shape: Any, *, seed: int, num_samples: int) -> Dataset:
     if arch == "gpt":
         return MarkovTokens(shape, seed=seed, num_samples=num_samples)
@@ -128,7 +141,7 @@ def make_loader(
     `sampler.set_epoch(epoch)`; False reads the dataset in order every epoch. Incomplete batches
     are dropped, so every rank runs the same number of equally sized steps.
     """
-    shape = getattr(model_or_shape, "shape", model_or_shape)
+    shape = shape_of(model_or_shape)
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     if num_samples < batch_size * world_size:
@@ -169,7 +182,7 @@ def tokens_per_sample(arch: str, shape: Any) -> int | None:
 
     None for ResNet: a convolutional network has no tokens, and a tokens/s figure would be invented.
     """
-    shape = getattr(shape, "shape", shape)
+    shape = shape_of(shape)
     if arch == "gpt":
         return shape.seq_len
     if arch == "vit":
@@ -181,5 +194,5 @@ def tokens_per_sample(arch: str, shape: Any) -> int | None:
 
 def chance_loss(arch: str, shape: Any) -> float:
     """Cross-entropy of a uniform guess: log(vocab) or log(classes)."""
-    shape = getattr(shape, "shape", shape)
+    shape = shape_of(shape)
     return math.log(shape.vocab if arch == "gpt" else shape.classes)

@@ -93,6 +93,20 @@ def test_loader_accepts_a_model_and_rejects_too_few_samples():
         data.make_loader("gpt", shape_for("gpt", "tiny"), batch_size=4, rank=0, world_size=2, seed=0, num_samples=7)
 
 
+def test_shape_of_sees_through_wrappers():
+    model = build_model("gpt", "tiny", seed=0)
+
+    class Wrapper(torch.nn.Module):  # the attribute DDP and FSDP1 keep the wrapped model under
+        def __init__(self, module):
+            super().__init__()
+            self.module = module
+
+    assert data.shape_of(Wrapper(Wrapper(model))) is model.shape
+    assert data.shape_of(model.shape) is model.shape
+    with pytest.raises(TypeError, match="expected a model shape"):
+        data.shape_of(torch.nn.Linear(2, 2))
+
+
 def test_tokens_per_sample():
     assert data.tokens_per_sample("gpt", shape_for("gpt", "tiny")) == 64
     assert data.tokens_per_sample("vit", shape_for("vit", "base")) == 197

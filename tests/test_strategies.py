@@ -15,6 +15,9 @@ import torch
 
 from ddpfsdp.demos.strategies import ROOT_UNIT, canonical_sharding
 
+# Starting the process groups dominates; on a busy 2-core machine it can pass the default limit.
+pytestmark = pytest.mark.timeout(600)
+
 STEPS = 3
 BATCH = 4
 SEED = 7
