@@ -1,0 +1,75 @@
+"""`compare`: DDP, ZeRO-1, FSDP grad-op and FSDP full on one model, data and seed (2 gloo processes)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+from ddpfsdp.demos import registry
+from ddpfsdp.demos.launcher import DemoRun
+from ddpfsdp.demos.report import render_compare, render_training
+
+pytestmark = [pytest.mark.dist, pytest.mark.timeout(400)]
+
+
+@pytest.fixture(scope="module")
+def compare():
+    run = DemoRun("compare", ["--model", "tiny", "--steps", "6"], procs=2)
+    progress = [event for event in run.events() if event["event"] == "progress"]
+    assert run.error is None, run.error
+    assert run.returncode == 0, "\n".join(run.stderr_tail)
+    run.result["_progress"] = progress
+    return run.result
+
+
+def test_every_strategy_ran_and_every_claim_holds(compare):
+    assert compare["schema"] == "ddpfsdp.demo/1" and compare["demo"] == "compare"
+    assert list(compare["runs"]) == ["ddp", "zero1", "fsdp-grad-op", "fsdp-full"]
+    assert {c["name"] for c in compare["checks"]} == set(registry.get("compare").checks)
+    failed = [c for c in compare["checks"] if not c["passed"]]
+    assert not failed, failed
+    for name, run in compare["runs"].items():
+        own_failures = [c for c in run["checks"] if not c["passed"]]
+        assert not own_failures, (name, own_failures)
+
+
+def test_losses_agree_across_strategies(compare):
+    base = compare["runs"]["ddp"]["loss"]
+    for run in compare["runs"].values():
+        assert run["loss"] == pytest.approx(base, rel=1e-4)
+
+
+def test_grad_op_holds_more_params_at_peak_than_full(compare):
+    grad_op = compare["runs"]["fsdp-grad-op"]["memory"]["ranks"]
+    full = compare["runs"]["fsdp-full"]["memory"]["ranks"]
+    for g, f in zip(grad_op, full):
+        # between forward and backward grad-op holds every unit unsharded, full only its shards
+        assert g["params_after_forward"] > 1.9 * f["params_after_forward"]
+        assert g["peak"] > f["peak"]
+
+
+def test_zero1_shards_only_the_optimizer(compare):
+    ddp = compare["runs"]["ddp"]["memory"]["ranks"]
+    zero1 = compare["runs"]["zero1"]["memory"]["ranks"]
+    for d, z in zip(ddp, zero1):
+        assert z["params"] == d["params"] and z["grads"] == d["grads"]
+        assert z["optimizer"] < 0.6 * d["optimizer"]
+    assert set(compare["runs"]["zero1"]["comm"]["per_step"]) == {"all_reduce", "broadcast"}
+
+
+def test_progress_covers_every_run_in_order(compare):
+    steps = [event["step"] for event in compare["_progress"]]
+    assert steps == list(range(4 * 6))
+    assert {event["run"] for event in compare["_progress"]} == {"ddp", "zero1", "fsdp-grad-op", "fsdp-full"}
+
+
+def test_reports_render(compare):
+    out = io.StringIO()
+    console = Console(file=out, width=160)
+    render_compare(compare, console)
+    render_training({**compare["runs"]["fsdp-full"], "demo": "fsdp"}, console)
+    text = out.getvalue()
+    assert "fsdp-grad-op" in text and "ratio to DDP" in text and "Losses agree" in text
+    assert "MiB" in text and "theory" in text and "reduce_scatter" in text
