@@ -17,15 +17,19 @@ from ddpfsdp.demos.launcher import DemoRun
 
 CONCEPTS = [name for name, demo in registry.DEMOS.items() if demo.kind == "concept"]
 
-# (demo, args, procs): the default run of each demo, plus the collectives on 4 ranks with a buffer
-# that does not divide evenly into chunks.
+# (demo, args, procs): the default run of each demo, plus the ring on 4 ranks with a buffer that
+# does not divide evenly into chunks.
 RUNS = {
     "sampler": ("sampler", [], 2),
     "allreduce": ("allreduce", [], 2),
     "allreduce-4": ("allreduce", ["--numel", "13"], 4),
     "reduce-scatter": ("reduce-scatter", [], 2),
-    "reduce-scatter-4": ("reduce-scatter", ["--chunk-numel", "2"], 4),
-    "sampler-4": ("sampler", ["--dataset-size", "10"], 4),
+    "wrap": ("wrap", ["--model", "tiny"], 2),
+    "reshard": ("reshard", ["--model", "tiny"], 2),
+    "comm": ("comm", ["--model", "tiny"], 2),
+    "no-sync": ("no-sync", ["--model", "tiny", "--micro-batches", "3"], 2),
+    "equivalence": ("equivalence", ["--model", "tiny"], 2),
+    "checkpoint": ("checkpoint", ["--model", "tiny", "--steps", "1"], 2),
 }
 
 
@@ -48,6 +52,10 @@ def _check(result: dict, name: str) -> dict:
     return next(check for check in result["checks"] if check["name"] == name)
 
 
+def test_every_concept_demo_has_a_run():
+    assert set(CONCEPTS) <= {demo for demo, _, _ in RUNS.values()}
+
+
 def test_every_concept_module_imports_without_torch():
     modules = [registry.DEMOS[name].module.split(":")[0] for name in CONCEPTS]
     code = (
@@ -68,7 +76,8 @@ def test_options_have_defaults_and_help(name):
 
     demo = registry.DEMOS[name]
     options = parse_demo_options(demo, [])
-    assert all(value is not None for value in options.values()), options
+    # --model is left unset so the run picks it: tiny on CPU, small on GPU
+    assert all(value is not None for key, value in options.items() if key != "model"), options
     from ddpfsdp.demos.worker import load
 
     for option in load(demo.options):
@@ -109,15 +118,6 @@ def test_sampler_shows_what_each_rank_loads():
 
 
 @pytest.mark.dist
-def test_sampler_on_four_ranks_pads_the_uneven_dataset():
-    result, _ = _run("sampler-4")
-    # 10 samples on 4 ranks: the demo's uneven case is the dataset itself, 3 per rank, 2 repeated.
-    pads = _check(result, "sampler_pads_or_drops")["values"]
-    assert pads["dataset_size"] == 10 and pads["padded_counts"] == [3, 3, 3, 3]
-    assert pads["repeated"] == 2 and pads["left_out"] == 2
-
-
-@pytest.mark.dist
 def test_ring_all_reduce_counts_its_own_sends():
     result, events = _run("allreduce")
     # 12 float32 on 2 ranks: each rank sends one 24-byte chunk per phase.
@@ -151,8 +151,68 @@ def test_reduce_scatter_shows_inputs_and_outputs():
 
 
 @pytest.mark.dist
-def test_reduce_scatter_on_four_ranks():
-    result, _ = _run("reduce-scatter-4")
-    assert result["buffer_bytes"] == 4 * 2 * 4
-    sent = result["sent_bytes_per_rank"]
-    assert all(value == 24 for per_rank in sent.values() for value in per_rank)
+def test_wrap_units_and_largest_unit():
+    result, events = _run("wrap")
+    configs = {c["wrap"]: c for c in result["configs"]}
+    params = result["config"]["params"]
+    # root only: one unit holding the whole model; per block: the largest unit is a fraction of it
+    assert configs["model"]["largest_unit_params"] == params
+    assert configs["block"]["largest_unit_params"] < params / 2
+    assert configs["layer"]["largest_unit_params"] < configs["block"]["largest_unit_params"]
+    assert sum(configs["block"]["unit_params"]) == params
+    # the same bytes are gathered per step however the model is cut; only the number of calls changes
+    gathered = {w: c["comm"]["all_gather"]["bytes"] for w, c in configs.items()}
+    assert len(set(gathered.values())) == 1, gathered
+    assert any("per block" in line for line in _logs(events))
+
+
+@pytest.mark.dist
+def test_reshard_all_gather_bytes_double():
+    result, _ = _run("reshard")
+    full, grad_op = result["configs"]
+    assert full["reshard_after_forward"] and not grad_op["reshard_after_forward"]
+    assert full["comm"]["all_gather"]["bytes"] == 2 * grad_op["comm"]["all_gather"]["bytes"]
+    assert full["comm"]["reduce_scatter"] == grad_op["comm"]["reduce_scatter"]
+
+
+@pytest.mark.dist
+def test_comm_measures_beside_theory():
+    result, events = _run("comm")
+    assert result["fsdp_to_ddp_wire_ratio"] == pytest.approx(1.5, rel=0.05)
+    ddp = result["runs"]["ddp"]
+    assert set(ddp["comm"]) == {"all_reduce"}
+    assert ddp["comm"]["all_reduce"]["bytes"] == result["param_bytes"]
+    assert set(result["runs"]["fsdp"]["comm"]) == {"all_gather", "reduce_scatter"}
+    assert "theory" in " ".join(_logs(events))
+
+
+@pytest.mark.dist
+def test_no_sync_counts_per_optimizer_step():
+    result, _ = _run("no-sync")
+    counts = result["syncs_per_optimizer_step"]
+    assert counts["ddp"]["sync every micro-batch"] == 3 * counts["ddp"]["skip sync until the last"]
+    fsdp = result["runs"]["fsdp"]
+    # skipping the reduce-scatter does not skip the parameter all-gathers
+    assert (fsdp["sync every micro-batch"]["comm"]["all_gather"]["count"]
+            == fsdp["skip sync until the last"]["comm"]["all_gather"]["count"])
+
+
+@pytest.mark.dist
+def test_equivalence_losses_match_step_by_step():
+    result, _ = _run("equivalence")
+    reference = result["single_process"]["losses"]
+    assert len(reference) == result["config"]["steps"]
+    assert reference[-1] < reference[0]
+    for strategy in ("ddp", "fsdp"):
+        assert result[strategy]["losses"] == pytest.approx(reference, rel=1e-5)
+
+
+@pytest.mark.dist
+def test_checkpoint_reports_time_and_recomputation():
+    result, events = _run("checkpoint")
+    off, on = result["configs"]
+    assert not off["checkpoint_activations"] and on["checkpoint_activations"]
+    assert on["block_forward_calls"]["backward"] == result["config"]["blocks"]
+    assert all(t["median"] > 0 for c in result["configs"] for t in c["step_time_s_by_rank"])
+    assert result["step_time_ratio"] > 0
+    assert any("reported, not checked" in line for line in _logs(events))

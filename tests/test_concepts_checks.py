@@ -3,7 +3,17 @@ and fails on numbers that break it, and says why in its detail."""
 
 from __future__ import annotations
 
-from ddpfsdp.demos.concepts import allreduce, reduce_scatter, sampler
+from ddpfsdp.demos.concepts import (
+    allreduce,
+    checkpoint,
+    comm,
+    equivalence,
+    no_sync,
+    reduce_scatter,
+    reshard,
+    sampler,
+    wrap,
+)
 
 
 # sampler ---------------------------------------------------------------------------------------
@@ -104,3 +114,131 @@ def test_rs_ag_send_n_minus_one_over_n():
     # the counter saw a different buffer, or two ops
     assert not reduce_scatter.check_rs_ag_send(*_rs_numbers(36.0, 36, logical=96), 48, 4).passed
     assert not reduce_scatter.check_rs_ag_send(*_rs_numbers(36.0, 36, count=2), 48, 4).passed
+
+
+# wrap ------------------------------------------------------------------------------------------
+
+def test_per_block_peak_below_root_only():
+    assert wrap.check_per_block_peak_below_root_only([20_000_000, 20_100_000], [15_000_000, 15_200_000]).passed
+    # one rank whose per-block peak is not lower is enough to break the claim
+    failed = wrap.check_per_block_peak_below_root_only([20_000_000, 20_000_000], [15_000_000, 20_500_000])
+    assert not failed.passed and failed.values["saved_bytes"] == [5_000_000, -500_000]
+
+
+def _rows(block_ag: int = 12, block_rs: int = 6, layer_ag: int = 28):
+    return [
+        {"label": "root only", "units": 1, "all_gather": 2, "reduce_scatter": 1},
+        {"label": "per block", "units": 6, "all_gather": block_ag, "reduce_scatter": block_rs},
+        {"label": "per layer", "units": 14, "all_gather": layer_ag, "reduce_scatter": 14},
+    ]
+
+
+def test_collectives_scale_with_units():
+    assert wrap.check_collectives_scale_with_units(_rows()).passed
+    # counts that do not grow with the units
+    assert not wrap.check_collectives_scale_with_units(_rows(layer_ag=12)).passed
+    # a reduce-scatter count that is not one per unit
+    assert not wrap.check_collectives_scale_with_units(_rows(block_rs=3)).passed
+    # more than two all-gathers per unit
+    assert not wrap.check_collectives_scale_with_units(_rows(block_ag=13)).passed
+
+
+# reshard ---------------------------------------------------------------------------------------
+
+def test_reshard_lowers_peak():
+    assert reshard.check_reshard_lowers_peak([16_000_000, 16_100_000], [19_000_000, 19_000_000]).passed
+    assert not reshard.check_reshard_lowers_peak([19_000_000, 16_100_000], [19_000_000, 19_000_000]).passed
+
+
+def test_reshard_adds_all_gathers():
+    assert reshard.check_reshard_adds_all_gathers(12, 6, 6).passed
+    # a version that keeps the root unit unsharded for backward re-gathers one unit fewer
+    assert reshard.check_reshard_adds_all_gathers(11, 6, 6).passed
+    # no extra all-gathers: resharding did not happen
+    assert not reshard.check_reshard_adds_all_gathers(6, 6, 6).passed
+    # grad-op gathering more than once per unit
+    assert not reshard.check_reshard_adds_all_gathers(18, 12, 6).passed
+
+
+# comm --------------------------------------------------------------------------------------------
+
+def _op(wire: float, count: int = 1) -> dict:
+    return {"count": count, "bytes": wire * 2, "wire_bytes_per_rank": wire}
+
+
+def test_ddp_traffic_is_2psi():
+    # 2 ranks, 1000 gradient bytes: 2 * 1/2 * 1000 = 1000 bytes sent
+    assert comm.check_ddp_traffic_is_2psi({"all_reduce": _op(1000.0)}, 1000, 2).passed
+    # all-reducing only half of the gradients
+    assert not comm.check_ddp_traffic_is_2psi({"all_reduce": _op(500.0)}, 1000, 2).passed
+    # extra collectives in a DDP step
+    assert not comm.check_ddp_traffic_is_2psi({"all_reduce": _op(1000.0), "broadcast": _op(10.0)}, 1000, 2).passed
+
+
+def test_fsdp_traffic_is_3psi():
+    # 4 ranks, 1000 parameter bytes: all-gather 2 * 3/4 * 1000, reduce-scatter 3/4 * 1000
+    good = {"all_gather": _op(1500.0, 12), "reduce_scatter": _op(750.0, 6)}
+    assert comm.check_fsdp_traffic_is_3psi(good, 1000, 4).passed
+    # grad-op's traffic (no re-gather in backward) is not full sharding's 3 parts
+    assert not comm.check_fsdp_traffic_is_3psi({"all_gather": _op(750.0, 6), "reduce_scatter": _op(750.0, 6)},
+                                               1000, 4).passed
+    # gradients all-reduced instead of reduce-scattered
+    assert not comm.check_fsdp_traffic_is_3psi({"all_gather": _op(1500.0, 12), "all_reduce": _op(1500.0, 6)},
+                                               1000, 4).passed
+
+
+# no-sync ---------------------------------------------------------------------------------------
+
+def test_no_sync_cuts_collectives():
+    assert no_sync.check_no_sync_cuts_collectives({"ddp": (4, 1), "fsdp": (24, 6)}, 4).passed
+    # no_sync that did nothing
+    assert not no_sync.check_no_sync_cuts_collectives({"ddp": (4, 4), "fsdp": (24, 6)}, 4).passed
+    # no sync at all is not "one per step"
+    assert not no_sync.check_no_sync_cuts_collectives({"ddp": (0, 0), "fsdp": (24, 6)}, 4).passed
+
+
+def test_no_sync_same_gradients():
+    assert no_sync.check_no_sync_same_gradients({"ddp": 6e-8, "fsdp": 6e-8}, {"ddp": 0.7, "fsdp": 0.7}).passed
+    # gradients off by the missing 1/k scaling on one micro-batch
+    failed = no_sync.check_no_sync_same_gradients({"ddp": 0.05, "fsdp": 6e-8}, {"ddp": 0.7, "fsdp": 0.7})
+    assert not failed.passed and "ddp: 0.05" in failed.detail
+
+
+# equivalence -----------------------------------------------------------------------------------
+
+def test_matches_single_process():
+    ref = [6.2323551, 5.5138164, 4.9713821]
+    check = equivalence.check_matches_single_process
+    assert check("ddp_matches_single_process", "DDP", [6.2323551, 5.5138159, 4.9713821], ref, 7e-9, 0.068).passed
+    # summed instead of averaged gradients: same first loss, then drifting, and weights off by lr-sized steps
+    summed = check("ddp_matches_single_process", "DDP", [6.2323551, 5.31, 4.52], ref, 0.03, 0.068)
+    assert not summed.passed and summed.values["loss_diffs"][0] == 0
+    # losses agree but the weights do not
+    assert not check("fsdp_matches_single_process", "FSDP", ref, ref, 1e-3, 0.068).passed
+    # a run that trained nothing cannot show agreement
+    assert not check("fsdp_matches_single_process", "FSDP", ref, ref, 0.0, 0.0).passed
+
+
+# checkpoint ------------------------------------------------------------------------------------
+
+def test_checkpoint_lowers_peak():
+    assert checkpoint.check_checkpoint_lowers_peak([26_000_000, 26_100_000], [17_000_000, 18_000_000]).passed
+    assert not checkpoint.check_checkpoint_lowers_peak([26_000_000, 26_100_000], [17_000_000, 26_200_000]).passed
+
+
+def _counts(matmuls: tuple[int, int], block: tuple[int, int], calls: tuple[int, int]) -> dict:
+    return {"matmuls": dict(zip(("forward", "backward"), matmuls)),
+            "block_matmuls": dict(zip(("forward", "backward"), block)),
+            "block_forward_calls": dict(zip(("forward", "backward"), calls))}
+
+
+def test_checkpoint_recomputes_forward():
+    off = _counts((21, 34), (20, 0), (4, 0))
+    on = _counts((21, 50), (20, 16), (4, 4))
+    assert checkpoint.check_checkpoint_recomputes_forward(off, on, 4).passed
+    # checkpointing that never recomputed: the backward is unchanged
+    assert not checkpoint.check_checkpoint_recomputes_forward(off, _counts((21, 34), (20, 0), (4, 0)), 4).passed
+    # only some blocks recomputed
+    assert not checkpoint.check_checkpoint_recomputes_forward(off, _counts((21, 42), (20, 8), (4, 2)), 4).passed
+    # backward ran more extra work than the recomputation explains
+    assert not checkpoint.check_checkpoint_recomputes_forward(off, _counts((21, 60), (20, 16), (4, 4)), 4).passed
