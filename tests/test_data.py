@@ -55,6 +55,20 @@ def test_image_classes_are_separable():
     assert hits >= 60  # a nearest-template classifier is nearly always right: the labels carry signal
 
 
+def test_a_sample_is_the_same_whatever_batch_it_is_in():
+    shape = shape_for("vit", "tiny")
+    dataset = data.TemplateImages(shape, seed=0, num_samples=32)
+    images, labels = dataset.__getitems__([5, 17, 2])
+    for row, index in enumerate([5, 17, 2]):
+        image, label = dataset[index]
+        assert torch.equal(images[row], image) and labels[row] == label
+    loader, sampler = data.make_loader("vit", shape, batch_size=4, rank=1, world_size=2, seed=0, num_samples=32)
+    sampler.set_epoch(3)
+    first = next(iter(loader))
+    indices = list(sampler)[:4]
+    assert torch.equal(first[0], torch.stack([dataset[i][0] for i in indices]))
+
+
 def test_sampler_splits_ranks_disjointly_and_reshuffles_by_epoch():
     shape = shape_for("gpt", "tiny")
     per_rank = []
