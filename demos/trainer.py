@@ -181,6 +181,8 @@ def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int
             metrics["loss"] = float(loss)
         ctx.step(step_offset + index, total_steps, **metrics)
 
+    phases_s: dict[str, float] = {}
+    mark = time.perf_counter()
     index = 0
     for _ in range(spec.warmup):
         loss = step()
@@ -188,6 +190,7 @@ def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int
         report(index, "warm-up", loss)
         index += 1
 
+    phases_s["warm-up"] = time.perf_counter() - mark
     timer = StepTimer(device)
     timer.start()
     for _ in range(spec.timed_steps):
@@ -198,12 +201,16 @@ def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int
         report(index, "timed", loss if on_cpu else None)
         index += 1
     timer.stop()
+    phases_s["timed"] = timer.wall_s
 
+    mark = time.perf_counter()
     with CommCounter() as comm:
         loss = step()
     losses.append(loss)
     report(index, "comm", loss)
     index += 1
+    phases_s["comm"] = time.perf_counter() - mark
+    mark = time.perf_counter()
 
     held: dict[str, int] = {}
     after_forward_bytes: dict[str, int] = {}
@@ -215,6 +222,7 @@ def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int
         )
     losses.append(loss)
     report(index, "memory", loss)
+    phases_s["memory"] = time.perf_counter() - mark
 
     mean_losses = torch.stack(losses).float()
     dist.all_reduce(mean_losses)
@@ -302,5 +310,6 @@ def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int
         },
         "loss": mean_losses,
         "hosts": sorted({r["hostname"] for r in gathered}),
+        "phases_s": phases_s,  # rank 0's wall time per phase: what the measured steps cost
         "wall_s": time.perf_counter() - started,
     }

@@ -22,7 +22,7 @@ OPTIMIZERS = ("adamw", "sgd")
 COMPARE_RUNS = (("ddp", "ddp", None), ("zero1", "zero1", None), ("fsdp-grad-op", "fsdp", "grad-op"),
                 ("fsdp-full", "fsdp", "full"))
 OVERRIDE_NAMES = ("layers", "d_model", "heads", "seq_len")
-DEFAULT_STEPS = 10
+DEFAULT_STEPS = {"cpu": 8, "cuda": 20}  # when --steps is left unset; at least min_steps(warmup)
 DEFAULT_WARMUP = 2
 MEASURED_STEPS = 2  # after the timed steps: one under the collective counter, one under the memory tracker
 MIN_TIMED_STEPS = 1
@@ -31,6 +31,14 @@ MIN_WARMUP_STEPS = 1  # DDP issues extra broadcasts on its second iteration; the
 
 def min_steps(warmup: int) -> int:
     return max(warmup, MIN_WARMUP_STEPS) + MIN_TIMED_STEPS + MEASURED_STEPS
+
+
+def steps_for(options: dict[str, Any], device_type: str) -> int:
+    """--steps, or the device's default (never fewer than the warm-up and measured steps need)."""
+    if options.get("steps") is not None:
+        return options["steps"]
+    warmup = options.get("warmup", DEFAULT_WARMUP)
+    return max(DEFAULT_STEPS["cpu" if device_type == "cpu" else "cuda"], min_steps(warmup or MIN_WARMUP_STEPS))
 
 
 _COMMON = [
@@ -44,8 +52,9 @@ _COMMON = [
     click.Option(["--heads"], type=int, default=None, help="Override the preset's attention heads."),
     click.Option(["--seq-len"], type=int, default=None, help="Override the preset's sequence length (gpt)."),
     click.Option(["--batch-size"], type=int, default=4, show_default=True, help="Samples per rank per step."),
-    click.Option(["--steps"], type=int, default=DEFAULT_STEPS, show_default=True,
-                 help="Training steps in all: warm-up, timed, then one communication and one memory step."),
+    click.Option(["--steps"], type=int, default=None,
+                 help="Training steps in all: warm-up, timed, then one communication and one memory step. "
+                      "Default: 8 on CPU, 20 on GPU."),
     click.Option(["--warmup"], type=int, default=DEFAULT_WARMUP, show_default=True,
                  help="Steps before timing starts (DDP rebuilds its buckets after the first)."),
     click.Option(["--precision"], type=click.Choice(PRECISIONS), default="fp32", show_default=True,
@@ -96,7 +105,7 @@ def _validate_common(options: dict[str, Any], world_size: int) -> None:
     warmup = options.get("warmup", DEFAULT_WARMUP)
     if warmup is None or warmup < MIN_WARMUP_STEPS:
         raise _usage(f"--warmup must be at least {MIN_WARMUP_STEPS}, got {warmup}: the first steps initialise lazily")
-    steps = options.get("steps", DEFAULT_STEPS)
+    steps = steps_for(options, "cpu")
     needed = min_steps(warmup)
     if steps is None or steps < needed:
         raise _usage(
@@ -173,7 +182,7 @@ def _spec(ctx: Any, options: dict[str, Any], strategy: str, sharding: str | None
         model=options.get("model") or default_preset(arch, ctx.device.type),
         overrides=_overrides(options),
         batch_size=options.get("batch_size", 4),
-        steps=options.get("steps", DEFAULT_STEPS),
+        steps=steps_for(options, ctx.device.type),
         warmup=options.get("warmup", DEFAULT_WARMUP),
         precision=options.get("precision", "fp32"),
         optimizer=options.get("optimizer", "adamw"),
@@ -294,7 +303,7 @@ def run_compare(ctx: Any, **options: Any) -> dict[str, Any] | None:
     from ddpfsdp.demos.trainer import train
 
     runs: dict[str, dict[str, Any]] = {}
-    steps = options.get("steps", DEFAULT_STEPS)
+    steps = steps_for(options, ctx.device.type)
     total = steps * len(COMPARE_RUNS)
     for index, (name, strategy, sharding) in enumerate(COMPARE_RUNS):
         spec = _spec(ctx, options, strategy, sharding)

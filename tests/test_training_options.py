@@ -91,3 +91,11 @@ def test_options_module_and_report_do_not_import_torch():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "False"
+
+
+def test_default_steps_depend_on_the_device_and_cover_the_warmup():
+    assert training.steps_for({"warmup": 2, "steps": None}, "cpu") == 8
+    assert training.steps_for({"warmup": 2, "steps": None}, "cuda") == 20
+    assert training.steps_for({"warmup": 9, "steps": None}, "cpu") == 12
+    assert training.steps_for({"warmup": 2, "steps": 5}, "cpu") == 5
+    training.validate_ddp(_parse(training.DDP_OPTIONS, ["--warmup", "9"]), 2)
