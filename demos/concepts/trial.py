@@ -1,7 +1,7 @@
 """One configuration of a model-based concept demo, measured step by step.
 
 A trial builds the seeded model, wraps it with `ddpfsdp.demos.strategies.prepare`, and runs:
-  2 warm-up steps     lazy initialisation, optimizer state, DDP's bucket rebuild: kept out of figures
+  warm-up steps       lazy initialisation, optimizer state, DDP's bucket rebuild: kept out of figures
   1 comm step         under CommCounter: every collective of one training step, per op
   1 memory step       forward and backward under PeakMemory (the optimizer step runs after it)
   timed steps         a plain loop under StepTimer
@@ -99,14 +99,18 @@ def train_step(s: Setup) -> Any:
     return loss
 
 
+def warmup_steps(s: Setup) -> int:
+    return WARMUP_STEPS if s.prepared.strategy in ("ddp", "zero1") else 1
+
+
 def measure(ctx: Any, s: Setup, *, timed_steps: int = 2, memory: bool = True) -> dict[str, Any]:
     """Warm up, then count one step's collectives, track one forward/backward's peak, time the rest."""
     from ddpfsdp.demos.comm import CommCounter
     from ddpfsdp.demos.measure import PeakMemory, StepTimer, ddp_reducer_bytes, model_state_bytes
 
-    # Two warm-up steps: DDP rebuilds its buckets after the first and broadcasts the new order in
-    # the second; neither belongs to a steady-state step.
-    for _ in range(WARMUP_STEPS):
+    # DDP rebuilds its buckets after the first step and broadcasts the new order in the second;
+    # neither belongs to a steady-state step. FSDP is steady after one.
+    for _ in range(warmup_steps(s)):
         train_step(s)
     with CommCounter() as counter:
         train_step(s)

@@ -36,7 +36,8 @@ def run(ctx: Any, *, model: str | None, batch_size: int, seed: int) -> dict | No
     for index, (label, wrap) in enumerate(WRAPS):
         ctx.step(index, len(WRAPS), phase=label)
         s = trial.setup(ctx, model=model, strategy="fsdp", wrap=wrap, batch_size=batch_size, seed=seed)
-        figures = trial.measure(ctx, s, timed_steps=1)
+        figures = trial.measure(ctx, s, timed_steps=0)
+        figures.pop("step_time_s")
         param_bytes = s.params * 4
         unit_params = list(s.prepared.unit_params)
         configs.append({
@@ -53,13 +54,12 @@ def run(ctx: Any, *, model: str | None, batch_size: int, seed: int) -> dict | No
         })
         trial.release(s)
 
-    gathered = ctx.gather([(c["peak_bytes"], c["comm"], c["step_time_s"]) for c in configs])
+    gathered = ctx.gather([(c["peak_bytes"], c["comm"]) for c in configs])
     if not ctx.is_main:
         return None
     for index, config in enumerate(configs):
         config["peak_bytes_by_rank"] = [g[index][0] for g in gathered]
         config["comm_by_rank"] = [g[index][1] for g in gathered]
-        config["step_time_s_by_rank"] = [g[index][2] for g in gathered]
 
     _log_view(ctx, configs)
     by_wrap = {c["wrap"]: c for c in configs}
