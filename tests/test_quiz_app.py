@@ -80,7 +80,8 @@ async def _answer_current(pilot, right: bool, clock: Clock | None = None, think_
         for step in steps:
             await pilot.press(str(screen.display_steps.index(step) + 1))
     elif q.kind == "numeric":
-        text = f"{q.value / 1e9:.4g} GB" if right else f"{q.value / 1e9 * 3:.4g} GB"
+        value = q.value if right else q.value * 3
+        text = f"{value / 1e9:.6g} GB" if q.unit not in ("", "x") else f"{value:.6g}"
         await pilot.press(*text)
     else:
         await pilot.press(*"overlap")
@@ -443,3 +444,31 @@ def test_starting_answering_and_viewing_evidence_never_imports_torch(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "torch" not in proc.stdout, proc.stdout
+
+
+@pytest.mark.timeout(600)
+async def test_real_bank_questions_open_and_take_their_right_answers():
+    # The shipped bank end to end: the first question of each kind in every topic, and every numeric
+    # question (its unit and computed answer), render and grade right when answered right.
+    from ddpfsdp.quiz.app import Session
+
+    app = make_app(seed=2, clock=Clock().now)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        firsts = {}
+        for q in app.bank.questions.values():
+            firsts.setdefault((q.topic, q.kind), q)
+        questions = [q for q in app.bank.questions.values() if q.kind == "numeric" or firsts[(q.topic, q.kind)] is q]
+        app.session = Session("practice", questions)
+        app.push_screen(app._question_screen())
+        await pilot.pause()
+        graded = 0
+        while isinstance(app.screen, QuestionScreen):
+            q = await _answer_current(pilot, True)
+            assert isinstance(app.screen, FeedbackScreen), q.id
+            assert app.screen.grade.correct or q.kind == "explain", (q.id, app.screen.grade)
+            graded += 1
+            await pilot.press("n")
+            await pilot.pause()
+    assert graded == len(questions)
+    assert len(Store.open().attempts()) == len(questions)
