@@ -90,7 +90,8 @@ def comm_table(result: dict[str, Any]) -> Table:
     theory = (result.get("theory") or {}).get("comm", {})
     table = Table(title="Collectives in one training step (measured, per rank)",
                   caption="wire: what a ring sends per rank; theory from the analytic model")
-    for column in ("op", "calls", "logical bytes", "wire bytes per rank", "theory: wire bytes per rank", "theory: calls"):
+    table.add_column("op", no_wrap=True)
+    for column in ("calls", "logical bytes", "wire bytes per rank", "theory: wire bytes per rank", "theory: calls"):
         table.add_column(column, justify="right")
     for op in OPS:
         if op not in measured and op not in theory:
