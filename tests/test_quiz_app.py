@@ -472,3 +472,24 @@ async def test_real_bank_questions_open_and_take_their_right_answers():
             await pilot.pause()
     assert graded == len(questions)
     assert len(Store.open().attempts()) == len(questions)
+
+
+async def test_predict_then_measure_shows_prediction_theory_and_measurement(quiz_bank):
+    with Store.open() as store:
+        store.save_demo_result(
+            "allreduce", [],
+            {"demo": "allreduce", "config": {"world_size": 4, "device": "cpu", "backend": "gloo"},
+             "env": {"hostname": socket.gethostname()}, "checks": [], "measured": {"wire_bytes_per_rank": 1.5e9}},
+        )
+    app = _app(quiz_bank, topic="ddp")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        while app.screen.question.kind != "numeric":
+            await pilot.press("n")
+            await pilot.pause()
+        await pilot.press(*"2 GB", "enter")
+        await pilot.pause()
+        shown = " ".join(_text(app.screen.query_one("#predict-measure")).replace("│", " ").split())
+        assert "your prediction 2 GB" in shown
+        assert "analytic model (theory) 1.5 GB wire_bytes_per_rank" in shown
+        assert "measured 1.5 GB 1.00x theory" in shown
