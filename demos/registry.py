@@ -85,7 +85,7 @@ DEMOS: dict[str, Demo] = {
                 "losses_agree": "all strategies give the same losses (fp32, rtol 1e-4): data parallelism is exact",
                 "zero1_shards_optimizer": "ZeRO-1 holds 1/N of the optimizer state and the full params and grads",
                 "fsdp_full_shards_everything": "FSDP full holds 1/N of params, grads and optimizer state",
-                "grad_op_peak_above_full": "grad-op keeps unsharded params until backward ends, so its peak is above full's",
+                "grad_op_holds_more_params_at_peak": "grad-op keeps unsharded params from forward until backward, so it holds more params at its peak than full",
                 "fsdp_wire_1_5x_ddp": "FSDP full sends 1.5x DDP's bytes per step (3 vs 2 passes of (N-1)/N of the model)",
             },
         ),
@@ -106,7 +106,8 @@ DEMOS: dict[str, Demo] = {
             "ring all-reduce step by step with send/recv: reduce-scatter phase, then all-gather phase",
             "ddpfsdp.demos.concepts.allreduce:run",
             "concept",
-            {
+            render="ddpfsdp.demos.concepts.render:render_allreduce",
+            checks={
                 "ring_equals_all_reduce": "the hand-written ring gives the same result as dist.all_reduce",
                 "ring_sends_2_n_minus_1_over_n": "each rank sends 2(N-1)/N of the buffer",
             },
@@ -116,7 +117,8 @@ DEMOS: dict[str, Demo] = {
             "reduce-scatter and all-gather on real tensors; together they equal all-reduce",
             "ddpfsdp.demos.concepts.reduce_scatter:run",
             "concept",
-            {
+            render="ddpfsdp.demos.concepts.render:render_reduce_scatter",
+            checks={
                 "rs_then_ag_equals_all_reduce": "reduce-scatter followed by all-gather equals all-reduce",
                 "rs_ag_send_n_minus_1_over_n": "reduce-scatter and all-gather each send (N-1)/N of the buffer per rank",
             },
@@ -126,7 +128,8 @@ DEMOS: dict[str, Demo] = {
             "FSDP wrap granularity: root only vs per block vs per layer: peak memory and collective counts",
             "ddpfsdp.demos.concepts.wrap:run",
             "concept",
-            {
+            render="ddpfsdp.demos.concepts.render:render_wrap",
+            checks={
                 "per_block_peak_below_root_only": "wrapping each block gives a lower peak than wrapping only the root",
                 "collectives_scale_with_units": "all-gathers and reduce-scatters per step grow with the number of units",
             },
@@ -136,7 +139,8 @@ DEMOS: dict[str, Demo] = {
             "reshard after forward on vs off (FULL_SHARD vs SHARD_GRAD_OP): peak memory vs all-gathers",
             "ddpfsdp.demos.concepts.reshard:run",
             "concept",
-            {
+            render="ddpfsdp.demos.concepts.render:render_reshard",
+            checks={
                 "reshard_lowers_peak": "resharding after forward lowers peak memory",
                 "reshard_adds_all_gathers": "resharding after forward re-all-gathers every unit in backward",
             },
@@ -146,7 +150,8 @@ DEMOS: dict[str, Demo] = {
             "DDP vs FSDP traffic per step, measured per op, beside the 2Ψ and 3Ψ theory",
             "ddpfsdp.demos.concepts.comm:run",
             "concept",
-            {
+            render="ddpfsdp.demos.concepts.render:render_comm",
+            checks={
                 "ddp_traffic_is_2psi": "DDP sends 2(N-1)/N x gradient bytes per rank per step",
                 "fsdp_traffic_is_3psi": "FSDP full sends 3(N-1)/N x parameter bytes per rank per step",
             },
@@ -156,7 +161,8 @@ DEMOS: dict[str, Demo] = {
             "gradient accumulation with and without no_sync / set_requires_gradient_sync",
             "ddpfsdp.demos.concepts.no_sync:run",
             "concept",
-            {
+            render="ddpfsdp.demos.concepts.render:render_no_sync",
+            checks={
                 "no_sync_cuts_collectives": "skipping sync on k-1 micro-batches gives 1 gradient sync per step instead of k",
                 "no_sync_same_gradients": "the final gradients are the same with and without no_sync",
             },
@@ -166,7 +172,8 @@ DEMOS: dict[str, Demo] = {
             "DDP, FSDP and one process on the global batch give the same losses and weights",
             "ddpfsdp.demos.concepts.equivalence:run",
             "concept",
-            {
+            render="ddpfsdp.demos.concepts.render:render_equivalence",
+            checks={
                 "ddp_matches_single_process": "DDP's losses and updated weights equal one process on the global batch",
                 "fsdp_matches_single_process": "FSDP's losses and updated weights equal one process on the global batch",
             },
@@ -176,7 +183,8 @@ DEMOS: dict[str, Demo] = {
             "activation checkpointing on vs off: peak memory saved vs forward recomputed",
             "ddpfsdp.demos.concepts.checkpoint:run",
             "concept",
-            {
+            render="ddpfsdp.demos.concepts.render:render_checkpoint",
+            checks={
                 "checkpoint_lowers_peak": "checkpointing activations lowers peak memory",
                 "checkpoint_recomputes_forward": "checkpointing runs the blocks' forward again during backward",
             },

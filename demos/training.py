@@ -329,7 +329,7 @@ def run_compare(ctx: Any, **options: Any) -> dict[str, Any] | None:
         tc.fsdp_shards_model_state(full["memory"]["ranks"], {k: ddp_rank0[k] for k in tc.STATE_KINDS},
                                    ctx.world_size, _allowance(full, full["theory"]),
                                    name="fsdp_full_shards_everything"),
-        tc.grad_op_peak_above_full(grad_op["memory"]["ranks"], full["memory"]["ranks"]),
+        tc.grad_op_holds_more_params_at_peak(grad_op["memory"]["ranks"], full["memory"]["ranks"]),
         tc.fsdp_wire_1_5x_ddp(full["comm"]["per_step"], ddp["comm"]["per_step"]),
     ]
     config = {k: v for k, v in ddp["config"].items()

@@ -105,12 +105,14 @@ def test_zero1_shards_optimizer():
     assert not tc.zero1_shards_optimizer(sharded_params, ddp, 20_000).passed
 
 
-def test_grad_op_peak_above_full():
-    grad_op = _ranks(1, 1, 1, peak=10 * MB, untracked_free=100_000)
-    assert tc.grad_op_peak_above_full(grad_op, _ranks(1, 1, 1, peak=9 * MB)).passed
-    assert not tc.grad_op_peak_above_full(grad_op, _ranks(1, 1, 1, peak=11 * MB)).passed
-    # within the tracker's margin the claim is not shown
-    assert not tc.grad_op_peak_above_full(grad_op, _ranks(1, 1, 1, peak=10 * MB - 50_000)).passed
+def test_grad_op_holds_more_params_at_peak():
+    grad_op = [dict(r, params_after_forward=4 * MB) for r in _ranks(1, 1, 1, peak=10 * MB)]
+    full = [dict(r, params_after_forward=2 * MB) for r in _ranks(1, 1, 1, peak=10 * MB)]
+    assert tc.grad_op_holds_more_params_at_peak(grad_op, full).passed
+    assert not tc.grad_op_holds_more_params_at_peak(full, grad_op).passed
+    assert not tc.grad_op_holds_more_params_at_peak(grad_op, grad_op).passed
+    # a rank that did not measure it cannot pass
+    assert not tc.grad_op_holds_more_params_at_peak([dict(grad_op[0], params_after_forward=None)], full[:1]).passed
 
 
 def test_fsdp_wire_1_5x_ddp():
