@@ -108,6 +108,26 @@ def processes_with_env(name: str, value: str) -> list[int]:
     return found
 
 
+def validated_options(demo: str, args: list[str], world_size: int) -> dict[str, Any]:
+    """The demo's options parsed from `args` and checked for this world size, before anything starts."""
+    import click
+
+    from ddpfsdp.demos import registry
+    from ddpfsdp.demos.worker import load, parse_demo_options
+
+    try:
+        spec = registry.get(demo)
+    except ValueError as exc:
+        raise LaunchError(str(exc)) from None
+    try:
+        options = parse_demo_options(spec, args)
+        if spec.validate:
+            load(spec.validate)(options, world_size)
+    except click.ClickException as exc:
+        raise LaunchError(exc.format_message()) from None
+    return options
+
+
 class DemoRun:
     """One launch of one demo on N ranks."""
 
@@ -127,6 +147,7 @@ class DemoRun:
         self.demo = demo
         self.args = [str(a) for a in args]
         self.placement = placement or resolve_placement(gpus, procs, demo)
+        self.options = validated_options(demo, self.args, self.placement.world_size)
         self.timeout_s = timeout_s
         self.fail_rank = fail_rank
         self.fail_step = fail_step

@@ -95,13 +95,13 @@ def _standalone_defaults() -> None:
             os.environ["MASTER_PORT"] = str(sock.getsockname()[1])
 
 
-def _emit_error(rank: int, exc: BaseException) -> None:
-    text = "".join(traceback.format_exception(exc))
+def _emit_error(rank: int, exc: BaseException, message: str | None = None) -> None:
+    """An error event; a usage error carries its message and no traceback."""
     event = {
         "event": "error",
         "rank": rank,
-        "message": f"{type(exc).__name__}: {exc}",
-        "traceback": text[-TRACEBACK_CHARS:],
+        "message": message or f"{type(exc).__name__}: {exc}",
+        "traceback": "" if message else "".join(traceback.format_exception(exc))[-TRACEBACK_CHARS:],
     }
     sys.stdout.write(events.encode(event) + "\n")
     sys.stdout.flush()
@@ -109,12 +109,17 @@ def _emit_error(rank: int, exc: BaseException) -> None:
 
 def run(demo_name: str, args: list[str], device_type: str | None = None) -> int:
     demo = registry.get(demo_name)
-    options = parse_demo_options(demo, args)
-
     _env_from_slurm()
     _standalone_defaults()
     _die_with_parent()
     rank = int(os.environ["RANK"])
+    try:
+        options = parse_demo_options(demo, args)
+        if demo.validate:
+            load(demo.validate)(options, int(os.environ["WORLD_SIZE"]))
+    except click.ClickException as exc:
+        _emit_error(rank, exc, exc.format_message())
+        raise
 
     import torch
     import torch.distributed as dist

@@ -132,10 +132,6 @@ def _run(demo: registry.Demo, command: click.Command, **params: Any) -> None:
         raise click.UsageError(str(exc), ctx) from None
 
     placement = run.placement
-    if demo.validate:
-        from ddpfsdp.demos.worker import load
-
-        load(demo.validate)(options, placement.world_size)
     if demo.kind == "training":
         from ddpfsdp.demos.guard import check_launch
 
