@@ -219,13 +219,35 @@ class ViT(_BlockModel):
         return self.head(self._run_blocks(self.patch_embed(images)))
 
 
+class BatchNorm(nn.BatchNorm2d):
+    """BatchNorm2d that also runs when mixed precision gives it bf16 inputs and weights.
+
+    FSDP's mixed-precision policy casts this layer's weight and bias to bf16 but leaves the
+    running statistics (buffers) in fp32, a mix the kernel rejects. Then it normalises in fp32,
+    as autocast does for batch norm, and returns the input's dtype. In one dtype it is
+    BatchNorm2d unchanged.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == self.weight.dtype == self.running_mean.dtype:
+            return super().forward(x)
+        momentum = self.momentum
+        if self.training:
+            self.num_batches_tracked.add_(1)
+            if momentum is None:  # a cumulative average, as BatchNorm2d computes it
+                momentum = 1.0 / float(self.num_batches_tracked)
+        out = F.batch_norm(x.float(), self.running_mean, self.running_var, self.weight.float(), self.bias.float(),
+                           self.training, momentum or 0.0, self.eps)
+        return out.to(x.dtype)
+
+
 class ConvNorm(nn.Module):
     """A bias-free convolution followed by BatchNorm: the layer a BasicBlock is made of."""
 
     def __init__(self, in_ch: int, out_ch: int, kernel: int, stride: int, device: DeviceLike = None) -> None:
         super().__init__()
         self.conv = nn.Conv2d(in_ch, out_ch, kernel, stride=stride, padding=kernel // 2, bias=False, device=device)
-        self.norm = nn.BatchNorm2d(out_ch, device=device)
+        self.norm = BatchNorm(out_ch, device=device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.norm(self.conv(x))

@@ -189,8 +189,9 @@ def _wrap_ddp(model: nn.Module, device: torch.device, bucket_mb: float) -> nn.Mo
 
     model = model.to(device)
     # One device per process: device_ids names it on CUDA and must be left out on CPU.
-    device_ids = [device.index if device.index is not None else torch.cuda.current_device()] \
-        if device.type == "cuda" else None
+    device_ids = None
+    if device.type == "cuda":
+        device_ids = [device.index if device.index is not None else torch.cuda.current_device()]
     return DistributedDataParallel(model, device_ids=device_ids, bucket_cap_mb=bucket_mb)
 
 

@@ -165,3 +165,25 @@ def _inputs(model, batch):
         return torch.randint(0, shape.vocab, (batch, shape.seq_len), generator=torch.Generator().manual_seed(0))
     return torch.randn(batch, shape.channels, shape.image_size, shape.image_size,
                        generator=torch.Generator().manual_seed(0))
+
+
+def test_batch_norm_runs_with_bf16_weights_and_fp32_statistics():
+    from ddpfsdp.demos.models import BatchNorm
+
+    torch.manual_seed(0)
+    x = torch.randn(4, 8, 5, 5) * 3 + 1
+    reference = BatchNorm(8)
+    mixed = BatchNorm(8)
+    with torch.no_grad():
+        mixed.weight.data = mixed.weight.data.to(torch.bfloat16)  # what a bf16 param_dtype policy does
+        mixed.bias.data = mixed.bias.data.to(torch.bfloat16)
+    out_ref = reference(x)
+    out_mixed = mixed(x.to(torch.bfloat16))
+    assert out_mixed.dtype == torch.bfloat16
+    torch.testing.assert_close(out_mixed.float(), out_ref, rtol=0.02, atol=0.03)
+    torch.testing.assert_close(mixed.running_mean, reference.running_mean, rtol=0.01, atol=0.01)
+    torch.testing.assert_close(mixed.running_var, reference.running_var, rtol=0.01, atol=0.01)
+    assert mixed.num_batches_tracked.item() == reference.num_batches_tracked.item() == 1
+    mixed.eval()
+    reference.eval()
+    torch.testing.assert_close(mixed(x.to(torch.bfloat16)).float(), reference(x), rtol=0.02, atol=0.03)

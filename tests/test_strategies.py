@@ -49,6 +49,9 @@ TWO_RANKS = {
     "resnet-fsdp2": ("resnet", dict(strategy="fsdp"), False),
     "resnet-fsdp1": ("resnet", dict(strategy="fsdp", fsdp_api=1), False),
     "resnet-ddp": ("resnet", dict(strategy="ddp"), False),
+    "resnet-fsdp2-bf16-mixed": ("resnet", dict(strategy="fsdp", precision="bf16-mixed", wrap="layer"), False),
+    "resnet-zero1-bf16-mixed": ("resnet", dict(strategy="zero1", precision="bf16-mixed"), False),
+    "resnet-fsdp1-bf16-mixed": ("resnet", dict(strategy="fsdp", precision="bf16-mixed", fsdp_api=1), False),
     # Unset command-line options arrive as None and mean the defaults; click passes fsdp_api as text.
     "fsdp-defaults": ("gpt", dict(strategy="fsdp", sharding=None, wrap=None, fsdp_api="2", precision=None,
                                   optimizer=None, lr=None, replicas=None), False),
@@ -259,8 +262,10 @@ def test_precisions(two):
     assert two[0]["fsdp2-bf16-mixed"]["param_dtypes"] == ["torch.float32"]  # bf16 only for compute
     assert two[0]["ddp-bf16-mixed"]["param_dtypes"] == ["torch.float32"]
     # bf16 compute really happens: the losses differ from fp32's, but not by much.
-    for name in ("ddp-bf16-mixed", "fsdp2-bf16-mixed", "fsdp1-bf16-mixed", "fsdp2-bf16"):
-        ours, fp32 = two[0][name]["losses"], two[0]["ddp"]["losses"]
+    for name in ("ddp-bf16-mixed", "fsdp2-bf16-mixed", "fsdp1-bf16-mixed", "fsdp2-bf16", "resnet-fsdp2-bf16-mixed",
+                 "resnet-zero1-bf16-mixed", "resnet-fsdp1-bf16-mixed"):
+        reference = "resnet-ddp" if name.startswith("resnet") else "ddp"
+        ours, fp32 = two[0][name]["losses"], two[0][reference]["losses"]
         assert ours != fp32
         torch.testing.assert_close(ours, fp32, rtol=0.05, atol=0)
 
