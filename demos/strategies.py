@@ -249,7 +249,9 @@ def _wrap_fsdp2(model: nn.Module, unit_modules: list[nn.Module], mesh, sharding:
               if precision == "bf16-mixed" else MixedPrecisionPolicy())
     for module in unit_modules:  # innermost first: a unit must be sharded before the unit around it
         fully_shard(module, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
-    fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
+    # The root is left to FSDP's default (None): it keeps its parameters after forward, since backward
+    # needs them first thing, so resharding them would only buy an immediate second all-gather.
+    fully_shard(model, mesh=mesh, reshard_after_forward=None if reshard else False, mp_policy=policy)
     return model
 
 
