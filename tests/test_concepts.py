@@ -103,6 +103,23 @@ def test_demo_runs_and_every_check_passes(key):
 
 
 @pytest.mark.dist
+@pytest.mark.parametrize("key", [key for key, (demo, _, _) in RUNS.items() if registry.DEMOS[demo].render])
+def test_result_renders_as_a_table(key):
+    import io
+
+    from rich.console import Console
+
+    from ddpfsdp.demos.worker import load
+
+    result, _ = _run(key)
+    out = io.StringIO()
+    load(registry.DEMOS[RUNS[key][0]].render)(result, Console(file=out, width=140))
+    text = out.getvalue()
+    assert "┃" in text  # a table was drawn
+    assert "gloo" in text  # and it says what CPU figures mean
+
+
+@pytest.mark.dist
 def test_sampler_shows_what_each_rank_loads():
     result, events = _run("sampler")
     indices = result["indices"]

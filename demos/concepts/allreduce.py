@@ -45,13 +45,20 @@ def chunks_of(buffer: Any, world_size: int) -> list[Any]:
 
 
 def _exchange(send: Any, recv: Any, rank: int, world_size: int) -> None:
+    """Send to the next rank and receive from the previous one, concurrently."""
     import torch.distributed as dist
 
-    ops = [
-        dist.P2POp(dist.isend, send, (rank + 1) % world_size),
-        dist.P2POp(dist.irecv, recv, (rank - 1) % world_size),
-    ]
-    for work in dist.batch_isend_irecv(ops):
+    successor, predecessor = (rank + 1) % world_size, (rank - 1) % world_size
+    if dist.get_backend() == "nccl":
+        # Separate NCCL sends around a ring can deadlock (each rank blocks on a peer that is itself
+        # blocked sending); one group call posts the send and the receive together.
+        ops = [dist.P2POp(dist.isend, send, successor), dist.P2POp(dist.irecv, recv, predecessor)]
+        works = dist.batch_isend_irecv(ops)
+    else:
+        # gloo's coalesced point-to-point path can abort a rank at shutdown; plain isend/irecv
+        # are already concurrent there.
+        works = [dist.isend(send, successor), dist.irecv(recv, predecessor)]
+    for work in works:
         work.wait()
 
 
