@@ -177,9 +177,11 @@ def test_wrap_units_and_largest_unit():
     assert configs["block"]["largest_unit_params"] < params / 2
     assert configs["layer"]["largest_unit_params"] < configs["block"]["largest_unit_params"]
     assert sum(configs["block"]["unit_params"]) == params
-    # the same bytes are gathered per step however the model is cut; only the number of calls changes
+    # resharded units gather the whole model twice per step however finely it is cut; only the
+    # number of calls changes (a root-only unit is gathered once or twice, as FSDP keeps the root)
     gathered = {w: c["comm"]["all_gather"]["bytes"] for w, c in configs.items()}
-    assert len(set(gathered.values())) == 1, gathered
+    assert gathered["block"] == gathered["layer"] == 2 * result["config"]["params"] * 4, gathered
+    assert gathered["model"] in (params * 4, 2 * params * 4), gathered
     assert any("per block" in line for line in _logs(events))
 
 

@@ -159,10 +159,16 @@ def run(ctx: Any, *, numel: int, seed: int) -> dict | None:
         "max_abs_value": max_abs_value,
         "result": buffer.tolist() if small else None,
     })
-    if not ctx.is_main:
-        return None
+    result = _summary(ctx, gathered, numel, seed, original.element_size()) if ctx.is_main else None
+    # Ranks leave together: under load, a rank that tore down its gloo pairs while rank 0 was still
+    # summarising was seen to abort after point-to-point traffic.
+    dist.barrier()
+    return result
 
-    element_bytes = original.element_size()
+
+def _summary(ctx: Any, gathered: list[dict], numel: int, seed: int, element_bytes: int) -> dict:
+    world = ctx.world_size
+    small = numel <= SHOW_VALUES_UP_TO
     buffer_bytes = numel * element_bytes
     sent = [g["sent_bytes"] for g in gathered]
     _log_view(ctx, gathered, world, numel, buffer_bytes, element_bytes)

@@ -4,8 +4,9 @@ Without checkpointing, every block keeps the activations its backward needs from
 backward reaches it, so the peak at the start of backward holds all of them. With checkpointing
 (torch.utils.checkpoint, non-reentrant), each block keeps only its input and runs its forward
 again inside backward to rebuild the rest: the peak falls by roughly all the blocks' inner
-activations less one block's, and every block's forward matrix multiplies run again in backward (all but those whose outputs
-backward does not need: recomputation stops early once it has rebuilt what backward uses).
+activations less one block's, and every block's forward matrix multiplies run again in backward
+(all but those whose outputs backward does not need: recomputation stops early once it has
+rebuilt what backward uses).
 
 The recomputation is counted, not assumed: a dispatch mode counts matrix multiplies (mm, addmm,
 bmm, baddbmm and fused attention kernels) in forward and in backward, and hooks on the blocks
@@ -177,7 +178,8 @@ def _log_view(ctx: Any, configs: list[dict], strategy: str, batch_size: int, ste
                 f"block bodies run {calls['forward']} times")
         ctx.log(f"  backward: {mm['backward']} matmuls, of which {block_mm['backward']} recompute block "
                 f"forwards ({calls['backward']} block bodies run again)")
-        ctx.log(f"  peak during forward+backward, per rank: {', '.join(format_mib(b) for b in c['peak_bytes_by_rank'])}")
+        peaks = ", ".join(format_mib(b) for b in c["peak_bytes_by_rank"])
+        ctx.log(f"  peak during forward+backward, per rank: {peaks}")
         medians = ", ".join(f"{t['median']:.3f}" for t in c["step_time_s_by_rank"])
         ctx.log(f"  step time per rank (median of {steps} timed steps): {medians} s")
     saved = max(off["peak_bytes_by_rank"]) - max(on["peak_bytes_by_rank"])

@@ -85,10 +85,22 @@ def run(ctx: Any, *, chunk_numel: int, seed: int) -> dict | None:
         "ring_reduce_scatter_sent_bytes": rs_trace.sent_bytes,
         "ring_all_gather_sent_bytes": ag_trace.sent_bytes,
     })
-    if not ctx.is_main:
-        return None
+    names = {"reduce_scatter": reduce_scatter.__name__, "all_gather": all_gather.__name__}
+    result = _summary(ctx, gathered, chunk_numel, seed, x.element_size(), names) if ctx.is_main else None
+    # Ranks leave together: under load, a rank that tore down its gloo pairs while rank 0 was still
+    # summarising was seen to abort after point-to-point traffic.
+    dist.barrier()
+    return result
 
-    buffer_bytes = numel * x.element_size()
+
+def _summary(ctx: Any, gathered: list[dict], chunk_numel: int, seed: int, element_bytes: int,
+             names: dict[str, str]) -> dict:
+    from ddpfsdp.demos.concepts.allreduce import SHOW_VALUES_UP_TO
+
+    world = ctx.world_size
+    numel = world * chunk_numel
+    small = numel <= SHOW_VALUES_UP_TO
+    buffer_bytes = numel * element_bytes
     intercepted = {
         op: [g[op].get(op, {"count": 0, "bytes": 0, "wire_bytes_per_rank": 0.0}) for g in gathered]
         for op in ("reduce_scatter", "all_gather")
@@ -114,7 +126,7 @@ def run(ctx: Any, *, chunk_numel: int, seed: int) -> dict | None:
     return envelope(
         ctx, "reduce-scatter",
         {"chunk_numel": chunk_numel, "numel": numel, "dtype": "float32", "seed": seed,
-         "reduce_scatter": reduce_scatter.__name__, "all_gather": all_gather.__name__},
+         **names},
         checks,
         buffer_bytes=buffer_bytes,
         comm={"reduce_scatter": intercepted["reduce_scatter"], "all_gather": intercepted["all_gather"]},

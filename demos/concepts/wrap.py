@@ -1,8 +1,9 @@
 """FSDP wrap granularity on one model: root only, per block, per layer.
 
 A unit is what FSDP all-gathers in one go. Wrapping only the root makes the whole model one unit:
-every parameter is unsharded for all of forward and again for all of backward, so the peak holds
-the full model (and its full gradients) beside the activations. Wrapping each transformer block
+every parameter is unsharded from the start of forward to the end of backward (FSDP keeps the
+root's parameters after forward, since backward begins with them), so the peak holds the full
+model and its full gradients beside the activations. Wrapping each transformer block
 makes a unit per block: only one block (plus the one being prefetched) is unsharded at a time, so
 the peak falls, at the price of more, smaller collectives: each unit all-gathers in forward, again
 in backward (reshard after forward), and reduce-scatters its gradients once. Wrapping per layer
