@@ -38,8 +38,9 @@ def _run(key: str) -> tuple[dict, list[dict]]:
     demo, args, procs = RUNS[key]
     run = DemoRun(demo, args, procs=procs, timeout_s=60)
     events = list(run.events())
-    assert run.error is None, run.error
-    assert run.ok, (run.returncode, list(run.stderr_tail)[-20:])
+    stderr = "\n".join(list(run.stderr_tail)[-60:])
+    assert run.error is None, f"{run.error}\n{stderr}"
+    assert run.ok, (run.returncode, stderr)
     assert run.leftover_pids() == []
     return run.result, events
 

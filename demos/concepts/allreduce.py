@@ -117,6 +117,11 @@ def format_chunks(values: list[float], world_size: int) -> str:
     return "[" + " | ".join(" ".join(_number(v) for v in part.tolist()) for part in parts) + "]"
 
 
+def byte_count(value: float) -> str:
+    """Bytes with thousands separators; fractions only where a formula gives them."""
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+
+
 def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:.3g}"
 
@@ -247,7 +252,7 @@ def check_ring_sends(sent_bytes_by_rank: list[int], buffer_bytes: int, world_siz
     return Check(
         "ring_sends_2_n_minus_1_over_n",
         passed,
-        f"bytes sent per rank {sent_bytes_by_rank} vs 2(N-1)/N x {buffer_bytes} B = {expected:g} B "
+        f"bytes sent per rank {sent_bytes_by_rank} vs 2(N-1)/N x {buffer_bytes} B = {byte_count(expected)} B "
         f"(N={world_size}, allowed difference {slack} B)",
         {"sent_bytes_by_rank": sent_bytes_by_rank, "expected_bytes": expected, "buffer_bytes": buffer_bytes,
          "world_size": world_size, "slack_bytes": slack},

@@ -124,9 +124,8 @@ def run(ctx: Any, *, model: str | None, steps: int, batch_size: int, optimizer: 
                   total_steps=2 * steps)
     ddp_losses, ddp_weights = _distributed(ctx, "ddp", step_offset=0, **common)
     fsdp_losses, fsdp_weights = _distributed(ctx, "fsdp", step_offset=steps, **common)
-    ctx.gather(None)  # the other ranks wait here while rank 0 runs the reference
     if not ctx.is_main:
-        return None
+        return None  # the reference needs no other rank
 
     ref_losses, ref_weights, initial = _single_process(ctx, model=model, steps=steps, batch_size=batch_size,
                                                        optimizer=optimizer, lr=lr, seed=seed)

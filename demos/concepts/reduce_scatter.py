@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from ddpfsdp.demos.checks import Check
+from ddpfsdp.demos.concepts.allreduce import byte_count
 
 OPTIONS = [
     click.Option(["--chunk-numel"], type=click.IntRange(1, 10_000_000), default=3, show_default=True,
@@ -156,9 +157,9 @@ def _log_view(ctx: Any, gathered: list[dict], world: int, numel: int, buffer_byt
     ctx.log("dist.all_reduce of the inputs: largest difference from reduce-scatter + all-gather "
             f"{max(g['max_abs_diff'] for g in gathered):g}")
     expected = (world - 1) / world * buffer_bytes
-    ctx.log(f"bytes sent per rank (theory (N-1)/N x {buffer_bytes} B = {expected:g} B for each op):")
+    ctx.log(f"bytes sent per rank (theory (N-1)/N x {buffer_bytes} B = {byte_count(expected)} B for each op):")
     for source, per_rank in sent.items():
-        ctx.log(f"  {source}: {', '.join(f'{b:g}' for b in per_rank)}")
+        ctx.log(f"  {source}: {', '.join(f'{byte_count(b)}' for b in per_rank)}")
 
 
 def check_rs_then_ag_equals_all_reduce(max_abs_diff_by_rank: list[float], ring_max_abs_diff_by_rank: list[float],
@@ -195,7 +196,7 @@ def check_rs_ag_send(sent_bytes: dict[str, list[float]], logical_bytes: dict[str
     return Check(
         "rs_ag_send_n_minus_1_over_n",
         passed,
-        f"expected (N-1)/N x {buffer_bytes} B = {expected:g} B per rank for each op (N={world_size}); "
+        f"expected (N-1)/N x {buffer_bytes} B = {byte_count(expected)} B per rank for each op (N={world_size}); "
         f"measured {summary}; buffers seen by the counter {logical_bytes}",
         {"expected_bytes": expected, "buffer_bytes": buffer_bytes, "world_size": world_size,
          "sent_bytes": sent_bytes, "logical_bytes": logical_bytes, "counts": counts},

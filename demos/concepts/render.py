@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ddpfsdp.demos.concepts.allreduce import byte_count
+
 
 def _mib(num_bytes: float | None) -> str:
     return "n/a" if num_bytes is None else f"{num_bytes / 2**20:.2f} MiB"
@@ -45,7 +47,7 @@ def render_allreduce(result: dict, console: Any) -> None:
     theory = result["theory"]["ring_wire_bytes_per_rank"]
     for rank, sent in enumerate(result["sent_bytes_per_rank"]):
         table.add_row(str(rank), f"{sent} B", f"{result['intercepted_send_bytes_per_rank'][rank]} B",
-                      f"{sent / result['buffer_bytes']:.3f}", f"{theory:g} B")
+                      f"{sent / result['buffer_bytes']:.3f}", f"{byte_count(theory)} B")
     console.print(table)
     _notes(result, console)
 
@@ -53,10 +55,10 @@ def render_allreduce(result: dict, console: Any) -> None:
 def render_reduce_scatter(result: dict, console: Any) -> None:
     world = result["config"]["world_size"]
     table = _table(f"Bytes sent per rank, {result['buffer_bytes']} B buffer on {world} ranks "
-                   f"(theory (N-1)/N: {result['theory']['wire_bytes_per_rank_each']:g} B each)",
+                   f"(theory (N-1)/N: {byte_count(result['theory']['wire_bytes_per_rank_each'])} B each)",
                    "source", *(f"rank {r}" for r in range(world)))
     for source, per_rank in result["sent_bytes_per_rank"].items():
-        table.add_row(source, *(f"{b:g}" for b in per_rank))
+        table.add_row(source, *(f"{byte_count(b)}" for b in per_rank))
     console.print(table)
     _notes(result, console)
 

@@ -19,7 +19,7 @@ import click
 from ddpfsdp.demos.checks import Check
 
 OPTIONS = [
-    click.Option(["--dataset-size"], type=click.IntRange(1, 10_000), default=10, show_default=True,
+    click.Option(["--dataset-size"], type=click.IntRange(4, 10_000), default=10, show_default=True,
                  help="Samples in the dataset."),
     click.Option(["--epochs"], type=click.IntRange(2, 20), default=3, show_default=True,
                  help="Epochs to iterate (at least 2, to see whether the order changes)."),
