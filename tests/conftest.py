@@ -1,5 +1,10 @@
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
 
@@ -9,6 +14,22 @@ def ddpfsdp_home(tmp_path, monkeypatch):
     home = tmp_path / "ddpfsdp-home"
     monkeypatch.setenv("DDPFSDP_HOME", str(home))
     return home
+
+
+def run_script_on_ranks(script: str, folder, nprocs: int = 2, timeout_s: float = 110) -> list[dict]:
+    """Run `script` on `nprocs` gloo ranks under torchrun; each rank writes `<folder>/rank<r>.json`.
+
+    The script gets the folder as its first argument. Returns what every rank wrote, in rank order.
+    """
+    path = folder / "ranks.py"
+    path.write_text(script)
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nprocs),
+         str(path), str(folder)],
+        capture_output=True, text=True, timeout=timeout_s, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [json.loads((folder / f"rank{r}.json").read_text()) for r in range(nprocs)]
 
 
 QUIZ_TOPIC_DDP = '''

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from ddpfsdp.demos import calc
 from ddpfsdp.demos.launcher import DemoRun
+from ddpfsdp.demos.training import theory_of
 
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(400)]
 
@@ -36,21 +36,6 @@ def hybrid():
     return _demo("fsdp", ["--model", "tiny", "--sharding", "hybrid", "--replicas", "2", "--steps", "5"], 4)
 
 
-def _theory(run):
-    config = run["config"]
-    return calc.theory_for_run(
-        strategy=config["strategy"],
-        sharding=config["sharding"],
-        params=config["params"],
-        world_size=config["world_size"],
-        precision=config["precision"],
-        optimizer=config["optimizer"],
-        replicas=config["replicas"] if config["sharding"] == "hybrid" else None,
-        unit_params=config["unit_params"] or None,
-        buffer_bytes=run["memory"]["buffers"] if config["strategy"] != "fsdp" else 0,
-    )
-
-
 def _padding(run):
     """Bytes a rank may hold beyond 1/N from the model's own shapes: a row per tensor (FSDP), the
     largest tensor (ZeRO-1 partitions whole tensors), plus Adam's scalar step per tensor."""
@@ -65,7 +50,7 @@ def _padding(run):
 
 
 def _assert_state_agrees(run):
-    theory, slack = _theory(run), _padding(run)
+    theory, slack = theory_of(run), _padding(run)
     for held in run["memory"]["ranks"]:
         for kind in STATE:
             expected = theory[f"{kind}_bytes"]
@@ -73,7 +58,7 @@ def _assert_state_agrees(run):
 
 
 def _assert_wire_agrees(run):
-    theory = _theory(run)["comm"]
+    theory = theory_of(run)["comm"]
     measured = run["comm"]["per_step"]
     assert set(measured) == set(theory), (measured, theory)
     for op, expected in theory.items():

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
+
+from conftest import run_script_on_ranks
 
 from ddpfsdp.demos.comm import wire_factor
 
@@ -82,16 +80,7 @@ RANKS_SCRIPT = textwrap.dedent(
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
     folder = tmp_path_factory.mktemp("comm")
-    script = folder / "ranks.py"
-    script.write_text(RANKS_SCRIPT)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-         str(script), str(folder)],
-        capture_output=True, text=True, timeout=110, env=env,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return [json.loads((folder / f"rank{r}.json").read_text()) for r in range(2)]
+    return run_script_on_ranks(RANKS_SCRIPT, folder)
 
 
 def test_wire_factors():
