@@ -165,8 +165,7 @@ def run(ctx: Any, *, numel: int, seed: int) -> dict | None:
         "result": buffer.tolist() if small else None,
     })
     result = _summary(ctx, gathered, numel, seed, original.element_size()) if ctx.is_main else None
-    # Ranks leave together: under load, a rank that tore down its gloo pairs while rank 0 was still
-    # summarising was seen to abort after point-to-point traffic.
+    # Ranks leave together, so none tears down its process group while rank 0 is still summarising.
     dist.barrier()
     return result
 

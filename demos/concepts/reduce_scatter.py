@@ -88,8 +88,7 @@ def run(ctx: Any, *, chunk_numel: int, seed: int) -> dict | None:
     })
     names = {"reduce_scatter": reduce_scatter.__name__, "all_gather": all_gather.__name__}
     result = _summary(ctx, gathered, chunk_numel, seed, x.element_size(), names) if ctx.is_main else None
-    # Ranks leave together: under load, a rank that tore down its gloo pairs while rank 0 was still
-    # summarising was seen to abort after point-to-point traffic.
+    # Ranks leave together, so none tears down its process group while rank 0 is still summarising.
     dist.barrier()
     return result
 
