@@ -158,13 +158,23 @@ def run(demo_name: str, args: list[str], device_type: str | None = None) -> int:
             if not isinstance(result, dict):
                 raise TypeError(f"demo {demo.name!r} returned {type(result).__name__} on rank 0, not a result dict")
             ctx.emit("result", result=result)
+        # Ranks leave together: a rank that tears down gloo while a peer's transfer is still in
+        # flight can abort that peer.
+        dist.barrier()
+        dist.destroy_process_group()
         return 0
-    except BaseException as exc:
+    except Exception as exc:  # noqa: BLE001 - reported as an event and on stderr; the launcher ends the rest
         _emit_error(rank, exc)
-        raise
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        traceback.print_exc()
+        # No destroy here: with NCCL it can block on the collective that a dead peer never joins.
+        return 1
+
+
+def _exit(code: int) -> None:
+    """Leave without interpreter teardown, which can abort in gloo's destructors after a clean run."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "help_option_names": ["-h", "--help"]})
@@ -183,8 +193,8 @@ def main(device_type: str | None, demo_name: str, args: tuple[str, ...]) -> None
         code = run(demo_name, list(args), device_type)
     except click.ClickException as exc:
         exc.show()
-        code = exc.exit_code
-    sys.exit(code)
+        sys.exit(exc.exit_code)
+    _exit(code)
 
 
 if __name__ == "__main__":
