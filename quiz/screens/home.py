@@ -59,10 +59,11 @@ class HomeScreen(Screen):
                 f"   {min(scheduler.MOCK_SIZE, len(app.bank.questions))} mixed questions, explain included, {scheduler.MOCK_MINUTES} minutes, score by topic",
             )
         )
+        title_width = max([30, *(len(topic.title) + 2 for topic in app.bank.topics.values())])
         for topic in app.bank.topics.values():
             p = report[topic.id]
             row = Text.assemble(
-                (f"{topic.title:<30}", "bold"),
+                (f"{topic.title:<{title_width}}", "bold"),
                 mastery_bar(p.mastery),
                 f"   {p.seen:>2}/{p.questions:<2} seen",
                 (f"   {p.due} due" if p.due else "", "yellow"),
