@@ -224,6 +224,23 @@ async def test_feedback_shows_saved_evidence_at_once(quiz_bank):
         assert "gloo throughput" in shown or "does not represent NCCL" in shown
 
 
+async def test_d_on_feedback_scrolls_the_evidence_into_view(quiz_bank):
+    app = _app(quiz_bank, Clock(), topic="fsdp-wrap")
+    async with app.run_test(size=(100, 14)) as pilot:
+        await pilot.pause()
+        while app.screen.question.id != "wrap-peak-vs-units":
+            await pilot.press("n")
+            await pilot.pause()
+        await _answer_current(pilot, True)
+        panel = app.screen.query_one("#evidence")
+        scroller = app.screen.query_one("#feedback-body")
+        top = panel.virtual_region.y  # the panel's offset inside the scrolled body
+        assert scroller.scroll_y == 0 and top >= scroller.size.height  # below the fold
+        await pilot.press("d")
+        await pilot.pause(0.3)
+        assert scroller.scroll_y == min(top, scroller.max_scroll_y) > 0
+
+
 class FakeRun:
     """Stands in for the launcher in UI tests: a scripted event stream."""
 

@@ -26,6 +26,7 @@ from ddpfsdp.quiz.messages import DemoFinished
 class FeedbackScreen(Screen):
     BINDINGS = [
         Binding("n", "next", "Next"),
+        Binding("d", "show_evidence", "Evidence"),
         Binding("r", "run_demo", "Run demo", show=False),
         Binding("escape", "escape", "Cancel demo / Home"),
         Binding("?", "app.help", "Help"),
@@ -150,6 +151,7 @@ class FeedbackScreen(Screen):
         else:
             parts.append("n next")
         if self.question.demo is not None:
+            parts.append("d evidence")
             parts.append("r run the demo now (Escape cancels)")
         parts.append("? help")
         return Text("  ·  ".join(parts), style="dim")
@@ -199,9 +201,17 @@ class FeedbackScreen(Screen):
         # Leaving the screen unmounts the evidence panel, which stops a running demo.
         self.app.next_question()
 
+    def action_show_evidence(self) -> None:
+        panels = self.query("#evidence")
+        if panels:
+            panels.first().scroll_visible(top=True)
+        else:
+            self.app.notify("This question has no linked demo.")
+
     def action_run_demo(self) -> None:
         panels = self.query("#evidence")
         if panels:
+            panels.first().scroll_visible(top=True)
             panels.first().start()
 
     def _cancel_demo(self) -> bool:
