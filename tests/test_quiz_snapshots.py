@@ -5,8 +5,6 @@ Update them only after looking at the report: pytest tests/test_quiz_snapshots.p
 
 from __future__ import annotations
 
-import os
-import socket
 from datetime import datetime, timedelta, timezone
 
 import pytest

@@ -82,8 +82,6 @@ def test_progress_weakest_first_and_mastery_decays(bank):
     store = Store.memory()
     for question in bank.in_topic("fsdp-wrap"):
         answer = list(question.steps) if question.kind == "order" else question.answer
-        from ddpfsdp.quiz.grading import grade_order
-
         grade = grade_order(question, answer) if question.kind == "order" else grade_single(question, answer)
         scheduler.record_answer(store, question, grade, time_s=10, now=T0)
     single = bank.questions["ddp-grad-sync"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import socket
 import sqlite3
 import subprocess

@@ -97,11 +97,8 @@ def _save(demo: registry.Demo, args: list[str], result: dict[str, Any], console)
     try:
         from ddpfsdp.quiz.store import Store
 
-        store = Store.open()
-        try:
+        with Store.open() as store:
             store.save_demo_result(demo.name, args, result)
-        finally:
-            store.close()
     except Exception as exc:  # noqa: BLE001 - the result on screen matters more than the copy on disk
         console.print(f"[yellow]warning:[/] the result was not saved to the progress store: {exc}")
 
