@@ -70,19 +70,29 @@ class RunSpec:
 
 
 def flops_per_sample(arch: str, shape: Any, params: int) -> float | None:
-    """Model FLOPs of one sample's forward and backward (6 per parameter per token, plus attention).
+    """Model FLOPs of one sample's forward and backward (6 per matmul weight per token, plus attention).
 
-    The PaLM appendix's count: 6N per token for the matmuls and 12 * layers * d_model * tokens per
-    token for attention scores and values. None for the ResNet, whose FLOPs depend on the
-    convolutions' spatial sizes and are not modelled here.
+    The PaLM appendix's count: 6 FLOPs per token for every weight a matmul multiplies by, and
+    12 * layers * d_model * tokens per token for attention scores and values. Only weights that a
+    matmul uses count: the GPT's token and position embeddings are table lookups (its LM head is
+    untied, so the head counts on its own), and the ViT's class token and position embedding are
+    additions. The ViT's patch convolution runs on the patches only and its classifier on the class
+    token only. None for the ResNet, whose FLOPs depend on the convolutions' spatial sizes and are
+    not modelled here.
     """
+    attention_per_token = 12 * shape.layers * shape.d_model if arch in ("gpt", "vit") else 0
     if arch == "gpt":
         tokens = shape.seq_len
-    elif arch == "vit":
+        return tokens * (6 * (params - shape.embedding_params) + attention_per_token * tokens)
+    if arch == "vit":
         tokens = shape.tokens
-    else:
-        return None
-    return tokens * (6 * params + 12 * shape.layers * shape.d_model * tokens)
+        d = shape.d_model
+        patch_conv = shape.channels * shape.patch * shape.patch * d + d
+        lookups = d + tokens * d  # class token and position embedding
+        per_token = params - lookups - patch_conv - shape.head_params
+        matmul = 6 * (per_token * tokens + patch_conv * shape.patches + shape.head_params)
+        return matmul + attention_per_token * tokens * tokens
+    return None
 
 
 def _batches(loader: Any, sampler: Any) -> Iterator[Any]:
