@@ -283,7 +283,8 @@ class _Step:
 # Dense peak FLOP/s per GPU from the vendors' data sheets: (bf16 tensor cores, fp32 without TF32).
 # Matched on the device name, most specific first; a GPU not listed gets no MFU rather than a guess.
 PEAK_FLOPS_PER_S: list[tuple[str, float, float]] = [
-    ("H200", 989e12, 67e12),
+    ("H200 NVL", 835e12, 60e12),  # the PCIe card, lower clocks than the SXM part
+    ("H200", 989e12, 67e12),  # SXM; also GH200, whose GPU has the H100 SXM's peaks
     ("H100 NVL", 835e12, 60e12),
     ("H100 PCIE", 756e12, 51e12),
     ("H100", 989e12, 67e12),  # SXM5

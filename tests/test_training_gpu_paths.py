@@ -41,3 +41,25 @@ def test_flops_per_sample_counts_matmul_weights_only(arch):
 
 def test_flops_per_sample_has_no_figure_for_resnet():
     assert flops_per_sample("resnet", shape_for("resnet", "tiny"), 1) is None
+
+
+@pytest.mark.parametrize("name, bf16_flops_per_s", [
+    ("NVIDIA A100-SXM4-80GB", 312e12),
+    ("NVIDIA A100 80GB PCIe", 312e12),
+    ("NVIDIA H100 80GB HBM3", 989e12),
+    ("NVIDIA H100 PCIe", 756e12),
+    ("NVIDIA H100 NVL", 835e12),
+    ("NVIDIA H200", 989e12),
+    ("NVIDIA H200 NVL", 835e12),
+    ("NVIDIA GH200 480GB", 989e12),
+    ("NVIDIA A10", None),  # not an A100: no guess
+    ("Tesla V100-SXM2-32GB", None),
+])
+def test_peak_flops_per_s_matches_the_data_sheet(monkeypatch, name, bf16_flops_per_s):
+    from ddpfsdp.demos import measure
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
+    device = torch.device("cuda", 0)
+    assert measure.peak_flops_per_s(device, "bf16-mixed") == bf16_flops_per_s
+    assert measure.peak_flops_per_s(device, "bf16") == bf16_flops_per_s
+    assert measure.peak_flops_per_s(torch.device("cpu"), "bf16") is None
