@@ -73,12 +73,18 @@ def throughput_lines(result: dict[str, Any]) -> list[str]:
     t = result["throughput"]
     step = t.get("step_time_s") or {}
     mfu = t.get("mfu")
+    if isinstance(mfu, (int, float)):
+        mfu_text = f"{mfu * 100:.1f}%"
+    elif t.get("peak_flops_per_s"):
+        mfu_text = "n/a (this model's FLOPs are not modelled)"
+    else:
+        # fp32 with TF32 allowed has no single peak, and unlisted GPUs get no guess
+        mfu_text = "n/a (no dense peak FLOP/s known for this device and precision)"
     lines = [
         f"Throughput over all ranks after warm-up ({t.get('timed_steps')} timed steps): "
         f"{_rate(t.get('samples_per_s'), 'samples/s')}, {_rate(t.get('tokens_per_s'), 'tokens/s')}",
         f"Step time: median {step.get('median', 0) * 1000:.1f} ms (min {step.get('min', 0) * 1000:.1f} ms, "
-        f"max {step.get('max', 0) * 1000:.1f} ms); MFU: "
-        + (f"{mfu * 100:.1f}%" if isinstance(mfu, (int, float)) else "n/a (peak FLOP/s of this device not known)"),
+        f"max {step.get('max', 0) * 1000:.1f} ms); MFU: {mfu_text}",
     ]
     if t.get("note"):
         lines.append(f"[yellow]{t['note']}[/yellow]")

@@ -63,3 +63,16 @@ def test_peak_flops_per_s_matches_the_data_sheet(monkeypatch, name, bf16_flops_p
     assert measure.peak_flops_per_s(device, "bf16-mixed") == bf16_flops_per_s
     assert measure.peak_flops_per_s(device, "bf16") == bf16_flops_per_s
     assert measure.peak_flops_per_s(torch.device("cpu"), "bf16") is None
+
+
+@pytest.mark.parametrize("mfu, peak, shown", [
+    (0.4123, 989e12, "MFU: 41.2%"),
+    ("n/a", 989e12, "MFU: n/a (this model's FLOPs are not modelled)"),
+    ("n/a", None, "MFU: n/a (no dense peak FLOP/s known for this device and precision)"),
+])
+def test_throughput_lines_say_why_mfu_is_missing(mfu, peak, shown):
+    from ddpfsdp.demos.report import throughput_lines
+
+    result = {"throughput": {"samples_per_s": 10.0, "tokens_per_s": None, "timed_steps": 4, "mfu": mfu,
+                             "peak_flops_per_s": peak, "step_time_s": {"median": 0.1, "min": 0.1, "max": 0.1}}}
+    assert shown in throughput_lines(result)[1]
