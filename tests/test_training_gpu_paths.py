@@ -76,3 +76,30 @@ def test_throughput_lines_say_why_mfu_is_missing(mfu, peak, shown):
     result = {"throughput": {"samples_per_s": 10.0, "tokens_per_s": None, "timed_steps": 4, "mfu": mfu,
                              "peak_flops_per_s": peak, "step_time_s": {"median": 0.1, "min": 0.1, "max": 0.1}}}
     assert shown in throughput_lines(result)[1]
+
+
+@pytest.fixture
+def fake_world():
+    """Rank 5 of a world of 8 in this process (2 nodes x 4 ranks as torchrun numbers them), no peers."""
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.init_process_group("fake", store=FakeStore(), rank=5, world_size=8)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("device", [torch.device("cpu"), torch.device("cuda", 1)])
+def test_hybrid_mesh_shards_within_a_node_and_replicates_across_nodes(fake_world, device):
+    from ddpfsdp.demos.strategies import _mesh
+
+    mesh = _mesh(device, 8, "hybrid", 2)
+    # The mesh's device type is the run's: CPU ranks on a GPU host must not get a CUDA mesh.
+    assert mesh.device_type == device.type
+    # FSDP2 shards over the last dim (frequent all-gathers and reduce-scatters on the fast links
+    # inside a node) and all-reduces over the first (once per step, across nodes).
+    assert mesh.mesh_dim_names == ("replicate", "shard")
+    assert mesh["shard"].mesh.tolist() == [4, 5, 6, 7]
+    assert mesh["replicate"].mesh.tolist() == [1, 5]
