@@ -695,7 +695,7 @@ def theory_for_run(
     reduce-scatter). `unit_params`: parameters per FSDP unit, root last. `bucket_bytes` (DDP's
     bucket cap) is reported, not used: bucket counts depend on parameter order and sizes.
     `buffer_bytes`: module buffers (BatchNorm statistics), which DDP broadcasts from rank 0 at
-    every forward (broadcast_buffers=True, the default). DDP also broadcasts its rebuilt bucket
+    every forward (forward_sync_buffers=True, the default). DDP also broadcasts its rebuilt bucket
     order once, in the second iteration: measure after at least two steps.
     """
     spec = precision_for(precision)
