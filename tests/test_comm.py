@@ -72,7 +72,11 @@ RANKS_SCRIPT = textwrap.dedent(
 
     with open(os.path.join(sys.argv[1], f"rank{rank}.json"), "w") as f:
         json.dump(out, f)
+    # Leave as the demo worker does: together, and without interpreter teardown, where gloo's
+    # destructors can abort a rank after a clean run.
+    dist.barrier()
     dist.destroy_process_group()
+    os._exit(0)
     """
 )
 

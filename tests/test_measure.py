@@ -160,7 +160,11 @@ FSDP_SCRIPT = textwrap.dedent(
     out["ddp_peak"] = peak.to_dict()
     with open(os.path.join(sys.argv[1], f"rank{rank}.json"), "w") as f:
         json.dump(out, f)
+    # Leave as the demo worker does: together, and without interpreter teardown, where gloo's
+    # destructors can abort a rank after a clean run.
+    dist.barrier()
     dist.destroy_process_group()
+    os._exit(0)
     """
 )
 

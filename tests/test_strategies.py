@@ -130,9 +130,13 @@ def _rank_main(rank: int, world_size: int, store: str, out_dir: str, configs: di
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world_size)
     try:
         results = {name: _train(*config, rank, world_size) for name, config in configs.items()}
+        Path(out_dir, f"rank{rank}.json").write_text(json.dumps(results))
+        dist.barrier()
     finally:
         dist.destroy_process_group()
-    Path(out_dir, f"rank{rank}.json").write_text(json.dumps(results))
+    # Leave as the demo worker does, without interpreter teardown, where gloo's destructors can
+    # abort a rank after a clean run.
+    os._exit(0)
 
 
 def _run(tmp_path: Path, world_size: int, configs: dict) -> list[dict]:
