@@ -31,7 +31,7 @@ from ddpfsdp.demos import events, registry
 
 DEVICE_ENV = "DDPFSDP_DEVICE"  # "cuda" or "cpu"; unset: CUDA where torch sees a GPU, else CPU
 TIMEOUT_ENV = "DDPFSDP_TIMEOUT_S"
-DEFAULT_TIMEOUT_S = 60.0  # short on purpose: a dead peer should not hang a user for the default 10-30 min
+DEFAULT_TIMEOUT_S = 120.0  # short on purpose: a dead peer should not hang a user for the default 10-30 min
 TRACEBACK_CHARS = 3000  # keeps an error event well inside one pipe write
 
 
@@ -95,6 +95,18 @@ def _standalone_defaults() -> None:
             os.environ["MASTER_PORT"] = str(sock.getsockname()[1])
 
 
+def cuda_index(local_rank: int, visible: int) -> int:
+    """The GPU this rank drives: its local rank, or the one GPU a scheduler bound to this task."""
+    if local_rank < visible:
+        return local_rank
+    if visible == 1:
+        return 0  # srun --gpus-per-task=1 / --gpu-bind: every task sees its own GPU as cuda:0
+    raise click.UsageError(
+        f"local rank {local_rank} has no GPU of its own: this process sees {visible} CUDA device(s). "
+        "Start one rank per GPU (--nproc-per-node = GPUs per node), or bind one GPU to each task"
+    )
+
+
 def _emit_error(rank: int, exc: BaseException, message: str | None = None) -> None:
     """An error event; a usage error carries its message and no traceback."""
     event = {
@@ -130,8 +142,7 @@ def run(demo_name: str, args: list[str], device_type: str | None = None) -> int:
     timeout = timedelta(seconds=float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)))
     try:
         if device_type == "cuda":
-            local_rank = int(os.environ["LOCAL_RANK"])
-            device = torch.device("cuda", local_rank)
+            device = torch.device("cuda", cuda_index(int(os.environ["LOCAL_RANK"]), torch.cuda.device_count()))
             torch.cuda.set_device(device)
             dist.init_process_group("nccl", timeout=timeout, device_id=device)
             backend = "nccl"

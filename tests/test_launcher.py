@@ -180,3 +180,14 @@ def test_json_output_is_the_result():
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     assert payload["demo"] == "sampler" and payload["schema"] == "ddpfsdp.demo/1"
+
+
+def test_each_rank_drives_its_own_gpu():
+    import click
+
+    from ddpfsdp.demos.worker import cuda_index
+
+    assert [cuda_index(r, 8) for r in range(8)] == list(range(8))
+    assert cuda_index(3, 1) == 0  # a scheduler bound one GPU to this task
+    with pytest.raises(click.UsageError, match="local rank 4 has no GPU of its own"):
+        cuda_index(4, 2)

@@ -18,6 +18,8 @@ CPU_NOTE = (
 
 
 def _launch_options() -> list[click.Parameter]:
+    from ddpfsdp.demos.worker import DEFAULT_TIMEOUT_S
+
     return [
         click.Option(
             ["--gpus"],
@@ -37,7 +39,7 @@ def _launch_options() -> list[click.Parameter]:
             ["--timeout-s"],
             type=click.FloatRange(min=1),
             default=None,
-            help="Collective timeout in seconds: how long a rank waits for a dead peer.  [default: 60]",
+            help=f"Collective timeout in seconds: how long a rank waits for a dead peer.  [default: {DEFAULT_TIMEOUT_S:g}]",
         ),
         click.Option(["--fail-rank"], type=int, default=None, hidden=True),
         click.Option(["--fail-step"], type=int, default=None, hidden=True),
