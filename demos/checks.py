@@ -24,3 +24,26 @@ class Check:
 def within(measured: float, expected: float, rel: float, slack: float = 0.0) -> bool:
     """|measured - expected| <= rel * |expected| + slack."""
     return abs(measured - expected) <= rel * abs(expected) + slack
+
+
+def peak_lower_on_every_rank(
+    name: str, higher: tuple[str, list[int]], lower: tuple[str, list[int]], saving: str
+) -> Check:
+    """The claim that one configuration's peak bytes sit below another's on every rank.
+
+    `higher` and `lower` are (label, peak bytes by rank); `saving` names what lowers the peak.
+    """
+    (higher_label, higher_by_rank), (lower_label, lower_by_rank) = higher, lower
+    saved = [high - low for high, low in zip(higher_by_rank, lower_by_rank)]
+    passed = bool(saved) and len(higher_by_rank) == len(lower_by_rank) and all(s > 0 for s in saved)
+    return Check(
+        name,
+        passed,
+        f"peak bytes per rank: {higher_label} {higher_by_rank}, {lower_label} {lower_by_rank}; "
+        f"{saving} saves {saved} bytes",
+        {
+            f"{higher_label.replace(' ', '_')}_peak_bytes": higher_by_rank,
+            f"{lower_label.replace(' ', '_')}_peak_bytes": lower_by_rank,
+            "saved_bytes": saved,
+        },
+    )

@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from ddpfsdp.demos.checks import Check
+from ddpfsdp.demos.checks import Check, peak_lower_on_every_rank
 from ddpfsdp.demos.concepts.trial import model_option
 
 OPTIONS = [
@@ -190,13 +190,11 @@ def _log_view(ctx: Any, configs: list[dict], strategy: str, batch_size: int, ste
 
 
 def check_checkpoint_lowers_peak(off_peak_by_rank: list[int], on_peak_by_rank: list[int]) -> Check:
-    saved = [off - on for off, on in zip(off_peak_by_rank, on_peak_by_rank)]
-    passed = len(saved) > 0 and len(off_peak_by_rank) == len(on_peak_by_rank) and all(s > 0 for s in saved)
-    return Check(
+    return peak_lower_on_every_rank(
         "checkpoint_lowers_peak",
-        passed,
-        f"peak bytes per rank: checkpointing off {off_peak_by_rank}, on {on_peak_by_rank}; saved {saved} bytes",
-        {"off_peak_bytes": off_peak_by_rank, "on_peak_bytes": on_peak_by_rank, "saved_bytes": saved},
+        ("off", off_peak_by_rank),
+        ("on", on_peak_by_rank),
+        "checkpointing",
     )
 
 

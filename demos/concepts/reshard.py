@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from ddpfsdp.demos.checks import Check
+from ddpfsdp.demos.checks import Check, peak_lower_on_every_rank
 from ddpfsdp.demos.concepts.trial import model_option
 
 OPTIONS = [
@@ -102,14 +102,11 @@ def _log_view(ctx: Any, configs: list[dict]) -> None:
 
 
 def check_reshard_lowers_peak(full_peak_by_rank: list[int], grad_op_peak_by_rank: list[int]) -> Check:
-    saved = [keep - full for full, keep in zip(full_peak_by_rank, grad_op_peak_by_rank)]
-    passed = len(saved) > 0 and len(full_peak_by_rank) == len(grad_op_peak_by_rank) and all(s > 0 for s in saved)
-    return Check(
+    return peak_lower_on_every_rank(
         "reshard_lowers_peak",
-        passed,
-        f"peak bytes per rank: reshard after forward {full_peak_by_rank}, keep unsharded {grad_op_peak_by_rank}; "
-        f"resharding saves {saved} bytes",
-        {"full_peak_bytes": full_peak_by_rank, "grad_op_peak_bytes": grad_op_peak_by_rank, "saved_bytes": saved},
+        ("grad op", grad_op_peak_by_rank),
+        ("full", full_peak_by_rank),
+        "resharding after forward",
     )
 
 

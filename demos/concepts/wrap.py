@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from ddpfsdp.demos.checks import Check
+from ddpfsdp.demos.checks import Check, peak_lower_on_every_rank
 from ddpfsdp.demos.concepts.trial import model_option
 
 OPTIONS = [
@@ -108,15 +108,11 @@ def _log_view(ctx: Any, configs: list[dict]) -> None:
 
 
 def check_per_block_peak_below_root_only(root_only_peak_by_rank: list[int], per_block_peak_by_rank: list[int]) -> Check:
-    saved = [root - block for root, block in zip(root_only_peak_by_rank, per_block_peak_by_rank)]
-    passed = len(saved) > 0 and len(root_only_peak_by_rank) == len(per_block_peak_by_rank) and all(s > 0 for s in saved)
-    return Check(
+    return peak_lower_on_every_rank(
         "per_block_peak_below_root_only",
-        passed,
-        f"peak bytes per rank: root only {root_only_peak_by_rank}, per block {per_block_peak_by_rank}; "
-        f"per block saves {saved} bytes",
-        {"root_only_peak_bytes": root_only_peak_by_rank, "per_block_peak_bytes": per_block_peak_by_rank,
-         "saved_bytes": saved},
+        ("root only", root_only_peak_by_rank),
+        ("per block", per_block_peak_by_rank),
+        "wrapping per block",
     )
 
 
