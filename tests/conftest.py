@@ -16,13 +16,28 @@ def ddpfsdp_home(tmp_path, monkeypatch):
     return home
 
 
-def run_script_on_ranks(script: str, folder, nprocs: int = 2, timeout_s: float = 110) -> list[dict]:
-    """Run `script` on `nprocs` gloo ranks under torchrun; each rank writes `<folder>/rank<r>.json`.
+RANK_SCRIPT_END = """
+import json as _json, os as _os, sys as _sys
+import torch.distributed as _dist
 
-    The script gets the folder as its first argument. Returns what every rank wrote, in rank order.
+with open(_os.path.join(_sys.argv[1], f"rank{rank}.json"), "w") as _f:
+    _json.dump(out, _f)
+# Leave as the demo worker does: together, and without interpreter teardown, where gloo's
+# destructors can abort a rank after a clean run.
+_dist.barrier()
+_dist.destroy_process_group()
+_os._exit(0)
+"""
+
+
+def run_script_on_ranks(script: str, folder, nprocs: int = 2, timeout_s: float = 110) -> list[dict]:
+    """Run `script` on `nprocs` gloo ranks under torchrun and return each rank's `out`, in rank order.
+
+    The script initialises the process group and leaves `rank` and a JSON-able dict `out`; what
+    follows it writes `out` to `<folder>/rank<r>.json` and ends the rank.
     """
     path = folder / "ranks.py"
-    path.write_text(script)
+    path.write_text(script + RANK_SCRIPT_END)
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nprocs),
          str(path), str(folder)],

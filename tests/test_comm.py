@@ -12,7 +12,6 @@ from ddpfsdp.demos.comm import wire_factor
 
 RANKS_SCRIPT = textwrap.dedent(
     """
-    import json, os, sys
     import torch
     import torch.distributed as dist
     import torch.distributed._functional_collectives as funcol
@@ -70,13 +69,6 @@ RANKS_SCRIPT = textwrap.dedent(
     out["fsdp"] = comm.per_op()
     out["fsdp_param_bytes"] = param_bytes
 
-    with open(os.path.join(sys.argv[1], f"rank{rank}.json"), "w") as f:
-        json.dump(out, f)
-    # Leave as the demo worker does: together, and without interpreter teardown, where gloo's
-    # destructors can abort a rank after a clean run.
-    dist.barrier()
-    dist.destroy_process_group()
-    os._exit(0)
     """
 )
 
