@@ -45,10 +45,6 @@ class Placement:
     device: str  # "cuda" or "cpu"
     world_size: int
 
-    @property
-    def backend(self) -> str:
-        return "nccl" if self.device == "cuda" else "gloo"
-
     def describe(self) -> str:
         if self.device == "cuda":
             return f"{self.world_size} GPU{'s' if self.world_size != 1 else ''} (NCCL)"
@@ -250,12 +246,6 @@ class DemoRun:
                 "traceback": "\n".join(list(self.stderr_tail)[-40:]),
             }
             yield self.error
-
-    def wait(self) -> dict[str, Any] | None:
-        """Run to the end, discarding progress; the result or None."""
-        for _ in self.events():
-            pass
-        return self.result
 
     @property
     def ok(self) -> bool:
