@@ -12,22 +12,14 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-KiB, MiB, GiB = 1024, 1024**2, 1024**3
+from ddpfsdp.demos import units
+
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send", "recv")
 
 
 def format_bytes(n: float | None) -> str:
-    """Binary units spelled out: 1.50 GiB, 12.3 MiB, 512 bytes."""
-    if n is None:
-        return "n/a"
-    size = abs(n)
-    if size >= GiB:
-        return f"{n / GiB:.2f} GiB"
-    if size >= MiB:
-        return f"{n / MiB:.2f} MiB"
-    if size >= KiB:
-        return f"{n / KiB:.1f} KiB"
-    return f"{n:.0f} bytes"
+    """Binary units spelled out: 1.50 GiB, 12.30 MiB, 512 B."""
+    return "n/a" if n is None else units.format_bytes(n, "iec")
 
 
 def _rate(value: float | None, unit: str) -> str:

@@ -12,6 +12,7 @@ import math
 from typing import Any, Mapping, Sequence
 
 from ddpfsdp.demos.checks import Check, within
+from ddpfsdp.demos.units import format_bytes
 
 STATE_KINDS = ("params", "grads", "optimizer")
 STATE_REL = 0.01
@@ -22,7 +23,7 @@ MIB = 1024**2
 
 
 def _mib(n: float | None) -> str:
-    return "n/a" if n is None else f"{n / MIB:.3f} MiB"
+    return "n/a" if n is None else format_bytes(n, "MiB", digits=3)
 
 
 def loss_decreases(losses: Sequence[float | None]) -> Check:

@@ -95,17 +95,15 @@ def parse_bytes(text: str | int | float) -> int:
 def format_bytes(num_bytes: int | float, unit: str = "GB", digits: int = 2) -> str:
     """`num_bytes` in `unit` with the unit spelled out: format_bytes(1.2e11) == "120.00 GB".
 
-    unit "auto" picks the largest decimal unit that keeps the number at or above 1.
+    unit "auto" picks the largest decimal unit that keeps the number at or above 1, and "iec"
+    the largest binary one (GiB, MiB, KiB).
     """
-    if unit == "auto":
-        unit = "B"
-        for name in ("TB", "GB", "MB", "KB"):
-            if abs(num_bytes) >= BYTE_UNITS[name]:
-                unit = name
-                break
+    if unit in ("auto", "iec"):
+        choices = ("TB", "GB", "MB", "KB") if unit == "auto" else ("TiB", "GiB", "MiB", "KiB")
+        unit = next((name for name in choices if abs(num_bytes) >= BYTE_UNITS[name]), "B")
     folded = _BYTE_UNITS_FOLDED.get(unit.lower())
     if folded is None:
-        raise ValueError(f"unknown unit {unit!r}; use one of {', '.join(BYTE_UNITS)} or auto")
+        raise ValueError(f"unknown unit {unit!r}; use one of {', '.join(BYTE_UNITS)}, auto or iec")
     name, size = folded
     if name == "B":
         return f"{round(num_bytes):,} B"

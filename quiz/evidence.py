@@ -15,7 +15,6 @@ from ddpfsdp.quiz.loader import Question
 
 COMPONENTS = ("params", "grads", "optimizer")
 STRATEGY_ORDER = ("ddp", "zero1", "fsdp-grad-op", "fsdp-full")
-GIB = 2**30
 
 
 @dataclass(frozen=True)
@@ -190,10 +189,6 @@ def scalar_measurements(result: dict[str, Any], limit: int = 12) -> list[tuple[s
 
 
 def format_bytes(num_bytes: float) -> str:
-    if num_bytes >= GIB:
-        return f"{num_bytes / GIB:.2f} GiB"
-    if num_bytes >= 2**20:
-        return f"{num_bytes / 2**20:.1f} MiB"
-    if num_bytes >= 2**10:
-        return f"{num_bytes / 2**10:.1f} KiB"
-    return f"{num_bytes:.0f} B"
+    from ddpfsdp.demos.units import format_bytes as format_in
+
+    return format_in(num_bytes, "iec")

@@ -166,7 +166,7 @@ def run(ctx: Any, *, model: str | None, strategy: str, batch_size: int, steps: i
 
 
 def _log_view(ctx: Any, configs: list[dict], strategy: str, batch_size: int, steps: int) -> None:
-    from ddpfsdp.demos.concepts.trial import format_mib
+    from ddpfsdp.demos.units import format_bytes
 
     off, on = configs
     ctx.log(f"{strategy.upper()} on {ctx.world_size} ranks, GPT with {off['params']:,} params and {off['blocks']} "
@@ -178,13 +178,13 @@ def _log_view(ctx: Any, configs: list[dict], strategy: str, batch_size: int, ste
                 f"block bodies run {calls['forward']} times")
         ctx.log(f"  backward: {mm['backward']} matmuls, of which {block_mm['backward']} recompute block "
                 f"forwards ({calls['backward']} block bodies run again)")
-        peaks = ", ".join(format_mib(b) for b in c["peak_bytes_by_rank"])
+        peaks = ", ".join(format_bytes(b, 'MiB') for b in c["peak_bytes_by_rank"])
         ctx.log(f"  peak during forward+backward, per rank: {peaks}")
         medians = ", ".join(f"{t['median']:.3f}" for t in c["step_time_s_by_rank"])
         ctx.log(f"  step time per rank (median of {steps} timed steps): {medians} s")
     saved = max(off["peak_bytes_by_rank"]) - max(on["peak_bytes_by_rank"])
     ratio = on["step_time_s"]["median"] / off["step_time_s"]["median"]
-    ctx.log(f"checkpointing saved {format_mib(saved)} of peak on the worst rank and ran "
+    ctx.log(f"checkpointing saved {format_bytes(saved, 'MiB')} of peak on the worst rank and ran "
             f"{on['matmuls']['backward'] - off['matmuls']['backward']} more matmuls in backward; step time "
             f"x{ratio:.2f} on rank 0 (reported, not checked)")
 

@@ -89,20 +89,20 @@ def run(ctx: Any, *, model: str | None, batch_size: int, seed: int) -> dict | No
 
 
 def _log_view(ctx: Any, runs: dict, param_bytes: int, world: int) -> None:
-    from ddpfsdp.demos.concepts.trial import format_mib
+    from ddpfsdp.demos.units import format_bytes
 
     factor = (world - 1) / world
-    ctx.log(f"one training step on {world} ranks; Ψ = {format_mib(param_bytes)} of fp32 parameters; "
+    ctx.log(f"one training step on {world} ranks; Ψ = {format_bytes(param_bytes, 'MiB')} of fp32 parameters; "
             f"(N-1)/N = {factor:.3f}")
     for strategy, run in runs.items():
         ctx.log(f"{strategy}: {run['describe']}")
         for op, entry in run["comm"].items():
             expected = run["theory"].get(op, {}).get("wire_bytes_per_rank")
-            theory = f"; theory {format_mib(expected)}" if expected is not None else "; not in theory"
-            ctx.log(f"  {op}: {entry['count']} calls, {format_mib(entry['bytes'])} of buffers, "
-                    f"{format_mib(entry['wire_bytes_per_rank'])} sent per rank{theory}")
+            theory = f"; theory {format_bytes(expected, 'MiB')}" if expected is not None else "; not in theory"
+            ctx.log(f"  {op}: {entry['count']} calls, {format_bytes(entry['bytes'], 'MiB')} of buffers, "
+                    f"{format_bytes(entry['wire_bytes_per_rank'], 'MiB')} sent per rank{theory}")
         multiple = run["wire_bytes_per_rank"] / param_bytes / factor
-        ctx.log(f"  total sent per rank {format_mib(run['wire_bytes_per_rank'])} = {multiple:.3f} x (N-1)/N x Ψ "
+        ctx.log(f"  total sent per rank {format_bytes(run['wire_bytes_per_rank'], 'MiB')} = {multiple:.3f} x (N-1)/N x Ψ "
                 f"(theory: {'2' if strategy == 'ddp' else '3'})")
     if runs["ddp"]["wire_bytes_per_rank"]:
         ctx.log(f"FSDP sends {runs['fsdp']['wire_bytes_per_rank'] / runs['ddp']['wire_bytes_per_rank']:.3f}x "

@@ -9,10 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from ddpfsdp.demos.concepts.allreduce import byte_count
+from ddpfsdp.demos.units import format_bytes
 
 
 def _mib(num_bytes: float | None) -> str:
-    return "n/a" if num_bytes is None else f"{num_bytes / 2**20:.2f} MiB"
+    return "n/a" if num_bytes is None else format_bytes(num_bytes, "MiB")
 
 
 def _table(title: str, *columns: str) -> Any:

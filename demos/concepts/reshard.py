@@ -82,7 +82,7 @@ def run(ctx: Any, *, model: str | None, batch_size: int, seed: int) -> dict | No
 
 
 def _log_view(ctx: Any, configs: list[dict]) -> None:
-    from ddpfsdp.demos.concepts.trial import format_mib
+    from ddpfsdp.demos.units import format_bytes
 
     ctx.log(f"FSDP2 per-block wrapping on {ctx.world_size} ranks, GPT with {configs[0]['params']:,} params, "
             f"{configs[0]['units_with_params']} units")
@@ -90,15 +90,15 @@ def _log_view(ctx: Any, configs: list[dict]) -> None:
         ag = c["comm"].get("all_gather", {"count": 0, "bytes": 0, "wire_bytes_per_rank": 0})
         rs = c["comm"].get("reduce_scatter", {"count": 0, "bytes": 0})
         ctx.log(f"{c['label']}: reshard_after_forward={c['reshard_after_forward']}")
-        ctx.log(f"  per step: {ag['count']} all-gathers, {format_mib(ag['bytes'])} gathered "
-                f"({format_mib(ag['wire_bytes_per_rank'])} sent per rank); {rs['count']} reduce-scatters")
+        ctx.log(f"  per step: {ag['count']} all-gathers, {format_bytes(ag['bytes'], 'MiB')} gathered "
+                f"({format_bytes(ag['wire_bytes_per_rank'], 'MiB')} sent per rank); {rs['count']} reduce-scatters")
         ctx.log(f"  peak during forward+backward, per rank: "
-                f"{', '.join(format_mib(b) for b in c['peak_bytes_by_rank'])}")
+                f"{', '.join(format_bytes(b, 'MiB') for b in c['peak_bytes_by_rank'])}")
     full, grad_op = configs
     extra = full["comm"].get("all_gather", {}).get("count", 0) - grad_op["comm"].get("all_gather", {}).get("count", 0)
     saved = max(grad_op["peak_bytes_by_rank"]) - max(full["peak_bytes_by_rank"])
     ctx.log(f"resharding costs {extra} more all-gathers per step (backward re-gathers the units) "
-            f"and saves {format_mib(saved)} of peak on the worst rank")
+            f"and saves {format_bytes(saved, 'MiB')} of peak on the worst rank")
 
 
 def check_reshard_lowers_peak(full_peak_by_rank: list[int], grad_op_peak_by_rank: list[int]) -> Check:

@@ -151,10 +151,6 @@ def units_with_params(unit_params: list[int]) -> int:
     return sum(1 for count in unit_params if count > 0)
 
 
-def format_mib(num_bytes: float) -> str:
-    return f"{num_bytes / 2**20:.2f} MiB"
-
-
 def cpu_note(ctx: Any) -> str | None:
     if ctx.device.type == "cuda":
         return None

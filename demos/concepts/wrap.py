@@ -88,23 +88,23 @@ def run(ctx: Any, *, model: str | None, batch_size: int, seed: int) -> dict | No
 
 
 def _log_view(ctx: Any, configs: list[dict]) -> None:
-    from ddpfsdp.demos.concepts.trial import format_mib
+    from ddpfsdp.demos.units import format_bytes
 
     first = configs[0]
     ctx.log(f"FSDP2 full sharding on {ctx.world_size} ranks, GPT with {first['params']:,} params "
-            f"({format_mib(first['param_bytes'])} fp32); one training step per wrapping")
+            f"({format_bytes(first['param_bytes'], 'MiB')} fp32); one training step per wrapping")
     for c in configs:
         comm = c["comm"]
         ag = comm.get("all_gather", {"count": 0, "bytes": 0})
         rs = comm.get("reduce_scatter", {"count": 0, "bytes": 0})
         named = [name for name, count in zip(c["units"], c["unit_params"]) if count]
         ctx.log(f"{c['label']}: {c['units_with_params']} unit(s) holding parameters, largest "
-                f"{c['largest_unit_params']:,} params ({format_mib(c['largest_unit_bytes'])}) unsharded at once")
+                f"{c['largest_unit_params']:,} params ({format_bytes(c['largest_unit_bytes'], 'MiB')}) unsharded at once")
         ctx.log(f"  units: {', '.join(named[:8])}{' ...' if len(named) > 8 else ''}")
-        ctx.log(f"  per step: {ag['count']} all-gathers ({format_mib(ag['bytes'])}), "
-                f"{rs['count']} reduce-scatters ({format_mib(rs['bytes'])})")
+        ctx.log(f"  per step: {ag['count']} all-gathers ({format_bytes(ag['bytes'], 'MiB')}), "
+                f"{rs['count']} reduce-scatters ({format_bytes(rs['bytes'], 'MiB')})")
         ctx.log(f"  peak during forward+backward, per rank: "
-                f"{', '.join(format_mib(b) for b in c['peak_bytes_by_rank'])} ({c['peak_kind']})")
+                f"{', '.join(format_bytes(b, 'MiB') for b in c['peak_bytes_by_rank'])} ({c['peak_kind']})")
 
 
 def check_per_block_peak_below_root_only(root_only_peak_by_rank: list[int], per_block_peak_by_rank: list[int]) -> Check:
