@@ -191,5 +191,6 @@ def progress(bank: Bank, store: Store, now: datetime) -> list[TopicProgress]:
                 due=sum(1 for q in ids if q in cards and cards[q][1] <= now),
             )
         )
-    report.sort(key=lambda p: (p.mastery, -1 if p.accuracy is None else p.accuracy, bank.topics[p.topic].order))
+    # At equal mastery a topic answered badly is weaker than one not tried yet.
+    report.sort(key=lambda p: (p.mastery, p.accuracy is None, p.accuracy or 0.0, bank.topics[p.topic].order))
     return report

@@ -116,3 +116,12 @@ def test_progress_command_json(quiz_bank, monkeypatch):
     assert [t["topic"] for t in report["topics"]] == ["fsdp-wrap", "ddp"]
     text = CliRunner().invoke(cli, ["progress"])
     assert text.exit_code == 0 and "weakest first" in text.output and "DDP basics" in text.output
+
+
+def test_a_topic_answered_wrong_ranks_weaker_than_one_not_tried(bank):
+    store = Store.memory()
+    wrong = bank.questions["wrap-peak-vs-units"]
+    scheduler.record_answer(store, wrong, grade_single(wrong, "it raises the peak"), time_s=10, now=T0)
+    report = scheduler.progress(bank, store, T0)
+    assert [p.topic for p in report] == ["fsdp-wrap", "ddp"]  # ddp comes first in the bank's order
+    assert report[0].accuracy == 0 and report[1].accuracy is None
