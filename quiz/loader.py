@@ -48,8 +48,8 @@ _ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _FILE_FIELDS = {"topic", "title", "order", "description", "question"}
 _COMMON_FIELDS = {"id", "level", "kind", "prompt", "tags", "demo", "evidence"}
 _KIND_FIELDS = {
-    "single": {"choices", "answer"},
-    "multi": {"choices", "answer"},
+    "single": {"choices", "answer", "why"},
+    "multi": {"choices", "answer", "why"},
     "numeric": {"calc", "unit", "tolerance", "measure"},
     "order": {"steps"},
     "explain": {"talking_points"},
@@ -103,6 +103,8 @@ class Question:
     choices: tuple[str, ...] = ()
     # single: the correct choice's text; multi: the correct choices' texts (never positions).
     answer: str | tuple[str, ...] | None = None
+    # single and multi: one line per choice, in the order of `choices`, saying why it is right or wrong.
+    why: tuple[str, ...] = ()
     calc: Calc | None = None
     value: float | None = None  # numeric: the analytic model's answer, in base units
     unit: str = ""
@@ -332,7 +334,7 @@ def _load_question(
             if len(set(answer)) != len(answer):
                 raise BankError(path, "lists a choice twice", question=qid, field="answer")
             answer = tuple(answer)
-        fields.update(choices=choices, answer=answer)
+        fields.update(choices=choices, answer=answer, why=_load_why(raw, choices, path, qid))
     elif kind == "numeric":
         fields.update(_load_numeric(raw, path, qid, functions, demo))
     elif kind == "order":
@@ -353,6 +355,24 @@ def _load_question(
         evidence=evidence,
         **fields,
     )
+
+
+def _load_why(raw: Mapping[str, Any], choices: tuple[str, ...], path: Path, qid: str) -> tuple[str, ...]:
+    """The reasons, one per choice; a reason that is missing is as wrong as a choice that is."""
+    if "why" not in raw:
+        return ()
+    why = _string_list(raw, "why", path, qid)
+    if len(why) != len(choices):
+        raise BankError(
+            path,
+            f"has {len(why)} reasons for {len(choices)} choices; give one line per choice, in the order of choices",
+            question=qid,
+            field="why",
+        )
+    for number, line in enumerate(why, start=1):
+        if "\n" in line.strip():
+            raise BankError(path, f"reason {number} spans several lines; keep each reason to one line", question=qid, field="why")
+    return why
 
 
 def _demo_checks(demo: Any) -> list[str]:

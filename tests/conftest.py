@@ -60,6 +60,12 @@ kind = "single"
 prompt = "How does DDP synchronise **gradients**?"
 choices = ["all-reduce in buckets during backward", "all-gather after the step", "a parameter server", "broadcast from rank 0 every step"]
 answer = "all-reduce in buckets during backward"
+why = [
+    "Right: the reducer all-reduces each full bucket while backward goes on.",
+    "Wrong: DDP never gathers parameters; every rank holds them all.",
+    "Wrong: DDP is collective; no process holds the global copy.",
+    "Wrong: rank 0's broadcast happens once, at construction.",
+]
 demo = { name = "ddp", args = ["--model", "tiny", "--steps", "6"] }
 evidence = ["ddp_uses_all_reduce"]
 
@@ -70,6 +76,12 @@ kind = "multi"
 prompt = "Which does every DDP rank hold in full?"
 choices = ["parameters", "gradients", "optimizer state", "a 1/N shard of the parameters"]
 answer = ["parameters", "gradients", "optimizer state"]
+why = [
+    "Right: every replica holds all parameters.",
+    "Right: after the all-reduce every rank holds the full averaged gradients.",
+    "Right: each rank steps its own full optimizer.",
+    "Wrong: sharding parameters is FSDP's idea, not DDP's.",
+]
 
 [[question]]
 id = "ddp-allreduce-wire"
@@ -110,6 +122,11 @@ kind = "single"
 prompt = "Wrapping each block instead of only the root changes the peak how?"
 choices = ["it lowers the peak", "it raises the peak", "no change"]
 answer = "it lowers the peak"
+why = [
+    "Right: one unit's parameters are unsharded at a time instead of all of them.",
+    "Wrong: more units means less held at once, not more.",
+    "Wrong: the unsharded working set shrinks with the unit size.",
+]
 tags = ["spot-the-flaw"]
 demo = { name = "wrap", args = ["--model", "tiny"] }
 evidence = ["per_block_peak_below_root_only", "collectives_scale_with_units"]

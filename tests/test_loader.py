@@ -155,3 +155,27 @@ def test_cached_bank_is_reused_and_revalidated_when_a_file_changes(quiz_bank, tm
     (tmp_path / "bank-cache.pickle").write_bytes(b"garbage")
     path.write_text(path.read_text().replace('kind = "essay"', 'kind = "explain"'))
     assert load_bank_cached(bank_dir, answers_dir, cache_dir=tmp_path).questions.keys() == first.questions.keys()
+
+
+
+def test_why_is_loaded_parallel_to_choices(quiz_bank):
+    question = load_bank(*quiz_bank).questions["ddp-grad-sync"]
+    assert len(question.why) == len(question.choices)
+    assert question.why[0].startswith("Right: the reducer")
+
+
+@pytest.mark.parametrize(
+    "old, new, words",
+    [
+        ('    "Wrong: rank 0\'s broadcast happens once, at construction.",\n', "", "3 reasons for 4 choices"),
+        ('    "Wrong: rank 0\'s broadcast happens once, at construction.",\n', '    "Wrong: once.",\n    "Extra.",\n', "5 reasons for 4 choices"),
+        ('"Wrong: rank 0\'s broadcast happens once, at construction."', '""', "non-empty strings"),
+        ('"Wrong: rank 0\'s broadcast happens once, at construction."', '"""Wrong: rank 0\nbroadcasts once."""', "one line"),
+    ],
+)
+def test_why_of_the_wrong_shape_is_rejected(quiz_bank, old, new, words):
+    bank_dir, answers_dir = quiz_bank
+    _edit(bank_dir, "ddp", old, new)
+    with pytest.raises(BankError, match=words) as raised:
+        load_bank(bank_dir, answers_dir)
+    assert raised.value.field == "why" and raised.value.question == "ddp-grad-sync"
