@@ -39,6 +39,7 @@ _TRAINING_CHECKS = {
     "loss_decreases": "training works: the loss at the last step is below the loss at the first",
     "model_state_matches_theory": "model-state bytes each rank holds match the analytic model (1%, plus shard padding)",
     "comm_matches_theory": "wire bytes per step per op match the analytic model (5%)",
+    "timeline_records_every_collective": "the recorded step holds, on every rank, each collective counted in it, issued and completed",
 }
 
 DEMOS: dict[str, Demo] = {
@@ -56,6 +57,7 @@ DEMOS: dict[str, Demo] = {
                 **_TRAINING_CHECKS,
                 "ddp_replicates_model_state": "every rank holds the full params, grads and optimizer state",
                 "ddp_uses_all_reduce": "gradients are synchronised with all_reduce only, no all_gather or reduce_scatter",
+                "ddp_overlaps_allreduce_with_backward": "with two or more buckets the first bucket's all-reduce is issued while backward still computes (one bucket: only after the last gradient)",
             },
         ),
         Demo(
@@ -71,6 +73,8 @@ DEMOS: dict[str, Demo] = {
                 "fsdp_shards_model_state": "each rank holds 1/N of params, grads and optimizer state (plus padding)",
                 "fsdp_reduce_scatters_grads": "gradients are reduce-scattered, not all-reduced (HSDP adds an all_reduce across replicas)",
                 "fsdp_all_gathers_params": "parameters are all-gathered per unit: forward, and again in backward when resharded",
+                "fsdp_reshards_after_forward": "full sharding: parameter bytes fall right after each unit's forward; grad-op: not until backward",
+                "fsdp_prefetches_next_unit": "in backward the next unit's all-gather is issued before the current unit's compute ends (forward only with explicit forward prefetch)",
             },
         ),
         Demo(

@@ -23,6 +23,7 @@ PRECISIONS = ("fp32", "bf16-mixed", "bf16")
 OPTIMIZERS = ("adamw", "sgd")
 COMPARE_RUNS = (("ddp", "ddp", None), ("zero1", "zero1", None), ("fsdp-grad-op", "fsdp", "grad-op"),
                 ("fsdp-full", "fsdp", "full"))
+PREFETCHES = ("default", "forward", "off")
 OVERRIDE_NAMES = ("layers", "d_model", "heads", "seq_len")
 DEFAULT_STEPS = {"cpu": 8, "cuda": 20}  # when --steps is left unset; at least min_steps(warmup)
 DEFAULT_WARMUP = 2
@@ -66,6 +67,8 @@ _COMMON = [
     click.Option(["--seed"], type=int, default=0, show_default=True, help="Seed of the weights and the data."),
     click.Option(["--checkpoint-activations"], is_flag=True, default=False,
                  help="Recompute each block's activations in backward instead of keeping them."),
+    click.Option(["--trace"], type=click.Path(dir_okay=False, writable=True), default=None,
+                 help="Write the recorded step as Chrome trace-event JSON (open it in ui.perfetto.dev)."),
 ]
 
 _BUCKET = click.Option(["--bucket-mb"], type=float, default=25.0, show_default=True,
@@ -84,6 +87,9 @@ FSDP_OPTIONS = [
                  help="2: fully_shard (per-parameter DTensor shards); 1: FullyShardedDataParallel (flat parameters)."),
     click.Option(["--replicas"], type=int, default=2, show_default=True,
                  help="hybrid: how many replicas of the sharded model (the world size must divide by it)."),
+    click.Option(["--prefetch"], type=click.Choice(PREFETCHES), default="default", show_default=True,
+                 help="default: FSDP's own prefetching; forward: also prefetch the next unit in forward; "
+                      "off: no backward prefetch (FSDP1 only: FSDP2 has no switch for it)."),
 ]
 COMPARE_OPTIONS = [*_COMMON, _BUCKET, _WRAP]
 
@@ -156,6 +162,9 @@ def validate_fsdp(options: dict[str, Any], world_size: int) -> None:
         sharding = canonical_sharding(options.get("sharding") or "full")
     except ValueError as exc:
         raise _usage(str(exc)) from None
+    if options.get("prefetch") == "off" and (options.get("fsdp_api") or 2) == 2:
+        raise _usage("--prefetch off needs --fsdp-api 1: FSDP2 always prefetches the next unit in backward "
+                     "(torch has no switch for it); try --prefetch forward, or --fsdp-api 1 --prefetch off")
     if sharding == "hybrid":
         replicas = options.get("replicas", 2)
         if replicas is None or replicas < 2 or world_size % replicas or world_size <= replicas:
@@ -195,6 +204,7 @@ def _spec(ctx: Any, options: dict[str, Any], strategy: str, sharding: str | None
         fsdp_api=options.get("fsdp_api") or 2,
         replicas=options.get("replicas") or 2,
         bucket_mb=options.get("bucket_mb") or 25.0,
+        prefetch=options.get("prefetch") or "default",
     )
 
 
@@ -239,9 +249,11 @@ def _allowance(run: dict[str, Any], theory: dict[str, Any]) -> dict[str, int]:
 def run_checks(run: dict[str, Any], theory: dict[str, Any]) -> list[Any]:
     """The named checks of the `ddp` or `fsdp` demo for one run."""
     from ddpfsdp.demos.train import claims as tc
+    from ddpfsdp.demos.train import timeline_claims as tl
     from ddpfsdp.demos.theory.calc import precision_for, theory_for_run
 
     config, memory, per_op = run["config"], run["memory"], run["comm"]["per_step"]
+    timeline = run.get("timeline")
     ranks = memory["ranks"]
     allowance = _allowance(run, theory)
     checks = [
@@ -254,6 +266,7 @@ def run_checks(run: dict[str, Any], theory: dict[str, Any]) -> list[Any]:
         held_param_bytes = config["params"] * spec.param_bytes
         checks.append(tc.ddp_replicates_model_state(ranks, held_param_bytes))
         checks.append(tc.ddp_uses_all_reduce(per_op))
+        checks.append(tl.ddp_overlaps_allreduce_with_backward(timeline, config["bucket_mb"]))
     elif config["strategy"] == "fsdp":
         sharding = config["sharding"]
         world = config["world_size"]
@@ -268,6 +281,11 @@ def run_checks(run: dict[str, Any], theory: dict[str, Any]) -> list[Any]:
                                                     hybrid=sharding == "hybrid"))
         checks.append(tc.fsdp_all_gathers_params(per_op, config["unit_params"] or [config["params"]],
                                                  sharding, spec.gather_bytes))
+        checks.append(tl.fsdp_reshards_after_forward(timeline, sharding, config["units"], config["unit_params"]))
+        checks.append(tl.fsdp_prefetches_next_unit(timeline, sharding=sharding, prefetch=config["prefetch"],
+                                                   fsdp_api=config["fsdp_api"], units=config["units"],
+                                                   unit_params=config["unit_params"]))
+    checks.append(tl.timeline_records_every_collective(timeline, per_op))
     return checks
 
 
@@ -286,9 +304,32 @@ def _run_one(ctx: Any, demo: str, strategy: str, sharding: str | None, options: 
     if run is None:
         return None
     theory = theory_of(run)
+    _add_exposed(run)
     checks = [c.to_dict() for c in run_checks(run, theory)]
     fields = {k: v for k, v in run.items() if k not in ("config", "label")}
-    return _envelope(ctx, demo, run["config"], **fields, theory=theory, checks=checks)
+    result = _envelope(ctx, demo, run["config"], **fields, theory=theory, checks=checks)
+    _write_trace(ctx, result, options.get("trace"))
+    return result
+
+
+def _add_exposed(run: dict[str, Any]) -> None:
+    from ddpfsdp.demos.train import timeline_claims as tl
+
+    if run.get("timeline"):
+        run["timeline"]["exposed"] = tl.exposed_comm(run["timeline"])
+
+
+def _write_trace(ctx: Any, result: dict[str, Any], path: str | None) -> None:
+    """Rank 0 writes the trace; a path it cannot write is reported, and the result still returned."""
+    if not path:
+        return
+    from ddpfsdp.demos.measure import trace
+
+    try:
+        written = trace.write(result, path)
+        ctx.log(f"trace: {written} (open it in ui.perfetto.dev or chrome://tracing)")
+    except (OSError, ValueError) as exc:
+        ctx.log(f"trace not written: {exc}")
 
 
 def run_ddp(ctx: Any, **options: Any) -> dict[str, Any] | None:
@@ -312,6 +353,7 @@ def run_compare(ctx: Any, **options: Any) -> dict[str, Any] | None:
         run = train(ctx, spec, label=name, step_offset=index * steps, total_steps=total)
         if run is not None:
             theory = theory_of(run)
+            _add_exposed(run)
             run["theory"] = theory
             run["checks"] = [c.to_dict() for c in run_checks(run, theory)]
             runs[name] = run
@@ -336,5 +378,7 @@ def run_compare(ctx: Any, **options: Any) -> dict[str, Any] | None:
     config = {k: v for k, v in ddp["config"].items()
               if k not in ("strategy", "sharding", "description", "units", "unit_params")}
     config["strategies"] = [name for name, _, _ in COMPARE_RUNS]
-    return _envelope(ctx, "compare", config, runs=runs, checks=[c.to_dict() for c in checks],
-                     wall_s=sum(run["wall_s"] for run in runs.values()))
+    result = _envelope(ctx, "compare", config, runs=runs, checks=[c.to_dict() for c in checks],
+                       wall_s=sum(run["wall_s"] for run in runs.values()))
+    _write_trace(ctx, result, options.get("trace"))
+    return result

@@ -5,7 +5,8 @@ One run, on every rank:
                     warm-up: none of it belongs in a steady-state figure
   timed steps       a plain loop with nothing but a step clock around it (no dispatch mode, no
                     profiler, no host sync on GPU), so the demo's throughput is what training gets
-  one comm step     the same step under CommCounter: every collective, per op
+  one comm step     the same step under CommCounter: every collective, per op; and recorded in
+                    time (TimelineRecorder): unit spans, collectives issued and completed, memory
   one memory step   the same step under PeakMemory; model-state bytes after its optimizer step,
                     parameter bytes held between its forward and backward
 Every step's loss is kept on the device and all-reduced once after the loop, for reporting only.
@@ -24,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 from ddpfsdp.demos.measure.comm import CommCounter
+from ddpfsdp.demos.measure.timeline import TimelineRecorder, timeline_units
 from ddpfsdp.demos.measure.memory import (
     PeakMemory,
     StepTimer,
@@ -128,6 +130,7 @@ def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int
         lr=spec.lr,
         bucket_mb=spec.bucket_mb,
         replicas=spec.replicas,
+        prefetch=spec.prefetch,
     )
     train_model, optimizer = prepared.model, prepared.optimizer
     loader, sampler = make_loader(
@@ -143,10 +146,15 @@ def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int
     losses: list[torch.Tensor] = []
     on_cpu = device.type == "cpu"
 
-    def step(after_forward=None, after_update=None) -> torch.Tensor:
+    def step(after_forward=None, after_update=None, recorder=None) -> torch.Tensor:
         batch = next(batches)
+        if recorder is not None:
+            recorder.begin("forward", "forward")
         with prepared.autocast():
             loss = compute_loss(spec.arch, train_model, batch)
+        if recorder is not None:
+            recorder.end("forward", "forward")
+            recorder.before_backward(loss)
         if after_forward is not None:
             after_forward()
         loss.backward()
@@ -187,8 +195,18 @@ def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int
     phases_s["timed"] = timer.wall_s
 
     mark = time.perf_counter()
-    with CommCounter() as comm:
-        loss = step()
+    if spec.timeline:
+        followed = timeline_units(model, prepared)
+        hidden_bytes = ddp_reducer_bytes(train_model) if on_cpu else 0
+        comm = TimelineRecorder(device, train_model, followed, optimizer, hidden_bytes=hidden_bytes)
+    else:
+        followed = []
+        comm = CommCounter()
+    with comm:
+        loss = step(recorder=comm if spec.timeline else None)
+    timeline = comm.to_dict(ctx.rank) if spec.timeline else None
+    if spec.timeline:
+        comm.release()  # the model must be free to go when the run deletes it
     losses.append(loss)
     report(index, "comm", loss)
     index += 1
@@ -227,6 +245,7 @@ def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int
         "step_time_s": timer.summary(),
         "comm": comm.per_op(),
         "comm_group_sizes": comm.group_sizes(),
+        "timeline": timeline,
     }
     units = list(getattr(prepared, "units", []) or [])
     unit_params = list(getattr(prepared, "unit_params", []) or [])
@@ -291,6 +310,9 @@ def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int
             "ranks_agree": all(r["comm"] == rank0["comm"] for r in gathered),
             "step": spec.warmup + spec.timed_steps,
         },
+        # the communication step, recorded in time on every rank (None when recording was off)
+        "timeline": {"step": spec.warmup + spec.timed_steps, "units": [name for name, _, _ in followed],
+                     "ranks": [r["timeline"] for r in gathered]} if spec.timeline else None,
         "loss": mean_losses,
         "hosts": sorted({r["hostname"] for r in gathered}),
         "phases_s": phases_s,  # rank 0's wall time per phase: what the measured steps cost

@@ -32,6 +32,8 @@ class RunSpec:
     fsdp_api: int = 2
     replicas: int = 2
     bucket_mb: float = 25.0
+    prefetch: str = "default"  # fsdp: default | forward (explicit forward prefetch) | off (FSDP1 only)
+    timeline: bool = True  # record the communication step in time (the timed steps never are)
 
     @property
     def timed_steps(self) -> int:

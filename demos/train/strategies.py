@@ -35,6 +35,12 @@ WRAPS = ("block", "layer", "model")
 PRECISIONS = ("fp32", "bf16-mixed", "bf16")
 OPTIMIZERS = ("adamw", "sgd")
 FSDP_APIS = (1, 2)
+# default: FSDP2 as it comes (all-gathers issued at each unit's pre-forward; in backward the next
+#   unit's all-gather issued from the current unit's pre-backward), FSDP1 with BACKWARD_PRE;
+# forward: also prefetch the next unit in forward (FSDP2 set_modules_to_forward_prefetch, FSDP1
+#   forward_prefetch=True); off: no backward prefetch (FSDP1 backward_prefetch=None). FSDP2 has no
+#   off switch: set_modules_to_backward_prefetch([]) leaves its default in place (_fsdp_state.py).
+PREFETCHES = ("default", "forward", "off")
 ROOT_UNIT = "<root>"
 
 _FSDP1_NAMES = {
@@ -113,6 +119,7 @@ def prepare(
     lr: float | None = 1e-3,
     bucket_mb: float | None = 25,
     replicas: int | None = 2,
+    prefetch: str | None = "default",
 ) -> Prepared:
     """Wrap `model` for `strategy` and build its optimizer over the wrapped parameters.
 
@@ -130,7 +137,9 @@ def prepare(
     lr = 1e-3 if lr is None else lr
     bucket_mb = 25 if bucket_mb is None else bucket_mb
     replicas = 2 if replicas is None else replicas
+    prefetch = "default" if prefetch is None else prefetch
     _check_choice("strategy", strategy, STRATEGIES)
+    _check_choice("prefetch", prefetch, PREFETCHES)
     _check_choice("precision", precision, PRECISIONS)
     _check_choice("optimizer", optimizer, OPTIMIZERS)
     common = dict(strategy=strategy, device=device, world_size=world_size, precision=precision,
@@ -160,10 +169,15 @@ def prepare(
     if int(fsdp_api) == 2:
         mesh = _mesh(device, world_size, sharding, replicas)
         units, unit_params = _unit_report(model, unit_modules)
+        if prefetch == "off":
+            raise ValueError("FSDP2 always prefetches the next unit in backward (torch has no switch for it); "
+                             "prefetch 'off' needs FSDP1 (fsdp_api 1)")
         wrapped = _wrap_fsdp2(model, unit_modules, mesh, sharding, precision)
+        if prefetch == "forward":
+            _forward_prefetch_fsdp2(model, unit_modules)
     else:
         mesh = _mesh(device, world_size, sharding, replicas) if sharding == "hybrid" else None
-        wrapped = _wrap_fsdp1(model, device, wrap, sharding, precision, mesh)
+        wrapped = _wrap_fsdp1(model, device, wrap, sharding, precision, mesh, prefetch)
         units, unit_params = _fsdp1_unit_report(wrapped)
     opt = _optimizer(optimizer, wrapped.parameters(), lr)
     return Prepared(wrapped, opt, sharding=sharding, wrap=wrap, fsdp_api=int(fsdp_api), mesh=mesh,
@@ -255,7 +269,16 @@ def _wrap_fsdp2(model: nn.Module, unit_modules: list[nn.Module], mesh, sharding:
     return model
 
 
-def _wrap_fsdp1(model: nn.Module, device: torch.device, wrap: str, sharding: str, precision: str, mesh) -> nn.Module:
+def _forward_prefetch_fsdp2(model: nn.Module, unit_modules: list[nn.Module]) -> None:
+    """Each unit issues the next unit's all-gather from its own pre-forward, before it computes."""
+    chosen = {id(m) for m in unit_modules}
+    in_forward_order = [m for m in model.modules() if id(m) in chosen]
+    for current, following in zip(in_forward_order, in_forward_order[1:]):
+        current.set_modules_to_forward_prefetch([following])
+
+
+def _wrap_fsdp1(model: nn.Module, device: torch.device, wrap: str, sharding: str, precision: str, mesh,
+                prefetch: str = "default") -> nn.Module:
     from torch.distributed.fsdp import BackwardPrefetch, MixedPrecision, ShardingStrategy
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
     from torch.distributed.fsdp.wrap import ModuleWrapPolicy
@@ -281,7 +304,8 @@ def _wrap_fsdp1(model: nn.Module, device: torch.device, wrap: str, sharding: str
         model,
         auto_wrap_policy=ModuleWrapPolicy(classes) if classes else None,
         sharding_strategy=strategy,
-        backward_prefetch=BackwardPrefetch.BACKWARD_PRE,
+        backward_prefetch=None if prefetch == "off" else BackwardPrefetch.BACKWARD_PRE,
+        forward_prefetch=prefetch == "forward",
         mixed_precision=mixed,
         device_id=device,
         device_mesh=mesh,

@@ -1,0 +1,383 @@
+"""Record one training step in time, on one rank: compute spans per unit, collectives, live memory.
+
+`TimelineRecorder` is a `CommCounter` (so the step it records is also the step whose collectives are
+counted) that also keeps, for that one step:
+  spans        forward and backward of every unit (block), and the optimizer's own update, each
+               with its start and end and the order in which the host reached them (`seq`)
+  collectives  every c10d collective as issued (op, bytes, process group) and as completed
+  memory       live bytes over the step; parameter bytes held (unsharded or shard) at unit edges
+
+Where a unit's edges are taken, with FSDP's own hooks in mind (torch 2.13):
+  FSDP2 registers its pre-forward hook with prepend=True and its post-forward hook without, and
+  registers its pre-backward as a tensor hook on the unit's outputs inside that post-forward hook
+  (torch/distributed/fsdp/_fully_shard/_fsdp_state.py). Its post-backward is the backward of
+  RegisterPostBackwardFunction, applied to the unit's inputs in pre-forward (_fsdp_param_group.py).
+  So: forward compute starts in a plain pre-hook (after FSDP's unshard and wait) and ends in a
+  prepended forward hook (before FSDP's reshard); the parameter bytes after the unit are read in a
+  plain forward hook (after the reshard); backward compute starts in a tensor hook on the outputs
+  registered after FSDP's (after its unshard and wait, and after it issued the prefetch), and ends
+  in a tensor hook on the inputs FSDP handed the unit (before its post-backward reduce-scatter).
+  FSDP1 does all of this in FullyShardedDataParallel.forward around the wrapped module, so the
+  compute edges come from the wrapped module and the "after the unit" edges from the wrapper.
+  The end of backward compute is an engine callback queued from a hook on the loss: callbacks run
+  in queue order once the graph is done, so it runs before DDP's reducer finalises (and waits for
+  its last all-reduce) and before FSDP's root post-backward callback.
+
+Clocks: on CPU, `time.time_ns()`, the clock the profiler stamps its allocation events with, so the
+live-bytes curve (the same tracker PeakMemory uses) lines up with the spans. On CUDA every edge is
+a CUDA event recorded on the current stream and a collective's completion an event recorded in its
+future's callback (which runs on streams that wait for the collective), read after the step;
+memory there is `torch.cuda.memory_allocated` at each edge.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from typing import Any
+
+import torch
+
+from ddpfsdp.demos.measure.comm import CommCounter, classify
+from ddpfsdp.demos.measure.memory import live_tensor_bytes, unique_storage_bytes
+
+MAX_MEMORY_SAMPLES = 400  # enough for a chart's width; peaks and troughs of each slice are kept
+
+
+def _first_grad_tensor(value: Any) -> torch.Tensor | None:
+    if isinstance(value, torch.Tensor):
+        return value if value.requires_grad else None
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            found = _first_grad_tensor(item)
+            if found is not None:
+                return found
+    if isinstance(value, dict):
+        return _first_grad_tensor(list(value.values()))
+    return None
+
+
+def _group_name(func: Any, args: tuple, kwargs: dict) -> str:
+    bound = {arg.name: value for arg, value in zip(func._schema.arguments, args)}
+    bound.update(kwargs)
+    group = bound.get("process_group", bound.get("group_name"))
+    try:
+        import torch.distributed as dist
+
+        if isinstance(group, str):
+            group = dist.distributed_c10d._resolve_process_group(group)
+        elif isinstance(group, torch.ScriptObject):
+            group = dist.ProcessGroup.unbox(group)
+        return str(group.group_name)
+    except Exception:  # noqa: BLE001 - a name is a label only
+        return "?"
+
+
+def _work_of(result: Any) -> Any:
+    """The Work a c10d op returned ((tensors, work) or work), unboxed; None when there is none."""
+    candidates = result if isinstance(result, (list, tuple)) else (result,)
+    for item in candidates:
+        if isinstance(item, torch.ScriptObject):
+            try:
+                return torch._C._distributed_c10d.Work.unbox(item)
+            except Exception:  # noqa: BLE001
+                return None
+    return None
+
+
+def downsample(samples: list[tuple[int, int]], limit: int = MAX_MEMORY_SAMPLES) -> list[tuple[int, int]]:
+    """At most `limit` points; each slice of time keeps its lowest and highest sample, in order."""
+    if len(samples) <= limit:
+        return samples
+    per = max(1, len(samples) * 2 // limit)
+    kept: list[tuple[int, int]] = []
+    for i in range(0, len(samples), per):
+        chunk = samples[i:i + per]
+        low = min(chunk, key=lambda s: s[1])
+        high = max(chunk, key=lambda s: s[1])
+        kept.extend(sorted({low, high}))
+    return kept
+
+
+class TimelineRecorder(CommCounter):
+    """Counts collectives as CommCounter does, and records the step's timeline; read `to_dict()`.
+
+    units: [(name, compute_module, outer_module)] in forward order; the outer module is the one
+    whose hooks run around FSDP's own work (the FSDP1 wrapper; the module itself otherwise).
+    """
+
+    def __init__(self, device: Any, model: torch.nn.Module, units: list[tuple[str, Any, Any]],
+                 optimizer: Any = None, hidden_bytes: int = 0) -> None:
+        super().__init__()
+        self.device = torch.device(device)
+        self.cuda = self.device.type == "cuda"
+        self.model = model
+        self.units = units
+        self.optimizer = optimizer
+        self.hidden_bytes = hidden_bytes
+        self._seq = itertools.count()
+        self._lock = threading.Lock()
+        self._handles: list[Any] = []
+        self._open: dict[tuple[str, str], tuple[Any, int]] = {}
+        self.spans: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []  # collectives, in issue order
+        self.params: list[tuple[Any, int, str]] = []
+        self.cuda_memory: list[tuple[Any, int]] = []
+        self._profiler = None
+        self._start: Any = None
+        self._start_live_bytes = 0
+
+    # --- clock ---------------------------------------------------------------------------------
+
+    def _now(self) -> Any:
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.time_ns()
+
+    def _stamp(self) -> tuple[Any, int]:
+        with self._lock:
+            return self._now(), next(self._seq)
+
+    def _seconds(self, mark: Any) -> float | None:
+        if mark is None:
+            return None
+        if self.cuda:
+            return self._start.elapsed_time(mark) / 1000.0
+        return (mark - self._start) / 1e9
+
+    # --- marks ---------------------------------------------------------------------------------
+
+    def begin(self, name: str, phase: str, unit: str | None = None) -> None:
+        self._open[(name, phase)] = self._stamp()
+        if self.cuda:
+            self.cuda_memory.append((self._open[(name, phase)][0], torch.cuda.memory_allocated(self.device)))
+
+    def end(self, name: str, phase: str, unit: str | None = None) -> None:
+        opened = self._open.pop((name, phase), None)
+        if opened is None:  # an edge that fired twice (a unit called twice): keep the first span
+            return
+        closed = self._stamp()
+        self.spans.append({"name": name, "phase": phase, "unit": unit, "start": opened[0], "end": closed[0],
+                           "seq_start": opened[1], "seq_end": closed[1]})
+        if self.cuda:
+            self.cuda_memory.append((closed[0], torch.cuda.memory_allocated(self.device)))
+
+    def sample_params(self, label: str) -> None:
+        mark, _ = self._stamp()
+        self.params.append((mark, unique_storage_bytes(self.model.parameters()), label))
+
+    def before_backward(self, loss: torch.Tensor) -> None:
+        """Mark the start of backward, and queue the mark of its compute end from inside it."""
+        from torch.autograd import Variable
+
+        self.begin("backward", "backward")
+
+        def finish() -> None:
+            # A unit whose inputs need no gradient (the embedding) has no edge after its backward:
+            # it has computed by the time the engine runs callbacks.
+            for name, phase in [key for key in self._open if key[1] == "backward" and key[0] != "backward"]:
+                self.end(name, phase, name)
+            self.end("backward", "backward")
+
+        def queue_end(grad: torch.Tensor) -> torch.Tensor:
+            Variable._execution_engine.queue_callback(finish)
+            return grad
+
+        if loss.requires_grad:
+            loss.register_hook(queue_end)
+
+    # --- hooks ---------------------------------------------------------------------------------
+
+    def _install(self) -> None:
+        for name, module, outer in self.units:
+            self._handles += self._unit_hooks(name, module, outer)
+        optimizer = getattr(self.optimizer, "optim", None) or self.optimizer  # ZeRO-1: the inner update
+        if optimizer is not None and hasattr(optimizer, "register_step_pre_hook"):
+            self._handles.append(optimizer.register_step_pre_hook(lambda *a: self.begin("optimizer", "optimizer")))
+            self._handles.append(optimizer.register_step_post_hook(lambda *a: self.end("optimizer", "optimizer")))
+
+    def _unit_hooks(self, name: str, module: torch.nn.Module, outer: torch.nn.Module) -> list[Any]:
+        def backward_end(grad: torch.Tensor) -> torch.Tensor:
+            self.end(name, "backward", name)
+            return grad
+
+        def backward_start(grad: torch.Tensor) -> torch.Tensor:
+            self.begin(name, "backward", name)
+            return grad
+
+        def after_backward(grad: torch.Tensor) -> torch.Tensor:
+            self.sample_params(f"{name} after backward")
+            return grad
+
+        def outer_pre(mod, args):
+            tensor = _first_grad_tensor(args)
+            if tensor is not None:
+                tensor.register_hook(after_backward)
+
+        def compute_pre(mod, args):
+            self.begin(name, "forward", name)
+            self.sample_params(f"{name} forward")
+            tensor = _first_grad_tensor(args)
+            if tensor is not None:
+                tensor.register_hook(backward_end)
+
+        def compute_post(mod, args, output):
+            self.end(name, "forward", name)
+
+        def outer_post(mod, args, output):
+            self.sample_params(f"{name} after forward")
+            tensor = _first_grad_tensor(output)
+            if tensor is not None:
+                tensor.register_hook(backward_start)
+
+        return [
+            outer.register_forward_pre_hook(outer_pre, prepend=True),
+            module.register_forward_pre_hook(compute_pre),
+            module.register_forward_hook(compute_post, prepend=True),
+            outer.register_forward_hook(outer_post),
+        ]
+
+    # --- collectives ---------------------------------------------------------------------------
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        collective = classify(func, args, kwargs)
+        if collective is None:
+            return func(*args, **kwargs)
+        self.collectives.append(collective)
+        issued, seq = self._stamp()
+        event = {"op": collective.op, "bytes": collective.bytes, "group_size": collective.group_size,
+                 "group": _group_name(func, args, kwargs), "issued": issued, "completed": None, "seq": seq}
+        self.events.append(event)
+        if self.cuda:
+            self.cuda_memory.append((issued, torch.cuda.memory_allocated(self.device)))
+        result = func(*args, **kwargs)
+        work = _work_of(result)
+        future = None
+        if work is not None:
+            try:
+                future = work.get_future()
+            except Exception:  # noqa: BLE001 - a backend without futures: completion is unknown
+                future = None
+        if future is not None:
+            def completed(fut):
+                # CPU: gloo runs this on its own thread when the work is done. CUDA: it runs on
+                # streams made to wait for the collective, so the event fires when it is done.
+                event["completed"] = self._now()
+                return None
+
+            future.then(completed)
+        else:
+            event["completed"] = self._now()
+        return result
+
+    # --- context -------------------------------------------------------------------------------
+
+    def __enter__(self) -> "TimelineRecorder":
+        self._install()
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+            self._start = self._now()
+        else:
+            from torch.profiler import ProfilerActivity, profile
+
+            self._start_live_bytes = live_tensor_bytes("cpu") + self.hidden_bytes
+            self._profiler = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+            self._profiler.__enter__()
+            self._start = time.time_ns()
+        return super().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        super().__exit__(*exc)
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        self._end = self._now()
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+        elif self._profiler is not None:
+            self._profiler.__exit__(*exc)
+            self._allocations = _allocation_series(self._profiler) if exc[0] is None else []
+            self._profiler = None
+
+    def release(self) -> None:
+        self.model = None
+        self.units = []
+        self.optimizer = None
+
+    def to_dict(self, rank: int) -> dict[str, Any]:
+        """This rank's timeline, in seconds from the start of the step."""
+        sec = self._seconds
+        spans = [{"name": s["name"], "phase": s["phase"], "unit": s["unit"], "start_s": sec(s["start"]),
+                  "end_s": sec(s["end"]), "seq_start": s["seq_start"], "seq_end": s["seq_end"]}
+                 for s in sorted(self.spans, key=lambda s: s["seq_start"])]
+        collectives = [{"op": e["op"], "bytes": e["bytes"], "group_size": e["group_size"], "group": e["group"],
+                        "issued_s": sec(e["issued"]), "completed_s": sec(e["completed"]), "seq": e["seq"]}
+                       for e in self.events]
+        if self.cuda:
+            memory = sorted((sec(mark), allocated) for mark, allocated in self.cuda_memory)
+            kind = "cuda memory_allocated at each edge"
+        else:
+            memory = [((t - self._start) / 1e9, self._start_live_bytes + total) for t, total in self._allocations]
+            memory = [(0.0, self._start_live_bytes), *memory]
+            kind = "cpu live tensor bytes (profiler)"
+        return {
+            "rank": rank,
+            "clock": "cuda events" if self.cuda else "host",
+            "duration_s": sec(self._end),
+            "spans": spans,
+            "collectives": collectives,
+            "memory": {"kind": kind, "samples": [[t, b] for t, b in downsample(memory)]},
+            "params": [[sec(mark), held, label] for mark, held, label in self.params],
+        }
+
+
+def _allocation_series(prof: Any) -> list[tuple[int, int]]:
+    """(time ns, bytes allocated above the level at the profiler's start) at every CPU allocation or free."""
+    from torch._C._profiler import _EventType
+
+    events = []
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        if node.tag == _EventType.Allocation and node.extra_fields.device.type == "cpu":
+            events.append((node.start_time_ns, node.extra_fields.total_allocated, node.extra_fields.alloc_size))
+    if not events:
+        return []
+    events.sort()
+    baseline = events[0][1] - events[0][2]
+    return [(t, total - baseline) for t, total, _ in events]
+
+
+def timeline_units(model: torch.nn.Module, prepared: Any) -> list[tuple[str, Any, Any]]:
+    """(name, compute module, outer module) for every unit the step's timeline follows.
+
+    FSDP: its units but the root (the root spans the whole model); DDP and ZeRO-1: the model's
+    blocks with its entry and head, the same modules FSDP would shard with --wrap block.
+    """
+    from ddpfsdp.demos.train.strategies import ROOT_UNIT
+
+    if prepared.strategy == "fsdp":
+        names = [n for n in prepared.units if n != ROOT_UNIT]
+    else:
+        chosen = {id(m) for m in model.units()}
+        names = [n for n, m in model.named_modules() if id(m) in chosen]
+    outer_of: dict[int, Any] = {}
+    if prepared.strategy == "fsdp" and prepared.fsdp_api == 1:
+        for wrapper in prepared.model.modules():
+            inner = getattr(wrapper, "_fsdp_wrapped_module", None)
+            if inner is not None:
+                outer_of[id(inner)] = wrapper
+    units = []
+    for name in names:
+        module = model.get_submodule(name)
+        inner = getattr(module, "_fsdp_wrapped_module", None)  # FSDP1 wrapped it in place
+        if inner is not None:
+            units.append((name, inner, module))
+        else:
+            units.append((name, module, outer_of.get(id(module), module)))
+    return units

@@ -1,0 +1,206 @@
+"""The claims a step's timeline can show or refute: overlap, resharding, prefetching, exposed time.
+
+Pure functions of a result's `timeline` (one entry per rank; see demos/measure/timeline.py), so a
+test can hand them a broken timeline and watch them fail. Order claims compare the order in which
+the host reached each edge (`seq`), which is what FSDP's and DDP's code decides; durations come
+from the step's clock.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from ddpfsdp.demos.checks import Check
+from ddpfsdp.demos.measure import lanes
+
+ROOT_UNIT = "<root>"
+
+
+def _ranks(timeline: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    return [r for r in (timeline or {}).get("ranks", []) if r]
+
+
+def timeline_records_every_collective(timeline: Mapping[str, Any] | None, per_op: Mapping[str, Mapping[str, float]]) -> Check:
+    """Every rank's timeline holds the collectives counted in the same step, each one completed."""
+    ranks = _ranks(timeline)
+    expected = {op: int(v.get("count", 0)) for op, v in per_op.items()}
+    misses = []
+    for r in ranks:
+        seen: dict[str, int] = {}
+        for c in r.get("collectives", []):
+            seen[c["op"]] = seen.get(c["op"], 0) + 1
+        incomplete = sum(1 for c in r.get("collectives", []) if c.get("completed_s") is None)
+        if seen != expected or incomplete:
+            misses.append(f"rank {r.get('rank')}: {seen}, {incomplete} without completion")
+    passed = bool(ranks) and not misses
+    detail = (f"{len(ranks)} ranks recorded; collectives per rank {expected}"
+              + (f"; off: {'; '.join(misses)}" if misses else ", every one issued and completed"))
+    return Check("timeline_records_every_collective", passed, detail, {"ranks": len(ranks), "expected": expected})
+
+
+def ddp_overlaps_allreduce_with_backward(timeline: Mapping[str, Any] | None, bucket_mb: float) -> Check:
+    """With two or more buckets, the first bucket's all-reduce is issued while backward still computes.
+
+    "Still computes": some unit's backward begins after the all-reduce was issued. With one bucket
+    the reducer can only launch it once every gradient is ready, so no unit's backward follows it:
+    the check then states that, and holds the run to it.
+    """
+    ranks = _ranks(timeline)
+    per_rank = []
+    misses = []
+    for r in ranks:
+        reduces = lanes.backward_collectives(r, "all_reduce")
+        if not reduces:
+            misses.append(f"rank {r.get('rank')}: no all_reduce in backward")
+            continue
+        first = reduces[0]
+        later_units = [s["unit"] for s in lanes.unit_spans(r, "backward") if s["seq_start"] > first["seq"]]
+        backward = lanes.span(r, "backward")
+        window = [(backward["start_s"], backward["end_s"])] if backward else []
+        inflight = lanes.union(lanes.collective_interval(c) for c in reduces)
+        total = lanes.length(inflight)
+        hidden = lanes.length(lanes.intersect(inflight, window)) / total if total > 0 else 0.0
+        per_rank.append({"buckets": len(reduces), "units_after_first": len(later_units), "hidden_share": hidden})
+        overlapped = bool(later_units)
+        if len(reduces) >= 2 and not overlapped:
+            misses.append(f"rank {r.get('rank')}: first of {len(reduces)} all-reduces issued after every unit's backward began")
+        if len(reduces) == 1 and overlapped:
+            misses.append(f"rank {r.get('rank')}: one bucket, yet {len(later_units)} units began backward after its all-reduce")
+    if not per_rank:
+        return Check("ddp_overlaps_allreduce_with_backward", False, "no timeline with an all-reduce in backward"
+                     + (f": {'; '.join(misses)}" if misses else ""), {})
+    buckets = per_rank[0]["buckets"]
+    hidden = ", ".join(f"{p['hidden_share']:.0%}" for p in per_rank)
+    if buckets >= 2:
+        detail = (f"{buckets} buckets: the first all-reduce was issued with {per_rank[0]['units_after_first']} units' "
+                  f"backward still to run; share of all-reduce time under backward per rank: {hidden}")
+    else:
+        detail = (f"1 bucket (bucket_cap_mb {bucket_mb:g} holds every gradient): its all-reduce starts only once "
+                  f"every gradient is ready, so nothing overlaps (--bucket-mb below the gradients' size gives "
+                  f"several); share under backward per rank: {hidden}")
+    if misses:
+        detail += f"; off: {'; '.join(misses)}"
+    return Check("ddp_overlaps_allreduce_with_backward", not misses, detail,
+                 {"buckets": buckets, "ranks": per_rank})
+
+
+def _units_with_params(units: Sequence[str], unit_params: Sequence[int]) -> tuple[list[str], bool]:
+    """Non-root units that hold parameters, in forward order, and whether the root holds any."""
+    held = dict(zip(units, unit_params))
+    return [u for u in units if u != ROOT_UNIT and held.get(u, 0) > 0], held.get(ROOT_UNIT, 0) > 0
+
+
+def fsdp_reshards_after_forward(timeline: Mapping[str, Any] | None, sharding: str, units: Sequence[str],
+                                unit_params: Sequence[int]) -> Check:
+    """full / hybrid: parameter bytes fall right after each unit's forward (one drop per unit);
+    grad-op: they do not fall until backward."""
+    ranks = _ranks(timeline)
+    followed, _ = _units_with_params(units, unit_params)
+    resharding = sharding != "grad-op"
+    misses = []
+    drops_by_rank = []
+    falls_in_backward = []
+    for r in ranks:
+        pairs = lanes.param_drops_after_forward(r)
+        dropped = [u for u in followed if u in pairs and pairs[u][1] < pairs[u][0]]
+        missing = [u for u in followed if u not in pairs]
+        drops_by_rank.append(len(dropped))
+        forward_high = max((pairs[u][0] for u in pairs), default=0)
+        backward = [held for _, held, label in r.get("params", []) if label.endswith(" after backward")]
+        falls_in_backward.append(bool(backward) and min(backward) < forward_high)
+        if missing:
+            misses.append(f"rank {r.get('rank')}: no forward edges for {', '.join(missing)}")
+        elif resharding and len(dropped) != len(followed):
+            misses.append(f"rank {r.get('rank')}: {len(dropped)} of {len(followed)} units dropped after forward")
+        elif not resharding and (dropped or not falls_in_backward[-1]):
+            misses.append(f"rank {r.get('rank')}: {len(dropped)} units dropped after forward"
+                          + ("" if falls_in_backward[-1] else "; no fall in backward"))
+    if not ranks or not followed:
+        misses.append("no timeline" if not ranks else "no unit holds parameters")
+    drops = ", ".join(str(d) for d in drops_by_rank)
+    if resharding:
+        detail = (f"{sharding}: parameter bytes fell right after the forward of {drops} of {len(followed)} units "
+                  f"per rank (each unit frees its unsharded parameters once its forward is done)")
+    else:
+        detail = (f"grad-op: {drops} of {len(followed)} units dropped after forward per rank: the unsharded "
+                  f"parameters stay until backward, where they fall "
+                  f"({'on every rank' if all(falls_in_backward) and ranks else 'not seen'})")
+    if misses:
+        detail += f"; off: {'; '.join(misses)}"
+    return Check("fsdp_reshards_after_forward", not misses, detail,
+                 {"sharding": sharding, "units": len(followed), "drops_per_rank": drops_by_rank,
+                  "falls_in_backward": falls_in_backward})
+
+
+def _prefetched(order: Sequence[str], gathers: Sequence[dict[str, Any]], spans: Mapping[str, dict[str, Any]]) -> int:
+    """How many units' all-gathers were issued before the previous unit's compute ended."""
+    by_unit = dict(zip(order, gathers))
+    count = 0
+    for current, following in zip(order, order[1:]):
+        if current in spans and following in by_unit and by_unit[following]["seq"] < spans[current]["seq_end"]:
+            count += 1
+    return count
+
+
+def fsdp_prefetches_next_unit(timeline: Mapping[str, Any] | None, *, sharding: str, prefetch: str, fsdp_api: int,
+                              units: Sequence[str], unit_params: Sequence[int]) -> Check:
+    """Whether unit k+1's all-gather is issued before unit k's compute ends, in forward and backward.
+
+    What the source says happens, in issue order on the host:
+      forward   FSDP2 issues a unit's all-gather in that unit's own pre-forward unless
+                set_modules_to_forward_prefetch names it (--prefetch forward); FSDP1 likewise unless
+                forward_prefetch=True. Without it, overlap in forward comes only from a GPU running
+                behind the host, which issue order does not show (and CPU ranks never have).
+      backward  FSDP2's pre-backward of unit k issues unit k-1's all-gather (default prefetch, no
+                off switch); FSDP1 does with BACKWARD_PRE, and not with backward_prefetch=None
+                (--prefetch off). grad-op keeps its parameters, so backward all-gathers nothing.
+    """
+    ranks = _ranks(timeline)
+    followed, root_held = _units_with_params(units, unit_params)
+    pairs = max(len(followed) - 1, 0)
+    expect_forward = pairs if prefetch == "forward" else 0
+    expect_backward = None if sharding == "grad-op" else (0 if prefetch == "off" else pairs)
+    misses, figures = [], []
+    for r in ranks:
+        forward_gathers = lanes.forward_collectives(r, "all_gather")[1 if root_held else 0:]
+        backward_gathers = lanes.backward_collectives(r, "all_gather")
+        forward_spans = {s["unit"]: s for s in lanes.unit_spans(r, "forward")}
+        backward_spans = {s["unit"]: s for s in lanes.unit_spans(r, "backward")}
+        if len(forward_gathers) != len(followed):
+            misses.append(f"rank {r.get('rank')}: {len(forward_gathers)} forward all-gathers for {len(followed)} units")
+            continue
+        forward = _prefetched(followed, forward_gathers, forward_spans)
+        backward = None
+        if expect_backward is not None:
+            backward = _prefetched(followed[::-1], backward_gathers, backward_spans)
+        figures.append({"forward": forward, "backward": backward})
+        if forward != expect_forward or backward != expect_backward:
+            misses.append(f"rank {r.get('rank')}: forward {forward}, backward {backward}")
+    if not ranks:
+        misses.append("no timeline")
+    shown = figures[0] if figures else {"forward": None, "backward": None}
+    api = "FSDP2" if fsdp_api == 2 else "FSDP1"
+    detail = (f"{api}, prefetch {prefetch}: forward {shown['forward']} of {pairs} next-unit all-gathers issued "
+              f"before the current unit's compute ended (expected {expect_forward}"
+              + ("" if prefetch == "forward" else ": each is issued in its own unit's pre-forward") + ")")
+    if expect_backward is None:
+        detail += "; backward: none to prefetch (grad-op keeps the unsharded parameters)"
+    else:
+        detail += (f"; backward {shown['backward']} of {pairs} (expected {expect_backward}"
+                   + (": the current unit's pre-backward issues the next one's" if expect_backward else "") + ")")
+    if misses:
+        detail += f"; off: {'; '.join(misses)}"
+    return Check("fsdp_prefetches_next_unit", not misses, detail,
+                 {"pairs": pairs, "expected_forward": expect_forward, "expected_backward": expect_backward,
+                  "ranks": figures})
+
+
+def exposed_comm(timeline: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Per rank: seconds and share of the step with a collective in flight and no compute running."""
+    ranks = _ranks(timeline)
+    return {
+        "exposed_s": [lanes.exposed_comm_s(r) for r in ranks],
+        "share": [lanes.exposed_share(r) for r in ranks],
+        "comm_s": [lanes.length(lanes.comm_intervals(r)) for r in ranks],
+        "step_s": [r.get("duration_s") for r in ranks],
+    }
