@@ -125,3 +125,69 @@ def test_feedback_reasons_for_a_wrong_pick(snap_compare, quiz_bank, fixed_machin
             assert reason in detail
 
     assert snap_compare(app, terminal_size=SIZE, run_before=answer_wrongly)
+
+
+def _recorded_step(rank: int) -> dict:
+    """A small recorded DDP step: three units, two buckets, memory rising in forward and falling in backward."""
+    spans, collectives, seq = [], [], 0
+    t = 0.002 + 0.001 * rank
+    spans.append({"name": "forward", "phase": "forward", "unit": None, "start_s": 0.001, "end_s": 0.031,
+                  "seq_start": 0, "seq_end": 7})
+    for unit in ("embeddings", "blocks.0", "head"):
+        spans.append({"name": unit, "phase": "forward", "unit": unit, "start_s": t, "end_s": t + 0.008,
+                      "seq_start": seq + 1, "seq_end": seq + 2})
+        t += 0.010
+        seq += 2
+    spans.append({"name": "backward", "phase": "backward", "unit": None, "start_s": 0.032, "end_s": 0.070,
+                  "seq_start": 8, "seq_end": 16})
+    t = 0.033
+    for unit in ("head", "blocks.0", "embeddings"):
+        spans.append({"name": unit, "phase": "backward", "unit": unit, "start_s": t, "end_s": t + 0.011,
+                      "seq_start": seq + 3, "seq_end": seq + 4})
+        t += 0.012
+        seq += 2
+    collectives.append({"op": "all_reduce", "bytes": 1 << 20, "group_size": 2, "group": "0", "issued_s": 0.046,
+                        "completed_s": 0.060, "seq": 12})
+    collectives.append({"op": "all_reduce", "bytes": 3 << 20, "group_size": 2, "group": "0", "issued_s": 0.069,
+                        "completed_s": 0.078, "seq": 15})
+    spans.append({"name": "optimizer", "phase": "optimizer", "unit": None, "start_s": 0.080, "end_s": 0.095,
+                  "seq_start": 17, "seq_end": 18})
+    memory = [[i * 0.005, (20 + (i if i < 7 else 14 - i)) << 20] for i in range(20)]
+    params = [[0.003 + 0.01 * i, 4 << 20, f"{u} forward"] for i, u in enumerate(("embeddings", "blocks.0", "head"))]
+    return {"rank": rank, "clock": "host", "duration_s": 0.1, "spans": spans, "collectives": collectives,
+            "memory": {"kind": "cpu live tensor bytes (profiler)", "samples": memory}, "params": params}
+
+
+def test_feedback_with_a_recorded_step(snap_compare, quiz_bank, fixed_machine):
+    """The evidence panel draws the saved result's memory over the step and each rank's lanes."""
+    with Store.open() as store:
+        store.save_demo_result(
+            "ddp",
+            ["--model", "tiny", "--steps", "6"],
+            {
+                "schema": "ddpfsdp.demo/1",
+                "demo": "ddp",
+                "config": {"world_size": 2, "device": "cpu", "backend": "gloo", "model": "tiny", "strategy": "ddp"},
+                "env": {"torch": "2.13.0", "python": "3.11.7", "device_names": ["cpu"], "cpu_count": CPUS, "hostname": HOST},
+                "memory": {"ranks": [{"params": 3 << 20, "grads": 3 << 20, "optimizer": 6 << 20, "peak": 30 << 20}] * 2},
+                "comm": {"per_step": {"all_reduce": {"count": 2, "bytes": 4 << 20, "wire_bytes_per_rank": 4 << 20}}},
+                "checks": [{"name": "ddp_uses_all_reduce", "passed": True, "detail": "2 all_reduce calls per step", "values": {}}],
+                "timeline": {"step": 4, "units": ["embeddings", "blocks.0", "head"],
+                             "ranks": [_recorded_step(0), _recorded_step(1)]},
+            },
+            saved_at=T0 - timedelta(hours=1),
+        )
+    app = _app(quiz_bank, topic="ddp")
+
+    async def answer(pilot):
+        await pilot.pause()
+        screen = pilot.app.screen
+        assert screen.question.id == "ddp-grad-sync"
+        await pilot.press(str(screen.display_choices.index(screen.question.answer) + 1), "enter")
+        await pilot.pause()
+        panel = pilot.app.screen.query_one("EvidencePanel")
+        assert panel.has_class("-has-timeline")
+        await pilot.press("d")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(120, 60), run_before=answer)

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ddpfsdp.demos import units
+from ddpfsdp.demos.measure import lanes
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send", "recv")
 
@@ -114,6 +115,69 @@ def loss_line(result: dict[str, Any]) -> str:
     return f"Loss (mean over ranks): {losses[0]:.4f} at step 1 -> {losses[-1]:.4f} at step {len(losses)}"
 
 
+TIMELINE_WIDTH = 64
+SPARK = " ▁▂▃▄▅▆▇█"
+
+
+def _cells(intervals: list[tuple[float, float]], duration: float, width: int) -> list[bool]:
+    cells = []
+    for i in range(width):
+        start, end = duration * i / width, duration * (i + 1) / width
+        cells.append(lanes.length(lanes.intersect(intervals, [(start, end)])) > 0)
+    return cells
+
+
+def _spark(samples: list[list[float]], duration: float, width: int) -> str:
+    if not samples:
+        return ""
+    values = []
+    for i in range(width):
+        start, end = duration * i / width, duration * (i + 1) / width
+        inside = [b for t, b in samples if start <= t < end]
+        before = [b for t, b in samples if t < start]
+        values.append(max(inside) if inside else (before[-1] if before else samples[0][1]))
+    low, high = min(values), max(values)
+    span = (high - low) or 1
+    return "".join(SPARK[1 + int((v - low) / span * (len(SPARK) - 2))] for v in values)
+
+
+def timeline_lines(timeline: dict[str, Any] | None, width: int = TIMELINE_WIDTH) -> list[str]:
+    """The recorded step per rank in text: forward (F), backward (B) and optimizer (O) compute, the
+    collectives in flight (the first letter of each op), live bytes and parameter bytes held."""
+    if not timeline or not timeline.get("ranks"):
+        return []
+    lines = [f"Timeline of step {timeline.get('step')} (measured; {width} columns = the step on each rank):"]
+    exposed = (timeline.get("exposed") or {}).get("share") or []
+    for index, rank in enumerate(timeline["ranks"]):
+        duration = rank.get("duration_s") or 0.0
+        if duration <= 0:
+            continue
+        compute = [" "] * width
+        for phase, letter in (("forward", "F"), ("backward", "B")):
+            hit = _cells([(s["start_s"], s["end_s"]) for s in lanes.unit_spans(rank, phase)], duration, width)
+            compute = [letter if h else c for h, c in zip(hit, compute)]
+        optimizer = lanes.span(rank, "optimizer")
+        if optimizer:
+            hit = _cells([(optimizer["start_s"], optimizer["end_s"])], duration, width)
+            compute = [("O" if h else c) for h, c in zip(hit, compute)]
+        comm = [" "] * width
+        for c in rank.get("collectives", []):
+            letter = {"all_reduce": "R", "all_gather": "G", "reduce_scatter": "S", "broadcast": "b"}.get(c["op"], "c")
+            hit = _cells([lanes.collective_interval(c)], duration, width)
+            comm = [letter if h and ch == " " else ch for h, ch in zip(hit, comm)]
+        share = f", exposed comm {exposed[index]:.0%}" if index < len(exposed) else ""
+        params = [[t, held] for t, held, _ in rank.get("params", [])]
+        lines += [
+            f"rank {rank.get('rank')}  {duration * 1000:.1f} ms{share}",
+            f"  compute |{''.join(compute)}|",
+            f"  comm    |{''.join(comm)}|",
+            f"  memory  |{_spark(rank.get('memory', {}).get('samples', []), duration, width)}| live bytes",
+            f"  params  |{_spark(params, duration, width)}| parameter bytes held",
+        ]
+    lines.append("F forward, B backward, O optimizer; R all_reduce, G all_gather, S reduce_scatter, b broadcast")
+    return lines
+
+
 def render_training(result: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
     console.print(_headline(result))
@@ -122,6 +186,8 @@ def render_training(result: dict[str, Any], console: Console | None = None) -> N
         console.print(line)
     console.print(comm_table(result))
     console.print(loss_line(result))
+    for line in timeline_lines(result.get("timeline")):
+        console.print(line, markup=False, highlight=False)
     if result.get("wall_s") is not None:
         console.print(f"Run time on rank 0: {result['wall_s']:.1f} s")
 
@@ -134,6 +200,15 @@ def _ratio(value: float | None, base: float | None) -> str:
 
 def _wire(run: dict[str, Any]) -> float:
     return sum(v.get("wire_bytes_per_rank", 0) for v in run["comm"]["per_step"].values())
+
+
+def _exposed(run: dict[str, Any]) -> float | None:
+    shares = ((run.get("timeline") or {}).get("exposed") or {}).get("share") or []
+    return shares[0] if shares else None
+
+
+def _percent(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0%}"
 
 
 def compare_table(result: dict[str, Any]) -> Table:
@@ -155,6 +230,7 @@ def compare_table(result: dict[str, Any]) -> Table:
         ("peak", lambda run: mem(run, "peak"), format_bytes),
         ("samples/s", lambda run: run["throughput"].get("samples_per_s"), lambda v: _rate(v, "")),
         ("wire bytes per step", _wire, format_bytes),
+        ("exposed comm (share of step)", _exposed, _percent),
     ]
     for label, get, fmt in rows:
         cells = []

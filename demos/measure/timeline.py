@@ -351,33 +351,3 @@ def _allocation_series(prof: Any) -> list[tuple[int, int]]:
     events.sort()
     baseline = events[0][1] - events[0][2]
     return [(t, total - baseline) for t, total, _ in events]
-
-
-def timeline_units(model: torch.nn.Module, prepared: Any) -> list[tuple[str, Any, Any]]:
-    """(name, compute module, outer module) for every unit the step's timeline follows.
-
-    FSDP: its units but the root (the root spans the whole model); DDP and ZeRO-1: the model's
-    blocks with its entry and head, the same modules FSDP would shard with --wrap block.
-    """
-    from ddpfsdp.demos.train.strategies import ROOT_UNIT
-
-    if prepared.strategy == "fsdp":
-        names = [n for n in prepared.units if n != ROOT_UNIT]
-    else:
-        chosen = {id(m) for m in model.units()}
-        names = [n for n, m in model.named_modules() if id(m) in chosen]
-    outer_of: dict[int, Any] = {}
-    if prepared.strategy == "fsdp" and prepared.fsdp_api == 1:
-        for wrapper in prepared.model.modules():
-            inner = getattr(wrapper, "_fsdp_wrapped_module", None)
-            if inner is not None:
-                outer_of[id(inner)] = wrapper
-    units = []
-    for name in names:
-        module = model.get_submodule(name)
-        inner = getattr(module, "_fsdp_wrapped_module", None)  # FSDP1 wrapped it in place
-        if inner is not None:
-            units.append((name, inner, module))
-        else:
-            units.append((name, module, outer_of.get(id(module), module)))
-    return units

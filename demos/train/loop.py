@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 from ddpfsdp.demos.measure.comm import CommCounter
-from ddpfsdp.demos.measure.timeline import TimelineRecorder, timeline_units
+from ddpfsdp.demos.measure.timeline import TimelineRecorder
 from ddpfsdp.demos.measure.memory import (
     PeakMemory,
     StepTimer,
@@ -101,7 +101,7 @@ def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int
     from ddpfsdp.demos.train.data import compute_loss, make_loader, tokens_per_sample
     from ddpfsdp.demos.train.models import build_model, count_params
     from ddpfsdp.demos.train.presets import shape_for
-    from ddpfsdp.demos.train.strategies import prepare
+    from ddpfsdp.demos.train.strategies import prepare, timeline_units
 
     started = time.perf_counter()
     device = ctx.device

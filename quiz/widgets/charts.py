@@ -1,4 +1,5 @@
-"""Charts of a training result: memory by component per strategy, and throughput (textual-plotext)."""
+"""Charts of a training result: memory by component per strategy, throughput, and the recorded step
+in time (textual-plotext)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Any
 
 from textual_plotext import PlotextPlot
 
+from ddpfsdp.demos.measure import lanes
 from ddpfsdp.quiz import evidence as ev
 
 MIB = 2**20
@@ -43,3 +45,89 @@ class ResultChart(PlotextPlot):
             right.title("Throughput (samples/s), measured")
         self.refresh()
         return True
+
+
+class TimelineChart(PlotextPlot):
+    """The recorded step: memory over time with unit boundaries, and a lane chart per rank.
+
+    Left: rank 0's live bytes and parameter bytes held (MiB) over the step, a dotted line at the
+    end of each unit's forward; for `compare`, the parameter bytes of every strategy over the
+    fraction of its step, so DDP's flat line sits beside FSDP's sawtooth. Right: per rank, a compute
+    lane and a communication lane (each collective from issue to completion).
+    """
+
+    def plot_result(self, result: dict[str, Any]) -> bool:
+        """Draw the timeline; False when the result has none."""
+        timelines = {name: run.get("timeline") for name, run in ev.runs(result).items()}
+        timelines = {name: t for name, t in timelines.items() if t and t.get("ranks") and t["ranks"][0]}
+        plt = self.plt
+        plt.clear_figure()
+        if not timelines:
+            self.refresh()
+            return False
+        plt.subplots(1, 2)
+        left, right = plt.subplot(1, 1), plt.subplot(1, 2)
+        if len(timelines) > 1:
+            self._compare_memory(left, timelines)
+        else:
+            self._memory(left, next(iter(timelines.values()))["ranks"][0])
+        name, timeline = next(iter(timelines.items())) if len(timelines) == 1 else (
+            next(((n, t) for n, t in timelines.items() if n == "fsdp-full"), next(iter(timelines.items()))))
+        self._lanes(right, timeline["ranks"], name)
+        self.refresh()
+        return True
+
+    @staticmethod
+    def _memory(plot: Any, rank: dict[str, Any]) -> None:
+        samples = rank.get("memory", {}).get("samples", [])
+        if samples:
+            plot.plot([t * 1000 for t, _ in samples], [b / MIB for _, b in samples], label="live")
+        params = rank.get("params", [])
+        if params:
+            times, held = _steps([t for t, _, _ in params], [h for _, h, _ in params], rank.get("duration_s"))
+            plot.plot([t * 1000 for t in times], [h / MIB for h in held], label="params held")
+        for span in lanes.unit_spans(rank, "forward"):
+            plot.vline(span["end_s"] * 1000, "gray")
+        plot.title(f"Rank {rank.get('rank')}: memory over the step (MiB), measured")
+        plot.xlabel("ms")
+
+    @staticmethod
+    def _compare_memory(plot: Any, timelines: dict[str, dict[str, Any]]) -> None:
+        for name, timeline in timelines.items():
+            rank = timeline["ranks"][0]
+            duration = rank.get("duration_s") or 1.0
+            params = rank.get("params", [])
+            if not params:
+                continue
+            times, held = _steps([t for t, _, _ in params], [h for _, h, _ in params], duration)
+            plot.plot([t / duration for t in times], [h / MIB for h in held], label=name)
+        plot.title("Parameter bytes held over the step (MiB), rank 0, measured")
+        plot.xlabel("fraction of the step")
+
+    @staticmethod
+    def _lanes(plot: Any, ranks: list[dict[str, Any]], name: str) -> None:
+        ticks, labels = [], []
+        for index, rank in enumerate(ranks):
+            base = 3 * index
+            for start, end in lanes.compute_intervals(rank):
+                plot.plot([start * 1000, end * 1000], [base + 1, base + 1], color="green", marker="hd")
+            for start, end in lanes.comm_intervals(rank):
+                plot.plot([start * 1000, end * 1000], [base, base], color="orange", marker="hd")
+            ticks += [base, base + 1]
+            labels += [f"r{rank.get('rank')} comm", f"r{rank.get('rank')} compute"]
+        plot.yticks(ticks, labels)
+        plot.ylim(-1, 3 * len(ranks) - 1)
+        plot.title(f"{name}: compute and communication lanes per rank (ms)")
+
+
+def _steps(times: list[float], values: list[float], end: float | None) -> tuple[list[float], list[float]]:
+    """A step line through sparse samples: each value holds until the next sample."""
+    out_t, out_v = [], []
+    for i, (t, v) in enumerate(zip(times, values)):
+        out_t.append(t)
+        out_v.append(v)
+        following = times[i + 1] if i + 1 < len(times) else end
+        if following is not None:
+            out_t.append(following)
+            out_v.append(v)
+    return out_t, out_v

@@ -79,6 +79,8 @@ class EvidencePanel(Vertical):
     EvidencePanel > #evidence-status { height: auto; margin-top: 1; }
     EvidencePanel > #evidence-chart { display: none; height: 14; }
     EvidencePanel.-has-chart > #evidence-chart { display: block; }
+    EvidencePanel > #evidence-timeline { display: none; height: 16; }
+    EvidencePanel.-has-timeline > #evidence-timeline { display: block; }
     """
 
     def __init__(self, question: Question, **kwargs):
@@ -97,9 +99,10 @@ class EvidencePanel(Vertical):
         yield ProgressBar(total=None, show_eta=False, id="evidence-progress")
         yield RichLog(id="evidence-log", max_lines=400, wrap=True, markup=False)
         yield Static(id="evidence-status")
-        from ddpfsdp.quiz.widgets.charts import ResultChart
+        from ddpfsdp.quiz.widgets.charts import ResultChart, TimelineChart
 
         yield ResultChart(id="evidence-chart")
+        yield TimelineChart(id="evidence-timeline")
 
     def on_mount(self) -> None:
         link = self.question.demo
@@ -124,6 +127,7 @@ class EvidencePanel(Vertical):
                 )
             )
             self.remove_class("-has-chart")
+            self.remove_class("-has-timeline")
             return
         now = self.app.now()
         if fresh:
@@ -146,6 +150,7 @@ class EvidencePanel(Vertical):
         saved.update(Group(*parts))
         chart = self.query_one("#evidence-chart")
         self.set_class(chart.plot_result(result), "-has-chart")
+        self.set_class(self.query_one("#evidence-timeline").plot_result(result), "-has-timeline")
 
     # --- running the demo ---------------------------------------------------------------------------
 
