@@ -20,10 +20,10 @@ def _parse(params, args):
 
 def test_option_names_follow_the_contract():
     common = {"arch", "model", "layers", "d_model", "heads", "seq_len", "batch_size", "steps", "warmup",
-              "precision", "optimizer", "lr", "seed", "checkpoint_activations"}
+              "precision", "optimizer", "lr", "seed", "checkpoint_activations", "timeline", "trace"}
     names = lambda params: {p.name for p in params}  # noqa: E731
     assert names(training.DDP_OPTIONS) == common | {"bucket_mb"}
-    assert names(training.FSDP_OPTIONS) == common | {"sharding", "wrap", "fsdp_api", "replicas"}
+    assert names(training.FSDP_OPTIONS) == common | {"sharding", "wrap", "fsdp_api", "replicas", "prefetch"}
     assert names(training.COMPARE_OPTIONS) >= common | {"bucket_mb"}
     assert {p.opts[0] for p in training.FSDP_OPTIONS} >= {"--d-model", "--seq-len", "--checkpoint-activations",
                                                            "--fsdp-api", "--batch-size"}
@@ -58,6 +58,7 @@ def test_fsdp1_sharding_names_are_accepted(alias, canonical):
         (training.validate_ddp, ["--heads", "5", "--model", "tiny"], 2, "not divisible"),
         (training.validate_fsdp, ["--sharding", "hybrid"], 2, "--replicas 2 cannot split 2 ranks"),
         (training.validate_fsdp, ["--sharding", "hybrid", "--replicas", "3"], 4, "divide the world size"),
+        (training.validate_fsdp, ["--prefetch", "off"], 2, "--prefetch off needs --fsdp-api 1"),
         (training.validate_compare, ["--steps", "2"], 2, "--steps must be at least"),
     ],
 )

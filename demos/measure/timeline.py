@@ -16,7 +16,8 @@ Where a unit's edges are taken, with FSDP's own hooks in mind (torch 2.13):
   prepended forward hook (before FSDP's reshard); the parameter bytes after the unit are read in a
   plain forward hook (after the reshard); backward compute starts in a tensor hook on the outputs
   registered after FSDP's (after its unshard and wait, and after it issued the prefetch), and ends
-  in a tensor hook on the inputs FSDP handed the unit (before its post-backward reduce-scatter).
+  in an identity autograd function placed on the input FSDP handed the unit (so before its
+  post-backward reduce-scatter, and before the previous unit's pre-backward hooks).
   FSDP1 does all of this in FullyShardedDataParallel.forward around the wrapped module, so the
   compute edges come from the wrapped module and the "after the unit" edges from the wrapper.
   The end of backward compute is an engine callback queued from a hook on the loss: callbacks run
@@ -55,6 +56,32 @@ def _first_grad_tensor(value: Any) -> torch.Tensor | None:
                 return found
     if isinstance(value, dict):
         return _first_grad_tensor(list(value.values()))
+    return None
+
+
+class _BackwardEdge(torch.autograd.Function):
+    """Identity whose backward marks the moment the gradient of a unit's input is ready.
+
+    A hook on the input tensor itself would not do: that tensor is the previous unit's output, and
+    FSDP1 registers the previous unit's pre-backward (its all-gather) on it first.
+    """
+
+    @staticmethod
+    def forward(ctx, tensor, mark):
+        ctx.mark = mark
+        return tensor.view_as(tensor)
+
+    @staticmethod
+    def backward(ctx, grad):
+        ctx.mark()
+        return grad, None
+
+
+def _mark_input(args: tuple, mark: Any) -> tuple | None:
+    """`args` with the first tensor needing a gradient passed through _BackwardEdge; None if none does."""
+    for i, value in enumerate(args):
+        if isinstance(value, torch.Tensor) and value.requires_grad:
+            return (*args[:i], _BackwardEdge.apply(value, mark), *args[i + 1:])
     return None
 
 
@@ -200,9 +227,8 @@ class TimelineRecorder(CommCounter):
             self._handles.append(optimizer.register_step_post_hook(lambda *a: self.end("optimizer", "optimizer")))
 
     def _unit_hooks(self, name: str, module: torch.nn.Module, outer: torch.nn.Module) -> list[Any]:
-        def backward_end(grad: torch.Tensor) -> torch.Tensor:
+        def backward_end() -> None:
             self.end(name, "backward", name)
-            return grad
 
         def backward_start(grad: torch.Tensor) -> torch.Tensor:
             self.begin(name, "backward", name)
@@ -220,9 +246,7 @@ class TimelineRecorder(CommCounter):
         def compute_pre(mod, args):
             self.begin(name, "forward", name)
             self.sample_params(f"{name} forward")
-            tensor = _first_grad_tensor(args)
-            if tensor is not None:
-                tensor.register_hook(backward_end)
+            return _mark_input(args, backward_end)
 
         def compute_post(mod, args, output):
             self.end(name, "forward", name)

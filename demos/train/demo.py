@@ -67,6 +67,8 @@ _COMMON = [
     click.Option(["--seed"], type=int, default=0, show_default=True, help="Seed of the weights and the data."),
     click.Option(["--checkpoint-activations"], is_flag=True, default=False,
                  help="Recompute each block's activations in backward instead of keeping them."),
+    click.Option(["--timeline/--no-timeline"], default=True, show_default=True,
+                 help="Record the communication step in time on every rank (the timed steps never are)."),
     click.Option(["--trace"], type=click.Path(dir_okay=False, writable=True), default=None,
                  help="Write the recorded step as Chrome trace-event JSON (open it in ui.perfetto.dev)."),
 ]
@@ -205,6 +207,7 @@ def _spec(ctx: Any, options: dict[str, Any], strategy: str, sharding: str | None
         replicas=options.get("replicas") or 2,
         bucket_mb=options.get("bucket_mb") or 25.0,
         prefetch=options.get("prefetch") or "default",
+        timeline=options.get("timeline", True) is not False,
     )
 
 

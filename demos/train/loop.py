@@ -158,6 +158,8 @@ def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int
         if after_forward is not None:
             after_forward()
         loss.backward()
+        if recorder is not None:
+            recorder.sample_params("step after backward")
         optimizer.step()
         if after_update is not None:
             after_update()

@@ -334,11 +334,15 @@ def _fsdp1_unit_report(wrapped: nn.Module) -> tuple[list[str], list[int]]:
 def timeline_units(model: torch.nn.Module, prepared: Prepared) -> list[tuple[str, nn.Module, nn.Module]]:
     """(name, compute module, outer module) for every unit the step's timeline follows.
 
-    FSDP: its units but the root (the root spans the whole model); DDP and ZeRO-1: the model's
+    FSDP: its units but the root (the root spans the whole model, so it is followed only when it is
+    the one unit); DDP and ZeRO-1: the model's
     blocks with its entry and head, the same modules FSDP would shard with --wrap block.
     """
     if prepared.strategy == "fsdp":
         names = [n for n in prepared.units if n != ROOT_UNIT]
+        if not names:  # --wrap model: the root is the one unit; its edges are the model's own
+            outer = prepared.model
+            return [(ROOT_UNIT, getattr(outer, "_fsdp_wrapped_module", outer), outer)]
     else:
         chosen = {id(m) for m in model.units()}
         names = [n for n, m in model.named_modules() if id(m) in chosen]

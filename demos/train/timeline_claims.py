@@ -84,8 +84,23 @@ def ddp_overlaps_allreduce_with_backward(timeline: Mapping[str, Any] | None, buc
                  {"buckets": buckets, "ranks": per_rank})
 
 
-def _units_with_params(units: Sequence[str], unit_params: Sequence[int]) -> tuple[list[str], bool]:
-    """Non-root units that hold parameters, in forward order, and whether the root holds any."""
+def _nested(inner: str, outer: str) -> bool:
+    return outer != ROOT_UNIT and inner.startswith(outer + ".")
+
+
+def _post_order(names: Sequence[str]) -> list[str]:
+    """Units in the order their forwards finish (inner before outer), from their pre-order names."""
+    out: list[str] = []
+    stack: list[str] = []
+    for name in names:
+        while stack and not _nested(name, stack[-1]):
+            out.append(stack.pop())
+        stack.append(name)
+    return out + stack[::-1]
+
+
+def _with_params(units: Sequence[str], unit_params: Sequence[int]) -> tuple[list[str], bool]:
+    """Non-root units that hold parameters, in forward (pre-)order, and whether the root holds any."""
     held = dict(zip(units, unit_params))
     return [u for u in units if u != ROOT_UNIT and held.get(u, 0) > 0], held.get(ROOT_UNIT, 0) > 0
 
@@ -93,10 +108,13 @@ def _units_with_params(units: Sequence[str], unit_params: Sequence[int]) -> tupl
 def fsdp_reshards_after_forward(timeline: Mapping[str, Any] | None, sharding: str, units: Sequence[str],
                                 unit_params: Sequence[int]) -> Check:
     """full / hybrid: parameter bytes fall right after each unit's forward (one drop per unit);
-    grad-op: they do not fall until backward."""
+    grad-op: they do not fall until backward. The root never drops: FSDP keeps its parameters after
+    forward, since backward needs them first (FSDP2 _fsdp_state.py lazy init, FSDP1 _post_forward_reshard)."""
     ranks = _ranks(timeline)
-    followed, _ = _units_with_params(units, unit_params)
+    held = dict(zip(units, unit_params))
+    followed = [u for u in (timeline or {}).get("units", []) if held.get(u, 0) > 0]
     resharding = sharding != "grad-op"
+    expected = [u for u in followed if resharding and u != ROOT_UNIT]
     misses = []
     drops_by_rank = []
     falls_in_backward = []
@@ -106,25 +124,28 @@ def fsdp_reshards_after_forward(timeline: Mapping[str, Any] | None, sharding: st
         missing = [u for u in followed if u not in pairs]
         drops_by_rank.append(len(dropped))
         forward_high = max((pairs[u][0] for u in pairs), default=0)
-        backward = [held for _, held, label in r.get("params", []) if label.endswith(" after backward")]
+        backward = [h for _, h, label in r.get("params", []) if label.endswith(" after backward")]
         falls_in_backward.append(bool(backward) and min(backward) < forward_high)
         if missing:
             misses.append(f"rank {r.get('rank')}: no forward edges for {', '.join(missing)}")
-        elif resharding and len(dropped) != len(followed):
-            misses.append(f"rank {r.get('rank')}: {len(dropped)} of {len(followed)} units dropped after forward")
-        elif not resharding and (dropped or not falls_in_backward[-1]):
-            misses.append(f"rank {r.get('rank')}: {len(dropped)} units dropped after forward"
-                          + ("" if falls_in_backward[-1] else "; no fall in backward"))
+        elif dropped != expected:
+            misses.append(f"rank {r.get('rank')}: dropped after forward: {', '.join(dropped) or 'none'}")
+        elif not expected and not falls_in_backward[-1]:
+            misses.append(f"rank {r.get('rank')}: parameters never fell in backward")
     if not ranks or not followed:
-        misses.append("no timeline" if not ranks else "no unit holds parameters")
+        misses.append("no timeline" if not ranks else "no unit with parameters was followed")
     drops = ", ".join(str(d) for d in drops_by_rank)
-    if resharding:
+    if expected:
         detail = (f"{sharding}: parameter bytes fell right after the forward of {drops} of {len(followed)} units "
                   f"per rank (each unit frees its unsharded parameters once its forward is done)")
+    elif resharding:
+        detail = (f"{sharding}, the root the only unit: {drops} drops after forward per rank; FSDP keeps the "
+                  f"root's parameters after forward (backward needs them first) and frees them in backward")
     else:
         detail = (f"grad-op: {drops} of {len(followed)} units dropped after forward per rank: the unsharded "
-                  f"parameters stay until backward, where they fall "
-                  f"({'on every rank' if all(falls_in_backward) and ranks else 'not seen'})")
+                  f"parameters stay until backward, where they fall")
+    if not expected:
+        detail += f" ({'seen on every rank' if ranks and all(falls_in_backward) else 'fall not seen'})"
     if misses:
         detail += f"; off: {'; '.join(misses)}"
     return Check("fsdp_reshards_after_forward", not misses, detail,
@@ -132,12 +153,11 @@ def fsdp_reshards_after_forward(timeline: Mapping[str, Any] | None, sharding: st
                   "falls_in_backward": falls_in_backward})
 
 
-def _prefetched(order: Sequence[str], gathers: Sequence[dict[str, Any]], spans: Mapping[str, dict[str, Any]]) -> int:
+def _prefetched(order: Sequence[str], gathers: Mapping[str, dict[str, Any]], spans: Mapping[str, dict[str, Any]]) -> int:
     """How many units' all-gathers were issued before the previous unit's compute ended."""
-    by_unit = dict(zip(order, gathers))
     count = 0
     for current, following in zip(order, order[1:]):
-        if current in spans and following in by_unit and by_unit[following]["seq"] < spans[current]["seq_end"]:
+        if current in spans and following in gathers and gathers[following]["seq"] < spans[current]["seq_end"]:
             count += 1
     return count
 
@@ -151,28 +171,39 @@ def fsdp_prefetches_next_unit(timeline: Mapping[str, Any] | None, *, sharding: s
                 set_modules_to_forward_prefetch names it (--prefetch forward); FSDP1 likewise unless
                 forward_prefetch=True. Without it, overlap in forward comes only from a GPU running
                 behind the host, which issue order does not show (and CPU ranks never have).
-      backward  FSDP2's pre-backward of unit k issues unit k-1's all-gather (default prefetch, no
-                off switch); FSDP1 does with BACKWARD_PRE, and not with backward_prefetch=None
-                (--prefetch off). grad-op keeps its parameters, so backward all-gathers nothing.
+      backward  FSDP2's pre-backward of unit k issues the all-gather of the unit before it in
+                post-forward order (default prefetch, no off switch); FSDP1 does with BACKWARD_PRE,
+                and not with backward_prefetch=None (--prefetch off). grad-op keeps its parameters,
+                so backward all-gathers nothing.
+    Nested units (--wrap layer) are judged on the outermost ones: the next block against this one.
+    Forward all-gathers follow pre-forward order (the root's first); backward ones the reverse of
+    the order in which forwards finish.
     """
     ranks = _ranks(timeline)
-    followed, root_held = _units_with_params(units, unit_params)
-    pairs = max(len(followed) - 1, 0)
+    followed, root_held = _with_params(units, unit_params)
+    top = [u for u in followed if not any(_nested(u, other) for other in followed if other != u)]
+    pairs = max(len(top) - 1, 0)
     expect_forward = pairs if prefetch == "forward" else 0
     expect_backward = None if sharding == "grad-op" else (0 if prefetch == "off" else pairs)
+    forward_order = ([ROOT_UNIT] if root_held else []) + followed
+    backward_order = _post_order(followed)[::-1]
     misses, figures = [], []
     for r in ranks:
-        forward_gathers = lanes.forward_collectives(r, "all_gather")[1 if root_held else 0:]
+        forward_gathers = lanes.forward_collectives(r, "all_gather")
         backward_gathers = lanes.backward_collectives(r, "all_gather")
         forward_spans = {s["unit"]: s for s in lanes.unit_spans(r, "forward")}
         backward_spans = {s["unit"]: s for s in lanes.unit_spans(r, "backward")}
-        if len(forward_gathers) != len(followed):
-            misses.append(f"rank {r.get('rank')}: {len(forward_gathers)} forward all-gathers for {len(followed)} units")
+        if len(forward_gathers) != len(forward_order):
+            misses.append(f"rank {r.get('rank')}: {len(forward_gathers)} forward all-gathers for {len(forward_order)} units")
             continue
-        forward = _prefetched(followed, forward_gathers, forward_spans)
+        forward = _prefetched(top, dict(zip(forward_order, forward_gathers)), forward_spans)
         backward = None
         if expect_backward is not None:
-            backward = _prefetched(followed[::-1], backward_gathers, backward_spans)
+            if len(backward_gathers) != len(backward_order):
+                misses.append(f"rank {r.get('rank')}: {len(backward_gathers)} backward all-gathers for "
+                              f"{len(backward_order)} resharded units")
+                continue
+            backward = _prefetched(top[::-1], dict(zip(backward_order, backward_gathers)), backward_spans)
         figures.append({"forward": forward, "backward": backward})
         if forward != expect_forward or backward != expect_backward:
             misses.append(f"rank {r.get('rank')}: forward {forward}, backward {backward}")
@@ -180,9 +211,10 @@ def fsdp_prefetches_next_unit(timeline: Mapping[str, Any] | None, *, sharding: s
         misses.append("no timeline")
     shown = figures[0] if figures else {"forward": None, "backward": None}
     api = "FSDP2" if fsdp_api == 2 else "FSDP1"
-    detail = (f"{api}, prefetch {prefetch}: forward {shown['forward']} of {pairs} next-unit all-gathers issued "
-              f"before the current unit's compute ended (expected {expect_forward}"
-              + ("" if prefetch == "forward" else ": each is issued in its own unit's pre-forward") + ")")
+    nested = f" (outermost {len(top)} of {len(followed)} nested units)" if len(top) != len(followed) else ""
+    detail = (f"{api}, prefetch {prefetch}{nested}: forward {shown['forward']} of {pairs} next-unit all-gathers "
+              f"issued before the current unit's compute ended (expected {expect_forward}"
+              + ("" if prefetch == "forward" or not pairs else ": each is issued in its own unit's pre-forward") + ")")
     if expect_backward is None:
         detail += "; backward: none to prefetch (grad-op keeps the unsharded parameters)"
     else:

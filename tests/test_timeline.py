@@ -1,0 +1,82 @@
+"""One step recorded in time by the real demos on 2 gloo processes: timeline, checks and trace."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+pytestmark = [pytest.mark.dist, pytest.mark.timeout(400)]
+
+TINY = ["--procs", "2", "--model", "tiny", "--steps", "5", "--warmup", "1"]
+
+
+def _cli(*args: str, cwd=None) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "ddpfsdp.quiz.cli", "demo", *args, *TINY, "--json"],
+                          capture_output=True, text=True, timeout=380, cwd=cwd)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+def _check(result: dict, name: str) -> dict:
+    return next(c for c in result["checks"] if c["name"] == name)
+
+
+@pytest.fixture(scope="module")
+def fsdp_traced(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("trace")
+    result = _cli("fsdp", "--trace", "out.json", cwd=folder)
+    return result, json.loads((folder / "out.json").read_text())
+
+
+def test_fsdp_records_both_ranks_and_its_checks_pass(fsdp_traced):
+    result, _ = fsdp_traced
+    ranks = result["timeline"]["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    for rank in ranks:
+        assert {s["unit"] for s in rank["spans"] if s["phase"] == "forward" and s["unit"]} == set(result["timeline"]["units"])
+        assert len(rank["memory"]["samples"]) > 10
+    for name in ("fsdp_reshards_after_forward", "fsdp_prefetches_next_unit", "timeline_records_every_collective"):
+        check = _check(result, name)
+        assert check["passed"], check
+    assert _check(result, "fsdp_reshards_after_forward")["values"]["drops_per_rank"] == [6, 6]
+    prefetch = _check(result, "fsdp_prefetches_next_unit")["values"]
+    assert prefetch["ranks"][0] == {"forward": 0, "backward": prefetch["pairs"]}
+    assert 0 <= result["timeline"]["exposed"]["share"][0] <= 1
+
+
+def test_trace_holds_every_rank_lane_and_collective(fsdp_traced):
+    result, trace = fsdp_traced
+    events = trace["traceEvents"]
+    processes = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    assert sorted(processes.values()) == ["rank 0", "rank 1"]
+    for pid in processes:
+        lanes = {e["args"]["name"] for e in events if e["name"] == "thread_name" and e["pid"] == pid}
+        assert lanes == {"compute", "communication"}
+        assert any(e["ph"] == "C" and e["pid"] == pid for e in events)
+    for pid, rank in zip(sorted(processes), result["timeline"]["ranks"]):
+        traced = Counter((e["name"], e["args"]["seq"]) for e in events if e.get("cat") == "collective" and e["pid"] == pid)
+        recorded = Counter((c["op"], c["seq"]) for c in rank["collectives"])
+        assert traced == recorded and recorded
+        per_op = Counter(c["op"] for c in rank["collectives"])
+        assert per_op == {op: v["count"] for op, v in result["comm"]["per_step"].items()}
+
+
+def test_grad_op_keeps_params_until_backward_and_says_so():
+    result = _cli("fsdp", "--sharding", "grad-op")
+    check = _check(result, "fsdp_reshards_after_forward")
+    assert check["passed"] and check["values"]["drops_per_rank"] == [0, 0], check
+    assert "stay until backward" in check["detail"]
+
+
+def test_ddp_with_small_buckets_overlaps_and_fsdp1_without_prefetch_does_not():
+    ddp = _cli("ddp", "--bucket-mb", "1")
+    check = _check(ddp, "ddp_overlaps_allreduce_with_backward")
+    assert check["passed"] and check["values"]["buckets"] >= 2, check
+    assert len(ddp["timeline"]["ranks"]) == 2
+    fsdp1 = _cli("fsdp", "--fsdp-api", "1", "--prefetch", "off")
+    check = _check(fsdp1, "fsdp_prefetches_next_unit")
+    assert check["passed"] and check["values"]["ranks"][0]["backward"] == 0, check
