@@ -127,7 +127,9 @@ def _cells(intervals: list[tuple[float, float]], duration: float, width: int) ->
     return cells
 
 
-def _spark(samples: list[list[float]], duration: float, width: int) -> str:
+def _spark(samples: list[list[float]], duration: float, width: int,
+           scale: tuple[float, float] | None = None) -> str:
+    """One character per slice of the step: the highest sample in it, or the last one before it."""
     if not samples:
         return ""
     values = []
@@ -136,9 +138,14 @@ def _spark(samples: list[list[float]], duration: float, width: int) -> str:
         inside = [b for t, b in samples if start <= t < end]
         before = [b for t, b in samples if t < start]
         values.append(max(inside) if inside else (before[-1] if before else samples[0][1]))
-    low, high = min(values), max(values)
+    low, high = scale or (min(values), max(values))
     span = (high - low) or 1
     return "".join(SPARK[1 + int((v - low) / span * (len(SPARK) - 2))] for v in values)
+
+
+def _fit(console: Console, margin: int) -> int:
+    """Columns for a text timeline that leave `margin` for its label and frame on this console."""
+    return max(16, min(TIMELINE_WIDTH, console.width - margin))
 
 
 def timeline_lines(timeline: dict[str, Any] | None, width: int = TIMELINE_WIDTH) -> list[str]:
@@ -171,10 +178,11 @@ def timeline_lines(timeline: dict[str, Any] | None, width: int = TIMELINE_WIDTH)
             f"rank {rank.get('rank')}  {duration * 1000:.1f} ms{share}",
             f"  compute |{''.join(compute)}|",
             f"  comm    |{''.join(comm)}|",
-            f"  memory  |{_spark(rank.get('memory', {}).get('samples', []), duration, width)}| live bytes",
-            f"  params  |{_spark(params, duration, width)}| parameter bytes held",
+            f"  live    |{_spark(rank.get('memory', {}).get('samples', []), duration, width)}|",
+            f"  params  |{_spark(params, duration, width)}|",
         ]
-    lines.append("F forward, B backward, O optimizer; R all_reduce, G all_gather, S reduce_scatter, b broadcast")
+    lines.append("F forward, B backward, O optimizer; R all_reduce, G all_gather, S reduce_scatter, b broadcast; "
+                 "live: live bytes, params: parameter bytes held (each on its own scale)")
     return lines
 
 
@@ -186,7 +194,7 @@ def render_training(result: dict[str, Any], console: Console | None = None) -> N
         console.print(line)
     console.print(comm_table(result))
     console.print(loss_line(result))
-    for line in timeline_lines(result.get("timeline")):
+    for line in timeline_lines(result.get("timeline"), _fit(console, 12)):
         console.print(line, markup=False, highlight=False)
     if result.get("wall_s") is not None:
         console.print(f"Run time on rank 0: {result['wall_s']:.1f} s")
@@ -247,6 +255,25 @@ def compare_table(result: dict[str, Any]) -> Table:
     return table
 
 
+def params_over_step_lines(runs: dict[str, Any], width: int = TIMELINE_WIDTH) -> list[str]:
+    """Rank 0's parameter bytes held over its recorded step, one line per strategy, on one scale."""
+    series = {}
+    for name, run in runs.items():
+        ranks = (run.get("timeline") or {}).get("ranks") or []
+        if ranks and ranks[0] and ranks[0].get("params"):
+            series[name] = ranks[0]
+    if not series:
+        return []
+    values = [held for rank in series.values() for _, held, _ in rank["params"]]
+    scale = (0.0, float(max(values)))
+    label = max(len(name) for name in series)
+    lines = [f"Parameter bytes held over the recorded step, rank 0 (measured; full height {format_bytes(scale[1])}):"]
+    for name, rank in series.items():
+        params = [[t, held] for t, held, _ in rank["params"]]
+        lines.append(f"  {name:<{label}} |{_spark(params, rank.get('duration_s') or 0.0, width, scale)}|")
+    return lines
+
+
 def render_compare(result: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
     c = result["config"]
@@ -264,6 +291,9 @@ def render_compare(result: dict[str, Any], console: Console | None = None) -> No
         losses = run.get("loss") or []
         if losses:
             console.print(f"  {name}: loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+    label = max((len(name) for name in result["runs"]), default=0)
+    for line in params_over_step_lines(result["runs"], _fit(console, label + 6)):
+        console.print(line, markup=False, highlight=False)
     ddp = result["runs"].get("ddp")
     note = ddp and ddp["throughput"].get("note")
     if note:
