@@ -166,18 +166,23 @@ class Kind:
     make: Callable[[random.Random], tuple[str, str, dict[str, Any], str, float, Callable[[float], str]]]
 
 
+def _figure(number: float) -> str:
+    # Four significant figures, without switching to e-notation for large figures.
+    return f"{number:,.4g}" if abs(number) < 1e4 else f"{number:,.0f}"
+
+
 def show(value: float, unit: str) -> str:
     if unit in BYTE_UNITS and unit != "bytes":
-        return f"{value / UNITS[unit]:,.4g} {unit}"
-    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.4g}"
+        return f"{_figure(value / UNITS[unit])} {unit}"
+    return f"{value:,.0f}" if float(value).is_integer() else _figure(value)
 
 
 def _gb(value: float) -> str:
-    return f"{value / 1e9:,.4g} GB"
+    return f"{_figure(value / 1e9)} GB"
 
 
 def _mib(value: float) -> str:
-    return f"{value / 2**20:,.4g} MiB"
+    return f"{_figure(value / 2**20)} MiB"
 
 
 def _pick(rng: random.Random, options: Sequence[Any], weights: Sequence[float] | None = None) -> Any:
@@ -320,7 +325,14 @@ def _wire_bytes(rng: random.Random):
         "With ring collectives (all-reduce sends 2(n-1)/n of its buffer per rank; all-gather and "
         "reduce-scatter (n-1)/n), how many bytes does **each rank send per training step**? ZeRO-1/2 "
         "reduce-scatter gradients and all-gather updated parameters; ZeRO-3 gathers parameters in "
-        "forward and again in backward. Answer in GB."
+        "forward and again in backward"
+        + (
+            f"; HSDP does ZeRO-3's collectives inside each node of {GPUS_PER_NODE}, then all-reduces each rank's "
+            f"1/{GPUS_PER_NODE} gradient shard across the nodes"
+            if strategy == "hsdp"
+            else ""
+        )
+        + ". Answer in GB."
     )
     group = calc.resolve_group_size(strategy, gpus)
 
@@ -355,15 +367,15 @@ def _ddp_buckets(rng: random.Random):
         "output projection (d×d + bias), LayerNorm, MLP up (d×4d + bias) and down (4d×d + bias); then token and "
         "position embeddings, a final LayerNorm and an untied LM head (d×vocab). Gradients are "
         f"{'fp32' if grad_bytes == 4 else 'bf16'} ({grad_bytes} bytes) and `bucket_cap_mb` is {cap_text}.\n\n"
-        "After DDP rebuilds its buckets at the end of the first iteration, **how many gradient buckets** does it "
-        "all-reduce per step? Assume gradients become ready in reverse registration order (head first, "
-        "embeddings last)."
+        "Once DDP has rebuilt its buckets (the first iteration all-reduces one bucket of everything; the second "
+        "rebuilds them in the order gradients arrived), **how many gradient buckets** does it all-reduce per "
+        "step? Assume gradients become ready in reverse registration order (head first, embeddings last)."
     )
 
     def working(answer: float) -> str:
         numels = calc.gpt_param_numels(model.layers, d, model.vocab, model.seq_len)
         sizes = calc.ddp_bucket_bytes([n * grad_bytes for n in reversed(numels)], cap)
-        first = "1 MiB (the default cap gives the first bucket 1 MiB)" if cap is None else f"{cap} MiB (an explicit cap applies to the first bucket too)"
+        first = "1 MiB (bucket_cap_mb left at its default)" if cap is None else f"{cap} MiB (an explicit bucket_cap_mb applies to the first bucket too)"
         cap_bytes = (cap or calc.DDP_BUCKET_CAP_MB) * 2**20
         total = sum(numels) * grad_bytes
         return (
@@ -372,7 +384,7 @@ def _ddp_buckets(rng: random.Random):
             f"then per block MLP down 4d² = {_mib(4 * d * d * grad_bytes)}, up 4d² = {_mib(4 * d * d * grad_bytes)}, "
             f"projection d² = {_mib(d * d * grad_bytes)}, qkv 3d² = {_mib(3 * d * d * grad_bytes)} (plus small biases "
             f"and LayerNorms), embeddings last. Bucket sizes in MiB: {_ends(sizes)}: {len(sizes)} buckets. "
-            f"(Total/cap = {_mib(total)} / {cap_bytes / 2**20:g} MiB = {total / cap_bytes:.0f} would be wrong: "
+            f"(Total/cap = {_mib(total)} / {cap_bytes / 2**20:g} MiB = {total / cap_bytes:,.0f} would be wrong: "
             "tensors larger than the cap each take a bucket.)"
         )
 
