@@ -513,8 +513,8 @@ def ddp_bucket_bytes(tensor_bytes: Iterable[int], bucket_cap_mb: float | None = 
 
     `tensor_bytes`: each gradient's size, in the order gradients become ready in backward (about the
     reverse of registration order). DDP's first iteration all-reduces one bucket of everything
-    (unless find_unused_parameters=True); at the end of it, DDP rebuilds its buckets in the order
-    the gradients arrived. Filling them, a bucket closes as soon as it holds at least its cap, so a
+    (unless find_unused_parameters=True); the second iteration's forward rebuilds the buckets in
+    the order the first one's gradients arrived, once for the whole run. Filling them, a bucket closes as soon as it holds at least its cap, so a
     bucket may overshoot its cap and a tensor larger than the cap is never split. The first bucket's
     cap is 1 MiB when `bucket_cap_mb` is left at its default (25 MiB), and `bucket_cap_mb` itself
     when it is given. One dtype and one device are assumed (DDP buckets those apart).
