@@ -15,7 +15,7 @@ KIND_NAMES = ("model-state", "fit-stage", "min-gpus", "wire-bytes", "ddp-buckets
 @click.option("--count", type=click.IntRange(1, 10_000), default=None, metavar="N",
               help="How many problems (--json: default 10; --plain: default endless, until q).")
 @click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=None, metavar="S",
-              help="Fix the problems: the same seed gives the same problems.")
+              help="Fix the problems: the same seed gives the same problems (--json uses 0 when none is given).")
 @click.option("--kind", "kinds", multiple=True, type=click.Choice(KIND_NAMES), metavar="KIND",
               help=f"Only this kind of problem; repeat for several. Kinds: {', '.join(KIND_NAMES)}.")
 def drill(plain: bool, as_json: bool, count: int | None, seed: int | None, kinds: tuple[str, ...]) -> None:
