@@ -363,7 +363,7 @@ def _ddp_buckets(rng: random.Random):
     cap_text = "left at its default (25 MiB)" if cap is None else f"set to {cap}"
     prompt = (
         f"DDP wraps a GPT-style decoder shaped like **{model.name}**: {model.layers} pre-norm blocks of width "
-        f"d = {d}, vocabulary {model.vocab}, context {model.seq_len}. Each block has LayerNorm, qkv (d×3d + bias), "
+        f"d = {d}, vocabulary {model.vocab}, context {model.seq_len} ({model.shape_params / 1e9:.2f}B parameters in this shape). Each block has LayerNorm, qkv (d×3d + bias), "
         "output projection (d×d + bias), LayerNorm, MLP up (d×4d + bias) and down (4d×d + bias); then token and "
         "position embeddings, a final LayerNorm and an untied LM head (d×vocab). Gradients are "
         f"{'fp32' if grad_bytes == 4 else 'bf16'} ({grad_bytes} bytes) and `bucket_cap_mb` is {cap_text}.\n\n"
@@ -489,14 +489,6 @@ KINDS: dict[str, Kind] = {
         Kind("activations", "Activation memory", "precision", _activations),
     )
 }
-
-CARD_PREFIX = "drill:"
-"""Progress-store id of a kind's card: drill results are saved as attempts at `drill:<kind>`."""
-
-
-def card_id(kind: str) -> str:
-    return CARD_PREFIX + kind
-
 
 # --- generating ------------------------------------------------------------------------------------
 
