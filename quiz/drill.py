@@ -363,9 +363,10 @@ def _ddp_buckets(rng: random.Random):
     cap_text = "left at its default (25 MiB)" if cap is None else f"set to {cap}"
     prompt = (
         f"DDP wraps a GPT-style decoder shaped like **{model.name}**: {model.layers} pre-norm blocks of width "
-        f"d = {d}, vocabulary {model.vocab}, context {model.seq_len} ({model.shape_params / 1e9:.2f}B parameters in this shape). Each block has LayerNorm, qkv (d×3d + bias), "
-        "output projection (d×d + bias), LayerNorm, MLP up (d×4d + bias) and down (4d×d + bias); then token and "
-        "position embeddings, a final LayerNorm and an untied LM head (d×vocab). Gradients are "
+        f"d = {d}, vocabulary {model.vocab}, context {model.seq_len} ({model.shape_params / 1e9:.2f}B parameters in "
+        "this shape). Each block has LayerNorm, qkv (d×3d + bias), output projection (d×d + bias), LayerNorm, "
+        "MLP up (d×4d + bias) and down (4d×d + bias); then token and position embeddings, a final LayerNorm and "
+        "an untied LM head (d×vocab). Gradients are "
         f"{'fp32' if grad_bytes == 4 else 'bf16'} ({grad_bytes} bytes) and `bucket_cap_mb` is {cap_text}.\n\n"
         "Once DDP has rebuilt its buckets (the first iteration all-reduces one bucket of everything; the second "
         "rebuilds them in the order gradients arrived), **how many gradient buckets** does it all-reduce per "
@@ -417,11 +418,18 @@ def _sampler_index(rng: random.Random):
         indices = calc.sampler_indices(length, replicas, rank, drop_last)
         total = per_rank * replicas
         if drop_last and length % replicas:
-            sizing = f"drop_last: num_samples = ceil(({length} - {replicas}) / {replicas}) = {per_rank}; total_size = {total}, so the list is cut to indices 0–{total - 1}"
+            sizing = (
+                f"drop_last: num_samples = ceil(({length} - {replicas}) / {replicas}) = {per_rank}; "
+                f"total_size = {total}, so the list is cut to indices 0–{total - 1}"
+            )
         else:
             sizing = f"num_samples = ceil({length} / {replicas}) = {per_rank}; total_size = {total}"
-            if total > length:
-                sizing += f", so the list is padded with {total - length} {'index' if total - length == 1 else 'indices'} repeated from its start ({', '.join(map(str, calc.sampler_indices(length, 1, 0)[: total - length][:8]))}{'…' if total - length > 8 else ''})"
+            padding = total - length
+            if padding > 0:
+                # Padding repeats the list from its start; when it is longer than the list, more than once.
+                repeated = (list(range(length)) * math.ceil(padding / length))[:padding]
+                shown = ", ".join(map(str, repeated[:8])) + ("…" if padding > 8 else "")
+                sizing += f", so the list is padded with {padding} {'index' if padding == 1 else 'indices'} repeated from its start ({shown})"
         return f"{sizing}. Rank {rank} takes every {replicas}th from position {rank}: {indices}; the {_ordinal(position)} is {answer:.0f}."
 
     return prompt, "sampler_index", args, "", 0.0, working
