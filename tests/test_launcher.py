@@ -13,8 +13,8 @@ import uuid
 import pytest
 from click.testing import CliRunner
 
-from ddpfsdp.demos import events
-from ddpfsdp.demos.launcher import DemoRun, LaunchError, Placement, processes_with_env, resolve_placement
+from ddpfsdp.demos.launch import events
+from ddpfsdp.demos.launch.launcher import DemoRun, LaunchError, Placement, processes_with_env, resolve_placement
 from ddpfsdp.quiz.cli import cli
 
 MARKER = "DDPFSDP_TEST_MARKER"

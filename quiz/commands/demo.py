@@ -109,7 +109,7 @@ def _run(demo: registry.Demo, command: click.Command, **params: Any) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ddpfsdp.demos.launcher import DemoRun, LaunchError
+    from ddpfsdp.demos.launch.launcher import DemoRun, LaunchError
 
     ctx = click.get_current_context()
     options = {k: v for k, v in params.items() if k not in LAUNCH_PARAMS}
@@ -132,7 +132,7 @@ def _run(demo: registry.Demo, command: click.Command, **params: Any) -> None:
 
     placement = run.placement
     if demo.kind == "training":
-        from ddpfsdp.demos.guard import check_launch
+        from ddpfsdp.demos.theory.guard import check_launch
 
         verdict = check_launch(
             demo.name, options, device=placement.device, world_size=placement.world_size, force=params["force"]

@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddpfsdp.demos import events
+from ddpfsdp.demos.launch import events
 
 FAIL_RANK_ENV = "DDPFSDP_FAIL_RANK"
 FAIL_STEP_ENV = "DDPFSDP_FAIL_STEP"

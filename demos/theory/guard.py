@@ -1,6 +1,6 @@
 """Before a training demo launches: will it fit? An estimate per rank against what the device has free.
 
-The estimate is the analytic model's (`ddpfsdp.demos.calc`): model state, the step's working set,
+The estimate is the analytic model's (`ddpfsdp.demos.theory.calc`): model state, the step's working set,
 activations, plus a fixed runtime overhead per process. It is compared with free GPU memory
 (CUDA) or the available RAM shared by the CPU processes, less a safety margin. When it does not
 fit, the verdict names a configuration that would (FSDP full sharding, activation checkpointing,
@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddpfsdp.demos import calc
+from ddpfsdp.demos.theory import calc
 from ddpfsdp.demos.units import format_bytes
 
 SAFETY_MARGIN = 0.10
@@ -52,7 +52,7 @@ class Verdict:
 
 
 def _presets():
-    from ddpfsdp.demos import presets
+    from ddpfsdp.demos.train import presets
 
     return presets
 
@@ -214,7 +214,7 @@ def _cuda_free_bytes(world_size: int) -> int | None:
 def available_rank_bytes(device: str, world_size: int) -> int | None:
     """Memory one rank may use: free memory of its GPU, or available RAM shared by the processes."""
     if device == "cpu":
-        from ddpfsdp.demos.hardware import ram_bytes
+        from ddpfsdp.demos.launch.hardware import ram_bytes
 
         _, available = ram_bytes()
         return None if available is None else available // world_size

@@ -1,6 +1,6 @@
 """Model shapes by preset name, and their exact parameter counts, without importing torch.
 
-The analytic model and the quiz size models from here; `ddpfsdp.demos.models` builds the same
+The analytic model and the quiz size models from here; `ddpfsdp.demos.train.models` builds the same
 shapes as torch modules, and a test checks that the two counts agree.
 
 The GPT decoder: token embedding (vocab x d) and learned position embedding (seq x d); each block

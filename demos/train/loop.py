@@ -17,15 +17,14 @@ from __future__ import annotations
 import gc
 import socket
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any, Iterator
 
 import torch
 import torch.distributed as dist
 
-from ddpfsdp.demos.comm import CommCounter
-from ddpfsdp.demos.training import MEASURED_STEPS
-from ddpfsdp.demos.measure import (
+from ddpfsdp.demos.measure.comm import CommCounter
+from ddpfsdp.demos.measure.memory import (
     PeakMemory,
     StepTimer,
     ddp_reducer_bytes,
@@ -33,6 +32,7 @@ from ddpfsdp.demos.measure import (
     peak_flops_per_s,
     unique_storage_bytes,
 )
+from ddpfsdp.demos.train.spec import RunSpec
 
 SAMPLES_PER_RANK_STEPS = 8  # the dataset holds this many steps of batches; epochs repeat it reshuffled
 
@@ -40,33 +40,6 @@ CPU_THROUGHPUT_NOTE = (
     "Measured on CPU processes over gloo: these figures show the mechanics, not speed. "
     "gloo on CPU does not represent NCCL on GPUs."
 )
-
-
-@dataclass
-class RunSpec:
-    """One training run's configuration (a demo's options, with the model resolved)."""
-
-    strategy: str  # ddp | zero1 | fsdp
-    arch: str = "gpt"
-    model: str = "tiny"
-    overrides: dict[str, int] = field(default_factory=dict)
-    batch_size: int = 8
-    steps: int = 8
-    warmup: int = 2
-    precision: str = "fp32"
-    optimizer: str = "adamw"
-    lr: float = 1e-3
-    seed: int = 0
-    checkpoint_activations: bool = False
-    sharding: str | None = None
-    wrap: str = "block"
-    fsdp_api: int = 2
-    replicas: int = 2
-    bucket_mb: float = 25.0
-
-    @property
-    def timed_steps(self) -> int:
-        return self.steps - self.warmup - MEASURED_STEPS
 
 
 def flops_per_sample(arch: str, shape: Any, params: int) -> float | None:
@@ -123,10 +96,10 @@ def _largest_param_bytes(model: torch.nn.Module) -> int:
 def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int = 0,
           total_steps: int | None = None) -> dict[str, Any] | None:
     """Train one run; rank 0 gets {"config", "memory", "throughput", "comm", "loss", ...}."""
-    from ddpfsdp.demos.data import compute_loss, make_loader, tokens_per_sample
-    from ddpfsdp.demos.models import build_model, count_params
-    from ddpfsdp.demos.presets import shape_for
-    from ddpfsdp.demos.strategies import prepare
+    from ddpfsdp.demos.train.data import compute_loss, make_loader, tokens_per_sample
+    from ddpfsdp.demos.train.models import build_model, count_params
+    from ddpfsdp.demos.train.presets import shape_for
+    from ddpfsdp.demos.train.strategies import prepare
 
     started = time.perf_counter()
     device = ctx.device

@@ -356,7 +356,7 @@ def transformer_activation_bytes(
 
 
 def _gpt_shape(model: Any, seq_len: int | None = None, **overrides: int | None):
-    from ddpfsdp.demos import presets
+    from ddpfsdp.demos.train import presets
 
     if isinstance(model, presets.GPTShape):
         shape = model

@@ -27,8 +27,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ddpfsdp.demos import events as event_protocol
-from ddpfsdp.demos.context import FAIL_RANK_ENV, FAIL_STEP_ENV
+from ddpfsdp.demos.launch import events as event_protocol
+from ddpfsdp.demos.launch.context import FAIL_RANK_ENV, FAIL_STEP_ENV
 from ddpfsdp.demos.worker import DEVICE_ENV, TIMEOUT_ENV
 
 RUN_ID_ENV = "DDPFSDP_RUN_ID"
@@ -76,7 +76,7 @@ def resolve_placement(gpus: int | None = None, procs: int | None = None, demo: s
                 f"To run on CPU processes here: ddpfsdp demo {demo} --procs {gpus}"
             )
         return Placement("cuda", gpus)
-    from ddpfsdp.demos.hardware import DEFAULT_CPU_PROCS
+    from ddpfsdp.demos.launch.hardware import DEFAULT_CPU_PROCS
 
     return Placement("cuda", available) if available else Placement("cpu", DEFAULT_CPU_PROCS)
 
@@ -189,7 +189,7 @@ class DemoRun:
             env[FAIL_RANK_ENV] = str(self.fail_rank)
             env[FAIL_STEP_ENV] = str(self.fail_step)
         if self.placement.device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
-            from ddpfsdp.demos.hardware import cpu_count
+            from ddpfsdp.demos.launch.hardware import cpu_count
 
             env["OMP_NUM_THREADS"] = str(max(1, cpu_count() // self.placement.world_size))
         return env

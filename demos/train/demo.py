@@ -15,6 +15,8 @@ from typing import Any
 
 import click
 
+from ddpfsdp.demos.train.spec import MEASURED_STEPS
+
 ARCHS = ("gpt", "vit", "resnet")
 SHARDINGS = ("full", "grad-op", "hybrid", "FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD")
 PRECISIONS = ("fp32", "bf16-mixed", "bf16")
@@ -24,7 +26,6 @@ COMPARE_RUNS = (("ddp", "ddp", None), ("zero1", "zero1", None), ("fsdp-grad-op",
 OVERRIDE_NAMES = ("layers", "d_model", "heads", "seq_len")
 DEFAULT_STEPS = {"cpu": 8, "cuda": 20}  # when --steps is left unset; at least min_steps(warmup)
 DEFAULT_WARMUP = 2
-MEASURED_STEPS = 2  # after the timed steps: one under the collective counter, one under the memory tracker
 MIN_TIMED_STEPS = 1
 MIN_WARMUP_STEPS = 1  # DDP issues extra broadcasts on its second iteration; the comm step must come later
 
@@ -95,7 +96,7 @@ def _usage(message: str) -> click.UsageError:
 
 
 def _validate_common(options: dict[str, Any], world_size: int) -> None:
-    from ddpfsdp.demos import presets
+    from ddpfsdp.demos.train import presets
 
     if world_size < 2:
         raise _usage(f"data parallelism needs at least 2 ranks, got {world_size}; run with --procs 2 or --gpus 2")
@@ -172,8 +173,8 @@ def validate_compare(options: dict[str, Any], world_size: int) -> None:
 
 
 def _spec(ctx: Any, options: dict[str, Any], strategy: str, sharding: str | None = None):
-    from ddpfsdp.demos.presets import default_preset
-    from ddpfsdp.demos.trainer import RunSpec
+    from ddpfsdp.demos.train.presets import default_preset
+    from ddpfsdp.demos.train.spec import RunSpec
 
     arch = options.get("arch", "gpt")
     return RunSpec(
@@ -199,7 +200,7 @@ def _spec(ctx: Any, options: dict[str, Any], strategy: str, sharding: str | None
 
 def theory_of(run: dict[str, Any]) -> dict[str, Any]:
     """The analytic model's figures for a measured run's own configuration."""
-    from ddpfsdp.demos.calc import theory_for_run
+    from ddpfsdp.demos.theory.calc import theory_for_run
 
     config = run["config"]
     return theory_for_run(
@@ -237,8 +238,8 @@ def _allowance(run: dict[str, Any], theory: dict[str, Any]) -> dict[str, int]:
 
 def run_checks(run: dict[str, Any], theory: dict[str, Any]) -> list[Any]:
     """The named checks of the `ddp` or `fsdp` demo for one run."""
-    from ddpfsdp.demos import training_checks as tc
-    from ddpfsdp.demos.calc import precision_for, theory_for_run
+    from ddpfsdp.demos.train import claims as tc
+    from ddpfsdp.demos.theory.calc import precision_for, theory_for_run
 
     config, memory, per_op = run["config"], run["memory"], run["comm"]["per_step"]
     ranks = memory["ranks"]
@@ -271,13 +272,13 @@ def run_checks(run: dict[str, Any], theory: dict[str, Any]) -> list[Any]:
 
 
 def _envelope(ctx: Any, demo: str, config: dict[str, Any], **fields: Any) -> dict[str, Any]:
-    from ddpfsdp.demos.measure import environment
+    from ddpfsdp.demos.measure.memory import environment
 
     return {"schema": "ddpfsdp.demo/1", "demo": demo, "config": config, "env": environment(ctx), **fields}
 
 
 def _run_one(ctx: Any, demo: str, strategy: str, sharding: str | None, options: dict[str, Any]) -> dict[str, Any] | None:
-    from ddpfsdp.demos.trainer import train
+    from ddpfsdp.demos.train.loop import train
 
     spec = _spec(ctx, options, strategy, sharding)
     ctx.log(f"{demo}: {spec.arch} {spec.model}, {ctx.world_size} ranks on {ctx.device.type} ({ctx.backend})")
@@ -299,8 +300,8 @@ def run_fsdp(ctx: Any, **options: Any) -> dict[str, Any] | None:
 
 
 def run_compare(ctx: Any, **options: Any) -> dict[str, Any] | None:
-    from ddpfsdp.demos import training_checks as tc
-    from ddpfsdp.demos.trainer import train
+    from ddpfsdp.demos.train import claims as tc
+    from ddpfsdp.demos.train.loop import train
 
     runs: dict[str, dict[str, Any]] = {}
     steps = steps_for(options, ctx.device.type)

@@ -17,7 +17,7 @@ What each strategy does in a step:
          no-shard = every rank holds everything, as DDP does.
 
 Every rank must start from the same weights: FSDP shards what each rank holds without a broadcast
-(`ddpfsdp.demos.models.build_model` is seeded per model, never per rank).
+(`ddpfsdp.demos.train.models.build_model` is seeded per model, never per rank).
 """
 
 from __future__ import annotations
