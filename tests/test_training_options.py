@@ -59,6 +59,8 @@ def test_fsdp1_sharding_names_are_accepted(alias, canonical):
         (training.validate_fsdp, ["--sharding", "hybrid"], 2, "--replicas 2 cannot split 2 ranks"),
         (training.validate_fsdp, ["--sharding", "hybrid", "--replicas", "3"], 4, "divide the world size"),
         (training.validate_fsdp, ["--prefetch", "off"], 2, "--prefetch off needs --fsdp-api 1"),
+        (training.validate_ddp, ["--trace", "/no/such/folder/t.json"], 2, "does not exist"),
+        (training.validate_ddp, ["--trace", "t.json", "--no-timeline"], 2, "--no-timeline turns off"),
         (training.validate_compare, ["--steps", "2"], 2, "--steps must be at least"),
     ],
 )

@@ -11,6 +11,7 @@ without paying for torch.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import click
@@ -139,6 +140,19 @@ def _validate_common(options: dict[str, Any], world_size: int) -> None:
     bucket = options.get("bucket_mb")
     if bucket is not None and not bucket > 0:
         raise _usage(f"--bucket-mb must be positive, got {bucket}")
+    _validate_trace(options.get("trace"))
+    if options.get("trace") and options.get("timeline") is False:
+        raise _usage("--trace writes the recorded step, which --no-timeline turns off; drop one of the two")
+
+
+def _validate_trace(path: str | None) -> None:
+    if not path:
+        return
+    folder = os.path.dirname(os.path.abspath(os.path.expanduser(path)))
+    if not os.path.isdir(folder):
+        raise _usage(f"--trace {path}: the folder {folder} does not exist; create it or write the trace elsewhere")
+    if not os.access(folder, os.W_OK):
+        raise _usage(f"--trace {path}: the folder {folder} is not writable; choose a path you can write to")
 
 
 def _overrides(options: dict[str, Any]) -> dict[str, int]:
