@@ -197,6 +197,15 @@ def test_exposed_communication_is_comm_outside_compute():
     assert abs(figures["share"][0] - 0.2) < 1e-9 and abs(figures["comm_s"][0] - 0.3) < 1e-9
 
 
+def test_downsampling_keeps_every_peak_and_trough():
+    from ddpfsdp.demos.measure.timeline import downsample
+
+    samples = [(i, (i % 7) * 10 + (1000 if i == 555 else 0)) for i in range(2000)]
+    kept = downsample(samples, limit=100)
+    assert len(kept) <= 120 and (555, samples[555][1]) in kept
+    assert kept == sorted(kept) and min(b for _, b in kept) == 0
+
+
 def test_trace_has_a_process_per_rank_with_both_lanes():
     result = {"demo": "fsdp", "schema": "ddpfsdp.demo/1", "timeline": timeline(fsdp_step(), fsdp_step(rank=1))}
     events = trace.to_json(result)["traceEvents"]
@@ -229,3 +238,31 @@ def test_root_alone_keeps_its_parameters_after_forward():
     dropped = copy.deepcopy(root_only)
     dropped["ranks"][0]["params"][1][1] = 30
     assert not tl.fsdp_reshards_after_forward(dropped, "full", ["<root>"], [100]).passed
+
+
+def test_reading_a_timeline_never_imports_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys; import ddpfsdp.demos.measure.lanes, ddpfsdp.demos.measure.trace, "
+            "ddpfsdp.demos.measure.report, ddpfsdp.demos.train.timeline_claims, ddpfsdp.quiz.widgets.charts; "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+def test_text_timeline_marks_compute_and_collectives():
+    from ddpfsdp.demos.measure.report import params_over_step_lines, timeline_lines
+
+    step = fsdp_step()
+    lines = timeline_lines(timeline(step), width=40)
+    compute = next(line for line in lines if line.strip().startswith("compute"))
+    comm = next(line for line in lines if line.strip().startswith("comm"))
+    assert "F" in compute and "B" in compute and "O" in compute
+    assert "G" in comm and "S" in comm
+    flat = {"duration_s": 1.0, "params": [[0.0, 90, "a forward"], [0.5, 90, "a after forward"]]}
+    shown = params_over_step_lines({"ddp": {"timeline": {"ranks": [flat]}}, "fsdp-full": {"timeline": {"ranks": [step]}}},
+                                   width=20)
+    assert shown[1].split("|")[1] == "█" * 20  # DDP's line holds the whole model all step
+    assert len(set(shown[2].split("|")[1])) > 1  # FSDP's rises and falls
