@@ -153,7 +153,9 @@ class TimelineRecorder(CommCounter):
         self.cuda_memory: list[tuple[Any, int]] = []
         self._profiler = None
         self._start: Any = None
+        self._end: Any = None
         self._start_live_bytes = 0
+        self._allocations: list[tuple[int, int]] = []
 
     # --- clock ---------------------------------------------------------------------------------
 
