@@ -80,3 +80,42 @@ def test_ddp_with_small_buckets_overlaps_and_fsdp1_without_prefetch_does_not():
     fsdp1 = _cli("fsdp", "--fsdp-api", "1", "--prefetch", "off")
     check = _check(fsdp1, "fsdp_prefetches_next_unit")
     assert check["passed"] and check["values"]["ranks"][0]["backward"] == 0, check
+
+
+def test_recorder_edges_on_one_process(tmp_path):
+    """The recorder's hooks, in one gloo process: every unit's forward and backward, in order, and the
+    reducer's all-reduce issued in backward and completed."""
+    import torch
+    import torch.distributed as dist
+
+    from ddpfsdp.demos.measure import lanes
+    from ddpfsdp.demos.measure.timeline import TimelineRecorder
+    from ddpfsdp.demos.train.models import build_model
+    from ddpfsdp.demos.train.strategies import prepare, timeline_units
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        model = build_model("gpt", "tiny", seed=0)
+        prepared = prepare(model, strategy="ddp", device="cpu", world_size=1)
+        tokens = torch.randint(0, 100, (2, 16))
+        units = timeline_units(model, prepared)
+        with TimelineRecorder("cpu", prepared.model, units, prepared.optimizer) as recorder:
+            recorder.begin("forward", "forward")
+            loss = prepared.model(tokens).float().mean()
+            recorder.end("forward", "forward")
+            recorder.before_backward(loss)
+            loss.backward()
+            prepared.optimizer.step()
+        rank = recorder.to_dict(0)
+    finally:
+        dist.destroy_process_group()
+    names = [name for name, _, _ in units]
+    forward = [s["unit"] for s in lanes.unit_spans(rank, "forward")]
+    backward = [s["unit"] for s in lanes.unit_spans(rank, "backward")]
+    assert forward == names and sorted(backward) == sorted(names)
+    assert backward[0] == "head" and set(backward[-2:]) == {"embeddings", "blocks.0"}
+    reduces = lanes.backward_collectives(rank, "all_reduce")
+    assert reduces and all(c["completed_s"] is not None and c["completed_s"] >= c["issued_s"] for c in reduces)
+    assert lanes.span(rank, "optimizer") and lanes.span(rank, "backward")
+    memory = [b for _, b in rank["memory"]["samples"]]
+    assert max(memory) > memory[0]  # activations are allocated during the step
