@@ -47,11 +47,11 @@ DEMOS: dict[str, Demo] = {
         Demo(
             "ddp",
             "real DDP training: every rank holds the full model, gradients are all-reduced in buckets",
-            "ddpfsdp.demos.training:run_ddp",
+            "ddpfsdp.demos.train.demo:run_ddp",
             "training",
-            options="ddpfsdp.demos.training:DDP_OPTIONS",
-            validate="ddpfsdp.demos.training:validate_ddp",
-            render="ddpfsdp.demos.report:render_training",
+            options="ddpfsdp.demos.train.demo:DDP_OPTIONS",
+            validate="ddpfsdp.demos.train.demo:validate_ddp",
+            render="ddpfsdp.demos.measure.report:render_training",
             checks={
                 **_TRAINING_CHECKS,
                 "ddp_replicates_model_state": "every rank holds the full params, grads and optimizer state",
@@ -61,11 +61,11 @@ DEMOS: dict[str, Demo] = {
         Demo(
             "fsdp",
             "real FSDP2 training: sharded params, all-gather before use, reduce-scatter of gradients",
-            "ddpfsdp.demos.training:run_fsdp",
+            "ddpfsdp.demos.train.demo:run_fsdp",
             "training",
-            options="ddpfsdp.demos.training:FSDP_OPTIONS",
-            validate="ddpfsdp.demos.training:validate_fsdp",
-            render="ddpfsdp.demos.report:render_training",
+            options="ddpfsdp.demos.train.demo:FSDP_OPTIONS",
+            validate="ddpfsdp.demos.train.demo:validate_fsdp",
+            render="ddpfsdp.demos.measure.report:render_training",
             checks={
                 **_TRAINING_CHECKS,
                 "fsdp_shards_model_state": "each rank holds 1/N of params, grads and optimizer state (plus padding)",
@@ -76,11 +76,11 @@ DEMOS: dict[str, Demo] = {
         Demo(
             "compare",
             "DDP, ZeRO-1, FSDP grad-op and FSDP full on one model and seed: memory, speed, traffic in one table",
-            "ddpfsdp.demos.training:run_compare",
+            "ddpfsdp.demos.train.demo:run_compare",
             "training",
-            options="ddpfsdp.demos.training:COMPARE_OPTIONS",
-            validate="ddpfsdp.demos.training:validate_compare",
-            render="ddpfsdp.demos.report:render_compare",
+            options="ddpfsdp.demos.train.demo:COMPARE_OPTIONS",
+            validate="ddpfsdp.demos.train.demo:validate_compare",
+            render="ddpfsdp.demos.measure.report:render_compare",
             checks={
                 "losses_agree": "all strategies give the same losses (fp32, rtol 1e-4): data parallelism is exact",
                 "zero1_shards_optimizer": "ZeRO-1 holds 1/N of the optimizer state and the full params and grads",

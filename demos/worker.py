@@ -11,7 +11,7 @@ The same module runs unchanged under a user's own multi-node launch:
 (under Slurm without torchrun, RANK/WORLD_SIZE/LOCAL_RANK come from SLURM_PROCID/SLURM_NTASKS/
 SLURM_LOCALID, and MASTER_ADDR/MASTER_PORT must be exported by the batch script).
 
-Rank 0 writes JSON-lines events on stdout (ddpfsdp.demos.events); any rank that fails writes an
+Rank 0 writes JSON-lines events on stdout (ddpfsdp.demos.launch.events); any rank that fails writes an
 `error` event with its traceback before it exits non-zero, and the process group is always destroyed.
 """
 
@@ -27,7 +27,9 @@ from typing import Any
 
 import click
 
-from ddpfsdp.demos import events, registry
+from ddpfsdp.demos import registry
+
+from ddpfsdp.demos.launch import events
 
 DEVICE_ENV = "DDPFSDP_DEVICE"  # "cuda" or "cpu"; unset: CUDA where torch sees a GPU, else CPU
 TIMEOUT_ENV = "DDPFSDP_TIMEOUT_S"
@@ -136,7 +138,7 @@ def run(demo_name: str, args: list[str], device_type: str | None = None) -> int:
     import torch
     import torch.distributed as dist
 
-    from ddpfsdp.demos.context import DemoContext
+    from ddpfsdp.demos.launch.context import DemoContext
 
     device_type = device_type or os.environ.get(DEVICE_ENV) or ("cuda" if torch.cuda.is_available() else "cpu")
     timeout = timedelta(seconds=float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)))

@@ -53,7 +53,7 @@ class Session:
 
 def default_demo_runner(demo: str, args: list[str]) -> Any:
     # Imported here: the launcher is cheap, but nothing demo-related loads until a demo runs.
-    from ddpfsdp.demos.launcher import DemoRun
+    from ddpfsdp.demos.launch.launcher import DemoRun
 
     return DemoRun(demo, args)
 

@@ -63,7 +63,14 @@ def cli() -> None:
 
 
 def main() -> None:
-    cli(prog_name="ddpfsdp")
+    from ddpfsdp.quiz.paths import DataDirError
+
+    try:
+        cli(prog_name="ddpfsdp")
+    except DataDirError as error:
+        # Raised wherever the store or a cache is first opened, inside any command.
+        click.echo(f"Error: {error}", err=True)
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

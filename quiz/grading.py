@@ -119,6 +119,28 @@ def grade_single(question: Question, chosen: str | None) -> Grade:
     return Grade(correct, 1.0 if correct else 0.0, verdict, str(question.answer), chosen)
 
 
+@dataclass(frozen=True)
+class ChoiceReview:
+    """One choice as the feedback shows it: right or not, picked or not, and why."""
+
+    number: int  # as it was shown, from 1
+    text: str
+    right: bool
+    picked: bool
+    reason: str  # "" for a question written without reasons
+
+
+def review_choices(question: Question, grade: Grade, display_order: Sequence[str] = ()) -> list[ChoiceReview]:
+    """Every choice of a single or multi question in the order it was shown, with its reason."""
+    right = {question.answer} if question.kind == "single" else set(question.answer or ())
+    picked = {grade.given} if question.kind == "single" else set(grade.given or ())
+    reasons = dict(zip(question.choices, question.why))
+    return [
+        ChoiceReview(number, choice, choice in right, choice in picked, reasons.get(choice, ""))
+        for number, choice in enumerate(display_order or question.choices, start=1)
+    ]
+
+
 def grade_multi(question: Question, chosen: Sequence[str]) -> Grade:
     right = set(question.answer or ())
     picked = set(chosen)

@@ -160,7 +160,9 @@ def _ask(console: Console, q: Question, index: int, total: int, rng: random.Rand
     if q.kind != "explain":
         style = "bold green" if grade.correct else "bold red"
         console.print(f"[{style}]{'✔' if grade.correct else '✘'} {grade.verdict}[/]", markup=True, highlight=False)
-        if not grade.correct and q.kind != "numeric":
+        if q.kind in ("single", "multi"):
+            _show_choices(console, q, grade, order)
+        elif not grade.correct and q.kind != "numeric":
             console.print(f"Right answer: {grade.expected}", markup=False)
         _show_answer(console, q)
     _show_evidence(console, q, store)
@@ -172,6 +174,16 @@ def _save(console: Console, store: Store, q: Question, grade: Grade, elapsed_s: 
         scheduler.record_answer(store, q, grade, time_s=elapsed_s, now=now, mode=mode)
     except Exception as error:  # noqa: BLE001 - the person must hear about it, and keep going
         console.print(f"[red]This answer could not be saved: {error}[/]")
+
+
+def _show_choices(console: Console, q: Question, grade: Grade, order: list[str]) -> None:
+    """Every choice as it was shown, marked right (✔) or picked wrongly (✘), each with its reason."""
+    for item in grading.review_choices(q, grade, order):
+        mark = "✔" if item.right else "✘" if item.picked else " "
+        yours = "  <- yours" if item.picked else ""
+        console.print(f"{mark} {item.number}. {item.text}{yours}", markup=False)
+        if item.reason:
+            console.print(f"     {item.reason}", markup=False)
 
 
 def _show_answer(console: Console, q: Question) -> None:

@@ -58,7 +58,7 @@ id = "ddp-grad-sync"
 level = 1
 kind = "single"
 prompt = "How does DDP synchronise **gradients**?"
-choices = ["all-reduce in buckets during backward", "all-gather after the step", "a parameter server", "broadcast from rank 0 every step"]
+choices = ["all-reduce in buckets during backward", "all-gather after the step", "a parameter server that averages gradients", "broadcast from rank 0 every step"]
 answer = "all-reduce in buckets during backward"
 why = [
     "Right: the reducer all-reduces each full bucket while backward goes on.",

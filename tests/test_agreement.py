@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from ddpfsdp.demos.launcher import DemoRun
-from ddpfsdp.demos.training import theory_of
+from ddpfsdp.demos.launch.launcher import DemoRun
+from ddpfsdp.demos.train.demo import theory_of
 
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(400)]
 

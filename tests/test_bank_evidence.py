@@ -37,7 +37,7 @@ CONFIGURATIONS = _linked_configurations()
     ids=[" ".join([name, *args]) for name, args in sorted(CONFIGURATIONS)],
 )
 def test_linked_evidence_checks_pass(demo, args):
-    from ddpfsdp.demos.launcher import DemoRun
+    from ddpfsdp.demos.launch.launcher import DemoRun
 
     run = DemoRun(demo, list(args), procs=2)
     for _event in run.events():

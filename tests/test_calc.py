@@ -9,7 +9,9 @@ import sys
 
 import pytest
 
-from ddpfsdp.demos import calc, presets
+from ddpfsdp.demos.theory import calc
+
+from ddpfsdp.demos.train import presets
 
 PSI = 7_500_000_000  # the ZeRO paper's 7.5B example: N = 64, K = 12, mixed-precision Adam
 
@@ -417,8 +419,8 @@ def test_max_params_is_the_edge_of_fitting():
 
 def test_importing_calc_does_not_import_torch():
     code = (
-        "import sys, ddpfsdp.demos.calc, ddpfsdp.demos.units;"
-        "ddpfsdp.demos.calc.estimate(model='base', gpus=8);"
+        "import sys, ddpfsdp.demos.theory.calc, ddpfsdp.demos.units;"
+        "ddpfsdp.demos.theory.calc.estimate(model='base', gpus=8);"
         "print(','.join(m for m in ('torch', 'numpy', 'textual') if m in sys.modules))"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

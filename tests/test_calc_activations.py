@@ -13,8 +13,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ddpfsdp.demos import calc, presets  # noqa: E402
-from ddpfsdp.demos.models import build_model  # noqa: E402
+from ddpfsdp.demos.theory import calc  # noqa: E402
+
+from ddpfsdp.demos.train import presets
+from ddpfsdp.demos.train.models import build_model  # noqa: E402
 
 
 def saved_activation_bytes(preset: str, batch_size: int, precision: str, checkpoint: bool) -> int:

@@ -8,14 +8,14 @@ import pytest
 
 from conftest import run_script_on_ranks
 
-from ddpfsdp.demos.comm import wire_factor
+from ddpfsdp.demos.measure.comm import wire_factor
 
 RANKS_SCRIPT = textwrap.dedent(
     """
     import torch
     import torch.distributed as dist
     import torch.distributed._functional_collectives as funcol
-    from ddpfsdp.demos.comm import CommCounter
+    from ddpfsdp.demos.measure.comm import CommCounter
 
     dist.init_process_group("gloo")
     rank = dist.get_rank()

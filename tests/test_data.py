@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from ddpfsdp.demos import data
-from ddpfsdp.demos.models import build_model
-from ddpfsdp.demos.presets import shape_for
+from ddpfsdp.demos.train import data
+from ddpfsdp.demos.train.models import build_model
+from ddpfsdp.demos.train.presets import shape_for
 
 
 def _all_batches(loader):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ddpfsdp.demos import guard
+from ddpfsdp.demos.theory import guard
 
 GIB = 2**30
 
@@ -88,7 +88,7 @@ def test_sharding_lowers_the_estimate():
 
 
 def test_cpu_ram_is_shared_by_the_processes(monkeypatch):
-    from ddpfsdp.demos import hardware
+    from ddpfsdp.demos.launch import hardware
 
     monkeypatch.setattr(hardware, "ram_bytes", lambda: (64 * GIB, 8 * GIB))
     assert guard.available_rank_bytes("cpu", 4) == 2 * GIB
@@ -144,7 +144,7 @@ def test_fewer_cpu_processes_are_suggested_before_a_smaller_model():
 
 @pytest.mark.parametrize(("arch", "model"), [("vit", "large"), ("resnet", "34")])
 def test_vision_models_are_sized_too(arch, model):
-    from ddpfsdp.demos import presets
+    from ddpfsdp.demos.train import presets
 
     if arch not in getattr(presets, "PRESETS", {}):
         pytest.skip(f"no {arch} presets")
@@ -162,7 +162,7 @@ def test_importing_and_estimating_does_not_import_torch():
 
     code = (
         "import sys\n"
-        "from ddpfsdp.demos import guard\n"
+        "from ddpfsdp.demos.theory import guard\n"
         "guard.check_launch('ddp', {'model': 'base', 'batch_size': 8}, device='cuda', world_size=2,\n"
         "                   force=False, available_bytes=2**34)\n"
         "print('torch' in sys.modules)\n"

@@ -117,6 +117,7 @@ def test_quiz_check_command(quiz_bank):
     ok = CliRunner().invoke(cli, ["quiz", "--check", "--bank", str(bank_dir), "--answers", str(answers_dir)])
     assert ok.exit_code == 0, ok.output
     assert "6 questions in 2 topics" in ok.output
+    assert "strictly the longest choice in 0 of 2 single questions (0%, limit 30%)" in ok.output
     _edit(bank_dir, "ddp", 'kind = "explain"', 'kind = "essay"')
     bad = CliRunner().invoke(cli, ["quiz", "--check", "--bank", str(bank_dir), "--answers", str(answers_dir)])
     assert bad.exit_code != 0
@@ -179,3 +180,46 @@ def test_why_of_the_wrong_shape_is_rejected(quiz_bank, old, new, words):
     with pytest.raises(BankError, match=words) as raised:
         load_bank(bank_dir, answers_dir)
     assert raised.value.field == "why" and raised.value.question == "ddp-grad-sync"
+
+
+def _check(bank_dir, answers_dir):
+    from ddpfsdp.quiz.cli import cli
+
+    return CliRunner().invoke(cli, ["quiz", "--check", "--bank", str(bank_dir), "--answers", str(answers_dir)])
+
+
+def test_quiz_check_fails_a_bank_whose_right_answers_are_the_longest(quiz_bank):
+    bank_dir, answers_dir = quiz_bank
+    # Both single questions now have a right answer strictly longer than every other choice: 100%.
+    _edit(bank_dir, "ddp", '"a parameter server that averages gradients"', '"a parameter server"', count=2)
+    _edit(bank_dir, "fsdp-wrap", '"it lowers the peak"', '"it lowers the peak by one unit"', count=2)
+    bad = _check(bank_dir, answers_dir)
+    assert bad.exit_code == 1, bad.output
+    assert "strictly the longest choice in 2 of 2 single questions (100%, limit 30%)" in bad.output
+    assert "ddp-grad-sync" in bad.output and "wrap-peak-vs-units" in bad.output
+    assert "Traceback" not in bad.output
+
+
+def test_quiz_check_fails_all_of_the_above(quiz_bank):
+    bank_dir, answers_dir = quiz_bank
+    _edit(bank_dir, "ddp", '"a 1/N shard of the parameters"', '"all of the above"')
+    bad = _check(bank_dir, answers_dir)
+    assert bad.exit_code == 1, bad.output
+    assert "'all/none of the above' choices in: ddp-replicated-state" in bad.output
+
+
+def test_cue_statistics_of_a_balanced_bank(quiz_bank):
+    from ddpfsdp.quiz.cues import cue_stats
+
+    stats = cue_stats(load_bank(*quiz_bank))
+    assert stats.singles == 2 and stats.right_is_longest == () and stats.problems == []
+    def ratio(right, others):
+        return (sum(map(len, right)) / len(right)) / (sum(map(len, others)) / len(others))
+
+    expected = (
+        ratio(["all-reduce in buckets during backward"],
+              ["all-gather after the step", "a parameter server that averages gradients", "broadcast from rank 0 every step"])
+        + ratio(["parameters", "gradients", "optimizer state"], ["a 1/N shard of the parameters"])
+        + ratio(["it lowers the peak"], ["it raises the peak", "no change"])
+    ) / 3
+    assert stats.mean_length_ratio == pytest.approx(expected)

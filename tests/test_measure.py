@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import run_script_on_ranks
 
-from ddpfsdp.demos.measure import (
+from ddpfsdp.demos.measure.memory import (
     PeakMemory,
     StepTimer,
     environment,
@@ -128,7 +128,7 @@ FSDP_SCRIPT = textwrap.dedent(
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     from torch.nn.parallel import DistributedDataParallel
-    from ddpfsdp.demos.measure import PeakMemory, ddp_reducer_bytes, model_state_bytes
+    from ddpfsdp.demos.measure.memory import PeakMemory, ddp_reducer_bytes, model_state_bytes
 
     dist.init_process_group("gloo")
     rank = dist.get_rank()

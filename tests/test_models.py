@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ddpfsdp.demos import presets
-from ddpfsdp.demos.models import build_model, count_params, iter_unit_names
+from ddpfsdp.demos.train import presets
+from ddpfsdp.demos.train.models import build_model, count_params, iter_unit_names
 
 CPU_SIZED = [("gpt", "tiny"), ("gpt", "small"), ("vit", "tiny"), ("vit", "small"),
              ("resnet", "tiny"), ("resnet", "small")]
@@ -168,7 +168,7 @@ def _inputs(model, batch):
 
 
 def test_batch_norm_runs_with_bf16_weights_and_fp32_statistics():
-    from ddpfsdp.demos.models import BatchNorm
+    from ddpfsdp.demos.train.models import BatchNorm
 
     torch.manual_seed(0)
     x = torch.randn(4, 8, 5, 5) * 3 + 1

@@ -10,8 +10,8 @@ import uuid
 
 import pytest
 
-from ddpfsdp.demos import events
-from ddpfsdp.demos.launcher import processes_with_env
+from ddpfsdp.demos.launch import events
+from ddpfsdp.demos.launch.launcher import processes_with_env
 
 MARKER = "DDPFSDP_TEST_MARKER"
 

@@ -36,7 +36,7 @@ async def _feedback_for(pilot, question_id):
 
 
 async def test_run_a_demo_from_the_app_and_see_its_table(quiz_bank):
-    from ddpfsdp.demos.launcher import DemoRun
+    from ddpfsdp.demos.launch.launcher import DemoRun
 
     runs = []
 
@@ -68,7 +68,7 @@ async def test_run_a_demo_from_the_app_and_see_its_table(quiz_bank):
 
 
 async def test_cancel_a_running_demo_leaves_no_process(quiz_bank):
-    from ddpfsdp.demos.launcher import DemoRun
+    from ddpfsdp.demos.launch.launcher import DemoRun
 
     runs = []
 

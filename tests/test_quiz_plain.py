@@ -47,6 +47,12 @@ def test_plain_mode_answers_every_kind_and_saves(quiz_bank):
     assert "is not a number" in out
     assert "✔ Correct." in out and "✘ Not quite: missed 2." in out
     assert "within 5% of 1.5 GB" in out
+    # Every choice is shown again with its reason; the wrong pick and the right ones are marked.
+    assert "Right: the reducer all-reduces each full bucket while backward goes on." in out
+    assert "Wrong: sharding parameters is FSDP's idea, not DDP's." in out
+    assert "✔ " + str(wrong_multi) + ". parameters  <- yours" in out
+    shown_multi = [line for line in out.splitlines() if line[:1] in "✔✘ " and ". " in line and "<- yours" in line]
+    assert len(shown_multi) == 2  # the single question's pick and the multi question's one pick
     assert "What an interviewer listens for" in out and "fewer, larger collectives" in out
     assert "4 answered, 3 right (75%)" in out
     attempts = Store.open().attempts()

@@ -5,6 +5,7 @@ Update them only after looking at the report: pytest tests/test_quiz_snapshots.p
 
 from __future__ import annotations
 
+import io
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -103,3 +104,24 @@ def test_explain_reveal(snap_compare, quiz_bank, fixed_machine):
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZE, run_before=reveal)
+
+
+def test_feedback_reasons_for_a_wrong_pick(snap_compare, quiz_bank, fixed_machine):
+    app = _app(quiz_bank, topic="ddp")
+
+    async def answer_wrongly(pilot):
+        await pilot.pause()
+        screen = pilot.app.screen
+        assert screen.question.id == "ddp-grad-sync"
+        wrong = next(c for c in screen.display_choices if c != screen.question.answer)
+        await pilot.press(str(screen.display_choices.index(wrong) + 1), "enter")
+        await pilot.pause()
+        from rich.console import Console
+
+        console = Console(width=200, record=True, file=io.StringIO())
+        console.print(pilot.app.screen.query_one("#answer-detail").content)
+        detail = console.export_text()
+        for reason in screen.question.why:
+            assert reason in detail
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=answer_wrongly)

@@ -26,7 +26,7 @@ def bank(quiz_bank):
 def test_rating_from_correctness_and_time(bank):
     question = bank.questions["ddp-grad-sync"]  # single, level 1: 20 s expected
     right = grade_single(question, question.answer)
-    wrong = grade_single(question, "a parameter server")
+    wrong = grade_single(question, "a parameter server that averages gradients")
     assert scheduler.rating_for(question, wrong, 3.0) == Rating.Again
     assert scheduler.rating_for(question, right, 5.0) == Rating.Easy
     assert scheduler.rating_for(question, right, 20.0) == Rating.Good
@@ -50,7 +50,7 @@ def test_right_answers_space_out_and_a_wrong_one_comes_back_soon(bank):
         intervals.append(card.due - now)
         now = card.due
     assert intervals == sorted(intervals) and intervals[-1] > timedelta(days=3)
-    _, card, rating = scheduler.record_answer(store, question, grade_single(question, "a parameter server"), time_s=15.0, now=now)
+    _, card, rating = scheduler.record_answer(store, question, grade_single(question, "a parameter server that averages gradients"), time_s=15.0, now=now)
     assert rating == Rating.Again
     assert card.due - now < timedelta(hours=1)
     assert len(store.attempts("ddp-grad-sync")) == 5
@@ -61,7 +61,7 @@ def test_practice_queue_due_then_new_then_later(bank):
     store = Store.memory()
     single = bank.questions["ddp-grad-sync"]
     multi = bank.questions["ddp-replicated-state"]
-    scheduler.record_answer(store, single, grade_single(single, "a parameter server"), time_s=10, now=T0)
+    scheduler.record_answer(store, single, grade_single(single, "a parameter server that averages gradients"), time_s=10, now=T0)
     scheduler.record_answer(store, multi, grade_multi(multi, list(multi.answer)), time_s=10, now=T0)
     later = T0 + timedelta(hours=1)
     queue = [q.id for q in scheduler.practice_queue(bank, store, later, topic="ddp")]
@@ -85,7 +85,7 @@ def test_progress_weakest_first_and_mastery_decays(bank):
         grade = grade_order(question, answer) if question.kind == "order" else grade_single(question, answer)
         scheduler.record_answer(store, question, grade, time_s=10, now=T0)
     single = bank.questions["ddp-grad-sync"]
-    scheduler.record_answer(store, single, grade_single(single, "a parameter server"), time_s=10, now=T0)
+    scheduler.record_answer(store, single, grade_single(single, "a parameter server that averages gradients"), time_s=10, now=T0)
     report = scheduler.progress(bank, store, T0)
     assert [p.topic for p in report] == ["ddp", "fsdp-wrap"]
     ddp, wrap = report

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ddpfsdp.demos.strategies import ROOT_UNIT, canonical_sharding
+from ddpfsdp.demos.train.strategies import ROOT_UNIT, canonical_sharding
 
 # Starting the process groups dominates; on a busy 2-core machine it can pass the default limit.
 pytestmark = pytest.mark.timeout(600)
@@ -73,9 +73,9 @@ def _full(t: torch.Tensor) -> torch.Tensor:
 
 
 def _train(arch: str, options: dict, checkpoint: bool, rank: int, world_size: int) -> dict:
-    from ddpfsdp.demos.data import compute_loss, make_loader
-    from ddpfsdp.demos.models import build_model, count_params
-    from ddpfsdp.demos.strategies import prepare
+    from ddpfsdp.demos.train.data import compute_loss, make_loader
+    from ddpfsdp.demos.train.models import build_model, count_params
+    from ddpfsdp.demos.train.strategies import prepare
 
     model = build_model(arch, "tiny", seed=SEED)
     model.checkpoint_activations = checkpoint
@@ -296,8 +296,8 @@ def test_hybrid_on_four_ranks(four):
 
 
 def test_bad_choices_are_value_errors():
-    from ddpfsdp.demos.models import build_model
-    from ddpfsdp.demos.strategies import prepare
+    from ddpfsdp.demos.train.models import build_model
+    from ddpfsdp.demos.train.strategies import prepare
 
     model = build_model("gpt", "tiny", seed=0, layers=1)
     for options, message in [

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from ddpfsdp.demos import registry
-from ddpfsdp.demos.launcher import DemoRun
+from ddpfsdp.demos.launch.launcher import DemoRun
 
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(300)]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ddpfsdp.demos import training_checks as tc
+from ddpfsdp.demos.train import claims as tc
 
 MB = 1_000_000
 

@@ -8,8 +8,8 @@ import pytest
 from rich.console import Console
 
 from ddpfsdp.demos import registry
-from ddpfsdp.demos.launcher import DemoRun
-from ddpfsdp.demos.report import render_compare, render_training
+from ddpfsdp.demos.launch.launcher import DemoRun
+from ddpfsdp.demos.measure.report import render_compare, render_training
 
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(400)]
 

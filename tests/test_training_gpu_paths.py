@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from ddpfsdp.demos.models import build_model, count_params
-from ddpfsdp.demos.presets import shape_for
-from ddpfsdp.demos.trainer import flops_per_sample
+from ddpfsdp.demos.train.models import build_model, count_params
+from ddpfsdp.demos.train.presets import shape_for
+from ddpfsdp.demos.train.loop import flops_per_sample
 
 
 def _counted_matmul_flops(arch: str) -> tuple[int, float]:
@@ -56,7 +56,7 @@ def test_flops_per_sample_has_no_figure_for_resnet():
     ("Tesla V100-SXM2-32GB", None),
 ])
 def test_peak_flops_per_s_matches_the_data_sheet(monkeypatch, name, bf16_flops_per_s):
-    from ddpfsdp.demos import measure
+    from ddpfsdp.demos.measure import memory as measure
 
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
     device = torch.device("cuda", 0)
@@ -71,7 +71,7 @@ def test_peak_flops_per_s_matches_the_data_sheet(monkeypatch, name, bf16_flops_p
     ("n/a", None, "MFU: n/a (no dense peak FLOP/s known for this device and precision)"),
 ])
 def test_throughput_lines_say_why_mfu_is_missing(mfu, peak, shown):
-    from ddpfsdp.demos.report import throughput_lines
+    from ddpfsdp.demos.measure.report import throughput_lines
 
     result = {"throughput": {"samples_per_s": 10.0, "tokens_per_s": None, "timed_steps": 4, "mfu": mfu,
                              "peak_flops_per_s": peak, "step_time_s": {"median": 0.1, "min": 0.1, "max": 0.1}}}
@@ -93,7 +93,7 @@ def fake_world():
 
 @pytest.mark.parametrize("device", [torch.device("cpu"), torch.device("cuda", 1)])
 def test_hybrid_mesh_shards_within_a_node_and_replicates_across_nodes(fake_world, device):
-    from ddpfsdp.demos.strategies import _mesh
+    from ddpfsdp.demos.train.strategies import _mesh
 
     mesh = _mesh(device, 8, "hybrid", 2)
     # The mesh's device type is the run's: CPU ranks on a GPU host must not get a CUDA mesh.

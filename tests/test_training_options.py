@@ -8,7 +8,9 @@ import sys
 import click
 import pytest
 
-from ddpfsdp.demos import registry, training
+from ddpfsdp.demos import registry
+
+from ddpfsdp.demos.train import demo as training
 
 
 def _parse(params, args):
@@ -80,13 +82,13 @@ def test_registry_points_at_these_options_and_hooks():
     for name in ("ddp", "fsdp", "compare"):
         demo = registry.get(name)
         module, attr = demo.options.split(":")
-        assert module == "ddpfsdp.demos.training" and hasattr(training, attr)
+        assert module == "ddpfsdp.demos.train.demo" and hasattr(training, attr)
         assert hasattr(training, demo.validate.split(":")[1])
         assert hasattr(training, demo.module.split(":")[1])
 
 
 def test_options_module_and_report_do_not_import_torch():
-    code = ("import sys, ddpfsdp.demos.training, ddpfsdp.demos.report, ddpfsdp.demos.training_checks; "
+    code = ("import sys, ddpfsdp.demos.train.demo, ddpfsdp.demos.measure.report, ddpfsdp.demos.train.claims; "
             "print('torch' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

@@ -139,7 +139,7 @@ def run(ctx: Any, *, numel: int, seed: int) -> dict | None:
         done = step if phase == "reduce-scatter" else world - 1 + step
         ctx.step(done, steps, phase=phase)
 
-    from ddpfsdp.demos.comm import CommCounter
+    from ddpfsdp.demos.measure.comm import CommCounter
 
     # The counter intercepts the sends as the transport sees them: a cross-check on our own count.
     with CommCounter() as counter:

@@ -42,7 +42,7 @@ WEIGHT_RTOL = {"sgd": 1e-4, "adamw": 1e-2}
 def _optimizer(name: str, params: Any, lr: float) -> Any:
     import torch
 
-    # The same optimizers ddpfsdp.demos.strategies.prepare builds for the distributed runs.
+    # The same optimizers ddpfsdp.demos.train.strategies.prepare builds for the distributed runs.
     return torch.optim.AdamW(params, lr=lr) if name == "adamw" else torch.optim.SGD(params, lr=lr)
 
 
@@ -84,8 +84,8 @@ def _single_process(ctx: Any, *, model: str, steps: int, batch_size: int, optimi
     from types import SimpleNamespace
 
     from ddpfsdp.demos.concepts.trial import rank_batches
-    from ddpfsdp.demos.data import compute_loss
-    from ddpfsdp.demos.models import build_model
+    from ddpfsdp.demos.train.data import compute_loss
+    from ddpfsdp.demos.train.models import build_model
 
     net = build_model("gpt", model, seed=seed).to(ctx.device)
     initial = {name: p.detach().float().cpu().clone() for name, p in net.named_parameters()}

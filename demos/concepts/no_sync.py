@@ -58,7 +58,7 @@ def _accumulate(ctx: Any, s: Any, strategy: str, k: int, skip: bool) -> tuple[di
     """One optimizer step's worth of k micro-batches; returns the collectives and the local grads."""
     import torch
 
-    from ddpfsdp.demos.comm import CommCounter
+    from ddpfsdp.demos.measure.comm import CommCounter
     from ddpfsdp.demos.concepts.trial import WARMUP_STEPS, forward_backward
 
     # Uncounted backwards first: DDP rebuilds its buckets after the first and broadcasts their new

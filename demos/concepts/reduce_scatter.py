@@ -40,7 +40,7 @@ def run(ctx: Any, *, chunk_numel: int, seed: int) -> dict | None:
     import torch
     import torch.distributed as dist
 
-    from ddpfsdp.demos.comm import CommCounter
+    from ddpfsdp.demos.measure.comm import CommCounter
     from ddpfsdp.demos.concepts.allreduce import (
         SHOW_VALUES_UP_TO,
         RingTrace,

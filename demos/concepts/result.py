@@ -11,7 +11,7 @@ SCHEMA = "ddpfsdp.demo/1"
 
 def envelope(ctx: Any, demo: str, config: dict[str, Any], checks: list[Check], **measurements: Any) -> dict:
     """The ddpfsdp.demo/1 dict for one run; `config` gains where the run happened."""
-    from ddpfsdp.demos.measure import environment
+    from ddpfsdp.demos.measure.memory import environment
 
     config = {
         **config,

@@ -1,6 +1,6 @@
 """One configuration of a model-based concept demo, measured step by step.
 
-A trial builds the seeded model, wraps it with `ddpfsdp.demos.strategies.prepare`, and runs:
+A trial builds the seeded model, wraps it with `ddpfsdp.demos.train.strategies.prepare`, and runs:
   warm-up steps       lazy initialisation, optimizer state, DDP's bucket rebuild: kept out of figures
   1 comm step         under CommCounter: every collective of one training step, per op
   1 memory step       forward and backward under PeakMemory (the optimizer step runs after it)
@@ -36,7 +36,7 @@ def resolve_model(ctx: Any, model: str | None) -> str:
 class Setup:
     """A wrapped model and the batches it trains on."""
 
-    prepared: Any  # ddpfsdp.demos.strategies.Prepared
+    prepared: Any  # ddpfsdp.demos.train.strategies.Prepared
     batches: list[Any]  # this rank's batches, cycled through
     params: int
     blocks: list[Any]  # the transformer blocks, for hooks
@@ -51,7 +51,7 @@ def rank_batches(ctx: Any, shape: Any, *, batch_size: int, seed: int, count: int
     """`count` batches for this rank: consecutive global batches, this rank's slice of each."""
     from torch.utils.data import default_collate
 
-    from ddpfsdp.demos.data import make_dataset
+    from ddpfsdp.demos.train.data import make_dataset
 
     global_batch = batch_size * ctx.world_size
     dataset = make_dataset("gpt", shape, seed=seed, num_samples=global_batch * count)
@@ -65,8 +65,8 @@ def rank_batches(ctx: Any, shape: Any, *, batch_size: int, seed: int, count: int
 def setup(ctx: Any, *, model: str, strategy: str, batch_size: int, seed: int, sharding: str = "full",
           wrap: str = "block", checkpoint_activations: bool = False, optimizer: str = "adamw",
           lr: float = 1e-3, batch_count: int = 1) -> Setup:
-    from ddpfsdp.demos.models import build_model, count_params
-    from ddpfsdp.demos.strategies import prepare
+    from ddpfsdp.demos.train.models import build_model, count_params
+    from ddpfsdp.demos.train.strategies import prepare
 
     net = build_model("gpt", model, seed=seed)
     net.checkpoint_activations = checkpoint_activations
@@ -80,7 +80,7 @@ def setup(ctx: Any, *, model: str, strategy: str, batch_size: int, seed: int, sh
 
 def forward_backward(s: Setup, *, loss_scale: float = 1.0, on_backward: Callable[[], None] | None = None) -> Any:
     """One forward and backward on the next batch; returns the loss (detached)."""
-    from ddpfsdp.demos.data import compute_loss
+    from ddpfsdp.demos.train.data import compute_loss
 
     batch = s.batches[s.steps_done % len(s.batches)]
     s.steps_done += 1
@@ -105,8 +105,8 @@ def warmup_steps(s: Setup) -> int:
 
 def measure(ctx: Any, s: Setup, *, timed_steps: int = 2, memory: bool = True) -> dict[str, Any]:
     """Warm up, then count one step's collectives, track one forward/backward's peak, time the rest."""
-    from ddpfsdp.demos.comm import CommCounter
-    from ddpfsdp.demos.measure import PeakMemory, StepTimer, ddp_reducer_bytes, model_state_bytes
+    from ddpfsdp.demos.measure.comm import CommCounter
+    from ddpfsdp.demos.measure.memory import PeakMemory, StepTimer, ddp_reducer_bytes, model_state_bytes
 
     # DDP rebuilds its buckets after the first step and broadcasts the new order in the second;
     # neither belongs to a steady-state step. FSDP is steady after one.

@@ -85,7 +85,7 @@ def calc(
       ddpfsdp calc --params 70B --gpus 64 --group-size 8 --gpu-mem 80GB
       ddpfsdp calc --params 350M --gpus 4 --json
     """
-    from ddpfsdp.demos import calc as model_calc
+    from ddpfsdp.demos.theory import calc as model_calc
     from ddpfsdp.demos import units as unit_parsing
 
     if params is None and model is None:
@@ -102,7 +102,7 @@ def calc(
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--gpu-mem") from None
     if model is not None:
-        from ddpfsdp.demos.presets import GPT_PRESETS
+        from ddpfsdp.demos.train.presets import GPT_PRESETS
 
         if model.lower() not in GPT_PRESETS:
             raise click.BadParameter(

@@ -18,7 +18,7 @@ def doctor(as_json: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from ddpfsdp.demos.hardware import detect
+    from ddpfsdp.demos.launch.hardware import detect
     from ddpfsdp.quiz.paths import data_dir
 
     hardware = detect()

@@ -36,10 +36,16 @@ def quiz(topic, review, mock, plain, check, bank_dir, answers_dir, seed) -> None
             bank = load_bank(bank_dir, answers_dir)
         except BankError as error:
             raise click.ClickException(f"the question bank has a problem: {error}") from None
+        from ddpfsdp.quiz.cues import cue_stats
+
         kinds: dict[str, int] = {}
         for question in bank.questions.values():
             kinds[question.kind] = kinds.get(question.kind, 0) + 1
         shown = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
+        cues = cue_stats(bank)
+        click.echo(cues.summary())
+        if cues.problems:
+            raise click.ClickException("the question bank leaks a test-taking cue: " + "; ".join(cues.problems))
         click.echo(f"The question bank is sound: {len(bank.questions)} questions in {len(bank.topics)} topics ({shown}).")
         return
 
@@ -67,4 +73,4 @@ def quiz(topic, review, mock, plain, check, bank_dir, answers_dir, seed) -> None
 
 def _check_topic(bank, topic: str | None) -> None:
     if topic is not None and topic not in bank.topics:
-        raise click.UsageError(f"no topic {topic!r}; choose one of {', '.join(bank.topics)}")
+        raise click.BadParameter(f"no topic {topic!r}; choose one of {', '.join(bank.topics)}", param_hint="'--topic'")

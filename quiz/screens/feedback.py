@@ -100,21 +100,21 @@ class FeedbackScreen(Screen):
         q = self.question
         grade = self.grade
         if q.kind in ("single", "multi") and grade is not None:
-            right = {q.answer} if q.kind == "single" else set(q.answer)
-            chosen = {grade.given} if q.kind == "single" else set(grade.given)
             table = Table(show_header=False, show_edge=False, box=None, expand=True, pad_edge=False)
             table.add_column(width=2, no_wrap=True)
             table.add_column(ratio=1)
-            for index, choice in enumerate(self.display_order or q.choices, start=1):
-                if choice in right:
+            for item in grading.review_choices(q, grade, self.display_order):
+                if item.right:
                     mark = Text("✔", style="bold green")
-                elif choice in chosen:
+                elif item.picked:
                     mark = Text("✘", style="bold red")
                 else:
                     mark = Text(" ")
-                label = Text(f"{index}. {choice}", style="bold" if choice in chosen else "dim" if choice not in right else "")
-                if choice in chosen:
+                label = Text(f"{item.number}. {item.text}", style="bold" if item.picked else "" if item.right else "dim")
+                if item.picked:
                     label.append("  ← yours", style="italic")
+                if item.reason:
+                    label.append(f"\n   {item.reason}", style="green" if item.right else "yellow" if item.picked else "italic")
                 table.add_row(mark, label)
             return table
         if q.kind == "order" and grade is not None:

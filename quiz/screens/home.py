@@ -10,12 +10,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Label, ListItem, ListView, Static
 
 from ddpfsdp.quiz import scheduler
-
-
-def mastery_bar(mastery: float, width: int = 12) -> Text:
-    filled = round(mastery * width)
-    style = "green" if mastery >= 0.7 else "yellow" if mastery >= 0.35 else "red"
-    return Text.assemble(("█" * filled, style), ("░" * (width - filled), "dim"), f" {mastery:>4.0%}")
+from ddpfsdp.quiz.widgets.mastery import mastery_bar
 
 
 class HomeScreen(Screen):

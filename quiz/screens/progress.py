@@ -10,7 +10,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from ddpfsdp.quiz import scheduler
-from ddpfsdp.quiz.screens.home import mastery_bar
+from ddpfsdp.quiz.widgets.mastery import mastery_bar
 
 
 class ProgressScreen(Screen):

@@ -21,8 +21,9 @@ import subprocess
 import sys
 import time
 
+from ddpfsdp.demos.train.spec import MEASURED_STEPS
+
 TARGET_RATIO = 0.95
-MEASURED_STEPS = 2  # the demo's communication and memory steps, after its timed ones
 
 
 def bare_loop(args: argparse.Namespace) -> None:
@@ -31,9 +32,9 @@ def bare_loop(args: argparse.Namespace) -> None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    from ddpfsdp.demos.data import compute_loss, make_loader
-    from ddpfsdp.demos.models import build_model
-    from ddpfsdp.demos.presets import shape_for
+    from ddpfsdp.demos.train.data import compute_loss, make_loader
+    from ddpfsdp.demos.train.models import build_model
+    from ddpfsdp.demos.train.presets import shape_for
 
     cuda = args.device == "cuda"
     if cuda:
@@ -87,7 +88,7 @@ def bare_loop(args: argparse.Namespace) -> None:
 
 def _launch(args: argparse.Namespace, world: int) -> tuple[float, float]:
     """(demo samples/s, demo wall s) and then the bare loop's samples/s."""
-    from ddpfsdp.demos.launcher import DemoRun
+    from ddpfsdp.demos.launch.launcher import DemoRun
 
     demo_args = ["--model", args.model, "--batch-size", str(args.batch_size), "--steps", str(args.steps),
                  "--warmup", str(args.warmup), "--seed", str(args.seed)]

@@ -1,0 +1,333 @@
+"""Measure what a rank holds and how fast it trains, from the tensors and clocks themselves.
+
+- `model_state_bytes`: params, grads and optimizer state a rank holds, counted from the tensors
+  (a DTensor counts its local shard; a storage shared by several tensors counts once, so FSDP1's
+  flat parameter and DDP's tied weights are not double counted; padding of a shard counts, since
+  the rank really holds it).
+- `PeakMemory`: the peak of one step. CUDA: the caching allocator's own peak counters. CPU: the
+  bytes of live tensors at the start plus the highest running total of the allocations the
+  profiler records during the step (the profiler is slow, so it is used on one dedicated step only;
+  `ru_maxrss` is useless here: spawned ranks inherit their parent's).
+- `StepTimer`: wall time of the timed steps and of each step (CUDA events on GPU, so no step
+  waits for the GPU to be timed).
+- `environment`: the `env` block of every result.
+"""
+
+from __future__ import annotations
+
+import gc
+import platform
+import socket
+import statistics
+import time
+import warnings
+from typing import Any, Iterable
+
+import torch
+
+GiB = 1024**3
+MiB = 1024**2
+
+
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    to_local = getattr(tensor, "to_local", None)  # DTensor: the shard this rank holds
+    return to_local() if to_local is not None else tensor
+
+
+def _storage_key_and_bytes(tensor: torch.Tensor) -> tuple[tuple, int] | None:
+    tensor = _local(tensor)
+    try:
+        storage = tensor.untyped_storage()
+    except (RuntimeError, NotImplementedError):  # wrapper subclasses without storage
+        return None
+    nbytes = storage.nbytes()
+    if nbytes == 0:
+        return None
+    return (tensor.device.type, tensor.device.index, storage.data_ptr()), nbytes
+
+
+def unique_storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
+    """Bytes of the distinct storages behind `tensors` (each storage once, whole)."""
+    seen: dict[tuple, int] = {}
+    for tensor in tensors:
+        if tensor is None:
+            continue
+        found = _storage_key_and_bytes(tensor)
+        if found is not None:
+            seen[found[0]] = found[1]
+    return sum(seen.values())
+
+
+def _optimizer_state_tensors(optimizer: Any) -> Iterable[torch.Tensor]:
+    # ZeroRedundancyOptimizer keeps this rank's shard of the state in its inner optimizer.
+    optimizers = [optimizer]
+    inner = getattr(optimizer, "optim", None)
+    if inner is not None and hasattr(inner, "state"):
+        optimizers.append(inner)
+    for opt in optimizers:
+        for state in opt.state.values():
+            for value in state.values():
+                if isinstance(value, torch.Tensor):
+                    yield value
+
+
+def model_state_bytes(model: torch.nn.Module, optimizer: Any) -> dict[str, int]:
+    """{"params", "grads", "optimizer"}: bytes this rank holds, measured from its tensors."""
+    params = list(model.parameters())
+    return {
+        "params": unique_storage_bytes(params),
+        "grads": unique_storage_bytes(p.grad for p in params if p.grad is not None),
+        "optimizer": unique_storage_bytes(_optimizer_state_tensors(optimizer)),
+    }
+
+
+def ddp_reducer_bytes(model: torch.nn.Module) -> int:
+    """Bytes of the gradient buckets DDP's reducer holds in C++, invisible to Python.
+
+    They are as large as the gradients (a second copy unless gradient_as_bucket_view) and live as
+    long as the model, so a CPU peak that only counted Python-visible tensors would miss them.
+    """
+    logging_data = getattr(model, "_get_ddp_logging_data", None)
+    if logging_data is None:
+        return 0
+    data = logging_data()
+    sizes = data.get("rebuilt_bucket_sizes") or data.get("bucket_sizes") or ""
+    return sum(int(s) for s in str(sizes).replace(",", " ").split())
+
+
+def live_tensor_bytes(device_type: str = "cpu") -> int:
+    """Bytes of the distinct storages of every tensor Python can reach on this device type."""
+    seen: dict[tuple, int] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # touching some objects' attributes warns
+        for obj in gc.get_objects():
+            try:
+                if not isinstance(obj, torch.Tensor):
+                    continue
+                found = _storage_key_and_bytes(obj)
+            except Exception:  # noqa: BLE001 - a half-built or exotic tensor is not ours to count
+                continue
+            if found is not None and found[0][0] == device_type:
+                seen[found[0]] = found[1]
+    return sum(seen.values())
+
+
+class PeakMemory:
+    """Peak memory of the code inside `with PeakMemory(device) as peak:`; read `peak.peak_bytes`.
+
+    `hidden_bytes`: bytes alive throughout that the CPU tracker cannot see (see ddp_reducer_bytes).
+    `peak_kind` names the method, so a reader knows what the number means.
+    """
+
+    def __init__(self, device: Any, *, hidden_bytes: int = 0) -> None:
+        self.device = torch.device(device)
+        self.hidden_bytes = hidden_bytes
+        self.peak_bytes: int | None = None
+        self.reserved_bytes: int | None = None
+        self.start_bytes: int | None = None
+        self.alloc_retries: int | None = None
+        self.ooms: int | None = None
+        self.untracked_free_bytes: int | None = None
+        self._profiler = None
+
+    @property
+    def peak_kind(self) -> str:
+        if self.device.type == "cuda":
+            return "cuda max_memory_allocated"
+        return "cpu live tensor bytes (profiler)"
+
+    def __enter__(self) -> "PeakMemory":
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self.start_bytes = torch.cuda.memory_allocated(self.device)
+        else:
+            from torch.profiler import ProfilerActivity, profile
+
+            self.start_bytes = live_tensor_bytes("cpu") + self.hidden_bytes
+            self._profiler = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+            self._profiler.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            self.peak_bytes = torch.cuda.max_memory_allocated(self.device)
+            self.reserved_bytes = torch.cuda.max_memory_reserved(self.device)
+            stats = torch.cuda.memory_stats(self.device)
+            self.alloc_retries = stats.get("num_alloc_retries", 0)
+            self.ooms = stats.get("num_ooms", 0)
+            return
+        self._profiler.__exit__(*exc)
+        if exc[0] is None:
+            highest, last = running_totals(self._profiler)
+            self.peak_bytes = self.start_bytes + max(0, highest)
+            # The profiler records frees on the thread it profiles only; a block that a collective
+            # backend's thread let go of last is never seen freed. What the tracker believes is
+            # alive at the end, less what is alive, bounds how far the peak may sit too high.
+            alive_bytes = live_tensor_bytes("cpu") + self.hidden_bytes
+            self.untracked_free_bytes = max(0, self.start_bytes + last - alive_bytes)
+        self._profiler = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "peak": self.peak_bytes,
+            "peak_kind": self.peak_kind,
+            "reserved": self.reserved_bytes,
+            "start": self.start_bytes,
+            "untracked_free": self.untracked_free_bytes,
+        }
+
+
+def running_totals(prof: Any) -> tuple[int, int]:
+    """(highest, last) bytes allocated above the level at the profiler's start, from its events.
+
+    Each allocation event carries the allocator reporter's running total, a process-wide counter
+    that persists across profiling sessions; the level before the first event is the baseline.
+    """
+    from torch._C._profiler import _EventType
+
+    events = []
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        if node.tag == _EventType.Allocation and node.extra_fields.device.type == "cpu":
+            events.append((node.start_time_ns, node.extra_fields.total_allocated, node.extra_fields.alloc_size))
+    if not events:
+        return 0, 0
+    events.sort()
+    _, first_total, first_size = events[0]
+    baseline = first_total - first_size
+    return max(total for _, total, _ in events) - baseline, events[-1][1] - baseline
+
+
+def max_running_total(prof: Any) -> int:
+    return running_totals(prof)[0]
+
+
+class StepTimer:
+    """Wall time of a run of steps, and of each step, at no cost to the steps themselves.
+
+    `start()` and `stop()` synchronise CUDA once each, so `wall_s` covers all queued work. Per-step
+    times come from CUDA events on GPU (recorded in the stream, read after `stop()`, so no step
+    waits for the GPU) and from perf_counter on CPU.
+
+        timer.start()
+        for batch in batches:
+            with timer.step():
+                train_step(batch)
+        timer.stop()
+    """
+
+    def __init__(self, device: Any) -> None:
+        self.device = torch.device(device)
+        self.wall_s: float | None = None
+        self._cuda = self.device.type == "cuda"
+        self._marks: list[tuple[Any, Any]] = []
+        self._times_s: list[float] | None = None
+        self._start = 0.0
+
+    def _sync(self) -> None:
+        if self._cuda:
+            torch.cuda.synchronize(self.device)
+
+    def start(self) -> None:
+        self._sync()
+        self._start = time.perf_counter()
+
+    def stop(self) -> None:
+        self._sync()
+        self.wall_s = time.perf_counter() - self._start
+        if self._cuda:
+            self._times_s = [begin.elapsed_time(end) / 1000.0 for begin, end in self._marks]
+        else:
+            self._times_s = [end - begin for begin, end in self._marks]
+
+    def step(self) -> "_Step":
+        return _Step(self)
+
+    def _mark(self) -> Any:
+        if self._cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    @property
+    def times_s(self) -> list[float]:
+        if self._times_s is None:
+            raise ValueError("the timer has not been stopped")
+        return self._times_s
+
+    def summary(self) -> dict[str, float]:
+        """{"median", "min", "max"} of the step times, in seconds."""
+        times = self.times_s
+        if not times:
+            raise ValueError("no steps were timed")
+        return {"median": statistics.median(times), "min": min(times), "max": max(times)}
+
+
+class _Step:
+    def __init__(self, timer: StepTimer) -> None:
+        self.timer = timer
+        self.begin: Any = None
+
+    def __enter__(self) -> None:
+        self.begin = self.timer._mark()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.timer._marks.append((self.begin, self.timer._mark()))
+
+
+# Dense peak FLOP/s per GPU from the vendors' data sheets: (bf16 tensor cores, fp32 without TF32).
+# Matched on the device name, most specific first; a GPU not listed gets no MFU rather than a guess.
+PEAK_FLOPS_PER_S: list[tuple[str, float, float]] = [
+    ("H200 NVL", 835e12, 60e12),  # the PCIe card, lower clocks than the SXM part
+    ("H200", 989e12, 67e12),  # SXM; also GH200, whose GPU has the H100 SXM's peaks
+    ("H100 NVL", 835e12, 60e12),
+    ("H100 PCIE", 756e12, 51e12),
+    ("H100", 989e12, 67e12),  # SXM5
+    ("A100", 312e12, 19.5e12),  # SXM4 and PCIe share the dense peaks
+]
+
+
+def peak_flops_per_s(device: Any, precision: str) -> float | None:
+    """The GPU's dense peak for the precision its matmuls run in, or None where it is not known.
+
+    fp32 counts only when matmuls really run in fp32 (`torch.get_float32_matmul_precision()` is
+    "highest"); with TF32 allowed the fp32 peak would understate the hardware and MFU could pass 100%.
+    """
+    device = torch.device(device)
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device).upper()
+    for key, bf16, fp32 in PEAK_FLOPS_PER_S:
+        if key in name:
+            if precision in ("bf16", "bf16-mixed"):
+                return bf16
+            if precision == "fp32" and torch.get_float32_matmul_precision() == "highest":
+                if torch.backends.cuda.matmul.allow_tf32:
+                    return None
+                return fp32
+            return None
+    return None
+
+
+def environment(ctx: Any = None) -> dict[str, Any]:
+    """torch and python versions, device names, CPU count and hostname of this rank's machine."""
+    from ddpfsdp.demos.launch.hardware import cpu_count
+
+    device = getattr(ctx, "device", None)
+    if device is not None and torch.device(device).type == "cuda":
+        names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    else:
+        names = [platform.processor() or platform.machine() or "cpu"]
+    return {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "device_names": names,
+        "cpu_count": cpu_count(),
+        "hostname": socket.gethostname(),
+        "torch_threads": torch.get_num_threads(),
+    }

@@ -1,0 +1,360 @@
+"""Before a training demo launches: will it fit? An estimate per rank against what the device has free.
+
+The estimate is the analytic model's (`ddpfsdp.demos.theory.calc`): model state, the step's working set,
+activations, plus a fixed runtime overhead per process. It is compared with free GPU memory
+(CUDA) or the available RAM shared by the CPU processes, less a safety margin. When it does not
+fit, the verdict names a configuration that would (FSDP full sharding, activation checkpointing,
+a smaller batch, more GPUs, a smaller model), and the caller refuses to launch unless forced.
+
+Pure Python at import; torch is imported only to ask CUDA what is free, and then in a child
+process, so the launcher never holds a CUDA context on the GPUs its ranks are about to use.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from ddpfsdp.demos.theory import calc
+from ddpfsdp.demos.units import format_bytes
+
+SAFETY_MARGIN = 0.10
+"""Fraction of the free memory kept back for the allocator's fragmentation and what we do not model."""
+
+PROCESS_OVERHEAD_BYTES = {"cuda": 2**30, "cpu": 512 * 2**20}
+"""Per process, beyond tensors: CUDA context and NCCL buffers on a GPU; the interpreter and torch on CPU."""
+
+TRAINING_DEMOS = ("ddp", "fsdp", "compare")
+
+_FALLBACK_DEFAULT_PRESETS = {"gpt": {"cpu": "small", "cuda": "base"}}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    fits: bool
+    estimate_bytes: int | None  # per rank
+    available_bytes: int | None  # per rank, before the safety margin
+    message: str
+    suggestion: str | None = None
+    forced: bool = False
+    breakdown: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def proceed(self) -> bool:
+        """Launch or not: it fits, or the user forced it."""
+        return self.fits or self.forced
+
+
+# ----------------------------------------------------------------------------- the estimate
+
+
+def _presets():
+    from ddpfsdp.demos.train import presets
+
+    return presets
+
+
+def _preset_name(arch: str, options: dict[str, Any], device: str) -> str:
+    if options.get("model"):
+        return str(options["model"])
+    presets = _presets()
+    kind = "cpu" if device == "cpu" else "cuda"
+    if hasattr(presets, "default_preset"):
+        return presets.default_preset(arch, kind)
+    return _FALLBACK_DEFAULT_PRESETS.get(arch, {}).get(kind, "small")
+
+
+def _overrides(arch: str, options: dict[str, Any]) -> dict[str, int]:
+    presets = _presets()
+    allowed = getattr(presets, "OVERRIDES", {}).get(arch, ("layers", "d_model", "heads", "seq_len"))
+    return {key: options[key] for key in allowed if options.get(key) is not None}
+
+
+def _shape(arch: str, preset: str, overrides: dict[str, int]):
+    presets = _presets()
+    if hasattr(presets, "shape_for"):
+        return presets.shape_for(arch, preset, **overrides)
+    if arch == "gpt":
+        return presets.gpt_shape(preset, **overrides)
+    return None
+
+
+def _resnet_activation_bytes(shape: Any, batch_size: int, precision: str) -> int:
+    """A rough count of what a ResNet saves for backward, per sample: per BasicBlock its input,
+    the two convolutions' outputs (BatchNorm inputs), the ReLU output and the block's output
+    (plus the shortcut's BatchNorm input where the shape changes); the stem's three tensors."""
+    element = calc.precision_for(precision).compute_bytes
+    side = shape.image_size // (2 if shape.imagenet_stem else 1)
+    elements = shape.channels * shape.image_size**2 + 3 * shape.widths[0] * side**2
+    if shape.imagenet_stem:
+        side //= 2
+    for in_ch, out_ch, stride in shape.block_shapes():
+        in_side = side
+        side //= stride
+        tensors = 4 + (1 if stride != 1 or in_ch != out_ch else 0)
+        elements += in_ch * in_side**2 + tensors * out_ch * side**2
+    return batch_size * elements * element
+
+
+def _units_and_activations(arch: str, shape: Any, options: dict[str, Any], precision: str) -> tuple[list[int], int]:
+    batch_size = int(options.get("batch_size") or 8)
+    checkpoint = bool(options.get("checkpoint_activations"))
+    wrap = options.get("wrap") or "block"
+    if arch == "gpt":
+        units = calc.gpt_unit_params(shape, wrap=wrap)
+        activations = calc.gpt_activation_bytes(shape, batch_size, None, checkpoint, precision)["activation_bytes"]
+        return units, activations
+    if arch == "vit":
+        blocks = [shape.block_params] * shape.layers
+        units = [shape.params] if wrap == "model" else [shape.embedding_params, *blocks, shape.head_params, 0]
+        activations = calc.transformer_activation_bytes(
+            layers=shape.layers,
+            d_model=shape.d_model,
+            tokens=shape.tokens,
+            batch_size=batch_size,
+            head_outputs=shape.classes,
+            head_tokens=1,
+            precision=precision,
+            checkpoint_activations=checkpoint,
+        )["activation_bytes"]
+        return units, activations
+    if arch == "resnet":
+        blocks = [shape.basic_block_params(*block) for block in shape.block_shapes()]
+        units = [shape.params] if wrap == "model" else [shape.stem_params, *blocks, shape.head_params, 0]
+        return units, _resnet_activation_bytes(shape, batch_size, precision)
+    raise ValueError(f"no activation model for {arch}")
+
+
+def _runs(demo: str, options: dict[str, Any]) -> list[dict[str, Any]]:
+    """The (strategy, sharding) pairs a demo trains with; compare trains four in turn."""
+    if demo == "ddp":
+        return [{"strategy": "ddp"}]
+    if demo == "fsdp":
+        return [{"strategy": "fsdp", "sharding": options.get("sharding") or "full"}]
+    return [
+        {"strategy": "ddp"},
+        {"strategy": "zero1"},
+        {"strategy": "fsdp", "sharding": "grad-op"},
+        {"strategy": "fsdp", "sharding": "full"},
+    ]
+
+
+def estimate_rank_bytes(demo: str, options: dict[str, Any], *, device: str, world_size: int) -> dict[str, Any]:
+    """The per-rank estimate for a training demo's options: {"total_bytes", "parts", "model", ...}.
+
+    Raises ValueError when the model cannot be sized (an architecture without a parameter count).
+    """
+    arch = options.get("arch") or "gpt"
+    preset = _preset_name(arch, options, device)
+    overrides = _overrides(arch, options)
+    params = _presets().model_params(arch, preset, **overrides)
+    shape = _shape(arch, preset, overrides)
+    if shape is None:
+        raise ValueError(f"no shape for {arch} {preset}")
+    precision = options.get("precision") or "fp32"
+    optimizer = options.get("optimizer") or "adamw"
+    units, activations = _units_and_activations(arch, shape, options, precision)
+    overhead = PROCESS_OVERHEAD_BYTES["cpu" if device == "cpu" else "cuda"]
+    worst: dict[str, Any] | None = None
+    for run in _runs(demo, options):
+        theory = calc.theory_for_run(
+            **run,
+            params=params,
+            world_size=world_size,
+            precision=precision,
+            optimizer=optimizer,
+            replicas=options.get("replicas"),
+            unit_params=units,
+        )
+        parts = {
+            "model_state": theory["model_state_bytes"],
+            "working_set": theory["working_set_bytes"],
+            "activations": activations,
+            "process_overhead": overhead,
+        }
+        total = sum(parts.values())
+        if worst is None or total > worst["total_bytes"]:
+            worst = {"total_bytes": total, "parts": parts, "strategy": theory["strategy"]}
+    assert worst is not None
+    return {**worst, "arch": arch, "model": preset, "params": params}
+
+
+# ----------------------------------------------------------------------------- what is free
+
+
+def _cuda_free_bytes(world_size: int) -> int | None:
+    """The least free memory among the local GPUs the ranks will use, or None if unknown.
+
+    torch.cuda.mem_get_info creates a CUDA context (hundreds of MB per GPU) that would stay for
+    the whole run, so it is asked in a short-lived child process unless this process already
+    has CUDA initialised.
+    """
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        count = min(world_size, torch.cuda.device_count())
+        return min(torch.cuda.mem_get_info(index)[0] for index in range(count)) if count else None
+    code = (
+        "import json, sys, torch\n"
+        "n = min(int(sys.argv[1]), torch.cuda.device_count())\n"
+        "print(json.dumps([torch.cuda.mem_get_info(i)[0] for i in range(n)]))\n"
+    )
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", code, str(world_size)], capture_output=True, text=True, timeout=120
+        )
+        free = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else []
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+        return None
+    return min(free) if free else None
+
+
+def available_rank_bytes(device: str, world_size: int) -> int | None:
+    """Memory one rank may use: free memory of its GPU, or available RAM shared by the processes."""
+    if device == "cpu":
+        from ddpfsdp.demos.launch.hardware import ram_bytes
+
+        _, available = ram_bytes()
+        return None if available is None else available // world_size
+    return _cuda_free_bytes(world_size)
+
+
+# ----------------------------------------------------------------------------- the verdict
+
+
+def _fits(estimate: int, available: int) -> bool:
+    return estimate <= available * (1 - SAFETY_MARGIN)
+
+
+def _flags(options: dict[str, Any], changed: dict[str, Any]) -> str:
+    words = []
+    for key, value in changed.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            words.append(flag)
+        elif value not in (None, False):
+            words.append(f"{flag} {value}")
+    return " ".join(words)
+
+
+def _candidates(demo: str, options: dict[str, Any], device: str, world_size: int, preset: str, arch: str):
+    """Configurations to try, most similar first: (demo, changed options, world size)."""
+    base = {"model": preset}
+    if demo == "ddp":
+        yield "fsdp", {**base, "sharding": "full"}, world_size
+    elif demo == "fsdp" and (options.get("sharding") or "full") not in ("full", "full_shard", "FULL_SHARD"):
+        yield "fsdp", {**base, "sharding": "full"}, world_size
+    sharded = {"sharding": "full"} if demo in ("ddp", "fsdp") else {}
+    target = "fsdp" if demo == "ddp" else demo
+    if not options.get("checkpoint_activations"):
+        yield target, {**base, **sharded, "checkpoint_activations": True}, world_size
+    batch = int(options.get("batch_size") or 8)
+    checkpoint = {"checkpoint_activations": True}
+    while batch > 1:
+        batch //= 2
+        yield target, {**base, **sharded, **checkpoint, "batch_size": batch}, world_size
+    if device != "cpu" and target == "fsdp":
+        # Sharding divides model state by the world size.
+        for more in (world_size * 2, world_size * 4, world_size * 8):
+            yield target, {**base, **sharded, **checkpoint, "batch_size": 1}, more
+    if device == "cpu" and world_size > 2:
+        # CPU processes share one RAM: fewer of them leaves each one more.
+        yield target, {**base, **sharded, **checkpoint, "batch_size": 1}, 2
+    presets = getattr(_presets(), "PRESETS", {}).get(arch)
+    if presets is None and arch == "gpt":
+        presets = _presets().GPT_PRESETS
+    names = list(presets or [])
+    if preset in names:
+        for smaller in reversed(names[: names.index(preset)]):
+            yield target, {"model": smaller, **sharded, **checkpoint, "batch_size": 1}, world_size
+
+
+def _suggest(demo, options, device, world_size, available, preset, arch) -> tuple[str | None, int | None]:
+    launch_flag = "--procs" if device == "cpu" else "--gpus"
+    for target, changed, ranks in _candidates(demo, options, device, world_size, preset, arch):
+        trial = {**options, **changed}
+        if target == "fsdp" and demo == "ddp":
+            trial.pop("bucket_mb", None)
+        try:
+            estimate = estimate_rank_bytes(target, trial, device=device, world_size=ranks)["total_bytes"]
+        except ValueError:
+            continue
+        # `available` is per rank; on CPU a different process count shares the same RAM.
+        per_rank = available * world_size // ranks if device == "cpu" else available
+        if _fits(estimate, per_rank):
+            more = f" {launch_flag} {ranks}" if ranks != world_size else ""
+            command = f"ddpfsdp demo {target} {_flags(options, changed)}{more}".strip()
+            return command, estimate
+    return None, None
+
+
+def check_launch(
+    demo: str,
+    options: dict[str, Any],
+    *,
+    device: str,
+    world_size: int,
+    force: bool,
+    available_bytes: int | None = None,
+) -> Verdict:
+    """Whether a training demo's per-rank memory fits what each rank has free.
+
+    `device` is "cuda" or "cpu"; `available_bytes` (per rank) replaces the query of the device, as
+    tests do. A demo the model cannot size is let through, with a message saying so.
+    """
+    if demo not in TRAINING_DEMOS:
+        return Verdict(True, None, None, f"{demo}: a concept demo on a small model; no memory estimate needed.")
+    device = "cpu" if device == "cpu" else "cuda"
+    try:
+        estimate = estimate_rank_bytes(demo, options, device=device, world_size=world_size)
+    except (ValueError, TypeError, AttributeError) as error:
+        return Verdict(
+            True, None, None,
+            f"cannot estimate memory for this configuration ({error}); launching without the check.",
+            forced=force,
+        )
+    total = estimate["total_bytes"]
+    available = available_bytes if available_bytes is not None else available_rank_bytes(device, world_size)
+    where = "per CPU process (available RAM / processes)" if device == "cpu" else "free on the fullest GPU"
+    described = (
+        f"estimate {format_bytes(total, 'GiB')} per rank (theory: model state "
+        f"{format_bytes(estimate['parts']['model_state'], 'GiB')}, working set "
+        f"{format_bytes(estimate['parts']['working_set'], 'GiB')}, activations "
+        f"{format_bytes(estimate['parts']['activations'], 'GiB')}, runtime "
+        f"{format_bytes(estimate['parts']['process_overhead'], 'GiB')})"
+    )
+    if available is None:
+        return Verdict(
+            True, total, None,
+            f"{described}; free memory is unknown here, so launching without the check.",
+            forced=force, breakdown=estimate["parts"],
+        )
+    usable = int(available * (1 - SAFETY_MARGIN))
+    if _fits(total, available):
+        return Verdict(
+            True, total, available,
+            f"{described}; fits in {format_bytes(usable, 'GiB')} usable of {format_bytes(available, 'GiB')} {where}.",
+            forced=force, breakdown=estimate["parts"],
+        )
+    suggestion, suggested_bytes = _suggest(
+        demo, options, device, world_size, available, estimate["model"], estimate["arch"]
+    )
+    advice = (
+        f" Try: {suggestion} (estimate {format_bytes(suggested_bytes, 'GiB')} per rank)."
+        if suggestion
+        else " No smaller configuration of this demo fits here; try a smaller --model or more memory."
+    )
+    override = " --force launches it anyway." if not force else " Launching anyway (--force)."
+    return Verdict(
+        False, total, available,
+        f"{demo} with {estimate['model']} ({estimate['params']:,} params) on {world_size} "
+        f"{'processes' if device == 'cpu' else 'GPUs'} will not fit: {described}, but only "
+        f"{format_bytes(usable, 'GiB')} is usable of {format_bytes(available, 'GiB')} {where} "
+        f"({SAFETY_MARGIN:.0%} kept back).{advice}{override}",
+        suggestion=suggestion, forced=force, breakdown=estimate["parts"],
+    )
+
+
+__all__ = ["Verdict", "check_launch", "estimate_rank_bytes", "available_rank_bytes", "SAFETY_MARGIN"]

@@ -1,0 +1,307 @@
+"""Wrapping a model for data-parallel training: DDP, ZeRO-1, FSDP2 (`fully_shard`) and FSDP1.
+
+`prepare(model, strategy=..., ...)` returns the wrapped model and its optimizer, plus the facts a
+demo reports about the wrapping (the FSDP units and the parameters each one all-gathers).
+
+What each strategy does in a step:
+  ddp    every rank holds everything; gradients are all-reduced in buckets during backward.
+  zero1  DDP's all-reduce, but each rank keeps the optimizer state of its share of the parameters
+         only, steps that share, and broadcasts the updated parameters (ZeroRedundancyOptimizer).
+  fsdp   parameters are sharded per unit and all-gathered just before the unit runs; gradients are
+         reduce-scattered in backward, so each rank keeps and steps only its shard.
+         full     = reshard after forward (ZeRO-3): all-gather again in backward;
+         grad-op  = keep the unsharded parameters from forward until backward ends (ZeRO-2-like
+                    working set), saving the second all-gather;
+         hybrid   = HSDP on a 2-D mesh (replicate x shard): full sharding inside a shard group,
+                    then an all-reduce of the gradient shards across the replicas;
+         no-shard = every rank holds everything, as DDP does.
+
+Every rank must start from the same weights: FSDP shards what each rank holds without a broadcast
+(`ddpfsdp.demos.train.models.build_model` is seeded per model, never per rank).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+STRATEGIES = ("ddp", "zero1", "fsdp")
+SHARDINGS = ("full", "grad-op", "hybrid", "no-shard")
+WRAPS = ("block", "layer", "model")
+PRECISIONS = ("fp32", "bf16-mixed", "bf16")
+OPTIMIZERS = ("adamw", "sgd")
+FSDP_APIS = (1, 2)
+ROOT_UNIT = "<root>"
+
+_FSDP1_NAMES = {
+    "full_shard": "full",
+    "shard_grad_op": "grad-op",
+    "hybrid_shard": "hybrid",
+    "no_shard": "no-shard",
+}
+
+
+def canonical_sharding(name: str) -> str:
+    """full | grad-op | hybrid | no-shard, from those names or FSDP1's (FULL_SHARD, ...), any case."""
+    key = str(name).strip().lower()
+    if key in SHARDINGS:
+        return key
+    if key in _FSDP1_NAMES:
+        return _FSDP1_NAMES[key]
+    allowed = ", ".join([*SHARDINGS, *(n.upper() for n in _FSDP1_NAMES)])
+    raise ValueError(f"unknown sharding {name!r}; choose one of {allowed}")
+
+
+@dataclass
+class Prepared:
+    """A wrapped model, its optimizer, and what the wrapping did."""
+
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    strategy: str
+    device: torch.device
+    world_size: int
+    precision: str
+    optimizer_name: str
+    lr: float
+    sharding: str | None = None  # fsdp only
+    wrap: str | None = None  # fsdp only
+    fsdp_api: int | None = None  # fsdp only
+    mesh: Any = None  # the DeviceMesh FSDP2 / HSDP shards over
+    units: list[str] = field(default_factory=list)  # FSDP unit names in forward order, root last
+    unit_params: list[int] = field(default_factory=list)  # unsharded parameters each unit manages
+    bucket_mb: float | None = None  # ddp / zero1 only
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """The forward's autocast: bf16 for DDP / ZeRO-1 in bf16-mixed, nothing otherwise.
+
+        FSDP casts by itself (its mixed-precision policy), and fp32 / bf16 need no casting.
+        """
+        if self.strategy in ("ddp", "zero1") and self.precision == "bf16-mixed":
+            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def describe(self) -> str:
+        optimizer = "AdamW" if self.optimizer_name == "adamw" else "SGD"
+        if self.strategy == "ddp":
+            what = f"DDP, {self.world_size} replicas, {self.bucket_mb:g} MB gradient buckets"
+        elif self.strategy == "zero1":
+            what = (f"ZeRO-1 (DDP + ZeroRedundancyOptimizer), {self.world_size} ranks, optimizer state "
+                    f"sharded, {self.bucket_mb:g} MB buckets")
+        else:
+            api = "FSDP2 fully_shard" if self.fsdp_api == 2 else "FSDP1 FullyShardedDataParallel"
+            mesh = f", mesh {tuple(self.mesh.shape)}" if self.mesh is not None else ""
+            what = f"{api}, sharding {self.sharding}, wrap {self.wrap}: {len(self.units)} units{mesh}"
+        return f"{what}; precision {self.precision}; {optimizer} lr {self.lr:g}"
+
+
+def prepare(
+    model: nn.Module,
+    *,
+    strategy: str,
+    device: torch.device | str,
+    world_size: int,
+    sharding: str | None = "full",
+    wrap: str | None = "block",
+    fsdp_api: int | str | None = 2,
+    precision: str | None = "fp32",
+    optimizer: str | None = "adamw",
+    lr: float | None = 1e-3,
+    bucket_mb: float | None = 25,
+    replicas: int | None = 2,
+) -> Prepared:
+    """Wrap `model` for `strategy` and build its optimizer over the wrapped parameters.
+
+    Call on every rank after the default process group is initialised. The model is expected on
+    the CPU (as `build_model` returns it); it is moved to `device` here (FSDP2 moves each unit as
+    it shards it, so the whole unsharded model never sits on the accelerator).
+    """
+    device = torch.device(device)
+    # Options left unset on the command line arrive as None: they mean the defaults above.
+    sharding = "full" if sharding is None else sharding
+    wrap = "block" if wrap is None else wrap
+    fsdp_api = 2 if fsdp_api is None else fsdp_api
+    precision = "fp32" if precision is None else precision
+    optimizer = "adamw" if optimizer is None else optimizer
+    lr = 1e-3 if lr is None else lr
+    bucket_mb = 25 if bucket_mb is None else bucket_mb
+    replicas = 2 if replicas is None else replicas
+    _check_choice("strategy", strategy, STRATEGIES)
+    _check_choice("precision", precision, PRECISIONS)
+    _check_choice("optimizer", optimizer, OPTIMIZERS)
+    common = dict(strategy=strategy, device=device, world_size=world_size, precision=precision,
+                  optimizer_name=optimizer, lr=lr)
+    if precision == "bf16":
+        model = model.to(torch.bfloat16)
+
+    if strategy in ("ddp", "zero1"):
+        wrapped = _wrap_ddp(model, device, bucket_mb)
+        if strategy == "ddp":
+            opt = _optimizer(optimizer, wrapped.parameters(), lr)
+        else:
+            from torch.distributed.optim import ZeroRedundancyOptimizer
+
+            opt = ZeroRedundancyOptimizer(wrapped.parameters(), optimizer_class=_optimizer_class(optimizer), lr=lr)
+        return Prepared(wrapped, opt, bucket_mb=bucket_mb, **common)
+
+    sharding = canonical_sharding(sharding)
+    _check_choice("wrap", wrap, WRAPS)
+    _check_choice("fsdp_api", int(fsdp_api) if str(fsdp_api).isdigit() else fsdp_api, FSDP_APIS)
+    if sharding == "hybrid" and (replicas < 1 or world_size % replicas):
+        raise ValueError(
+            f"hybrid sharding needs replicas dividing the world size {world_size}; got {replicas} "
+            f"(choose one of {', '.join(str(r) for r in range(1, world_size + 1) if world_size % r == 0)})"
+        )
+    unit_modules = _unit_modules(model, wrap)
+    if int(fsdp_api) == 2:
+        mesh = _mesh(device, world_size, sharding, replicas)
+        units, unit_params = _unit_report(model, unit_modules)
+        wrapped = _wrap_fsdp2(model, unit_modules, mesh, sharding, precision)
+    else:
+        mesh = _mesh(device, world_size, sharding, replicas) if sharding == "hybrid" else None
+        wrapped = _wrap_fsdp1(model, device, wrap, sharding, precision, mesh)
+        units, unit_params = _fsdp1_unit_report(wrapped)
+    opt = _optimizer(optimizer, wrapped.parameters(), lr)
+    return Prepared(wrapped, opt, sharding=sharding, wrap=wrap, fsdp_api=int(fsdp_api), mesh=mesh,
+                    units=units, unit_params=unit_params, **common)
+
+
+def _check_choice(what: str, value: Any, allowed: tuple) -> None:
+    if value not in allowed:
+        raise ValueError(f"unknown {what} {value!r}; choose one of {', '.join(str(a) for a in allowed)}")
+
+
+def _optimizer_class(name: str) -> type[torch.optim.Optimizer]:
+    # Plain SGD (no momentum) keeps no optimizer state, as the analytic model's "sgd" assumes.
+    return torch.optim.AdamW if name == "adamw" else torch.optim.SGD
+
+
+def _optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
+    return _optimizer_class(name)(params, lr=lr)
+
+
+def _wrap_ddp(model: nn.Module, device: torch.device, bucket_mb: float) -> nn.Module:
+    from torch.nn.parallel import DistributedDataParallel
+
+    model = model.to(device)
+    # One device per process: device_ids names it on CUDA and must be left out on CPU.
+    device_ids = None
+    if device.type == "cuda":
+        device_ids = [device.index if device.index is not None else torch.cuda.current_device()]
+    return DistributedDataParallel(model, device_ids=device_ids, bucket_cap_mb=bucket_mb)
+
+
+def _mesh(device: torch.device, world_size: int, sharding: str, replicas: int):
+    from torch.distributed.device_mesh import init_device_mesh
+
+    # The mesh's device type comes from the run's device: on a GPU host running CPU ranks, the
+    # default (the accelerator) would hand CUDA tensors to gloo.
+    if sharding == "hybrid":
+        shape = (replicas, world_size // replicas)
+    elif sharding == "no-shard":
+        shape = (world_size, 1)  # all replicate, no shard: FSDP2's way of holding everything
+    else:
+        return init_device_mesh(device.type, (world_size,), mesh_dim_names=("shard",))
+    return init_device_mesh(device.type, shape, mesh_dim_names=("replicate", "shard"))
+
+
+def _unit_modules(model: nn.Module, wrap: str) -> list[nn.Module]:
+    """Modules to shard, innermost first, without the root (which is always sharded last)."""
+    if wrap == "model":
+        return []
+    units = list(model.units())
+    if wrap == "layer":
+        return [*model.layers(), *units]
+    return units
+
+
+def _unit_report(model: nn.Module, unit_modules: list[nn.Module]) -> tuple[list[str], list[int]]:
+    """Unit names in forward order (root last) and the parameters each one manages itself.
+
+    A parameter belongs to the innermost unit that contains it, as in FSDP; the root keeps what
+    no unit claims.
+    """
+    chosen = {id(m) for m in unit_modules}
+    owner: dict[int, str] = {}
+    order: list[str] = []
+    for name, module in model.named_modules():  # pre-order: outer units before inner ones
+        if id(module) in chosen:
+            order.append(name)
+            for p in module.parameters():
+                owner[id(p)] = name  # later (inner) units overwrite
+    counts = dict.fromkeys(order, 0)
+    counts[ROOT_UNIT] = 0
+    for p in model.parameters():
+        counts[owner.get(id(p), ROOT_UNIT)] += p.numel()
+    names = [*order, ROOT_UNIT]
+    return names, [counts[n] for n in names]
+
+
+def _wrap_fsdp2(model: nn.Module, unit_modules: list[nn.Module], mesh, sharding: str, precision: str) -> nn.Module:
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    reshard = sharding in ("full", "hybrid")
+    policy = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+              if precision == "bf16-mixed" else MixedPrecisionPolicy())
+    for module in unit_modules:  # innermost first: a unit must be sharded before the unit around it
+        fully_shard(module, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
+    # The root is left to FSDP's default (None): it keeps its parameters after forward, since backward
+    # needs them first thing, so resharding them would only buy an immediate second all-gather.
+    fully_shard(model, mesh=mesh, reshard_after_forward=None if reshard else False, mp_policy=policy)
+    return model
+
+
+def _wrap_fsdp1(model: nn.Module, device: torch.device, wrap: str, sharding: str, precision: str, mesh) -> nn.Module:
+    from torch.distributed.fsdp import BackwardPrefetch, MixedPrecision, ShardingStrategy
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+
+    classes: set[type[nn.Module]] = set()
+    if wrap in ("block", "layer"):
+        classes |= set(model.unit_classes)
+    if wrap == "layer":
+        classes |= set(model.layer_classes)
+    strategy = {
+        "full": ShardingStrategy.FULL_SHARD,
+        "grad-op": ShardingStrategy.SHARD_GRAD_OP,
+        "hybrid": ShardingStrategy.HYBRID_SHARD,
+        "no-shard": ShardingStrategy.NO_SHARD,
+    }[sharding]
+    mixed = (MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+             if precision == "bf16-mixed" else None)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    # FSDP1 looks for an accelerator unless told the device: naming the CPU (with the default gloo
+    # group) is what lets it run on CPU processes; on CUDA it moves each unit to the GPU as it wraps.
+    return FSDP(
+        model,
+        auto_wrap_policy=ModuleWrapPolicy(classes) if classes else None,
+        sharding_strategy=strategy,
+        backward_prefetch=BackwardPrefetch.BACKWARD_PRE,
+        mixed_precision=mixed,
+        device_id=device,
+        device_mesh=mesh,
+        use_orig_params=True,
+    )
+
+
+def _fsdp1_unit_report(wrapped: nn.Module) -> tuple[list[str], list[int]]:
+    """Names and managed parameter counts of FSDP1's instances, read from their flat parameters."""
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    wrapper = "_fsdp_wrapped_module."
+    names, counts = [], []
+    for name, module in wrapped.named_modules():
+        if not isinstance(module, FSDP):
+            continue
+        flat = module._flat_param  # the one flattened parameter this instance all-gathers
+        numel = sum(flat._numels) if flat is not None else 0
+        clean = name.replace(wrapper, "").removesuffix("._fsdp_wrapped_module")
+        names.append(clean or ROOT_UNIT)
+        counts.append(numel)
+    # named_modules lists the root first; report it last, as for FSDP2.
+    return [*names[1:], names[0]], [*counts[1:], counts[0]]

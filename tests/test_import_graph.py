@@ -1,0 +1,127 @@
+"""The package's import graph has no cycle, and no module imports both textual and torch.
+
+The graph is read from the source with `ast`, every import counted wherever it stands (a deferred
+import inside a function is still a dependency), so a cycle hidden behind a local import is caught
+too. The walk covers every module of the installed `ddpfsdp` package.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import pkgutil
+from pathlib import Path
+
+import ddpfsdp.answers
+import ddpfsdp.demos
+import ddpfsdp.quiz
+
+ROOTS = ("ddpfsdp.quiz", "ddpfsdp.demos", "ddpfsdp.answers")
+
+
+def package_modules(roots: tuple[str, ...] = ROOTS) -> dict[str, Path]:
+    """Every module below the named packages, by dotted name, with its source file."""
+    modules: dict[str, Path] = {}
+    for root in roots:
+        package = importlib.import_module(root)
+        modules[root] = Path(package.__file__)
+        for info in pkgutil.walk_packages(package.__path__, prefix=root + "."):
+            spec = importlib.util.find_spec(info.name)
+            if spec is not None and spec.origin and spec.origin.endswith(".py"):
+                modules[info.name] = Path(spec.origin)
+    return modules
+
+
+def imported_names(name: str, path: Path) -> set[str]:
+    """Dotted names a module imports, relative imports resolved; `from a import b` gives a.b and a."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Edges between the given modules only (an imported name that is not a module is dropped)."""
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        graph[name] = {target for target in imported_names(name, path) if target in modules and target != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan's algorithm), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_package_has_no_import_cycle():
+    modules = package_modules()
+    assert "ddpfsdp.demos.worker" in modules and "ddpfsdp.quiz.screens.home" in modules
+    assert cycles(import_graph(modules)) == []
+
+
+def test_no_module_imports_both_textual_and_torch():
+    both = []
+    for name, path in package_modules().items():
+        tops = {imported.split(".")[0] for imported in imported_names(name, path)}
+        if {"textual", "torch"} <= tops:
+            both.append(name)
+    assert both == []
+
+
+def test_a_cycle_in_a_package_is_found(tmp_path, monkeypatch):
+    package = tmp_path / "cyclic"
+    (package / "inner").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "inner" / "__init__.py").write_text("")
+    (package / "a.py").write_text("from cyclic.inner import b\n")
+    # The way back is deferred and relative: still a cycle.
+    (package / "inner" / "b.py").write_text("def f():\n    from .. import c\n")
+    (package / "c.py").write_text("import cyclic.a\n")
+    (package / "d.py").write_text("from cyclic import c\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    modules = package_modules(("cyclic",))
+    assert cycles(import_graph(modules)) == [["cyclic.a", "cyclic.c", "cyclic.inner.b"]]
+    (package / "c.py").write_text("")
+    assert cycles(import_graph(package_modules(("cyclic",)))) == []
