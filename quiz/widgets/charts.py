@@ -93,6 +93,7 @@ class TimelineChart(PlotextPlot):
 
     @staticmethod
     def _compare_memory(plot: Any, timelines: dict[str, dict[str, Any]]) -> None:
+        highest = 0.0
         for name, timeline in timelines.items():
             rank = timeline["ranks"][0]
             duration = rank.get("duration_s") or 1.0
@@ -101,6 +102,9 @@ class TimelineChart(PlotextPlot):
                 continue
             times, held = _steps([t for t, _, _ in params], [h for _, h, _ in params], duration)
             plot.plot([t / duration for t in times], [h / MIB for h in held], label=name)
+            highest = max(highest, max(held) / MIB)
+        if highest:
+            plot.ylim(0, highest * 1.05)  # from zero, so a strategy holding a shard sits visibly lower
         plot.title("Parameter bytes held over the step (MiB), rank 0, measured")
         plot.xlabel("fraction of the step")
 
