@@ -65,6 +65,26 @@ def test_trace_holds_every_rank_lane_and_collective(fsdp_traced):
         assert per_op == {op: v["count"] for op, v in result["comm"]["per_step"].items()}
 
 
+def test_cli_prints_the_text_timeline_under_its_tables(fsdp_traced):
+    import io
+
+    from rich.console import Console
+
+    from ddpfsdp.demos.measure.report import render_training
+
+    result, _ = fsdp_traced
+    console = Console(width=100, file=io.StringIO(), record=True)
+    render_training(result, console)
+    text = console.export_text()
+    assert f"Timeline of step {result['timeline']['step']}" in text
+    for rank in (0, 1):
+        assert f"rank {rank} " in text
+    compute = [line for line in text.splitlines() if line.strip().startswith("compute |")]
+    comm = [line for line in text.splitlines() if line.strip().startswith("comm    |")]
+    assert len(compute) == 2 and all("F" in line and "B" in line for line in compute)
+    assert len(comm) == 2 and all("G" in line and "S" in line for line in comm)
+
+
 def test_grad_op_keeps_params_until_backward_and_says_so():
     result = _cli("fsdp", "--sharding", "grad-op")
     check = _check(result, "fsdp_reshards_after_forward")
