@@ -41,6 +41,16 @@ _TRAINING_CHECKS = {
     "comm_matches_theory": "wire bytes per step per op match the analytic model (5%)",
 }
 
+# Carried by a run with --simulate (one process, fake tensors, a fake process group of --world ranks).
+_SIMULATED_CHECKS = {
+    "simulated_model_state_matches_calc": "simulated: rank 0's model state is within 1% of the analytic model's (plus whole-tensor and padding allowance)",
+    "simulated_wire_matches_calc": "simulated: wire bytes per rank per step, over every collective issued, are within 1% of the analytic model's",
+}
+_SIMULATED_FSDP_CHECKS = {
+    **_SIMULATED_CHECKS,
+    "simulated_peak_holds_largest_unit": "simulated, FSDP full: the step's peak is above the model state by at least the largest unit's unsharded parameters",
+}
+
 DEMOS: dict[str, Demo] = {
     demo.name: demo
     for demo in [
@@ -56,7 +66,18 @@ DEMOS: dict[str, Demo] = {
                 **_TRAINING_CHECKS,
                 "ddp_replicates_model_state": "every rank holds the full params, grads and optimizer state",
                 "ddp_uses_all_reduce": "gradients are synchronised with all_reduce only, no all_gather or reduce_scatter",
+                **_SIMULATED_CHECKS,
             },
+        ),
+        Demo(
+            "zero1",
+            "real ZeRO-1 training: DDP's all-reduce plus ZeroRedundancyOptimizer, which shards only the optimizer state",
+            "ddpfsdp.demos.train.demo:run_zero1",
+            "training",
+            options="ddpfsdp.demos.train.demo:DDP_OPTIONS",
+            validate="ddpfsdp.demos.train.demo:validate_zero1",
+            render="ddpfsdp.demos.measure.report:render_training",
+            checks={**_TRAINING_CHECKS, **_SIMULATED_CHECKS},
         ),
         Demo(
             "fsdp",
@@ -71,6 +92,7 @@ DEMOS: dict[str, Demo] = {
                 "fsdp_shards_model_state": "each rank holds 1/N of params, grads and optimizer state (plus padding)",
                 "fsdp_reduce_scatters_grads": "gradients are reduce-scattered, not all-reduced (HSDP adds an all_reduce across replicas)",
                 "fsdp_all_gathers_params": "parameters are all-gathered per unit: forward, and again in backward when resharded",
+                **_SIMULATED_FSDP_CHECKS,
             },
         ),
         Demo(

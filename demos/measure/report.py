@@ -116,6 +116,11 @@ def loss_line(result: dict[str, Any]) -> str:
 
 def render_training(result: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
+    if result["config"].get("simulated"):
+        from ddpfsdp.demos.measure.simulated_report import render_simulated
+
+        render_simulated(result, console)
+        return
     console.print(_headline(result))
     console.print(memory_table(result))
     for line in throughput_lines(result):
@@ -173,6 +178,11 @@ def compare_table(result: dict[str, Any]) -> Table:
 
 def render_compare(result: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
+    if result["config"].get("simulated"):
+        from ddpfsdp.demos.measure.simulated_report import render_simulated
+
+        render_simulated(result, console)
+        return
     c = result["config"]
     console.print(
         f"[bold]compare[/bold]: {', '.join(result['runs'])} on {c.get('arch', 'gpt')} {c.get('model')} "
