@@ -258,3 +258,29 @@ def test_named_sizes_are_within_a_fifth_of_a_percent_of_their_names():
     for name, shape in presets.GPT_SIZES.items():
         assert shape.params == pytest.approx(float(name[:-1]) * 1e9, rel=0.002), name
         assert shape.d_model % shape.heads == 0
+
+
+def test_the_evidence_panel_labels_a_simulated_result():
+    from rich.console import Console
+
+    from ddpfsdp.quiz import evidence as ev
+    from ddpfsdp.quiz.widgets.evidence import result_table
+
+    result = _simulate("fsdp")
+    assert ev.where(result).startswith("simulated: rank 0 of a world of 8 ranks")
+    assert "Simulated" in ev.gloo_caveat(result) and "no throughput" in ev.gloo_caveat(result)
+    console = Console(record=True, width=120)
+    console.print(result_table(result))
+    text = console.export_text()
+    assert "Simulated, rank 0 of 8" in text and "Measured" not in text
+
+
+def test_calc_points_at_the_simulated_run_of_the_same_configuration():
+    from click.testing import CliRunner
+
+    from ddpfsdp.quiz.commands.calc import calc as calc_command
+
+    out = CliRunner().invoke(calc_command, ["--params", "7B", "--gpus", "64"]).output
+    assert "ddpfsdp demo fsdp --simulate --world 64 --params 7B --precision bf16-mixed" in out
+    out = CliRunner().invoke(calc_command, ["--params", "70B", "--gpus", "64", "--group-size", "8"]).output
+    assert "--sharding hybrid --replicas 8" in out
