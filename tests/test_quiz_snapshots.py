@@ -125,3 +125,14 @@ def test_feedback_reasons_for_a_wrong_pick(snap_compare, quiz_bank, fixed_machin
             assert reason in detail
 
     assert snap_compare(app, terminal_size=SIZE, run_before=answer_wrongly)
+
+
+def test_drill_miss_shows_the_working(snap_compare, quiz_bank, fixed_machine):
+    async def miss(pilot):
+        await pilot.pause()
+        problem = pilot.app.screen.problem
+        pilot.app.screen.query_one("#drill-input").value = "3" if problem.unit == "" and problem.answer != 3 else "1 bytes"
+        await pilot.press("enter")
+        await pilot.pause()
+
+    assert snap_compare(_app(quiz_bank, drill=True), terminal_size=SIZE, run_before=miss)
