@@ -378,6 +378,7 @@ def _judge(run: dict[str, Any]) -> None:
         sc.simulated_model_state_matches_calc(ranks[0], theory, allowance),
         sc.simulated_wire_matches_calc(per_op, theory["comm"]),
         claims.model_state_matches_theory(ranks, theory, allowance),
+        claims.comm_matches_theory(per_op, theory["comm"]),
     ]
     if config["strategy"] == "ddp":
         checks.append(claims.ddp_replicates_model_state(ranks, config["params"] * spec.param_bytes))
