@@ -41,7 +41,7 @@ _TRAINING_CHECKS = {
     "comm_matches_theory": "wire bytes per step per op match the analytic model (5%)",
 }
 
-# Carried by a run with --simulate (one process, fake tensors, a fake process group of --world ranks).
+# Carried only by a run with --simulate (one process, fake tensors, a fake process group of --world ranks).
 _SIMULATED_CHECKS = {
     "simulated_model_state_matches_calc": "simulated: rank 0's model state is within 1% of the analytic model's (plus whole-tensor and padding allowance)",
     "simulated_wire_matches_calc": "simulated: wire bytes per rank per step, over every collective issued, are within 1% of the analytic model's",
@@ -50,6 +50,7 @@ _SIMULATED_FSDP_CHECKS = {
     **_SIMULATED_CHECKS,
     "simulated_peak_holds_largest_unit": "simulated, FSDP full: the step's peak is above the model state by at least the largest unit's unsharded parameters",
 }
+SIMULATED_ONLY_CHECKS = frozenset(_SIMULATED_FSDP_CHECKS)
 
 DEMOS: dict[str, Demo] = {
     demo.name: demo
