@@ -48,3 +48,11 @@ def test_versus_theory_rows_carry_the_difference_in_percent():
     assert rows["model state"]["simulated"] == 4010
     assert rows["wire bytes per step"]["theory"] == 2625 and rows["wire bytes per step"]["diff_percent"] == 0
     assert sc.diff_percent(5, 0) is None
+
+
+def test_wire_padding_allowance_covers_fsdp_padding_and_no_more():
+    padded = {op: {**v, "wire_bytes_per_rank": v["wire_bytes_per_rank"] * 1.07} for op, v in PER_OP.items()}
+    assert not sc.simulated_wire_matches_calc(padded, THEORY["comm"]).passed
+    check = sc.simulated_wire_matches_calc(padded, THEORY["comm"], padding_bytes=round(2625 * 0.07))
+    assert check.passed and "padding" in check.detail
+    assert not sc.simulated_wire_matches_calc(padded, THEORY["comm"], padding_bytes=round(2625 * 0.03)).passed

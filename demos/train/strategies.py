@@ -142,8 +142,8 @@ def prepare(
     _check_choice("optimizer", optimizer, OPTIMIZERS)
     common = dict(strategy=strategy, device=device, world_size=world_size, precision=precision,
                   optimizer_name=optimizer, lr=lr)
-    if precision == "bf16":
-        model = model.to(torch.bfloat16)
+    if precision == "bf16" and any(p.dtype != torch.bfloat16 for p in model.parameters()):
+        model = model.to(torch.bfloat16)  # a model built in bf16 (a simulated one) needs no cast
 
     if strategy in ("ddp", "zero1"):
         wrapped = _wrap_ddp(model, device, bucket_mb, init_sync)
