@@ -299,3 +299,12 @@ def test_calc_points_at_the_simulated_run_of_the_same_configuration():
     assert "ddpfsdp demo fsdp --simulate --world 64 --params 7B --precision bf16-mixed" in out
     out = CliRunner().invoke(calc_command, ["--params", "70B", "--gpus", "64", "--group-size", "8"]).output
     assert "--sharding hybrid --replicas 8" in out
+
+
+def test_a_stated_gpu_memory_is_held_against_the_simulated_peak():
+    from ddpfsdp.demos.measure.simulated_report import fit_line
+
+    result = _simulate("fsdp", gpu_mem="1GB")
+    assert result["config"]["gpu_mem_bytes"] == 10**9
+    assert "fits in" in fit_line(result)
+    assert "does NOT fit" in fit_line({**result, "config": {**result["config"], "gpu_mem_bytes": 10**6}})

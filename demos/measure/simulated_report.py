@@ -45,6 +45,17 @@ def peak_line(run: dict[str, Any]) -> str:
     return f"Peak of one step (simulated): {_bytes(peak.get('bytes'))} in {peak.get('phase') or 'n/a'}, {where}; held then: {held}"
 
 
+def fit_line(run: dict[str, Any]) -> str | None:
+    """The simulated peak against a stated GPU's memory (--gpu-mem)."""
+    limit = run["config"].get("gpu_mem_bytes")
+    peak = (run["memory"].get("peak") or {}).get("bytes")
+    if not limit or peak is None:
+        return None
+    verdict = "fits in" if peak <= limit else "does NOT fit in"
+    return (f"The simulated peak {_bytes(peak)} {verdict} --gpu-mem {_bytes(limit)} ({peak / limit:.0%}); "
+            "the CUDA context, NCCL buffers and fragmentation come on top")
+
+
 def largest_unit_line(run: dict[str, Any]) -> str | None:
     unit = run["memory"].get("largest_unit")
     if not unit:
@@ -99,9 +110,9 @@ def render_simulated(result: dict[str, Any], console: Console | None = None) -> 
     console.print(_heading(result))
     console.print(versus_table(result, result["config"]["world_size"]))
     console.print(peak_line(result))
-    unit = largest_unit_line(result)
-    if unit:
-        console.print(unit)
+    for line in (fit_line(result), largest_unit_line(result)):
+        if line:
+            console.print(line)
     console.print(comm_table(result))
     console.print(f"[yellow]{SIMULATED_NOTE}[/yellow]")
     if result.get("wall_s") is not None:
@@ -140,6 +151,9 @@ def render_simulated_compare(result: dict[str, Any], console: Console) -> None:
     console.print(table)
     for name, run in runs.items():
         console.print(f"{name}: {peak_line(run)}")
+        fit = fit_line(run)
+        if fit:
+            console.print(f"{name}: {fit}")
         for ch in run.get("checks", []):
             if not ch["passed"]:
                 console.print(f"[red]{name}: {ch['name']} failed[/red]: {ch['detail']}")

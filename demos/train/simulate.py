@@ -255,6 +255,7 @@ def simulate_run(strategy: str, sharding: str | None, options: dict[str, Any], w
     from ddpfsdp.demos.train.data import compute_loss
     from ddpfsdp.demos.train.models import build_structure
     from ddpfsdp.demos.train.strategies import device_mesh, prepare
+    from ddpfsdp.demos.units import parse_bytes
 
     started = time.perf_counter()
     log = log or (lambda message: None)
@@ -351,6 +352,7 @@ def simulate_run(strategy: str, sharding: str | None, options: dict[str, Any], w
         "batch_size": batch_size,
         "checkpoint_activations": bool(options.get("checkpoint_activations")),
         "bucket_mb": options.get("bucket_mb") or 25.0,
+        "gpu_mem_bytes": parse_bytes(options["gpu_mem"]) if options.get("gpu_mem") else None,
         "steps": 1,
         "description": prepared.describe(),
         "units": units,
