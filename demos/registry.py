@@ -42,6 +42,17 @@ _TRAINING_CHECKS = {
     "timeline_records_every_collective": "the recorded step holds, on every rank, each collective counted in it, issued and completed",
 }
 
+# Carried only by a run with --simulate (one process, fake tensors, a fake process group of --world ranks).
+_SIMULATED_CHECKS = {
+    "simulated_model_state_matches_calc": "simulated: rank 0's model state is within 1% of the analytic model's (plus whole-tensor and padding allowance)",
+    "simulated_wire_matches_calc": "simulated: wire bytes per rank per step, over every collective issued, are within 1% of the analytic model's",
+}
+_SIMULATED_FSDP_CHECKS = {
+    **_SIMULATED_CHECKS,
+    "simulated_peak_holds_largest_unit": "simulated, FSDP full: the step's peak is above the model state by at least the largest unit's unsharded parameters",
+}
+SIMULATED_ONLY_CHECKS = frozenset(_SIMULATED_FSDP_CHECKS)
+
 DEMOS: dict[str, Demo] = {
     demo.name: demo
     for demo in [
@@ -58,7 +69,18 @@ DEMOS: dict[str, Demo] = {
                 "ddp_replicates_model_state": "every rank holds the full params, grads and optimizer state",
                 "ddp_uses_all_reduce": "gradients are synchronised with all_reduce only, no all_gather or reduce_scatter",
                 "ddp_overlaps_allreduce_with_backward": "with two or more buckets the first bucket's all-reduce is issued while backward still computes (one bucket: only after the last gradient)",
+                **_SIMULATED_CHECKS,
             },
+        ),
+        Demo(
+            "zero1",
+            "real ZeRO-1 training: DDP's all-reduce plus ZeroRedundancyOptimizer, which shards only the optimizer state",
+            "ddpfsdp.demos.train.demo:run_zero1",
+            "training",
+            options="ddpfsdp.demos.train.demo:DDP_OPTIONS",
+            validate="ddpfsdp.demos.train.demo:validate_zero1",
+            render="ddpfsdp.demos.measure.report:render_training",
+            checks={**_TRAINING_CHECKS, **_SIMULATED_CHECKS},
         ),
         Demo(
             "fsdp",
@@ -75,6 +97,7 @@ DEMOS: dict[str, Demo] = {
                 "fsdp_all_gathers_params": "parameters are all-gathered per unit: forward, and again in backward when resharded",
                 "fsdp_reshards_after_forward": "full sharding: parameter bytes fall right after each unit's forward; grad-op: not until backward",
                 "fsdp_prefetches_next_unit": "in backward the next unit's all-gather is issued before the current unit's compute ends (forward only with explicit forward prefetch)",
+                **_SIMULATED_FSDP_CHECKS,
             },
         ),
         Demo(

@@ -134,6 +134,8 @@ def run(demo_name: str, args: list[str], device_type: str | None = None) -> int:
     except click.ClickException as exc:
         _emit_error(rank, exc, exc.format_message())
         raise
+    if options.get("simulate"):
+        return _run_simulated(demo, options)
 
     import torch
     import torch.distributed as dist
@@ -180,6 +182,30 @@ def run(demo_name: str, args: list[str], device_type: str | None = None) -> int:
         _emit_error(rank, exc)
         traceback.print_exc()
         # No destroy here: with NCCL it can block on the collective that a dead peer never joins.
+        return 1
+
+
+def _run_simulated(demo: registry.Demo, options: dict[str, Any]) -> int:
+    """A simulated run: this one process plays rank 0 of --world ranks; no process group to join."""
+
+    def emit(event: str, **fields: Any) -> None:
+        sys.stdout.write(events.encode({"event": event, **fields}) + "\n")
+        sys.stdout.flush()
+
+    try:
+        from ddpfsdp.demos.train.simulate import simulate
+
+        emit("start", demo=demo.name, world_size=options["world"], device="fake", backend="fake",
+             config=dict(options))
+        result = simulate(demo.name, options, log=lambda message: emit("log", message=message))
+        emit("result", result=result)
+        return 0
+    except click.ClickException as exc:
+        _emit_error(0, exc, exc.format_message())
+        return 2
+    except Exception as exc:  # noqa: BLE001 - reported as an event and on stderr, as a rank's failure is
+        _emit_error(0, exc)
+        traceback.print_exc()
         return 1
 
 

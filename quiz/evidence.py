@@ -89,6 +89,9 @@ def where(result: dict[str, Any]) -> str:
     world = config.get("world_size")
     device = config.get("device")
     backend = config.get("backend")
+    if config.get("simulated"):
+        return (f"simulated: rank 0 of a world of {world} ranks on fake tensors over a fake process group, "
+                f"in one process" + (f", torch {env['torch']}" if env.get("torch") else ""))
     if device == "cuda":
         names = env.get("device_names") or []
         gpu = f" × {names[0]}" if names else ""
@@ -118,6 +121,9 @@ def age(then: datetime, now: datetime) -> str:
 
 def gloo_caveat(result: dict[str, Any]) -> str | None:
     config = result.get("config") or {}
+    if config.get("simulated"):
+        return ("Simulated, not measured on hardware: real sharding, real collectives issued and the real "
+                "allocation pattern of one step; no time, no NCCL, no fragmentation, so no throughput.")
     if config.get("backend") == "gloo" or config.get("device") == "cpu":
         return "Measured on CPU processes with gloo: memory and traffic carry over to GPUs, throughput does not represent NCCL on GPUs."
     return None

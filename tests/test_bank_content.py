@@ -99,6 +99,9 @@ def test_training_demo_links_use_the_tiny_model(questions):
     for q in questions:
         if q.demo is not None and DEMOS[q.demo.name].kind == "training":
             args = list(q.demo.args)
+            if "--simulate" in args:  # fake tensors: interview scale costs seconds, not memory
+                assert args[args.index("--world") + 1] == "64" and "--params" in args, q.id
+                continue
             assert "--model" in args and args[args.index("--model") + 1] == "tiny", q.id
 
 

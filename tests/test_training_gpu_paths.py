@@ -93,9 +93,9 @@ def fake_world():
 
 @pytest.mark.parametrize("device", [torch.device("cpu"), torch.device("cuda", 1)])
 def test_hybrid_mesh_shards_within_a_node_and_replicates_across_nodes(fake_world, device):
-    from ddpfsdp.demos.train.strategies import _mesh
+    from ddpfsdp.demos.train.strategies import device_mesh
 
-    mesh = _mesh(device, 8, "hybrid", 2)
+    mesh = device_mesh(device, 8, "hybrid", 2)
     # The mesh's device type is the run's: CPU ranks on a GPU host must not get a CUDA mesh.
     assert mesh.device_type == device.type
     # FSDP2 shards over the last dim (frequent all-gathers and reduce-scatters on the fast links

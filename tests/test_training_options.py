@@ -22,8 +22,9 @@ def test_option_names_follow_the_contract():
     common = {"arch", "model", "layers", "d_model", "heads", "seq_len", "batch_size", "steps", "warmup",
               "precision", "optimizer", "lr", "seed", "checkpoint_activations", "timeline", "trace"}
     names = lambda params: {p.name for p in params}  # noqa: E731
-    assert names(training.DDP_OPTIONS) == common | {"bucket_mb"}
-    assert names(training.FSDP_OPTIONS) == common | {"sharding", "wrap", "fsdp_api", "replicas", "prefetch"}
+    simulate = {"simulate", "world", "params", "gpu_mem"}
+    assert names(training.DDP_OPTIONS) == common | {"bucket_mb"} | simulate
+    assert names(training.FSDP_OPTIONS) == common | {"sharding", "wrap", "fsdp_api", "replicas", "prefetch"} | simulate
     assert names(training.COMPARE_OPTIONS) >= common | {"bucket_mb"}
     assert {p.opts[0] for p in training.FSDP_OPTIONS} >= {"--d-model", "--seq-len", "--checkpoint-activations",
                                                            "--fsdp-api", "--batch-size"}
@@ -82,7 +83,7 @@ def test_unknown_sharding_is_refused_by_click():
 
 
 def test_registry_points_at_these_options_and_hooks():
-    for name in ("ddp", "fsdp", "compare"):
+    for name in ("ddp", "zero1", "fsdp", "compare"):
         demo = registry.get(name)
         module, attr = demo.options.split(":")
         assert module == "ddpfsdp.demos.train.demo" and hasattr(training, attr)

@@ -43,10 +43,12 @@ class LaunchError(Exception):
 
 @dataclass(frozen=True)
 class Placement:
-    device: str  # "cuda" or "cpu"
+    device: str  # "cuda", "cpu", or "fake" (a simulated world: one process, fake tensors)
     world_size: int
 
     def describe(self) -> str:
+        if self.device == "fake":
+            return f"a simulated world of {self.world_size} ranks (one process, fake tensors, fake process group)"
         if self.device == "cuda":
             return f"{self.world_size} GPU{'s' if self.world_size != 1 else ''} (NCCL)"
         return f"{self.world_size} CPU process{'es' if self.world_size != 1 else ''} (gloo)"
@@ -204,6 +206,9 @@ class DemoRun:
         self.args = [str(a) for a in args]
         self.placement = placement or resolve_placement(gpus, procs, demo)
         self.options = validated_options(demo, self.args, self.placement.world_size)
+        if self.options.get("simulate"):
+            # --procs and --gpus do not apply: the simulated ranks are --world, all in one process.
+            self.placement = Placement("fake", self.options["world"])
         self.timeout_s = timeout_s
         self.fail_rank = fail_rank
         self.fail_step = fail_step
@@ -225,6 +230,8 @@ class DemoRun:
 
     @property
     def command(self) -> list[str]:
+        if self.placement.device == "fake":
+            return [sys.executable, "-m", "ddpfsdp.demos.worker", self.demo, *self.args]
         return [
             sys.executable,
             "-m",

@@ -188,6 +188,11 @@ def timeline_lines(timeline: dict[str, Any] | None, width: int = TIMELINE_WIDTH)
 
 def render_training(result: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
+    if result["config"].get("simulated"):
+        from ddpfsdp.demos.measure.simulated_report import render_simulated
+
+        render_simulated(result, console)
+        return
     console.print(_headline(result))
     console.print(memory_table(result))
     for line in throughput_lines(result):
@@ -276,6 +281,11 @@ def params_over_step_lines(runs: dict[str, Any], width: int = TIMELINE_WIDTH) ->
 
 def render_compare(result: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
+    if result["config"].get("simulated"):
+        from ddpfsdp.demos.measure.simulated_report import render_simulated
+
+        render_simulated(result, console)
+        return
     c = result["config"]
     console.print(
         f"[bold]compare[/bold]: {', '.join(result['runs'])} on {c.get('arch', 'gpt')} {c.get('model')} "

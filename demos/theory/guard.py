@@ -27,7 +27,7 @@ SAFETY_MARGIN = 0.10
 PROCESS_OVERHEAD_BYTES = {"cuda": 2**30, "cpu": 512 * 2**20}
 """Per process, beyond tensors: CUDA context and NCCL buffers on a GPU; the interpreter and torch on CPU."""
 
-TRAINING_DEMOS = ("ddp", "fsdp", "compare")
+TRAINING_DEMOS = ("ddp", "zero1", "fsdp", "compare")
 
 _FALLBACK_DEFAULT_PRESETS = {"gpt": {"cpu": "small", "cuda": "base"}}
 
@@ -130,8 +130,8 @@ def _units_and_activations(arch: str, shape: Any, options: dict[str, Any], preci
 
 def _runs(demo: str, options: dict[str, Any]) -> list[dict[str, Any]]:
     """The (strategy, sharding) pairs a demo trains with; compare trains four in turn."""
-    if demo == "ddp":
-        return [{"strategy": "ddp"}]
+    if demo in ("ddp", "zero1"):
+        return [{"strategy": demo}]
     if demo == "fsdp":
         return [{"strategy": "fsdp", "sharding": options.get("sharding") or "full"}]
     return [

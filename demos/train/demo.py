@@ -79,7 +79,23 @@ _BUCKET = click.Option(["--bucket-mb"], type=float, default=25.0, show_default=T
 _WRAP = click.Option(["--wrap"], type=click.Choice(["block", "model", "layer"]), default="block", show_default=True,
                      help="FSDP units: each block then the root, the root only, or each attention/MLP layer.")
 
-DDP_OPTIONS = [*_COMMON, _BUCKET]
+# One process plays rank 0 of a world of --world ranks on fake tensors (ddpfsdp.demos.train.simulate).
+SIMULATE_OPTIONS = [
+    click.Option(["--simulate"], is_flag=True, default=False,
+                 help="Simulate instead of running: the same strategy code on fake tensors over a fake process "
+                      "group, in one process, no GPU. Measures sharding, collectives and allocations, not time."),
+    click.Option(["--world"], type=int, default=None,
+                 help="With --simulate: the number of ranks to simulate (e.g. 64)."),
+    click.Option(["--params"], default=None,
+                 help="With --simulate: a named GPT size instead of --model: 1B, 7B, 13B or 70B."),
+    click.Option(["--gpu-mem"], default=None,
+                 help="With --simulate: memory of one GPU (80GB, 80GiB); ddp and zero1 refuse a replica that "
+                      "cannot fit in it."),
+]
+SIMULATE_ONLY = ("world", "params", "gpu_mem")
+MAX_SIMULATED_WORLD = 65536
+
+DDP_OPTIONS = [*_COMMON, _BUCKET, *SIMULATE_OPTIONS]
 FSDP_OPTIONS = [
     *_COMMON,
     click.Option(["--sharding"], type=click.Choice(SHARDINGS, case_sensitive=False), default="full", show_default=True,
@@ -93,8 +109,9 @@ FSDP_OPTIONS = [
     click.Option(["--prefetch"], type=click.Choice(PREFETCHES), default="default", show_default=True,
                  help="default: FSDP's own prefetching; forward: also prefetch the next unit in forward; "
                       "off: no backward prefetch (FSDP1 only: FSDP2 has no switch for it)."),
+    *SIMULATE_OPTIONS,
 ]
-COMPARE_OPTIONS = [*_COMMON, _BUCKET, _WRAP]
+COMPARE_OPTIONS = [*_COMMON, _BUCKET, _WRAP, *SIMULATE_OPTIONS]
 
 
 # ----------------------------------------------------------------------------- validation
@@ -104,9 +121,73 @@ def _usage(message: str) -> click.UsageError:
     return click.UsageError(message)
 
 
-def _validate_common(options: dict[str, Any], world_size: int) -> None:
+def world_of(options: dict[str, Any], world_size: int) -> int:
+    """The ranks a run has: --world when simulated, else the processes or GPUs it launches."""
+    return (options.get("world") or 0) if options.get("simulate") else world_size
+
+
+def validate_simulated(demo: str, options: dict[str, Any]) -> None:
+    """Refuse, with what to try, what the fake run cannot handle (no torch: the CLI checks first)."""
+    from ddpfsdp.demos.theory.calc import model_state
+    from ddpfsdp.demos.train import presets
+    from ddpfsdp.demos.units import format_bytes, parse_bytes
+
+    world = options.get("world")
+    if world is None or world < 2:
+        raise _usage(f"--simulate needs --world N, the ranks to simulate, at least 2 (e.g. --world 64); got {world}")
+    if world > MAX_SIMULATED_WORLD:
+        raise _usage(f"--world {world} is beyond what one process simulates (at most {MAX_SIMULATED_WORLD}); "
+                     "per-rank figures at that scale follow from `ddpfsdp calc --gpus N`")
+    if options.get("trace"):
+        raise _usage("--trace records a real step in time; a simulated run computes nothing and takes no time. "
+                     "Record one on real ranks instead: ddpfsdp demo fsdp --procs 2 --trace PATH")
+    if (options.get("prefetch") or "default") != "default":
+        raise _usage(f"--prefetch {options['prefetch']} changes when all-gathers are issued, which only a real "
+                     "step's timeline shows; leave it out with --simulate")
+    if (options.get("fsdp_api") or 2) != 2:
+        raise _usage("--fsdp-api 1 cannot be simulated: FSDP1 flattens parameters into one storage, which fake "
+                     "tensors do not have; simulate FSDP2 (--fsdp-api 2, the default)")
+    size = options.get("params")
+    if size:
+        if options.get("model") or (options.get("arch") or "gpt") != "gpt":
+            raise _usage("--params picks a GPT shape of that size; leave out --model and --arch, or give --model instead")
+        try:
+            shape = presets.sized_gpt_shape(size)
+        except ValueError:
+            raise _usage(f"--params {size}: the simulated sizes are {', '.join(presets.GPT_SIZES)}; for another size "
+                         "give --model with --layers, --d-model and --heads") from None
+        params = presets.gpt_shape("base", **{**vars(shape), **_overrides(options)}).params
+    else:
+        params = presets.model_params(options.get("arch") or "gpt", options.get("model") or "tiny",
+                                      **_overrides(options))
+    if options.get("gpu_mem"):
+        try:
+            limit = parse_bytes(options["gpu_mem"])
+        except ValueError as exc:
+            raise _usage(f"--gpu-mem: {exc}") from None
+        if demo in ("ddp", "zero1"):
+            state = model_state(params, world, demo, options.get("precision") or "fp32",
+                                options.get("optimizer") or "adamw")["model_state_bytes"]
+            if state > limit:
+                more = f" --params {size}" if size else ""
+                raise _usage(
+                    f"{demo} keeps a full replica of the parameters and gradients on every rank: "
+                    f"{format_bytes(state, 'GB')} of model state per rank for {params:,} parameters (theory), "
+                    f"above --gpu-mem {format_bytes(limit, 'GB')} before any activation. Shard it instead: "
+                    f"ddpfsdp demo fsdp --simulate --world {world}{more}"
+                )
+
+
+def _validate_common(options: dict[str, Any], world_size: int, demo: str = "") -> None:
     from ddpfsdp.demos.train import presets
 
+    if options.get("simulate"):
+        validate_simulated(demo, options)
+        world_size = options["world"]
+    else:
+        given = [f"--{name.replace('_', '-')}" for name in SIMULATE_ONLY if options.get(name) is not None]
+        if given:
+            raise _usage(f"{', '.join(given)} only apply to a simulated run: add --simulate")
     if world_size < 2:
         raise _usage(f"data parallelism needs at least 2 ranks, got {world_size}; run with --procs 2 or --gpus 2")
     batch = options.get("batch_size", 4)
@@ -169,11 +250,16 @@ def canonical_sharding(name: str) -> str:
 
 
 def validate_ddp(options: dict[str, Any], world_size: int) -> None:
-    _validate_common(options, world_size)
+    _validate_common(options, world_size, "ddp")
+
+
+def validate_zero1(options: dict[str, Any], world_size: int) -> None:
+    _validate_common(options, world_size, "zero1")
 
 
 def validate_fsdp(options: dict[str, Any], world_size: int) -> None:
-    _validate_common(options, world_size)
+    _validate_common(options, world_size, "fsdp")
+    world_size = world_of(options, world_size)
     try:
         sharding = canonical_sharding(options.get("sharding") or "full")
     except ValueError as exc:
@@ -191,7 +277,7 @@ def validate_fsdp(options: dict[str, Any], world_size: int) -> None:
 
 
 def validate_compare(options: dict[str, Any], world_size: int) -> None:
-    _validate_common(options, world_size)
+    _validate_common(options, world_size, "compare")
 
 
 # ----------------------------------------------------------------------------- running
@@ -251,8 +337,13 @@ def _allowance(run: dict[str, Any], theory: dict[str, Any]) -> dict[str, int]:
     FSDP: one dim-0 row of every parameter (shard padding, or an uneven split); ZeRO-1: the largest
     parameter (it partitions whole tensors); every optimizer: a scalar step counter per tensor.
     """
+    from ddpfsdp.demos.theory.calc import precision_for
+
     memory, config = run["memory"], run["config"]
-    state_per_param_byte = theory["optimizer_bytes"] / max(theory["params_bytes"], 1)
+    # Optimizer bytes per parameter byte of one whole tensor (ZeRO-1's theory shares are 1/N, the
+    # tensor a rank may hold beyond its share is not).
+    spec = precision_for(config["precision"])
+    state_per_param_byte = spec.optimizer_bytes_per_param(config["optimizer"]) / spec.param_bytes
     counters = 8 * memory["param_tensors"]
     if config["strategy"] == "fsdp":
         rows = memory["shard_row_bytes"]
@@ -351,6 +442,10 @@ def _write_trace(ctx: Any, result: dict[str, Any], path: str | None) -> None:
 
 def run_ddp(ctx: Any, **options: Any) -> dict[str, Any] | None:
     return _run_one(ctx, "ddp", "ddp", None, options)
+
+
+def run_zero1(ctx: Any, **options: Any) -> dict[str, Any] | None:
+    return _run_one(ctx, "zero1", "zero1", None, options)
 
 
 def run_fsdp(ctx: Any, **options: Any) -> dict[str, Any] | None:

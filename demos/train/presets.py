@@ -78,6 +78,29 @@ def gpt_shape(preset: str, **overrides: int | None) -> GPTShape:
         raise ValueError(f"d_model {shape.d_model} is not divisible by heads {shape.heads}")
     return shape
 
+# Real sizes people name in interviews, as GPT shapes of this project's decoder (GPT-2 blocks: a 4x
+# MLP, full multi-head attention, an untied LM head), with the vocabulary chosen so the count lands
+# within 0.2% of the name. Far too large to train here: a simulated run builds them on fake tensors.
+GPT_SIZES: dict[str, GPTShape] = {
+    "1B": GPTShape(layers=17, d_model=2048, heads=16, seq_len=4096, vocab=32768),
+    "7B": GPTShape(layers=32, d_model=4096, heads=32, seq_len=4096, vocab=65536),
+    "13B": GPTShape(layers=38, d_model=5120, heads=40, seq_len=4096, vocab=100352),
+    "70B": GPTShape(layers=86, d_model=8192, heads=64, seq_len=4096, vocab=50304),
+}
+
+
+def sized_gpt_shape(size: str) -> GPTShape:
+    """The GPT shape of a named size ("7B", any case)."""
+    key = str(size).strip().upper()
+    if key not in GPT_SIZES:
+        raise ValueError(f"no GPT shape for {size!r}; choose one of {', '.join(GPT_SIZES)}")
+    return GPT_SIZES[key]
+
+
+def describe_gpt_shape(shape: GPTShape) -> str:
+    return (f"{shape.layers} layers, d_model {shape.d_model}, {shape.heads} heads, vocab {shape.vocab:,}, "
+            f"seq {shape.seq_len}: {shape.params:,} parameters")
+
 
 @dataclass(frozen=True)
 class ViTShape:

@@ -120,12 +120,19 @@ def prepare(
     bucket_mb: float | None = 25,
     replicas: int | None = 2,
     prefetch: str | None = "default",
+    mesh: Any = None,
+    init_sync: bool = True,
 ) -> Prepared:
     """Wrap `model` for `strategy` and build its optimizer over the wrapped parameters.
 
     Call on every rank after the default process group is initialised. The model is expected on
     the CPU (as `build_model` returns it); it is moved to `device` here (FSDP2 moves each unit as
     it shards it, so the whole unsharded model never sits on the accelerator).
+
+    `mesh`: a DeviceMesh made by the caller (`device_mesh`); None makes it here. A simulated run
+    passes its own, made outside fake-tensor mode, where the mesh's set-up can read real tensors.
+    `init_sync`: DDP's check of parameter shapes across ranks and its broadcast of rank 0's weights
+    at wrap time; a simulated run has one rank and weights without data, so it turns them off.
     """
     device = torch.device(device)
     # Options left unset on the command line arrive as None: they mean the defaults above.
@@ -144,11 +151,11 @@ def prepare(
     _check_choice("optimizer", optimizer, OPTIMIZERS)
     common = dict(strategy=strategy, device=device, world_size=world_size, precision=precision,
                   optimizer_name=optimizer, lr=lr)
-    if precision == "bf16":
-        model = model.to(torch.bfloat16)
+    if precision == "bf16" and any(p.dtype != torch.bfloat16 for p in model.parameters()):
+        model = model.to(torch.bfloat16)  # a model built in bf16 (a simulated one) needs no cast
 
     if strategy in ("ddp", "zero1"):
-        wrapped = _wrap_ddp(model, device, bucket_mb)
+        wrapped = _wrap_ddp(model, device, bucket_mb, init_sync)
         if strategy == "ddp":
             opt = _optimizer(optimizer, wrapped.parameters(), lr)
         else:
@@ -167,7 +174,7 @@ def prepare(
         )
     unit_modules = _unit_modules(model, wrap)
     if int(fsdp_api) == 2:
-        mesh = _mesh(device, world_size, sharding, replicas)
+        mesh = mesh if mesh is not None else device_mesh(device, world_size, sharding, replicas)
         units, unit_params = _unit_report(model, unit_modules)
         if prefetch == "off":
             raise ValueError("FSDP2 always prefetches the next unit in backward (torch has no switch for it); "
@@ -176,7 +183,8 @@ def prepare(
         if prefetch == "forward":
             _forward_prefetch_fsdp2(model, unit_modules)
     else:
-        mesh = _mesh(device, world_size, sharding, replicas) if sharding == "hybrid" else None
+        if mesh is None and sharding == "hybrid":
+            mesh = device_mesh(device, world_size, sharding, replicas)
         wrapped = _wrap_fsdp1(model, device, wrap, sharding, precision, mesh, prefetch)
         units, unit_params = _fsdp1_unit_report(wrapped)
     opt = _optimizer(optimizer, wrapped.parameters(), lr)
@@ -198,20 +206,24 @@ def _optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
     return _optimizer_class(name)(params, lr=lr)
 
 
-def _wrap_ddp(model: nn.Module, device: torch.device, bucket_mb: float) -> nn.Module:
+def _wrap_ddp(model: nn.Module, device: torch.device, bucket_mb: float, init_sync: bool = True) -> nn.Module:
     from torch.nn.parallel import DistributedDataParallel
 
-    model = model.to(device)
+    # A model already there stays as it is: moving fake tensors to their own device fails.
+    if any(p.device != device for p in model.parameters()):
+        model = model.to(device)
     # One device per process: device_ids names it on CUDA and must be left out on CPU.
     device_ids = None
     if device.type == "cuda":
         device_ids = [device.index if device.index is not None else torch.cuda.current_device()]
-    return DistributedDataParallel(model, device_ids=device_ids, bucket_cap_mb=bucket_mb)
+    return DistributedDataParallel(model, device_ids=device_ids, bucket_cap_mb=bucket_mb, init_sync=init_sync)
 
 
-def _mesh(device: torch.device, world_size: int, sharding: str, replicas: int):
+def device_mesh(device: torch.device | str, world_size: int, sharding: str, replicas: int):
+    """The mesh FSDP shards over: 1-D for full and grad-op, (replicate, shard) for hybrid and no-shard."""
     from torch.distributed.device_mesh import init_device_mesh
 
+    device = torch.device(device)
     # The mesh's device type comes from the run's device: on a GPU host running CPU ranks, the
     # default (the accelerator) would hand CUDA tensors to gloo.
     if sharding == "hybrid":

@@ -135,6 +135,24 @@ def calc(
         click.echo(json.dumps(result, indent=2))
         return
     _render(result, display_unit)
+    click.echo(_simulate_hint(params, model, gpus, group_size, precision.lower()))
+
+
+def _simulate_hint(params: str | None, model: str | None, gpus: int, group_size: int | None, precision: str) -> str:
+    """The simulated demo that measures this configuration with the real FSDP code, on fake tensors."""
+    from ddpfsdp.demos.train.presets import GPT_SIZES
+
+    if model is not None:
+        what = f"--model {model.lower()}"
+    elif params is not None and params.strip().upper() in GPT_SIZES:
+        what = f"--params {params.strip().upper()}"
+    else:
+        what = f"--params {{{','.join(GPT_SIZES)}}}"
+    world = max(gpus, 2)
+    hybrid = f" --sharding hybrid --replicas {gpus // group_size}" if group_size and 1 < group_size < gpus else ""
+    precise = f" --precision {precision}" if precision in ("fp32", "bf16-mixed", "bf16") else ""
+    return (f"Measure it: `ddpfsdp demo fsdp --simulate --world {world} {what}{precise}{hybrid}` runs the real "
+            f"FSDP code on fake tensors over a fake process group of {world} ranks (ddp, zero1 and compare too).")
 
 
 SHORT_SHARDS = {"ddp": "no shards", "zero1": "opt sharded", "zero2": "+ grads", "zero3": "+ params", "hsdp": "in groups"}

@@ -119,6 +119,8 @@ def _run(demo: registry.Demo, command: click.Command, **params: Any) -> None:
     as_json = params["as_json"]
     out = Console()
     err = Console(stderr=True)
+    if options.get("simulate") and (params["gpus"] is not None or params["procs"] is not None):
+        raise click.UsageError("--simulate runs one process for all --world ranks; leave out --gpus and --procs", ctx)
     try:
         run = DemoRun(
             demo.name,
@@ -134,7 +136,8 @@ def _run(demo: registry.Demo, command: click.Command, **params: Any) -> None:
         raise click.UsageError(str(exc), ctx) from None
 
     placement = run.placement
-    if demo.kind == "training":
+    # A simulated run allocates nothing real, so there is nothing for the launch guard to estimate.
+    if demo.kind == "training" and placement.device != "fake":
         from ddpfsdp.demos.theory.guard import check_launch
 
         verdict = check_launch(

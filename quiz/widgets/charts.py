@@ -38,7 +38,7 @@ class ResultChart(PlotextPlot):
             [[memory[n].get(c, 0.0) / MIB for n in names] for c in components],
             labels=components,
         )
-        left.title("Memory per rank (MiB), measured")
+        left.title("Memory per rank (MiB), " + ("simulated" if (result.get("config") or {}).get("simulated") else "measured"))
         if speeds:
             right = plt.subplot(1, 2)
             right.bar(list(speeds), list(speeds.values()))

@@ -42,7 +42,9 @@ def result_table(result: dict[str, Any]) -> Table | None:
     """Memory per component, throughput and traffic per strategy; or a concept demo's own figures."""
     runs = ev.runs(result)
     if runs:
-        table = Table(title="Measured, rank 0", title_justify="left", show_edge=False, expand=True, pad_edge=False)
+        config = result.get("config") or {}
+        title = f"Simulated, rank 0 of {config.get('world_size')}" if config.get("simulated") else "Measured, rank 0"
+        table = Table(title=title, title_justify="left", show_edge=False, expand=True, pad_edge=False)
         table.add_column("strategy")
         for column in ("params", "grads", "optimizer", "peak", "samples/s", "wire/step"):
             table.add_column(column, justify="right")

@@ -1,0 +1,312 @@
+"""Simulated runs: the real strategy code on fake tensors over a fake process group, in this process.
+
+A world of 8 on the tiny GPT checks every figure against the analytic model; the real 2-process gloo
+run of the same model, scaled by theory to 8 ranks, must give the same figures; named sizes at
+interview scale (7B on 64 ranks) stay within 1% of `ddpfsdp calc`; refusals say what to try.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import click
+import pytest
+
+from ddpfsdp.demos.theory import calc
+from ddpfsdp.demos.train import presets
+
+TINY = {"world": 8, "model": "tiny", "batch_size": 4, "simulate": True}
+STATE = ("params", "grads", "optimizer")
+
+
+def _simulate(demo: str, **options):
+    from ddpfsdp.demos.train.simulate import simulate
+
+    return simulate(demo, {**TINY, **options})
+
+
+def _state_bytes(rank: dict) -> int:
+    return sum(rank[kind] for kind in STATE)
+
+
+def _wire(per_op: dict) -> float:
+    return sum(op["wire_bytes_per_rank"] for op in per_op.values())
+
+
+def _failed(result: dict) -> list[str]:
+    """Every failed check of a result, with those of each run inside a compare."""
+    runs = result.get("runs") or {}
+    failed = [f"{name}: {c['name']}: {c['detail']}" for name, run in runs.items() for c in run["checks"]
+              if not c["passed"]]
+    return failed + [f"{c['name']}: {c['detail']}" for c in result["checks"] if not c["passed"]]
+
+
+@pytest.mark.parametrize("demo, extra", [
+    ("fsdp", {}), ("fsdp", {"sharding": "grad-op"}), ("fsdp", {"sharding": "hybrid", "replicas": 2}),
+    ("ddp", {}), ("zero1", {}), ("fsdp", {"precision": "bf16-mixed"}), ("fsdp", {"precision": "bf16"}),
+    ("ddp", {"precision": "bf16"}), ("fsdp", {"arch": "resnet"}), ("fsdp", {"checkpoint_activations": True}),
+])
+def test_a_simulated_world_of_8_matches_the_analytic_model(demo, extra):
+    result = _simulate(demo, **extra)
+    config = result["config"]
+    assert config["simulated"] is True and config["backend"] == "fake" and config["world_size"] == 8
+    assert "throughput" not in result  # nothing ran, so there is no speed to report
+    assert not _failed(result), _failed(result)
+    names = {c["name"] for c in result["checks"]}
+    assert {"simulated_model_state_matches_calc", "simulated_wire_matches_calc"} <= names
+    from ddpfsdp.demos import registry
+
+    assert names <= set(registry.get(demo).checks)  # the bank may cite every one of them
+    rank = result["memory"]["ranks"][0]
+    theory = result["theory"]
+    for kind in STATE:
+        # ZeRO-1 partitions whole tensors: rank 0 may hold one tensor's state beyond its share.
+        whole = result["memory"]["largest_param_bytes"] * 2 if demo == "zero1" and kind == "optimizer" else 0
+        assert rank[kind] == pytest.approx(theory[f"{kind}_bytes"], rel=0.01, abs=whole + 1024), kind
+    assert _wire(result["comm"]["per_step"]) == pytest.approx(theory["wire_bytes_per_rank"], rel=0.01)
+    peak = result["memory"]["peak"]
+    assert peak["bytes"] > _state_bytes(rank) and peak["phase"] in ("forward", "backward", "optimizer step")
+    assert sum(peak["categories"].values()) == peak["bytes"]
+    rows = {row["figure"]: row for row in result["versus_theory"]}
+    assert abs(rows["model state"]["diff_percent"]) < (2 if demo == "zero1" else 1)
+
+
+def test_vit_padding_is_sent_and_allowed_for_by_the_simulated_wire_check():
+    """FSDP pads dim 0 to a multiple of the group: a ViT's one-row class token travels 8 times over."""
+    result = _simulate("fsdp", arch="vit")
+    check = next(c for c in result["checks"] if c["name"] == "simulated_wire_matches_calc")
+    assert check["passed"] and check["values"]["padding"] > 0
+    assert check["values"]["measured"] > check["values"]["theory"] * 1.05
+
+
+def test_fsdp_full_finds_its_peak_in_a_unit_and_its_largest_unit_measured():
+    result = _simulate("fsdp")
+    shape = presets.shape_for("gpt", "tiny")
+    unit = result["memory"]["largest_unit"]
+    assert unit["name"].startswith("blocks.") and unit["params"] == shape.block_params
+    assert unit["unsharded_bytes"] == shape.block_params * 4  # fp32, gathered whole
+    peak = result["memory"]["peak"]
+    assert peak["phase"] == "backward" and peak["unit"] in result["config"]["units"]
+    assert peak["module"].startswith(peak["unit"])
+    check = next(c for c in result["checks"] if c["name"] == "simulated_peak_holds_largest_unit")
+    assert check["passed"] and check["values"]["above"] >= unit["unsharded_bytes"]
+
+
+def test_bf16_mixed_gathers_in_bf16_and_reduces_in_fp32():
+    per_op = _simulate("fsdp", precision="bf16-mixed")["comm"]["per_step"]
+    params = presets.shape_for("gpt", "tiny").params
+    assert per_op["all_gather"]["bytes"] == 2 * params * 2  # every unit twice, in bf16 (the root holds nothing)
+    assert per_op["reduce_scatter"]["bytes"] == params * 4
+
+
+def test_simulated_compare_runs_the_four_strategies_and_passes_its_checks():
+    result = _simulate("compare")
+    assert list(result["runs"]) == ["ddp", "zero1", "fsdp-grad-op", "fsdp-full"]
+    assert result["config"]["simulated"] is True
+    assert not _failed(result), _failed(result)
+    from ddpfsdp.demos import registry
+
+    assert {c["name"] for c in result["checks"]} <= set(registry.get("compare").checks)
+    ddp, full = result["runs"]["ddp"], result["runs"]["fsdp-full"]
+    assert _state_bytes(full["memory"]["ranks"][0]) == pytest.approx(_state_bytes(ddp["memory"]["ranks"][0]) / 8,
+                                                                     rel=0.01)
+
+
+@pytest.mark.dist
+@pytest.mark.timeout(300)
+def test_simulated_world_of_8_is_the_real_2_process_run_scaled_by_theory():
+    """Every figure of the real gloo run on 2 ranks, scaled to 8 ranks by theory, is the simulation's."""
+    from ddpfsdp.demos.launch.launcher import DemoRun
+
+    run = DemoRun("compare", ["--model", "tiny", "--steps", "4", "--warmup", "1"], procs=2)
+    for _event in run.events():
+        pass
+    assert run.ok, run.error
+    real = run.result["runs"]
+    simulated = _simulate("compare")["runs"]
+    for name, sim in simulated.items():
+        config = sim["config"]
+        scale = {}
+        for kind in STATE:
+            at = {world: calc.theory_for_run(strategy=config["strategy"], sharding=config["sharding"],
+                                             params=config["params"], world_size=world,
+                                             precision=config["precision"], optimizer=config["optimizer"])
+                  for world in (2, 8)}
+            scale[kind] = at[8][f"{kind}_bytes"] / at[2][f"{kind}_bytes"]
+        real_rank, sim_rank = real[name]["memory"]["ranks"][0], sim["memory"]["ranks"][0]
+        for kind in STATE:
+            # ZeRO-1 partitions whole tensors, so its optimizer share is uneven on a tiny model.
+            slack = sim["memory"]["largest_param_bytes"] * 2 if name == "zero1" and kind == "optimizer" else 0
+            assert sim_rank[kind] == pytest.approx(real_rank[kind] * scale[kind], rel=0.01, abs=slack + 1024), (name, kind)
+        real_ops, sim_ops = real[name]["comm"]["per_step"], sim["comm"]["per_step"]
+        assert set(real_ops) == set(sim_ops), name
+        for op, measured in sim_ops.items():
+            factor = calc.wire_factor(op, 8) / calc.wire_factor(op, 2)
+            if name.startswith("fsdp") or op == "all_reduce":
+                # The same buffers on any world size: FSDP per unit, DDP's gradients (in buckets).
+                assert measured["bytes"] == real_ops[op]["bytes"], (name, op)
+                assert measured["wire_bytes_per_rank"] == pytest.approx(real_ops[op]["wire_bytes_per_rank"] * factor,
+                                                                        rel=0.01), (name, op)
+            if name.startswith("fsdp"):
+                assert measured["count"] == real_ops[op]["count"], (name, op)
+        assert sim["config"]["params"] == real[name]["config"]["params"]
+
+
+# ----------------------------------------------------------------------------- interview scale
+
+
+def _calc_row(strategy: str, world: int, precision: str, params: int, group_size: int | None = None) -> dict:
+    return calc.estimate(params=params, gpus=world, precision=precision, group_size=group_size)["strategies"][strategy]
+
+
+@pytest.mark.timeout(300)
+def test_7b_on_64_ranks_stays_within_1_percent_of_calc_for_every_strategy():
+    """ddp, zero1, FSDP grad-op and full (compare), and HSDP with 8 replicas, against `ddpfsdp calc`."""
+    from ddpfsdp.demos.train.simulate import simulate
+
+    params = presets.sized_gpt_shape("7B").params
+    options = {"simulate": True, "world": 64, "params": "7B", "precision": "bf16-mixed", "batch_size": 1}
+    compare = simulate("compare", options)
+    hybrid = simulate("fsdp", {**options, "sharding": "hybrid", "replicas": 8})
+    rows = {"ddp": ("ddp", None), "zero1": ("zero1", None), "fsdp-grad-op": ("zero3", None),
+            "fsdp-full": ("zero3", None)}
+    runs = {**compare["runs"], "hybrid": hybrid}
+    rows["hybrid"] = ("hsdp", 8)
+    for name, run in runs.items():
+        strategy, group = rows[name]
+        expected = _calc_row(strategy, 64, "bf16-mixed", params, group)["model_state_bytes"]
+        rank = run["memory"]["ranks"][0]
+        # ZeRO-1 gives rank 0 the largest tensors' state whole (the embedding's Adam moments).
+        slack = run["memory"]["largest_param_bytes"] * 2 if name == "zero1" else 0
+        assert _state_bytes(rank) == pytest.approx(expected, rel=0.01, abs=slack), name
+        assert run["memory"]["peak"]["phase"] in ("forward", "backward", "optimizer step"), name
+        assert not [c for c in run["checks"] if not c["passed"]], name
+    full = runs["fsdp-full"]
+    assert full["comm"]["per_step"]["all_gather"]["count"] == 2 * 34  # 34 units, resharded after forward
+    assert hybrid["comm"]["group_sizes"]["all_reduce"] == [8]  # across the 8 replicas
+    assert hybrid["comm"]["group_sizes"]["reduce_scatter"] == [8]  # within a group of 64/8
+
+
+@pytest.mark.timeout(300)
+def test_the_cli_simulates_7b_on_64_ranks_labelled_simulated(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddpfsdp.quiz.cli", "demo", "fsdp", "--simulate", "--world", "64", "--params", "7B",
+         "--precision", "bf16-mixed", "--json"],
+        capture_output=True, text=True, timeout=280,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert result["config"]["simulated"] is True and result["config"]["world_size"] == 64
+    rank = result["memory"]["ranks"][0]
+    expected = _calc_row("zero3", 64, "bf16-mixed", presets.sized_gpt_shape("7B").params)["model_state_bytes"]
+    assert _state_bytes(rank) == pytest.approx(expected, rel=0.01)
+    assert result["memory"]["peak"]["phase"] and result["memory"]["peak"]["categories"]
+    assert "simulated world of 64 ranks" in proc.stderr
+
+
+def test_the_cli_heading_says_simulated():
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddpfsdp.quiz.cli", "demo", "ddp", "--simulate", "--world", "8", "--model", "tiny"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "SIMULATED" in proc.stdout and "no throughput" in proc.stdout.replace("\n", " ")
+    assert "samples/s" not in proc.stdout
+
+
+# ----------------------------------------------------------------------------- refusals
+
+
+@pytest.mark.parametrize("demo, extra, words", [
+    ("fsdp", {"world": None}, "--world"),
+    ("fsdp", {"world": 1}, "at least 2"),
+    ("fsdp", {"params": "5B", "model": None}, "1B, 7B, 13B, 70B"),
+    ("fsdp", {"fsdp_api": 1}, "--fsdp-api 2"),
+    ("fsdp", {"sharding": "hybrid", "replicas": 3}, "--replicas"),
+    ("ddp", {"params": "7B", "model": None, "world": 64, "gpu_mem": "80GB"}, "ddpfsdp demo fsdp --simulate --world 64 --params 7B"),
+    ("zero1", {"params": "70B", "model": None, "world": 512, "gpu_mem": "80GB"}, "fsdp --simulate"),
+    ("fsdp", {"world": 10**6}, "at most"),
+    ("fsdp", {"trace": "step.json"}, "--procs 2 --trace PATH"),
+    ("fsdp", {"prefetch": "forward"}, "leave it out with --simulate"),
+])
+def test_what_the_fake_run_cannot_handle_is_refused_with_what_to_try(demo, extra, words):
+    from ddpfsdp.demos import registry
+    from ddpfsdp.demos.worker import load
+
+    with pytest.raises(click.UsageError) as caught:
+        load(registry.get(demo).validate)({**TINY, **extra}, 1)
+    assert words in caught.value.format_message()
+
+
+def test_ddp_that_fits_the_stated_gpu_memory_is_simulated():
+    from ddpfsdp.demos.train.demo import validate_simulated
+
+    validate_simulated("ddp", {**TINY, "gpu_mem": "80GB"})
+
+
+def test_simulate_only_options_need_simulate():
+    from ddpfsdp.demos.train.demo import validate_fsdp
+
+    with pytest.raises(click.UsageError, match="add --simulate"):
+        validate_fsdp({"world": 64, "params": "7B"}, 2)
+
+
+def test_a_refusal_on_the_command_line_has_no_traceback():
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddpfsdp.quiz.cli", "demo", "ddp", "--simulate", "--world", "64", "--params", "7B",
+         "--gpu-mem", "80GB"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and "fsdp --simulate" in proc.stderr
+
+
+def test_validation_does_not_import_torch():
+    code = ("import sys; from ddpfsdp.demos.train.demo import validate_fsdp; "
+            "validate_fsdp({'simulate': True, 'world': 64, 'params': '7B'}, 1); print('torch' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "False"
+
+
+def test_named_sizes_are_within_a_fifth_of_a_percent_of_their_names():
+    for name, shape in presets.GPT_SIZES.items():
+        assert shape.params == pytest.approx(float(name[:-1]) * 1e9, rel=0.002), name
+        assert shape.d_model % shape.heads == 0
+
+
+def test_the_evidence_panel_labels_a_simulated_result():
+    from rich.console import Console
+
+    from ddpfsdp.quiz import evidence as ev
+    from ddpfsdp.quiz.widgets.evidence import result_table
+
+    result = _simulate("fsdp")
+    assert ev.where(result).startswith("simulated: rank 0 of a world of 8 ranks")
+    assert "Simulated" in ev.gloo_caveat(result) and "no throughput" in ev.gloo_caveat(result)
+    console = Console(record=True, width=120)
+    console.print(result_table(result))
+    text = console.export_text()
+    assert "Simulated, rank 0 of 8" in text and "Measured" not in text
+
+
+def test_calc_points_at_the_simulated_run_of_the_same_configuration():
+    from click.testing import CliRunner
+
+    from ddpfsdp.quiz.commands.calc import calc as calc_command
+
+    out = CliRunner().invoke(calc_command, ["--params", "7B", "--gpus", "64"]).output
+    assert "ddpfsdp demo fsdp --simulate --world 64 --params 7B --precision bf16-mixed" in out
+    out = CliRunner().invoke(calc_command, ["--params", "70B", "--gpus", "64", "--group-size", "8"]).output
+    assert "--sharding hybrid --replicas 8" in out
+
+
+def test_a_stated_gpu_memory_is_held_against_the_simulated_peak():
+    from ddpfsdp.demos.measure.simulated_report import fit_line
+
+    result = _simulate("fsdp", gpu_mem="1GB")
+    assert result["config"]["gpu_mem_bytes"] == 10**9
+    assert "fits in" in fit_line(result)
+    assert "does NOT fit" in fit_line({**result, "config": {**result["config"], "gpu_mem_bytes": 10**6}})
