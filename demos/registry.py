@@ -39,6 +39,7 @@ _TRAINING_CHECKS = {
     "loss_decreases": "training works: the loss at the last step is below the loss at the first",
     "model_state_matches_theory": "model-state bytes each rank holds match the analytic model (1%, plus shard padding)",
     "comm_matches_theory": "wire bytes per step per op match the analytic model (5%)",
+    "peak_within_bounds": "each rank's peak is at least its model state and at most model state + the analytic working set and activations + 10%",
 }
 
 DEMOS: dict[str, Demo] = {
