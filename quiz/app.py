@@ -76,8 +76,12 @@ class QuizApp(App):
         clock: Callable[[], datetime] = utc_now,
         monotonic: Callable[[], float] = time.monotonic,
         demo_runner: Callable[[str, list[str]], Any] = default_demo_runner,
+        drill_seed: int | None = None,
+        drill_kinds: tuple[str, ...] | None = None,
     ):
         super().__init__()
+        self.drill_seed = drill_seed
+        self.drill_kinds = drill_kinds
         self.bank = bank
         self.store = store
         self.problem = problem
@@ -116,7 +120,9 @@ class QuizApp(App):
             self.push_screen(HomeScreen())
             if self.store is not None and self.store.warning:
                 self.notify(self.store.warning, title="Progress file damaged", severity="warning", timeout=20)
-            if self.start_mode is not None:
+            if self.start_mode == "drill":
+                self.start_drill()
+            elif self.start_mode is not None:
                 self.start_session(self.start_mode, topic=self.start_topic)
         self.call_after_refresh(self._first_screen_up)
 
@@ -152,6 +158,20 @@ class QuizApp(App):
         if mode == "mock":
             self.session.deadline_s = self.session.started_s + scheduler.MOCK_MINUTES * 60
         self._show_question(push=True)
+
+    def start_drill(self) -> None:
+        from ddpfsdp.quiz.screens.drill import DrillScreen
+
+        seed = self.drill_seed if self.drill_seed is not None else self.rng.randrange(2**31)
+        self.push_screen(DrillScreen(seed=seed, kinds=self.drill_kinds))
+
+    def record_drill(self, problem, grade: Grade, elapsed_s: float) -> str | None:
+        """Commit a drill answer at once; on failure say so (a drill answer is not retried)."""
+        try:
+            scheduler.record_drill(self.store, kind=problem.kind, topic=problem.topic, grade=grade, time_s=elapsed_s, now=self.now())
+        except (StoreError, sqlite3.Error, OSError) as error:
+            return f"This drill answer could not be saved ({error})."
+        return None
 
     def session_remaining_s(self) -> float | None:
         if self.session is None or self.session.deadline_s is None:
@@ -301,6 +321,8 @@ def make_app(
     clock: Callable[[], datetime] | None = None,
     monotonic: Callable[[], float] | None = None,
     demo_runner: Callable[[str, list[str]], Any] | None = None,
+    drill: bool = False,
+    drill_kinds: tuple[str, ...] | None = None,
 ) -> QuizApp:
     """The app as the CLI runs it; tests pass a fixture bank, a fixed clock and a seed."""
     problem = None
@@ -322,7 +344,7 @@ def make_app(
                 str(error),
                 "Nothing was changed. Close other programs using it, or point DDPFSDP_HOME at a writable folder.",
             )
-    start = "mock" if mock else "review" if review else "practice" if topic else None
+    start = "drill" if drill else "mock" if mock else "review" if review else "practice" if topic else None
     return QuizApp(
         bank=bank,
         store=store,
@@ -333,4 +355,6 @@ def make_app(
         clock=clock or utc_now,
         monotonic=monotonic or time.monotonic,
         demo_runner=demo_runner or default_demo_runner,
+        drill_seed=seed if drill else None,
+        drill_kinds=drill_kinds,
     )

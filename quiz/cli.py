@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "progress": "ddpfsdp.quiz.commands.progress:progress",
     "demo": "ddpfsdp.quiz.commands.demo:demo",
     "calc": "ddpfsdp.quiz.commands.calc:calc",
+    "drill": "ddpfsdp.quiz.commands.drill:drill",
 }
 
 
@@ -57,13 +58,21 @@ def cli() -> None:
       ddpfsdp demo fsdp --gpus 4           the same on 4 GPUs (NCCL)
       ddpfsdp demo compare --procs 2       DDP, ZeRO-1, FSDP grad-op and full, one table
       ddpfsdp calc --params 7B --gpus 8    per-GPU memory and traffic for every strategy
+      ddpfsdp drill                        napkin-math sizing problems, graded by the model
       ddpfsdp progress                     mastery by topic, weakest first
       ddpfsdp doctor                       what this machine can run
     """
 
 
 def main() -> None:
-    cli(prog_name="ddpfsdp")
+    from ddpfsdp.quiz.paths import DataDirError
+
+    try:
+        cli(prog_name="ddpfsdp")
+    except DataDirError as error:
+        # Raised wherever the store or a cache is first opened, inside any command.
+        click.echo(f"Error: {error}", err=True)
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

@@ -360,7 +360,7 @@ def _load_question(
 def _load_why(raw: Mapping[str, Any], choices: tuple[str, ...], path: Path, qid: str) -> tuple[str, ...]:
     """The reasons, one per choice; a reason that is missing is as wrong as a choice that is."""
     if "why" not in raw:
-        return ()
+        raise BankError(path, "is missing; give one line per choice, in order, saying why it is right or wrong", question=qid, field="why")
     why = _string_list(raw, "why", path, qid)
     if len(why) != len(choices):
         raise BankError(

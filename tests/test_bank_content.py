@@ -40,10 +40,20 @@ def test_the_ten_topics_in_order(bank):
     assert tuple(bank.topics) == TOPICS
 
 
-def test_at_least_100_questions_and_8_per_topic(bank, questions):
-    assert len(questions) >= 100
+def test_at_least_200_questions_and_15_per_topic(bank, questions):
+    assert len(questions) >= 200
     for topic in TOPICS:
-        assert len(bank.in_topic(topic)) >= 8, topic
+        assert len(bank.in_topic(topic)) >= 15, topic
+
+
+def test_every_choice_question_gives_a_reason_per_choice(questions):
+    for q in questions:
+        if q.kind in ("single", "multi"):
+            assert len(q.why) == len(q.choices), q.id
+            right = {q.answer} if q.kind == "single" else set(q.answer)
+            for choice, reason in zip(q.choices, q.why):
+                # The reason's verdict agrees with the key: a "Right:" line on a wrong choice misleads.
+                assert reason.startswith("Right:" if choice in right else "Wrong:"), (q.id, reason)
 
 
 def test_every_topic_spans_levels_1_to_4(bank):

@@ -376,6 +376,11 @@ STRING_ARGS = {
     "comm_ratio": {"strategy": "zero3", "baseline": "ddp", "gpus": "8"},
     "max_params": {"gpu_mem": "80GB", "gpus": "8", "strategy": "zero3", "precision": "bf16-mixed", "optimizer": "adamw"},
     "min_gpus": {"params": "70B", "gpu_mem": "80GB", "strategy": "zero3", "precision": "bf16-mixed", "optimizer": "adamw"},
+    "min_zero_stage": {"params": "7B", "gpus": "16", "gpu_mem": "40GB", "precision": "bf16-mixed", "optimizer": "adamw"},
+    "ddp_buckets": {"layers": "24", "d_model": "2048", "vocab": "50257", "seq_len": "2048", "grad_bytes": "4", "bucket_cap_mb": "50"},
+    "sampler_index": {"dataset_len": "10", "num_replicas": "4", "rank": "3", "position": "3", "drop_last": "false"},
+    "sampler_count": {"dataset_len": "10", "num_replicas": "4", "drop_last": "true"},
+    "transformer_activation_bytes": {"layers": "32", "d_model": "4096", "vocab": "32000", "seq_len": "4096", "batch_size": "1", "precision": "bf16-mixed", "checkpoint_activations": "yes"},
 }
 
 

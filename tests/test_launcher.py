@@ -191,3 +191,86 @@ def test_each_rank_drives_its_own_gpu():
     assert cuda_index(3, 1) == 0  # a scheduler bound one GPU to this task
     with pytest.raises(click.UsageError, match="local rank 4 has no GPU of its own"):
         cuda_index(4, 2)
+
+
+TORCHRUN_FAILURE = """\
+[rank0]: Traceback (most recent call last):
+[rank0]:   File "worker.py", line 8, in <module>
+[rank0]: RuntimeError: Connection reset by peer
+[rank1]: Traceback (most recent call last):
+[rank1]:   File "worker.py", line 12, in step
+[rank1]: MemoryError: out of host memory
+E1123 07:30:02.557000 17728 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) local_rank: 1
+Traceback (most recent call last):
+  File "torch/distributed/run.py", line 1032, in <module>
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+Failures:
+[1]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 17733)  (SIGTERM)
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  rank      : 1 (local_rank: 1)
+  exitcode  : {code} (pid: 17734)
+  error_file: <N/A>
+============================================================"""
+
+
+def test_the_root_cause_is_read_from_torchruns_report():
+    from ddpfsdp.demos.launch.launcher import summarize_failure
+
+    failure = summarize_failure(TORCHRUN_FAILURE.format(code=1).splitlines())
+    assert failure.rank == 1  # the root cause, not rank 0 of the "Failures" list above it
+    assert failure.message == "rank 1 exited with code 1 before reporting an error"
+    assert failure.rank_lines == (
+        "Traceback (most recent call last):",
+        '  File "worker.py", line 12, in step',
+        "MemoryError: out of host memory",
+    )
+    killed = summarize_failure(TORCHRUN_FAILURE.format(code=-9).replace("[rank1]", "[rank2]").splitlines())
+    assert killed.message == (
+        "rank 1 was killed by SIGKILL before reporting an error and left no traceback "
+        "(a hard exit, a signal, or a crash in native code)"
+    )
+    assert summarize_failure(["some other output"]).message == ""
+
+
+def test_a_rank_that_failed_silently_is_blamed_before_torchruns_root_cause():
+    from ddpfsdp.demos.launch.launcher import summarize_failure
+
+    # Seen on gloo: rank 1 vanished, rank 0 then failed on the dropped connection and reported it;
+    # both ended within one second and torchrun named rank 0 as its root cause.
+    report = [
+        "Failures:", "[1]:", "  rank      : 1 (local_rank: 1)", "  exitcode  : 7 (pid: 22294) ",
+        "Root Cause (first observed failure):", "[0]:", "  rank      : 0 (local_rank: 0)", "  exitcode  : 1 (pid: 22293) ",
+    ]
+    assert summarize_failure(report, reported={0}).rank == 1
+    # Had rank 1 reported its own error, that report stands and nothing is read from torchrun.
+    assert summarize_failure(report, reported={0, 1}).message == ""
+    # A rank stopped after another's report exits with 1: not a silent death.
+    stopped = [line.replace("exitcode  : 7", "exitcode  : 1") for line in report]
+    assert summarize_failure(stopped, reported={0}).message == ""
+    # With no report at all, torchrun's root cause is all there is.
+    assert summarize_failure(stopped).rank == 0
+
+
+@pytest.mark.dist
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_rank_that_vanishes_is_named_first_and_the_launcher_text_waits_for_verbose(verbose):
+    marker = uuid.uuid4().hex
+    argv = ["demo", "sampler", "--procs", "2", "--epochs", "5", "--fail-rank", "1", "--fail-step", "1", "--fail-mode", "exit"]
+    proc = _cli_process(*argv, *(["--verbose"] if verbose else []), marker=marker)
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 1
+    first = next(line for line in err.splitlines() if line.startswith("Error:"))
+    assert first == (
+        "Error: sampler: rank 1 exited with code 7 before reporting an error and left no traceback "
+        "(a hard exit, a signal, or a crash in native code)"
+    )
+    if verbose:
+        assert "The launcher's output:" in err and "Root Cause (first observed failure)" in err
+    else:
+        assert "Run again with --verbose" in err and "ChildFailedError" not in err
+    assert _wait_until_gone(marker, 5.0) == []

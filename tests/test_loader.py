@@ -175,6 +175,7 @@ def test_why_is_loaded_parallel_to_choices(quiz_bank):
     ],
 )
 def test_why_of_the_wrong_shape_is_rejected(quiz_bank, old, new, words):
+    """Wrong length, an empty or multi-line reason, or none at all: each names the question and field."""
     bank_dir, answers_dir = quiz_bank
     _edit(bank_dir, "ddp", old, new)
     with pytest.raises(BankError, match=words) as raised:
@@ -223,3 +224,44 @@ def test_cue_statistics_of_a_balanced_bank(quiz_bank):
         + ratio(["it lowers the peak"], ["it raises the peak", "no change"])
     ) / 3
     assert stats.mean_length_ratio == pytest.approx(expected)
+
+
+def test_cue_statistics_rank_the_right_answer_by_length(quiz_bank):
+    from ddpfsdp.quiz.cues import cue_stats
+
+    # ddp-grad-sync is the one four-choice single question; one choice is longer than its answer.
+    stats = cue_stats(load_bank(*quiz_bank))
+    assert stats.four_choice == 1 and stats.rank_shares == (0.0, 1.0, 0.0, 0.0)
+    assert stats.problems == []  # too few questions for the shares to mean anything
+
+
+@pytest.mark.parametrize(
+    "shares, failing",
+    [
+        ((0.13, 0.47, 0.17, 0.23), "second-longest choice by length in 47%"),
+        ((0.10, 0.20, 0.30, 0.40), "fourth-longest choice by length in 40%"),
+        ((0.25, 0.25, 0.25, 0.25), None),
+        ((0.30, 0.35, 0.20, 0.15), None),
+    ],
+)
+def test_no_length_rank_may_hold_the_right_answer_beyond_its_limit(shares, failing):
+    from ddpfsdp.quiz.cues import CueStats
+
+    stats = CueStats(singles=100, right_is_longest=(), mean_length_ratio=1.0, catch_all=(), rank_shares=shares, four_choice=100)
+    if failing is None:
+        assert stats.problems == []
+    else:
+        assert len(stats.problems) == 1 and failing in stats.problems[0]
+    few = CueStats(singles=19, right_is_longest=(), mean_length_ratio=1.0, catch_all=(), rank_shares=shares, four_choice=19)
+    assert few.problems == []
+
+
+def test_a_choice_question_without_reasons_is_rejected(quiz_bank):
+    bank_dir, answers_dir = quiz_bank
+    path = bank_dir / "ddp.toml"
+    text = path.read_text()
+    start = text.index("why = [\n    \"Right: the reducer")
+    path.write_text(text[:start] + text[text.index("]\n", start) + 2 :])
+    with pytest.raises(BankError, match="is missing; give one line per choice") as raised:
+        load_bank(bank_dir, answers_dir)
+    assert raised.value.field == "why" and raised.value.question == "ddp-grad-sync"

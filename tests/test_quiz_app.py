@@ -447,13 +447,20 @@ _NO_TORCH = textwrap.dedent(
             console.print(app.screen.query_one("#evidence-saved").content)
             shown = console.export_text()
             assert "per_block_peak_below_root_only" in shown, shown
+        drill_app = make_app(bank_dir=bank_dir, answers_dir=answers_dir, seed=1, drill=True)
+        async with drill_app.run_test(size=(100, 40)) as pilot:
+            await pilot.pause()
+            drill_app.screen.query_one("#drill-input").value = "1"
+            await pilot.press("enter")
+            await pilot.pause()
+            assert drill_app.screen.grade is not None
     asyncio.run(main())
     print(",".join(m for m in ("torch",) if m in sys.modules))
     """
 )
 
 
-def test_starting_answering_and_viewing_evidence_never_imports_torch(tmp_path):
+def test_starting_answering_viewing_evidence_and_drilling_never_imports_torch(tmp_path):
     # A fresh interpreter is the only way to prove a deferral defers.
     from pathlib import Path
 

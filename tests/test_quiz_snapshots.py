@@ -191,3 +191,14 @@ def test_feedback_with_peak_breakdown(snap_compare, tmp_path, fixed_machine):
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(100, 50), run_before=answer)
+
+
+def test_drill_miss_shows_the_working(snap_compare, quiz_bank, fixed_machine):
+    async def miss(pilot):
+        await pilot.pause()
+        problem = pilot.app.screen.problem
+        pilot.app.screen.query_one("#drill-input").value = "3" if problem.unit == "" and problem.answer != 3 else "1 bytes"
+        await pilot.press("enter")
+        await pilot.pause()
+
+    assert snap_compare(_app(quiz_bank, drill=True), terminal_size=SIZE, run_before=miss)

@@ -2,10 +2,15 @@
 
 Accumulating k micro-batches before an optimizer step only needs the gradients synchronised once,
 after the last one. By default DDP all-reduces (and FSDP reduce-scatters) after every backward:
-k syncs per optimizer step. `DDP.no_sync()` around the first k-1 backwards, or FSDP2's
-`set_requires_gradient_sync(False)` for them, leaves the gradients local and accumulating until
-the last backward syncs the sum: 1 sync per step. Because the sync averages linearly, the final
-gradients are the same (up to float rounding in the order of the additions).
+k syncs per optimizer step. `DDP.no_sync()` around the forward and backward of the first k-1
+micro-batches, or FSDP2's `set_requires_gradient_sync(False)` for them, leaves the gradients local
+and accumulating until the last forward-backward syncs the sum: 1 sync per step. Because the sync
+averages linearly, the final gradients are the same (up to float rounding in the order of the
+additions).
+
+The forward belongs inside `no_sync()` too: DDP decides in its forward whether the coming backward
+synchronises (it prepares the reducer only while syncing is on), so a forward run outside the
+context still gets an all-reduce in its backward, whatever context the backward runs in.
 
 FSDP still all-gathers the parameters for every micro-batch's forward and backward: skipping the
 reduce-scatter saves gradient traffic, not parameter traffic; and it holds unsharded gradients

@@ -15,6 +15,10 @@ from ddpfsdp.demos.launch import events
 
 FAIL_RANK_ENV = "DDPFSDP_FAIL_RANK"
 FAIL_STEP_ENV = "DDPFSDP_FAIL_STEP"
+# "raise" (an exception: the rank reports it) or "exit" (the process vanishes with no report, as a crash
+# in native code or the kernel's OOM killer would leave it).
+FAIL_MODE_ENV = "DDPFSDP_FAIL_MODE"
+HARD_EXIT_CODE = 7
 
 
 class InjectedFault(RuntimeError):
@@ -68,6 +72,8 @@ class DemoContext:
     def step(self, step: int, steps: int, **metrics: Any) -> None:
         """Report progress at a step (0-based) and fire an injected fault if one is due here."""
         if self.fail_rank == self.rank and self.fail_step == step:
+            if os.environ.get(FAIL_MODE_ENV) == "exit":
+                os._exit(HARD_EXIT_CODE)
             raise InjectedFault(f"fault injected on rank {self.rank} at step {step}")
         self.emit("progress", step=step, steps=steps, **metrics)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ddpfsdp.demos.launch import events as event_protocol
-from ddpfsdp.demos.launch.context import FAIL_RANK_ENV, FAIL_STEP_ENV
+from ddpfsdp.demos.launch.context import FAIL_MODE_ENV, FAIL_RANK_ENV, FAIL_STEP_ENV
 from ddpfsdp.demos.worker import DEVICE_ENV, TIMEOUT_ENV
 
 RUN_ID_ENV = "DDPFSDP_RUN_ID"
@@ -124,6 +125,64 @@ def validated_options(demo: str, args: list[str], world_size: int) -> dict[str, 
     return options
 
 
+@dataclass(frozen=True)
+class Failure:
+    """What torchrun's failure report says about a rank that died without reporting an error itself."""
+
+    rank: int | None
+    message: str  # one line for a person; "" when the report could not be read
+    rank_lines: tuple[str, ...]  # the failing rank's own last stderr lines, prefix removed
+
+
+_ENTRY_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
+_ENTRY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
+_RANK_PREFIX = re.compile(r"^\[rank(\d+)\]:\s?")
+
+
+def summarize_failure(lines: list[str], reported: frozenset[int] | set[int] = frozenset(), keep: int = 15) -> Failure:
+    """Which rank ended the run, read from torchrun's failure report, and how it ended.
+
+    torchrun lists every failed rank with its exit code. Its "Root Cause" is only the first it
+    observed, and ranks that fail within the same second are ordered by rank, so a rank whose peer
+    vanished can be named in the vanished rank's place. The rank to blame is one that failed without
+    reporting an error itself (`reported` holds the ranks that did) and was not merely stopped; when no
+    rank reported, torchrun's root cause. torchrun prefixes each rank's stderr with
+    `[rankN]:`, so that rank's own last lines can be shown. A negative exit code is a signal.
+    """
+    entries: list[tuple[int, int]] = []
+    root: tuple[int, int] | None = None
+    rank: int | None = None
+    in_root = False
+    for line in lines:
+        if line.startswith("Root Cause"):
+            in_root = True
+        elif match := _ENTRY_RANK.match(line):
+            rank = int(match.group(1))
+        elif rank is not None and (match := _ENTRY_EXIT.match(line)):
+            entries.append((rank, int(match.group(1))))
+            if in_root and root is None:
+                root = entries[-1]
+            rank = None
+    # Once a rank has reported, the launcher stops the rest, and a stopped rank exits with 1 or by
+    # SIGTERM: only another exit (a signal such as SIGKILL or SIGSEGV, an os._exit) is a silent death.
+    stopped = {-signal.SIGTERM, 1} if reported else {-signal.SIGTERM}
+    silent = sorted(e for e in entries if e[0] not in reported and e[1] not in stopped)
+    chosen = silent[0] if silent else None if reported else root
+    if chosen is None:
+        return Failure(None, "", ())
+    rank, code = chosen
+    own = tuple(_RANK_PREFIX.sub("", line) for line in lines if (m := _RANK_PREFIX.match(line)) and int(m.group(1)) == rank)[-keep:]
+    if code < 0:
+        try:
+            how = f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            how = f"was killed by signal {-code}"
+    else:
+        how = f"exited with code {code}"
+    left = "" if own else " and left no traceback (a hard exit, a signal, or a crash in native code)"
+    return Failure(rank, f"rank {rank} {how} before reporting an error{left}", own)
+
+
 class DemoRun:
     """One launch of one demo on N ranks."""
 
@@ -138,6 +197,7 @@ class DemoRun:
         timeout_s: float | None = None,
         fail_rank: int | None = None,
         fail_step: int | None = None,
+        fail_mode: str = "raise",
         extra_env: dict[str, str] | None = None,
     ):
         self.demo = demo
@@ -147,10 +207,15 @@ class DemoRun:
         self.timeout_s = timeout_s
         self.fail_rank = fail_rank
         self.fail_step = fail_step
+        self.fail_mode = fail_mode
         self.extra_env = extra_env or {}
         self.run_id = uuid.uuid4().hex
         self.result: dict[str, Any] | None = None
         self.error: dict[str, Any] | None = None
+        # torchrun's account of the first rank to fail, read after a failed run; a rank's own error
+        # event can be a consequence (a peer's dropped connection) of another rank's silent death.
+        self.root_cause: Failure | None = None
+        self.reported_ranks: set[int] = set()
         self.returncode: int | None = None
         self.cancelled = False
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
@@ -188,6 +253,7 @@ class DemoRun:
         if self.fail_rank is not None and self.fail_step is not None:
             env[FAIL_RANK_ENV] = str(self.fail_rank)
             env[FAIL_STEP_ENV] = str(self.fail_step)
+            env[FAIL_MODE_ENV] = self.fail_mode
         if self.placement.device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
             from ddpfsdp.demos.launch.hardware import cpu_count
 
@@ -230,22 +296,32 @@ class DemoRun:
                 kind = event["event"]
                 if kind == "result":
                     self.result = event.get("result")
-                elif kind == "error" and self.error is None:
-                    self.error = event
+                elif kind == "error":
+                    self.reported_ranks.add(event.get("rank"))
+                    if self.error is None:
+                        self.error = event
                 yield event
             self.returncode = self._proc.wait()
         finally:
             if self._proc.poll() is None:
                 self.cancel()
             self._finish()
+        if self.returncode != 0 and not self.cancelled:
+            self.root_cause = summarize_failure(list(self.stderr_tail), self.reported_ranks)
         if self.returncode != 0 and self.error is None and not self.cancelled:
+            failure = self.root_cause
             self.error = {
                 "event": "error",
-                "rank": None,
-                "message": f"the launcher exited with status {self.returncode}",
-                "traceback": "\n".join(list(self.stderr_tail)[-40:]),
+                "rank": failure.rank,
+                "message": failure.message or f"the launcher exited with status {self.returncode}",
+                "traceback": "\n".join(failure.rank_lines),
             }
             yield self.error
+
+    @property
+    def launcher_output(self) -> str:
+        """Everything torchrun and the ranks wrote to stderr (the last STDERR_TAIL_LINES lines)."""
+        return "\n".join(self.stderr_tail)
 
     @property
     def ok(self) -> bool:

@@ -487,6 +487,82 @@ def total_wire_bytes(ops: dict[str, dict[str, Any]]) -> int:
     return sum(op["wire_bytes_per_rank"] for op in ops.values())
 
 
+# ----------------------------------------------------------------------------- DDP buckets
+
+DDP_BUCKET_CAP_MB = 25
+"""DDP's default bucket cap in MiB (`bucket_cap_mb=None`)."""
+
+DDP_FIRST_BUCKET_BYTES = 1024 * 1024
+"""The smaller cap of DDP's first bucket, used only when `bucket_cap_mb` is left at its default."""
+
+
+def gpt_param_numels(layers: int, d_model: int, vocab: int, seq_len: int) -> list[int]:
+    """Elements of each parameter tensor of the GPT decoder in `presets`, in registration order.
+
+    Token and position embeddings; per block: LayerNorm (weight, bias), qkv (weight, bias), output
+    projection (weight, bias), LayerNorm, MLP up (weight, bias), MLP down (weight, bias); the final
+    LayerNorm (weight, bias) and the LM head (weight, no bias).
+    """
+    d = d_model
+    block = [d, d, 3 * d * d, 3 * d, d * d, d, d, d, 4 * d * d, 4 * d, 4 * d * d, d]
+    return [vocab * d, seq_len * d, *block * layers, d, d, d * vocab]
+
+
+def ddp_bucket_bytes(tensor_bytes: Iterable[int], bucket_cap_mb: float | None = None) -> list[int]:
+    """Bytes of each gradient bucket DDP all-reduces, once it has rebuilt its buckets.
+
+    `tensor_bytes`: each gradient's size, in the order gradients become ready in backward (about the
+    reverse of registration order). DDP's first iteration all-reduces one bucket of everything
+    (unless find_unused_parameters=True); the second iteration's forward rebuilds the buckets in
+    the order the first one's gradients arrived, once for the whole run. Filling them, a bucket closes as soon as it holds at least its cap, so a
+    bucket may overshoot its cap and a tensor larger than the cap is never split. The first bucket's
+    cap is 1 MiB when `bucket_cap_mb` is left at its default (25 MiB), and `bucket_cap_mb` itself
+    when it is given. One dtype and one device are assumed (DDP buckets those apart).
+    """
+    cap_bytes = int((DDP_BUCKET_CAP_MB if bucket_cap_mb is None else bucket_cap_mb) * 1024 * 1024)
+    if cap_bytes <= 0:
+        raise ValueError(f"bucket_cap_mb must be positive, got {bucket_cap_mb!r}")
+    limit = DDP_FIRST_BUCKET_BYTES if bucket_cap_mb is None else cap_bytes
+    buckets: list[int] = []
+    filled = 0
+    for size in tensor_bytes:
+        filled += int(size)
+        if filled >= limit:
+            buckets.append(filled)
+            filled = 0
+            limit = cap_bytes
+    if filled:
+        buckets.append(filled)
+    return buckets
+
+
+# ----------------------------------------------------------------------------- DistributedSampler
+
+
+def sampler_indices(dataset_len: int, num_replicas: int, rank: int, drop_last: bool = False) -> list[int]:
+    """The dataset indices one rank draws from DistributedSampler(shuffle=False) in one epoch.
+
+    Every rank gets the same count. Without drop_last the index list is padded to a multiple of
+    the world size by repeating indices from its start; with drop_last its tail is cut instead.
+    Rank r then takes every num_replicas-th index starting at r.
+    """
+    if dataset_len < 1 or num_replicas < 1:
+        raise ValueError("a sampler needs at least one sample and one replica")
+    if not 0 <= rank < num_replicas:
+        raise ValueError(f"rank {rank} must be in [0, {num_replicas - 1}]")
+    if drop_last and dataset_len % num_replicas:
+        per_rank = math.ceil((dataset_len - num_replicas) / num_replicas)
+    else:
+        per_rank = math.ceil(dataset_len / num_replicas)
+    total = per_rank * num_replicas
+    indices = list(range(dataset_len))
+    if total > dataset_len:
+        indices = (indices * math.ceil(total / dataset_len))[:total]
+    else:
+        indices = indices[:total]
+    return indices[rank:total:num_replicas]
+
+
 # ----------------------------------------------------------------------------- the whole picture
 
 
@@ -877,6 +953,56 @@ def q_min_gpus(*, params: Any, gpu_mem: Any, strategy: str, precision: str, opti
     return high
 
 
+ZERO_STAGES: tuple[str, ...] = ("ddp", "zero1", "zero2", "zero3")
+"""Stage 0 (plain DDP) to stage 3, in the order each shards one more kind of model state."""
+
+
+def q_min_zero_stage(*, params: Any, gpus: Any, gpu_mem: Any, precision: str, optimizer: str) -> int:
+    """The lowest ZeRO stage (0 = DDP) whose per-GPU model state fits in `gpu_mem`."""
+    count, world = _count(params, "params"), _count(gpus, "gpus")
+    limit = parse_bytes(gpu_mem)
+    for stage, strategy in enumerate(ZERO_STAGES):
+        if model_state(count, world, strategy, precision, optimizer)["model_state_bytes"] <= limit:
+            return stage
+    raise ValueError(f"even ZeRO-3 cannot fit {count:,} parameters in {format_bytes(limit)} on {world} GPUs")
+
+
+def q_ddp_buckets(
+    *, layers: Any, d_model: Any, vocab: Any, seq_len: Any, grad_bytes: Any, bucket_cap_mb: Any = None
+) -> int:
+    """Gradient buckets per step of DDP on a GPT decoder, gradients ready in reverse registration order."""
+    numels = gpt_param_numels(_count(layers, "layers"), _count(d_model, "d_model"), _count(vocab, "vocab"), _count(seq_len, "seq len"))
+    size = _count(grad_bytes, "grad bytes")
+    cap = None if bucket_cap_mb is None else float(bucket_cap_mb)
+    return len(ddp_bucket_bytes([n * size for n in reversed(numels)], cap))
+
+
+def q_sampler_index(*, dataset_len: Any, num_replicas: Any, rank: Any, position: Any, drop_last: Any = False) -> int:
+    """The `position`-th (1-based) index that `rank` draws from DistributedSampler(shuffle=False)."""
+    indices = sampler_indices(_count(dataset_len, "dataset length"), _count(num_replicas, "replicas"), int(rank), _bool(drop_last))
+    place = _count(position, "position")
+    if place > len(indices):
+        raise ValueError(f"rank {rank} draws only {len(indices)} indices; position {place} is past the end")
+    return indices[place - 1]
+
+
+def q_sampler_count(*, dataset_len: Any, num_replicas: Any, drop_last: Any = False) -> int:
+    """How many indices each rank draws from DistributedSampler in one epoch."""
+    return len(sampler_indices(_count(dataset_len, "dataset length"), _count(num_replicas, "replicas"), 0, _bool(drop_last)))
+
+
+def q_transformer_activation_bytes(
+    *, layers: Any, d_model: Any, vocab: Any, seq_len: Any, batch_size: Any, precision: str, checkpoint_activations: Any = False
+) -> int:
+    """Peak activation bytes of a GPT-style decoder of this shape (see `transformer_activation_bytes`)."""
+    seq = _count(seq_len, "seq len")
+    return transformer_activation_bytes(
+        layers=_count(layers, "layers"), d_model=_count(d_model, "d_model"), tokens=seq,
+        batch_size=_count(batch_size, "batch size"), head_outputs=_count(vocab, "vocab"), head_tokens=seq,
+        precision=precision, checkpoint_activations=_bool(checkpoint_activations),
+    )["activation_bytes"]
+
+
 QUIZ_FUNCTIONS: dict[str, Callable[..., int | float]] = {
     "param_count": q_param_count,
     "bytes_per_param": q_bytes_per_param,
@@ -890,4 +1016,9 @@ QUIZ_FUNCTIONS: dict[str, Callable[..., int | float]] = {
     "comm_ratio": q_comm_ratio,
     "max_params": q_max_params,
     "min_gpus": q_min_gpus,
+    "min_zero_stage": q_min_zero_stage,
+    "ddp_buckets": q_ddp_buckets,
+    "sampler_index": q_sampler_index,
+    "sampler_count": q_sampler_count,
+    "transformer_activation_bytes": q_transformer_activation_bytes,
 }

@@ -10,7 +10,7 @@ import click
 
 from ddpfsdp.demos import registry
 
-LAUNCH_PARAMS = ("gpus", "procs", "as_json", "force", "timeout_s", "fail_rank", "fail_step")
+LAUNCH_PARAMS = ("gpus", "procs", "as_json", "force", "timeout_s", "verbose", "fail_rank", "fail_step", "fail_mode")
 CPU_NOTE = (
     "Measured on CPU processes with gloo: throughput here does not represent NCCL on GPUs; "
     "memory and communication volumes carry over."
@@ -41,8 +41,10 @@ def _launch_options() -> list[click.Parameter]:
             default=None,
             help=f"Collective timeout in seconds: how long a rank waits for a dead peer.  [default: {DEFAULT_TIMEOUT_S:g}]",
         ),
+        click.Option(["--verbose", "-v"], is_flag=True, help="On a failure, also print the launcher's full output."),
         click.Option(["--fail-rank"], type=int, default=None, hidden=True),
         click.Option(["--fail-step"], type=int, default=None, hidden=True),
+        click.Option(["--fail-mode"], type=click.Choice(["raise", "exit"]), default="raise", hidden=True),
     ]
 
 
@@ -126,6 +128,7 @@ def _run(demo: registry.Demo, command: click.Command, **params: Any) -> None:
             timeout_s=params["timeout_s"],
             fail_rank=params["fail_rank"],
             fail_step=params["fail_step"],
+            fail_mode=params["fail_mode"],
         )
     except LaunchError as exc:
         raise click.UsageError(str(exc), ctx) from None
@@ -190,11 +193,21 @@ def _run(demo: registry.Demo, command: click.Command, **params: Any) -> None:
         error = run.error or {}
         rank = error.get("rank")
         who = f"rank {rank} failed" if rank is not None else "the run failed"
-        message = [f"{demo.name}: {who}: {error.get('message', 'no message')}"]
         tail = (error.get("traceback") or "").strip().splitlines()[-15:]
+        cause = run.root_cause
+        if cause is not None and cause.message and cause.rank is not None and cause.rank != rank:
+            # Another rank died first without a word; what this rank reported followed from it.
+            message = [f"{demo.name}: {cause.message}", f"Then {who}: {error.get('message', 'no message')}"]
+            tail = list(cause.rank_lines)
+        else:
+            message = [f"{demo.name}: {who}: {error.get('message', 'no message')}"]
         if tail:
             message += ["", *tail]
         message.append(f"(exit status {run.returncode}; every rank has been stopped)")
+        if params["verbose"]:
+            message += ["", "The launcher's output:", run.launcher_output]
+        else:
+            message.append("Run again with --verbose for the launcher's full output.")
         raise click.ClickException("\n".join(message))
 
     result = run.result

@@ -10,7 +10,10 @@ import click
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def progress(as_json: bool) -> None:
-    """Show attempts, accuracy, mastery and cards due by topic, weakest first."""
+    """Show attempts, accuracy, mastery and cards due by topic, weakest first, and sizing drills by kind.
+
+    Each drill kind you have tried counts as one more card of its topic (`ddpfsdp drill`).
+    """
     from ddpfsdp.quiz import scheduler
     from ddpfsdp.quiz.loader import BankError, load_bank
     from ddpfsdp.quiz.store import Store, StoreError, utc_now
@@ -28,6 +31,7 @@ def progress(as_json: bool) -> None:
     with store:
         now = utc_now()
         report = scheduler.progress(bank, store, now)
+        drill_report = scheduler.drill_progress(store, now)
         attempts = store.attempts()
     total = len(attempts)
     correct = sum(a.correct for a in attempts)
@@ -40,6 +44,7 @@ def progress(as_json: bool) -> None:
             "accuracy": correct / total if total else None,
             "due": due,
             "topics": [p.to_dict() for p in report],
+            "drills": [d.to_dict() for d in drill_report],
         }, indent=2))
         return
 
@@ -67,7 +72,25 @@ def progress(as_json: bool) -> None:
         )
     console = Console()
     console.print(table)
+    if drill_report:
+        console.print(_drill_table(drill_report))
     summary = f"{total} attempts" + (f", {correct / total:.0%} correct" if total else "") + f"; {due} cards due now."
     if not total:
         summary += " Start with `ddpfsdp quiz`."
+    elif not drill_report:
+        summary += " Try the sizing drills: `ddpfsdp drill`."
     console.print(summary)
+
+
+def _drill_table(drill_report):
+    from rich.table import Table
+
+    from ddpfsdp.quiz.drill import KINDS
+
+    table = Table(title="Sizing drills (ddpfsdp drill), weakest first; each counts toward its topic", title_justify="left")
+    for column, justify in (("drill", "left"), ("topic", "left"), ("mastery", "right"), ("accuracy", "right"), ("attempts", "right")):
+        table.add_column(column, justify=justify)
+    for d in drill_report:
+        title = KINDS[d.kind].title if d.kind in KINDS else d.kind
+        table.add_row(title, d.topic, f"{d.mastery:.0%}", f"{d.accuracy:.0%}", str(d.attempts))
+    return table

@@ -73,4 +73,4 @@ def quiz(topic, review, mock, plain, check, bank_dir, answers_dir, seed) -> None
 
 def _check_topic(bank, topic: str | None) -> None:
     if topic is not None and topic not in bank.topics:
-        raise click.UsageError(f"no topic {topic!r}; choose one of {', '.join(bank.topics)}")
+        raise click.BadParameter(f"no topic {topic!r}; choose one of {', '.join(bank.topics)}", param_hint="'--topic'")

@@ -20,6 +20,8 @@ HELP = """\
 | **n** | question, feedback | next question (on a question: skip it; **ctrl+n** in a text box) |
 | **d** | question | the evidence for this question: its demo and last saved result |
 | **r** | feedback, evidence | run the linked demo now on this machine |
+| **s** | home | the sizing drill: generated napkin-math problems, graded by the analytic model |
+| **Enter**, **n** | sizing drill | submit; once graded, the next problem (**ctrl+n** skips from the answer box) |
 | **Escape** | while a demo runs | cancel it (every rank is stopped); otherwise go back |
 | **1**–**4** | explain feedback | grade yourself: Again, Hard, Good, Easy |
 | **?** | anywhere | this help |

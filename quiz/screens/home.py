@@ -17,13 +17,18 @@ class HomeScreen(Screen):
     BINDINGS = [
         Binding("r", "review", "Review due"),
         Binding("m", "mock", "Mock interview"),
+        Binding("s", "drill", "Sizing drill"),
         Binding("p", "progress", "Progress"),
         Binding("?", "app.help", "Help"),
         Binding("q", "app.quit", "Quit"),
     ]
 
     def compose(self) -> ComposeResult:
-        items = [ListItem(Label(id="label-review"), id="item-review"), ListItem(Label(id="label-mock"), id="item-mock")]
+        items = [
+            ListItem(Label(id="label-review"), id="item-review"),
+            ListItem(Label(id="label-mock"), id="item-mock"),
+            ListItem(Label(id="label-drill"), id="item-drill"),
+        ]
         items += [ListItem(Label(id=f"label-{t}"), id=f"topic-{t}") for t in self.app.bank.topics]
         items.append(ListItem(Label(Text("Progress by topic", style="bold")), id="item-progress"))
         with Vertical(id="home"):
@@ -54,6 +59,12 @@ class HomeScreen(Screen):
                 f"   {min(scheduler.MOCK_SIZE, len(app.bank.questions))} mixed questions, explain included, {scheduler.MOCK_MINUTES} minutes, score by topic",
             )
         )
+        self.query_one("#label-drill", Label).update(
+            Text.assemble(
+                ("Sizing drill", "bold"),
+                "   endless napkin-math problems, answered by the analytic model",
+            )
+        )
         title_width = max([30, *(len(topic.title) + 2 for topic in app.bank.topics.values())])
         for topic in app.bank.topics.values():
             p = report[topic.id]
@@ -76,6 +87,8 @@ class HomeScreen(Screen):
             self.action_review()
         elif item_id == "item-mock":
             self.action_mock()
+        elif item_id == "item-drill":
+            self.action_drill()
         elif item_id == "item-progress":
             self.action_progress()
         elif item_id.startswith("topic-"):
@@ -86,6 +99,9 @@ class HomeScreen(Screen):
 
     def action_mock(self) -> None:
         self.app.start_session("mock")
+
+    def action_drill(self) -> None:
+        self.app.start_drill()
 
     def action_progress(self) -> None:
         from ddpfsdp.quiz.screens.progress import ProgressScreen

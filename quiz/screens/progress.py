@@ -42,6 +42,14 @@ class ProgressScreen(Screen):
         correct = sum(p.correct for p in report)
         due = sum(p.due for p in report)
         summary = f"{attempts} attempts" + (f", {correct / attempts:.0%} right" if attempts else "") + f"; {due} card{'s' if due != 1 else ''} due now."
+        drilled = scheduler.drill_progress(app.store, app.now())
+        if drilled:
+            tries = sum(d.attempts for d in drilled)
+            right = sum(d.correct for d in drilled)
+            summary += (
+                f"  Sizing drills: {tries} answered, {right / tries:.0%} right, over {len(drilled)} kind"
+                f"{'s' if len(drilled) != 1 else ''}; each kind counts as one card of its topic."
+            )
         summary += "  Mastery is the chance of recalling a question now (FSRS), counted only when its last answer was right."
         self.query_one("#progress-summary", Static).update(summary)
         table.focus()

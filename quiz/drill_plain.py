@@ -1,0 +1,102 @@
+"""`ddpfsdp drill --plain`: sizing drills line by line on stdin/stdout.
+
+It grades and saves exactly as the app's drill screen does (same problems, grading and store);
+every answer is committed as soon as it is graded.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from datetime import datetime
+
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.prompt import Prompt
+from rich.rule import Rule
+
+from ddpfsdp.quiz import drill as drills
+from ddpfsdp.quiz import scheduler
+from ddpfsdp.quiz.grading import QuantityError
+from ddpfsdp.quiz.store import Store, StoreError, utc_now
+
+
+class _Quit(Exception):
+    """The person typed q (or the input ended)."""
+
+
+class _Skip(Exception):
+    pass
+
+
+def run_drill_plain(
+    *,
+    seed: int | None = None,
+    kinds: Iterable[str] | None = None,
+    count: int | None = None,
+    console: Console | None = None,
+    store: Store | None = None,
+    clock: Callable[[], datetime] = utc_now,
+) -> int:
+    console = console or Console(highlight=False)
+    try:
+        store = store or Store.open()
+    except StoreError as error:
+        console.print(f"[red]The progress file cannot be opened:[/] {error}")
+        return 1
+    if store.warning:
+        console.print(f"[yellow]warning:[/] {store.warning}")
+    drill = drills.Drill(seed, kinds)
+    console.print(
+        f"[bold]ddpfsdp drill[/] (seed {drill.seed}): sizing problems answered by the analytic model. "
+        "Type [bold]s[/] to skip, [bold]q[/] to stop; every answer is saved as you go."
+    )
+    answered = right = 0
+    while count is None or drill.count < count:
+        problem = next(drill)
+        console.print(Rule(f"{drill.count} · {drills.KINDS[problem.kind].title} · {problem.topic}", align="left"))
+        console.print(Markdown(problem.prompt))
+        console.print(f"[dim]{problem.hint}; graded {problem.tolerance_text}[/]")
+        started = time.monotonic()
+        try:
+            while True:
+                try:
+                    grade = drills.grade(problem, _read(console))
+                    break
+                except QuantityError as error:
+                    console.print(f"[red]{error}[/]", markup=True, highlight=False)
+        except _Skip:
+            continue
+        except _Quit:
+            break
+        elapsed_s = time.monotonic() - started
+        try:
+            scheduler.record_drill(store, kind=problem.kind, topic=problem.topic, grade=grade, time_s=elapsed_s, now=clock())
+        except Exception as error:  # noqa: BLE001 - the person must hear about it, and keep going
+            console.print(f"[red]This answer could not be saved: {error}[/]")
+        answered += 1
+        right += grade.correct
+        style = "bold green" if grade.correct else "bold red"
+        console.print(f"[{style}]{'✔' if grade.correct else '✘'} {grade.verdict}[/]", highlight=False)
+        if not grade.correct:
+            console.print("[bold]Working:[/]")
+            console.print(problem.working, markup=False, highlight=False)
+    console.print(Rule())
+    if answered:
+        console.print(f"{answered} answered, {right} right ({right / answered:.0%}). Progress is saved; see it with `ddpfsdp progress`.")
+    else:
+        console.print("No answers this time.")
+    return 0
+
+
+def _read(console: Console) -> str:
+    try:
+        text = Prompt.ask("Your answer", console=console, default="", show_default=False)
+    except (EOFError, KeyboardInterrupt):
+        raise _Quit from None
+    text = text.strip()
+    if text.lower() in ("q", "quit"):
+        raise _Quit
+    if text.lower() in ("s", "skip"):
+        raise _Skip
+    return text

@@ -1,0 +1,115 @@
+"""The sizing drill: one generated problem at a time, graded with units, the working shown on a miss."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Markdown, Static
+
+from ddpfsdp.quiz import drill as drills
+from ddpfsdp.quiz.grading import Grade, QuantityError
+
+
+class DrillScreen(Screen):
+    BINDINGS = [
+        Binding("enter", "submit", "Submit / Next", priority=False),
+        Binding("n", "next", "Next"),
+        # n is a letter in the answer box; ctrl+n skips from there too.
+        Binding("ctrl+n", "next", "Skip", show=False, priority=True),
+        Binding("escape", "leave", "Home"),
+        Binding("?", "app.help", "Help"),
+    ]
+
+    def __init__(self, *, seed: int, kinds: tuple[str, ...] | None = None):
+        super().__init__()
+        self.drill = drills.Drill(seed, kinds)
+        self.problem = next(self.drill)
+        self.grade: Grade | None = None
+        self.answered = 0
+        self.right = 0
+        self.started_s = 0.0
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="drill"):
+            yield Static(self._header(), id="drill-header")
+            with VerticalScroll(id="drill-body"):
+                yield Markdown(self.problem.prompt, id="drill-prompt")
+                yield Input(placeholder=self.problem.hint, id="drill-input")
+                yield Static(id="drill-result")
+            yield Static(self._hint(), id="drill-hint")
+            yield Static(id="drill-error")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.started_s = self.app.monotonic()
+        self.query_one("#drill-input", Input).focus()
+
+    def _header(self) -> Text:
+        problem = self.problem
+        kind = drills.KINDS[problem.kind]
+        header = Text.assemble(("Sizing drill", "bold"), f" · {kind.title} · topic {problem.topic} · graded {problem.tolerance_text}")
+        header.append(f"   problem {self.drill.count} · {self.right}/{self.answered} right · seed {self.drill.seed}", style="dim")
+        return header
+
+    def _hint(self) -> str:
+        if self.grade is None:
+            return f"{self.problem.hint}  ·  Enter submit  ·  ctrl+n skip  ·  Esc home"
+        return "n or Enter: next problem  ·  Esc home  ·  ? help"
+
+    def _error(self, message: str) -> None:
+        self.query_one("#drill-error", Static).update(Text(message, style="bold red"))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.action_submit()
+
+    def action_submit(self) -> None:
+        if self.grade is not None:
+            self.action_next()
+            return
+        answer = self.query_one("#drill-input", Input)
+        try:
+            grade = drills.grade(self.problem, answer.value)
+        except QuantityError as error:
+            self._error(str(error))
+            return
+        elapsed_s = max(0.0, self.app.monotonic() - self.started_s)
+        self.grade = grade
+        self.answered += 1
+        self.right += grade.correct
+        save_error = self.app.record_drill(self.problem, grade, elapsed_s)
+        if save_error:
+            self.app.notify(save_error, severity="error", timeout=10)
+        result = Text.assemble(("✔ " if grade.correct else "✘ ", "bold green" if grade.correct else "bold red"), (grade.verdict, "bold"))
+        if not grade.correct:
+            result.append("\n\nWorking\n", style="bold underline")
+            result.append(self.problem.working)
+        self.query_one("#drill-result", Static).update(result)
+        self._error("")
+        answer.disabled = True
+        self.query_one("#drill-header", Static).update(self._header())
+        self.query_one("#drill-hint", Static).update(self._hint())
+        self.query_one("#drill-body").focus()
+
+    def action_next(self) -> None:
+        self.problem = next(self.drill)
+        self.grade = None
+        self.query_one("#drill-prompt", Markdown).update(self.problem.prompt)
+        answer = self.query_one("#drill-input", Input)
+        answer.disabled = False
+        answer.value = ""
+        answer.placeholder = self.problem.hint
+        self.query_one("#drill-result", Static).update("")
+        self._error("")
+        self.query_one("#drill-header", Static).update(self._header())
+        self.query_one("#drill-hint", Static).update(self._hint())
+        answer.focus()
+        self.started_s = self.app.monotonic()
+
+    def action_leave(self) -> None:
+        self.app.pop_screen()
+        if self.answered:
+            self.app.notify(f"Drill: {self.right} of {self.answered} right. Every answer is saved.", title="Sizing drill")

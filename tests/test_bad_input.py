@@ -1,0 +1,81 @@
+"""Bad input to every command ends with a message that names what is wrong, never a traceback.
+
+Each case runs the real CLI in a fresh interpreter (as a person would), with a non-zero exit status
+expected and a word the message must contain: the option at fault, or the setting to change.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+CASES = [
+    # quiz
+    (["quiz", "--topic", "no-such-topic"], "--topic"),
+    (["quiz", "--review", "--mock"], "--review"),
+    (["quiz", "--plain", "--topic", "nope"], "--topic"),
+    (["quiz", "--seed", "abc"], "--seed"),
+    (["quiz", "--bogus"], "--bogus"),
+    # progress, doctor
+    (["progress", "--bogus"], "--bogus"),
+    (["progress", "extra"], "extra"),
+    (["doctor", "--json", "--bogus"], "--bogus"),
+    # calc
+    (["calc", "--params", "lots"], "--params"),
+    (["calc", "--params", "7B", "--gpus", "0"], "--gpus"),
+    (["calc", "--params", "7B", "--gpus", "-8"], "--gpus"),
+    (["calc", "--params", "7B", "--precision", "fp64"], "--precision"),
+    (["calc", "--params", "7B", "--optimizer", "lion"], "--optimizer"),
+    (["calc", "--params", "7B", "--gpu-mem", "lots"], "--gpu-mem"),
+    (["calc", "--params", "7B", "--gpus", "8", "--group-size", "3"], "--group-size"),
+    (["calc", "--model", "no-such-model"], "--model"),
+    (["calc", "--params", "7B", "--batch-size", "0"], "--batch-size"),
+    (["calc", "--params", "7B", "--seq-len", "-5"], "--seq-len"),
+    (["calc", "--params", "-7B"], "--params"),
+    # demo
+    (["demo", "no-such-demo"], "no-such-demo"),
+    (["demo", "ddp", "--procs", "0"], "--procs"),
+    (["demo", "ddp", "--gpus", "4"], "--procs"),
+    (["demo", "ddp", "--model", "huge"], "--model"),
+    (["demo", "ddp", "--steps", "0"], "--steps"),
+    (["demo", "ddp", "--batch-size", "0"], "--batch-size"),
+    (["demo", "ddp", "--bucket-mb", "-1"], "--bucket-mb"),
+    (["demo", "ddp", "--timeout-s", "0"], "--timeout-s"),
+    (["demo", "fsdp", "--sharding", "diagonal"], "--sharding"),
+    (["demo", "fsdp", "--wrap", "everything"], "--wrap"),
+    (["demo", "fsdp", "--precision", "fp64"], "--precision"),
+    (["demo", "fsdp", "--fsdp-api", "3"], "--fsdp-api"),
+    (["demo", "fsdp", "--procs", "2", "--sharding", "hybrid", "--replicas", "3"], "--replicas"),
+    (["demo", "compare", "--optimizer", "lion"], "--optimizer"),
+    (["demo", "allreduce", "--numel", "-1"], "--numel"),
+    (["demo", "sampler", "--epochs", "0"], "--epochs"),
+]
+
+
+def _run(argv: list[str], **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ddpfsdp.quiz.cli", *argv],
+        capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL, env={**os.environ, **env},
+    )
+
+
+@pytest.mark.parametrize("argv, names", CASES, ids=[" ".join(argv) for argv, _ in CASES])
+def test_bad_input_names_the_option_without_a_traceback(argv, names):
+    proc = _run(argv)
+    assert proc.returncode != 0, proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
+    assert names in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("command", [["progress"], ["doctor"], ["quiz", "--plain"], ["quiz"]])
+@pytest.mark.parametrize("where", ["a-file", "a-file/below"])
+def test_a_data_directory_that_cannot_be_used_is_named(tmp_path, command, where):
+    (tmp_path / "a-file").write_text("not a folder")
+    proc = _run(command, DDPFSDP_HOME=str(tmp_path / where))
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
+    assert f"DDPFSDP_HOME={tmp_path / where}" in proc.stderr
+    assert "set DDPFSDP_HOME to a folder you can write to" in proc.stderr

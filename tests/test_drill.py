@@ -1,0 +1,267 @@
+"""Sizing drills: generated problems, each answer recomputed through the analytic model, graded with
+units, the working shown on a miss; the CLI's --json and --plain, and the results in progress."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from ddpfsdp.demos.theory import calc
+from ddpfsdp.quiz import drill as drills
+from ddpfsdp.quiz.cli import cli
+from ddpfsdp.quiz.grading import QuantityError
+from ddpfsdp.quiz.loader import UNITS
+from ddpfsdp.quiz.store import Store
+
+
+def _by_the_model(fn: str, args: dict) -> float:
+    """The answer computed straight from the analytic model's building blocks, not its quiz functions."""
+    if fn == "model_state_bytes":
+        group = calc.resolve_group_size(args["strategy"], args["gpus"])
+        return calc.model_state(args["params"], args["gpus"], args["strategy"], args["precision"], args["optimizer"], group)["model_state_bytes"]
+    if fn == "min_zero_stage":
+        held = [
+            calc.model_state(args["params"], args["gpus"], strategy, args["precision"], args["optimizer"])["model_state_bytes"]
+            for strategy in ("ddp", "zero1", "zero2", "zero3")
+        ]
+        return next(stage for stage, size in enumerate(held) if size <= args["gpu_mem"])
+    if fn == "min_gpus":
+        state = lambda n: calc.model_state(args["params"], n, "zero3", args["precision"], args["optimizer"])["model_state_bytes"]  # noqa: E731
+        # The napkin bound, then the exact smallest count near it (shards round up per GPU).
+        per_param = calc.bytes_per_param_breakdown(args["precision"], args["optimizer"])["total"]
+        guess = max(1, math.ceil(per_param * args["params"] / args["gpu_mem"]) - 2)
+        while state(guess) > args["gpu_mem"]:
+            guess += 1
+        assert guess == 1 or state(guess - 1) > args["gpu_mem"]
+        return guess
+    if fn == "step_wire_bytes":
+        group = calc.resolve_group_size(args["strategy"], args["gpus"])
+        return calc.total_wire_bytes(calc.step_comm(args["strategy"], args["params"], args["gpus"], args["precision"], group))
+    if fn == "ddp_buckets":
+        numels = calc.gpt_param_numels(args["layers"], args["d_model"], args["vocab"], args["seq_len"])
+        return len(calc.ddp_bucket_bytes([n * args["grad_bytes"] for n in reversed(numels)], args["bucket_cap_mb"]))
+    if fn == "sampler_index":
+        indices = calc.sampler_indices(args["dataset_len"], args["num_replicas"], args["rank"], args["drop_last"])
+        return indices[args["position"] - 1]
+    if fn == "transformer_activation_bytes":
+        return calc.transformer_activation_bytes(
+            layers=args["layers"], d_model=args["d_model"], tokens=args["seq_len"], batch_size=args["batch_size"],
+            head_outputs=args["vocab"], head_tokens=args["seq_len"], precision=args["precision"],
+            checkpoint_activations=args["checkpoint_activations"],
+        )["activation_bytes"]
+    raise AssertionError(f"no recomputation for {fn}")
+
+
+def test_every_answer_over_200_seeds_agrees_with_the_model_and_no_prompt_repeats():
+    kinds_seen: set[str] = set()
+    for seed in range(200):
+        problems = drills.generate(seed, 2 * len(drills.KINDS))
+        prompts = [p.prompt for p in problems]
+        assert len(set(prompts)) == len(prompts), f"seed {seed} repeats a prompt"
+        assert len({p.id for p in problems}) == len(problems)
+        for problem in problems:
+            kinds_seen.add(problem.kind)
+            assert _agrees(problem), (seed, problem.id)
+            assert drills.compute(problem.fn, problem.args) == problem.answer
+            assert isinstance(problem.answer, (int, float)) and problem.answer >= 0
+            assert problem.working and problem.answer_text in problem.working or problem.kind == "fit-stage"
+    assert kinds_seen == set(drills.KINDS) and len(drills.KINDS) >= 6
+
+
+def _agrees(problem: drills.Problem) -> bool:
+    return problem.answer == _by_the_model(problem.fn, problem.args)
+
+
+def test_a_broken_problem_fails_the_recomputation():
+    from dataclasses import replace
+
+    for problem in drills.generate(4, len(drills.KINDS)):
+        assert _agrees(problem)
+        assert not _agrees(replace(problem, answer=problem.answer + 1)), problem.kind
+        if problem.kind in ("model-state", "wire-bytes"):
+            assert not _agrees(replace(problem, args={**problem.args, "params": problem.args["params"] * 2}))
+
+
+def test_the_same_seed_gives_the_same_problems_and_another_seed_others():
+    first = [p.to_dict() for p in drills.generate(11, 20)]
+    assert first == [p.to_dict() for p in drills.generate(11, 20)]
+    assert [p["prompt"] for p in first] != [p["prompt"] for p in (q.to_dict() for q in drills.generate(12, 20))]
+
+
+def test_a_long_run_of_one_kind_never_repeats_a_prompt():
+    problems = drills.generate(3, 150, ["sampler-index"])
+    assert len({p.prompt for p in problems}) == 150
+    assert {p.kind for p in problems} == {"sampler-index"}
+
+
+def test_every_kind_maps_to_a_topic_of_the_real_bank():
+    from ddpfsdp.quiz.commands.drill import KIND_NAMES
+    from ddpfsdp.quiz.loader import load_bank
+
+    topics = load_bank().topics
+    assert KIND_NAMES == tuple(drills.KINDS)
+    assert all(kind.topic in topics for kind in drills.KINDS.values())
+
+
+# --- grading -----------------------------------------------------------------------------------------
+
+
+def _one(kind: str, seed: int = 0) -> drills.Problem:
+    return drills.generate(seed, 1, [kind])[0]
+
+
+def test_bytes_are_graded_with_units_and_the_stated_tolerance():
+    problem = _one("model-state")
+    exact_gb = problem.answer / 1e9
+    for text in (f"{exact_gb:.6g} GB", f"{exact_gb * 1.04:.6g}GB", f"{problem.answer / 2**30:.6g} GiB", f"{problem.answer:.6e}", f"{exact_gb:.6g}"):
+        assert drills.grade(problem, text).correct, text
+    # The GB/GiB mix-up is 7% off: outside 5%.
+    wrong = drills.grade(problem, f"{problem.answer / 2**30:.6g} GB")
+    assert not wrong.correct
+    assert "the analytic model says" in wrong.verdict and problem.answer_text in wrong.verdict
+
+
+def test_counts_are_exact():
+    problem = _one("sampler-index")
+    assert drills.grade(problem, str(problem.answer)).correct
+    assert not drills.grade(problem, str(problem.answer + 1)).correct
+
+
+def test_an_answer_that_is_not_a_number_asks_again_with_a_hint():
+    with pytest.raises(QuantityError, match="is not a number; type a whole number"):
+        drills.grade(_one("fit-stage"), "two")
+    with pytest.raises(QuantityError, match="type a size such as"):
+        drills.grade(_one("model-state"), "lots")
+
+
+def test_the_working_puts_the_numbers_in_the_formula():
+    problem = next(p for p in drills.generate(5, 40, ["sampler-index"]) if not p.args["drop_last"] and p.args["dataset_len"] % p.args["num_replicas"])
+    args = problem.args
+    per_rank = math.ceil(args["dataset_len"] / args["num_replicas"])
+    assert f"ceil({args['dataset_len']} / {args['num_replicas']}) = {per_rank}" in problem.working
+    assert "padded" in problem.working
+    state = _one("model-state", 9)
+    per = calc.bytes_per_param_breakdown(state.args["precision"], state.args["optimizer"])
+    assert f"= {per['total']}." in state.working and state.answer_text in state.working
+
+
+def test_unknown_kinds_are_refused():
+    with pytest.raises(ValueError, match="unknown drill kind 'nope'"):
+        drills.Drill(1, ["nope"])
+
+
+# --- the CLI --------------------------------------------------------------------------------------
+
+
+def test_json_prints_n_problems_with_their_calc_the_same_for_the_same_seed():
+    runner = CliRunner()
+    first = runner.invoke(cli, ["drill", "--json", "--count", "9", "--seed", "5"])
+    assert first.exit_code == 0, first.output
+    problems = json.loads(first.output)
+    assert len(problems) == 9 and len({p["prompt"] for p in problems}) == 9
+    for p in problems:
+        assert {"id", "kind", "prompt", "answer", "unit", "tolerance", "calc", "working"} <= set(p)
+        assert isinstance(p["answer"], (int, float)) and p["unit"] in ("bytes", "count")
+        assert calc.QUIZ_FUNCTIONS[p["calc"]["fn"]](**p["calc"]["args"]) == p["answer"]
+    again = runner.invoke(cli, ["drill", "--json", "--count", "9", "--seed", "5"])
+    assert again.output == first.output
+    only = json.loads(runner.invoke(cli, ["drill", "--json", "--count", "4", "--seed", "1", "--kind", "ddp-buckets", "--kind", "activations"]).output)
+    assert {p["kind"] for p in only} == {"ddp-buckets", "activations"}
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--kind", "nope", "--json"], "Invalid value for '--kind'"),
+        (["--json", "--count", "0"], "Invalid value for '--count'"),
+        (["--json", "--plain"], "choose one of --json and --plain"),
+        (["--count", "3"], "--count goes with --json or --plain"),
+        (["--json", "--seed", "x"], "Invalid value for '--seed'"),
+    ],
+)
+def test_bad_input_is_a_clear_usage_error(argv, message):
+    result = CliRunner().invoke(cli, ["drill", *argv])
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_help_has_examples():
+    result = CliRunner().invoke(cli, ["drill", "--help"])
+    assert result.exit_code == 0
+    assert "ddpfsdp drill --json --count 5 --seed 7" in result.output
+
+
+def _plain(*args: str, stdin: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ddpfsdp.quiz.cli", "drill", "--plain", *args],
+        input=stdin, capture_output=True, text=True, timeout=120,
+    )
+
+
+def _typed(problem: drills.Problem, right: bool) -> str:
+    """An answer as a person types it: in the asked unit, right or clearly wrong."""
+    if problem.base_unit == "bytes":
+        return f"{problem.answer / UNITS[problem.unit] * (1 if right else 2):.6g} {problem.unit}"
+    return str(int(problem.answer) * (1 if right else 2) + (0 if right else 1))
+
+
+def test_plain_grades_asks_again_shows_the_working_and_saves():
+    first, second = drills.generate(21, 2, ["model-state", "sampler-index"])
+    lines = ["a lot", _typed(first, True), _typed(second, False), "q"]  # "a lot" is not a number: asked again
+    proc = _plain("--seed", "21", "--kind", "model-state", "--kind", "sampler-index", stdin="\n".join(lines) + "\n")
+    assert proc.returncode == 0, proc.stderr
+    out = " ".join(proc.stdout.split())
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert "'a lot' is not a number" in out
+    assert "✔ Correct" in out
+    assert "✘ Not quite: you said" in out
+    assert "Working:" in out and " ".join(second.working.split()) in out
+    assert "2 answered, 1 right (50%)" in out
+    attempts = Store.open().attempts()
+    assert [(a.question_id, a.topic, a.correct, a.mode) for a in attempts] == [
+        (f"drill:{first.kind}", first.topic, True, "drill"),
+        (f"drill:{second.kind}", second.topic, False, "drill"),
+    ]
+    assert attempts[0].answer["calc"] == {"fn": first.fn, "args": first.args}
+
+
+def test_drill_results_appear_in_progress():
+    first, second = drills.generate(21, 2, ["model-state", "sampler-index"])
+    proc = _plain("--seed", "21", "--kind", "model-state", "--kind", "sampler-index", "--count", "2",
+                  stdin=f"{_typed(first, True)}\n{_typed(second, False)}\n")
+    assert proc.returncode == 0, proc.stderr
+    runner = CliRunner()
+    shown = runner.invoke(cli, ["progress"], terminal_width=160)
+    assert shown.exit_code == 0, shown.output
+    assert "Sizing drills" in shown.output
+    assert "Per-GPU model state" in shown.output and "DistributedSampler indices" in shown.output
+    report = json.loads(runner.invoke(cli, ["progress", "--json"]).output)
+    drill_rows = {row["kind"]: row for row in report["drills"]}
+    assert drill_rows[first.kind]["correct"] == 1 and drill_rows[second.kind]["correct"] == 0
+    topics = {row["topic"]: row for row in report["topics"]}
+    # A right drill answer lifts its topic's mastery; each tried kind counts as one card of its topic.
+    assert topics[first.topic]["drills"] == 1 and topics[first.topic]["attempts"] == 1 and topics[first.topic]["mastery"] > 0
+    assert topics[second.topic]["drills"] == 1 and topics[second.topic]["accuracy"] == 0 and topics[second.topic]["mastery"] == 0
+
+
+def test_drill_never_imports_torch():
+    # A fresh interpreter is the only way to prove a deferral defers.
+    code = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from ddpfsdp.quiz.cli import cli\n"
+        "r = CliRunner().invoke(cli, ['drill', '--json', '--count', '14', '--seed', '2'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "r = CliRunner().invoke(cli, ['drill', '--plain', '--seed', '2'], input='1\\n2\\nq\\n')\n"
+        "assert r.exit_code == 0, r.output\n"
+        "print(','.join(m for m in ('torch', 'textual') if m in sys.modules))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == ""

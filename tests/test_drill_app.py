@@ -1,0 +1,106 @@
+"""The sizing drill in the app, driven with a pilot: opened from home and from the CLI's entry, graded
+with units, the working shown on a miss, every answer saved and counted in progress."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from ddpfsdp.quiz import drill as drills
+from ddpfsdp.quiz import scheduler
+from ddpfsdp.quiz.app import make_app
+from ddpfsdp.quiz.loader import UNITS
+from ddpfsdp.quiz.screens.drill import DrillScreen
+from ddpfsdp.quiz.screens.home import HomeScreen
+from ddpfsdp.quiz.store import Store
+
+T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
+SIZE = (100, 40)
+
+
+def _plain_text(widget) -> str:
+    import io
+
+    from rich.console import Console
+
+    console = Console(width=96, file=io.StringIO(), color_system=None, legacy_windows=False)
+    console.print(widget.content)
+    return " ".join(console.file.getvalue().split())
+
+
+def _typed(problem: drills.Problem, right: bool) -> str:
+    if problem.base_unit == "bytes":
+        return f"{problem.answer / UNITS[problem.unit] * (1 if right else 3):.6g} {problem.unit}"
+    return str(int(problem.answer) * (1 if right else 2) + (0 if right else 1))
+
+
+async def _submit(pilot, text: str) -> None:
+    pilot.app.screen.query_one("#drill-input").value = text
+    await pilot.press("enter")
+    await pilot.pause()
+
+
+async def test_drill_grades_shows_the_working_on_a_miss_and_saves(quiz_bank):
+    bank_dir, answers_dir = quiz_bank
+    store = Store.open()
+    app = make_app(bank_dir=bank_dir, answers_dir=answers_dir, store=store, drill=True, seed=8, clock=lambda: T0)
+    expected = drills.generate(8, 3)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, DrillScreen)
+        assert screen.problem.prompt == expected[0].prompt
+        assert "Sizing drill" in _plain_text(screen.query_one("#drill-header"))
+
+        await _submit(pilot, "about a dozen")
+        assert "is not a number" in _plain_text(screen.query_one("#drill-error"))
+        assert screen.grade is None  # asked again, nothing saved
+
+        await _submit(pilot, _typed(expected[0], right=False))
+        shown = _plain_text(screen.query_one("#drill-result"))
+        assert "✘ Not quite" in shown and expected[0].answer_text in shown
+        assert "Working" in shown and " ".join(expected[0].working.split())[:60] in shown
+
+        await pilot.press("n")
+        await pilot.pause()
+        assert screen.problem.prompt == expected[1].prompt
+        assert _plain_text(screen.query_one("#drill-result")) == ""
+        await _submit(pilot, _typed(expected[1], right=True))
+        shown = _plain_text(screen.query_one("#drill-result"))
+        assert "✔ Correct" in shown and "Working" not in shown
+
+        await pilot.press("enter")  # Enter after grading moves on, as n does
+        await pilot.pause()
+        assert screen.problem.prompt == expected[2].prompt
+        await pilot.press("ctrl+n")  # skipped from the answer box: not saved
+        await pilot.pause()
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, HomeScreen)
+        await pilot.press("p")
+        await pilot.pause()
+        assert "Sizing drills: 2 answered, 50% right, over 2 kinds" in _plain_text(app.screen.query_one("#progress-summary"))
+
+    attempts = store.attempts()
+    assert [(a.question_id, a.correct, a.mode) for a in attempts] == [
+        (f"drill:{expected[0].kind}", False, "drill"),
+        (f"drill:{expected[1].kind}", True, "drill"),
+    ]
+    by_kind = {d.kind: d for d in scheduler.drill_progress(store, T0)}
+    assert by_kind[expected[1].kind].correct == 1
+
+
+async def test_home_opens_the_drill_with_s_and_from_its_menu(quiz_bank):
+    bank_dir, answers_dir = quiz_bank
+    app = make_app(bank_dir=bank_dir, answers_dir=answers_dir, seed=1, clock=lambda: T0)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert "Sizing drill" in _plain_text(app.screen.query_one("#label-drill"))
+        await pilot.press("s")
+        await pilot.pause()
+        assert isinstance(app.screen, DrillScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        app.screen.query_one("#menu").index = 2
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, DrillScreen)
