@@ -18,6 +18,12 @@ which MemTracker files as "Other" and this module names `ddp_buckets`.
 
 The phase (forward, backward, optimizer) and the innermost module running are recorded when the
 tracker's total for the run's device reaches a new high: the moment of peak as the tracker sees it.
+
+Both trackers follow modules with ModTracker, which registers multi-grad hooks on the step's
+tensors and drops their handles. A hook of register_multi_grad_hook's "all" mode holds the grad_fns
+it watches, and sits on one of them: a cycle through C++ that gc cannot see, which keeps the step's
+autograd graph, and through it the model's parameters (and DDP's reducer), alive after the run.
+The handles are kept here and removed after the step, which breaks the cycle.
 """
 
 from __future__ import annotations
@@ -105,6 +111,8 @@ class PeakBreakdown:
         self.module: str | None = None
         self._tracker: Any = None
         self._where: dict[str, str | None] = {}
+        self._hook_handles: list[Any] = []
+        self._restore_hooks: Any = None
 
     def _make_tracker(self) -> tuple[Any, str]:
         from torch.distributed._tools.mem_tracker import MemTracker
@@ -147,12 +155,40 @@ class PeakBreakdown:
 
         tracker._update_peak_stats = update
 
+    def _keep_hook_handles(self) -> None:
+        from torch.distributed._tools import mod_tracker
+
+        original = mod_tracker.register_multi_grad_hook
+        handles = self._hook_handles
+
+        def register(*args: Any, **kwargs: Any) -> Any:
+            handle = original(*args, **kwargs)
+            handles.append(handle)
+            return handle
+
+        mod_tracker.register_multi_grad_hook = register
+
+        def restore() -> None:
+            mod_tracker.register_multi_grad_hook = original
+
+        self._restore_hooks = restore
+
+    def _drop_hook_handles(self) -> None:
+        if self._restore_hooks is not None:
+            self._restore_hooks()
+            self._restore_hooks = None
+        for handle in self._hook_handles:
+            handle.remove()
+        self._hook_handles = []
+
     def __enter__(self) -> "PeakBreakdown":
         try:
             tracker, self.source = self._make_tracker()
             self._watch_peak(tracker)
+            self._keep_hook_handles()
             tracker.__enter__()
         except Exception as exc:  # noqa: BLE001 - a private tool that changed must not stop the run
+            self._drop_hook_handles()
             self.error = f"{type(exc).__name__}: {exc}"
             self.source = None
             return self
@@ -160,6 +196,7 @@ class PeakBreakdown:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self._drop_hook_handles()
         tracker, self._tracker = self._tracker, None
         # The breakdown outlives the step in the result only: let the model, its buffers and the
         # tracker go, so a later run in the same process (compare) does not find them alive.
