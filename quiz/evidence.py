@@ -167,6 +167,19 @@ def peak_breakdown(run: dict[str, Any], rank: int = 0) -> dict[str, float]:
     return {k: float(parts[k]) for k in PEAK_CATEGORIES if isinstance(parts.get(k), (int, float)) and parts[k]}
 
 
+def peak_where(run: dict[str, Any], rank: int = 0) -> str | None:
+    """'backward, in blocks.3.mlp': the phase and module of rank `rank`'s peak; None when not measured."""
+    ranks = lookup(run, "memory.ranks")
+    if not isinstance(ranks, list) or not ranks:
+        return None
+    entry = ranks[rank] if rank < len(ranks) else ranks[0]
+    phase = entry.get("peak_phase") if isinstance(entry, dict) else None
+    if not phase:
+        return None
+    module = entry.get("peak_module")
+    return f"{phase}, in {module}" if module else f"{phase}, outside the model's modules"
+
+
 def throughput(run: dict[str, Any]) -> dict[str, float]:
     block = run.get("throughput") or {}
     figures = {k: float(block[k]) for k in ("samples_per_s", "tokens_per_s") if isinstance(block.get(k), (int, float))}
