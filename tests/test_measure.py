@@ -224,3 +224,46 @@ def test_cpu_peak_is_relative_to_each_start():
         block = torch.empty(250_000)
         del block
     assert 1_000_000 <= peak.peak_bytes - peak.start_bytes < 1_500_000
+
+
+def test_peak_breakdown_from_torch_memtracker():
+    from ddpfsdp.demos.measure.breakdown import PeakBreakdown
+
+    model = _model()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = torch.randn(512, 256)
+    model(x).sum().backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    with PeakBreakdown(model, opt, strategy="ddp", device="cpu") as breakdown:
+        model(x).sum().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    out = breakdown.to_dict()
+    parts = out["peak_breakdown"]
+    n = sum(p.numel() for p in model.parameters())
+    assert out["breakdown_source"] == "torch MemTracker"
+    assert parts["params"] == 4 * n
+    assert parts["optimizer"] >= 8 * n
+    assert parts["activations"] >= 512 * 256 * 4  # the first layer's output, saved for backward
+    assert out["tracker_peak"] == sum(parts.values())
+    assert out["peak_phase"] in ("forward", "backward", "optimizer")
+    assert breakdown.model is None  # nothing of the step is kept past it
+
+
+def test_peak_breakdown_falls_back_to_own_accounting(monkeypatch):
+    from ddpfsdp.demos.measure.breakdown import PeakBreakdown
+
+    def unavailable(self):
+        raise NotImplementedError("no tracker here")
+
+    monkeypatch.setattr(PeakBreakdown, "_make_tracker", unavailable)
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with PeakBreakdown(model, opt, strategy="ddp", device="cpu") as breakdown:
+        model(torch.randn(8, 256)).sum().backward()
+    held = {"params": 1000, "grads": 1000, "optimizer": 0}
+    out = breakdown.to_dict(peak_bytes=5000, held=held, ddp_bucket_bytes=1000)
+    assert out["peak_breakdown"] == {"params": 1000, "grads": 1000, "optimizer": 0, "ddp_buckets": 1000,
+                                     "transient": 2000}
+    assert out["peak_phase"] is None and "no tracker here" in out["breakdown_source"]

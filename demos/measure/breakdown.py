@@ -116,7 +116,12 @@ class PeakBreakdown:
 
     def _make_tracker(self) -> tuple[Any, str]:
         from torch.distributed._tools.mem_tracker import MemTracker
-        from torch.distributed.fsdp import FSDPModule
+        from torch.distributed.fsdp import FSDPModule, FullyShardedDataParallel
+
+        if any(isinstance(m, FullyShardedDataParallel) for m in self.model.modules()):
+            # MemTracker hooks every parameter's gradient accumulation; FSDP1's original parameters
+            # are views into its flat parameter, not leaves, and the hook would fail mid-step.
+            raise NotImplementedError("torch's trackers do not follow FSDP1's flat parameters")
 
         if isinstance(self.model, FSDPModule):
             from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
@@ -187,9 +192,14 @@ class PeakBreakdown:
             self._watch_peak(tracker)
             self._keep_hook_handles()
             tracker.__enter__()
+        except NotImplementedError as exc:
+            self._drop_hook_handles()
+            self.error = str(exc)
+            self.source = None
+            return self
         except Exception as exc:  # noqa: BLE001 - a private tool that changed must not stop the run
             self._drop_hook_handles()
-            self.error = f"{type(exc).__name__}: {exc}"
+            self.error = f"torch's tracker could not start: {type(exc).__name__}: {exc}"
             self.source = None
             return self
         self._tracker = tracker
@@ -241,7 +251,7 @@ class PeakBreakdown:
             fallback["transient"] = max(0, peak_bytes - sum(fallback.values()))
         source = "project accounting: model state after the step, the rest of the peak by difference"
         if self.error:
-            source += f" (torch's tracker failed: {self.error})"
+            source += f" ({self.error})"
         return {
             "peak_breakdown": fallback or None,
             "peak_phase": None,
