@@ -430,7 +430,7 @@ def _sampler_index(rng: random.Random):
                 repeated = (list(range(length)) * math.ceil(padding / length))[:padding]
                 shown = ", ".join(map(str, repeated[:8])) + ("…" if padding > 8 else "")
                 sizing += f", so the list is padded with {padding} {'index' if padding == 1 else 'indices'} repeated from its start ({shown})"
-        return f"{sizing}. Rank {rank} takes every {replicas}th from position {rank}: {indices}; the {_ordinal(position)} is {answer:.0f}."
+        return f"{sizing}. Rank {rank} takes every {_ordinal(replicas)} index from position {rank}: {indices}; the {_ordinal(position)} is {answer:.0f}."
 
     return prompt, "sampler_index", args, "", 0.0, working
 

@@ -164,3 +164,13 @@ def test_no_orphan_answer_files(bank):
     ids = set(bank.questions)
     orphans = sorted(p.stem for p in default_answers_dir().glob("*.md") if p.stem not in ids)
     assert not orphans, f"answer files without a question: {orphans}"
+
+
+def test_the_bank_leaks_no_answer_length_cue(bank):
+    from ddpfsdp.quiz.cues import LENGTH_RANK_SHARE_LIMIT, LONGEST_SHARE_LIMIT, cue_stats
+
+    stats = cue_stats(bank)
+    assert stats.problems == []
+    assert stats.longest_share <= LONGEST_SHARE_LIMIT
+    assert stats.four_choice >= 100 and max(stats.rank_shares) <= LENGTH_RANK_SHARE_LIMIT
+    assert 0.9 <= stats.mean_length_ratio <= 1.1
