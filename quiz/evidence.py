@@ -156,6 +156,36 @@ def memory_by_component(run: dict[str, Any], rank: int = 0) -> dict[str, float]:
     return {k: float(entry[k]) for k in (*COMPONENTS, "peak") if isinstance(entry.get(k), (int, float))}
 
 
+# The categories a training result's peak is split into (memory.ranks[r].peak_breakdown), in order.
+PEAK_CATEGORIES = ("params", "unsharded_params", "grads", "optimizer", "all_gather", "reduce_scatter",
+                   "ddp_buckets", "buffers", "inputs", "activations", "temporaries", "transient")
+
+
+def peak_breakdown(run: dict[str, Any], rank: int = 0) -> dict[str, float]:
+    """Bytes of each category at rank `rank`'s peak, in the fixed order; empty when not measured."""
+    ranks = lookup(run, "memory.ranks")
+    if not isinstance(ranks, list) or not ranks:
+        return {}
+    entry = ranks[rank] if rank < len(ranks) else ranks[0]
+    parts = entry.get("peak_breakdown") if isinstance(entry, dict) else None
+    if not isinstance(parts, dict):
+        return {}
+    return {k: float(parts[k]) for k in PEAK_CATEGORIES if isinstance(parts.get(k), (int, float)) and parts[k]}
+
+
+def peak_where(run: dict[str, Any], rank: int = 0) -> str | None:
+    """'backward, in blocks.3.mlp': the phase and module of rank `rank`'s peak; None when not measured."""
+    ranks = lookup(run, "memory.ranks")
+    if not isinstance(ranks, list) or not ranks:
+        return None
+    entry = ranks[rank] if rank < len(ranks) else ranks[0]
+    phase = entry.get("peak_phase") if isinstance(entry, dict) else None
+    if not phase:
+        return None
+    module = entry.get("peak_module")
+    return f"{phase}, in {module}" if module else f"{phase}, outside the model's modules"
+
+
 def throughput(run: dict[str, Any]) -> dict[str, float]:
     block = run.get("throughput") or {}
     figures = {k: float(block[k]) for k in ("samples_per_s", "tokens_per_s") if isinstance(block.get(k), (int, float))}

@@ -86,15 +86,19 @@ def test_cpu_peak_of_a_training_step_exceeds_model_state():
         opt.step()
     # at the peak the rank holds params, optimizer state, the new grads and the activations
     assert peak.peak_bytes >= held["params"] * 2 + held["optimizer"] + 512 * 256 * 4
-    assert peak.hidden_bytes == 0
+    assert peak.found_bytes == 0  # no collective ran: nothing out of Python's reach to find
 
 
-def test_hidden_bytes_are_added_to_the_start():
-    with PeakMemory("cpu") as plain:
+def test_since_leaves_out_what_was_alive_before_the_run():
+    earlier = torch.ones(500_000)  # 2 MB an earlier run left behind
+    before = PeakMemory.before_run("cpu")
+    kept = torch.ones(250_000)  # 1 MB made by "this run"
+    with PeakMemory("cpu") as everything:
         pass
-    with PeakMemory("cpu", hidden_bytes=1_000_000) as hidden:
+    with PeakMemory("cpu", since=before) as own:
         pass
-    assert abs((hidden.start_bytes - plain.start_bytes) - 1_000_000) < 100_000
+    assert 1_000_000 <= own.start_bytes <= everything.start_bytes - 2_000_000
+    del kept, earlier
 
 
 def test_step_timer_summary():
@@ -128,6 +132,7 @@ FSDP_SCRIPT = textwrap.dedent(
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     from torch.nn.parallel import DistributedDataParallel
+    from ddpfsdp.demos.measure.comm import CommCounter
     from ddpfsdp.demos.measure.memory import PeakMemory, ddp_reducer_bytes, model_state_bytes
 
     dist.init_process_group("gloo")
@@ -154,9 +159,17 @@ FSDP_SCRIPT = textwrap.dedent(
         ddp(torch.randn(4, 64)).sum().backward()
     out["ddp_reducer"] = ddp_reducer_bytes(ddp)
     ddp.zero_grad(set_to_none=True)
-    with PeakMemory("cpu", hidden_bytes=ddp_reducer_bytes(ddp)) as peak:
+    # Before any dispatch mode: the buckets are out of Python's reach and found through the all-reduce.
+    with PeakMemory("cpu") as peak:
         ddp(torch.randn(4, 64)).sum().backward()
     out["ddp_peak"] = peak.to_dict()
+    ddp.zero_grad(set_to_none=True)
+    with CommCounter():  # a Python dispatch mode wraps the buckets: from now on gc reaches them
+        ddp(torch.randn(4, 64)).sum().backward()
+    ddp.zero_grad(set_to_none=True)
+    with PeakMemory("cpu") as again:
+        ddp(torch.randn(4, 64)).sum().backward()
+    out["ddp_peak_after_dispatch"] = again.to_dict()
     """
 )
 
@@ -187,7 +200,18 @@ def test_ddp_reducer_buckets_are_counted(fsdp_ranks):
     for out in fsdp_ranks:
         assert out["ddp_reducer"] == out["full_params"]
         assert out["ddp_peak"]["start"] >= out["ddp_reducer"] + out["full_params"]
+        assert out["ddp_peak"]["found"] == out["ddp_reducer"]
         assert out["ddp_peak"]["peak"] >= out["ddp_peak"]["start"] + out["full_params"]
+
+
+@pytest.mark.dist
+def test_ddp_buckets_count_once_however_they_became_visible(fsdp_ranks):
+    # The same step before and after a dispatch mode made the buckets reachable from Python: the
+    # buckets are counted once either way (keyed by storage), so the start level does not move.
+    for out in fsdp_ranks:
+        before, after = out["ddp_peak"], out["ddp_peak_after_dispatch"]
+        assert after["found"] == 0
+        assert abs(after["start"] - before["start"]) < out["ddp_reducer"] / 10
 
 
 def test_cpu_peak_is_relative_to_each_start():
@@ -200,3 +224,46 @@ def test_cpu_peak_is_relative_to_each_start():
         block = torch.empty(250_000)
         del block
     assert 1_000_000 <= peak.peak_bytes - peak.start_bytes < 1_500_000
+
+
+def test_peak_breakdown_from_torch_memtracker():
+    from ddpfsdp.demos.measure.breakdown import PeakBreakdown
+
+    model = _model()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = torch.randn(512, 256)
+    model(x).sum().backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    with PeakBreakdown(model, opt, strategy="ddp", device="cpu") as breakdown:
+        model(x).sum().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    out = breakdown.to_dict()
+    parts = out["peak_breakdown"]
+    n = sum(p.numel() for p in model.parameters())
+    assert out["breakdown_source"] == "torch MemTracker"
+    assert parts["params"] == 4 * n
+    assert parts["optimizer"] >= 8 * n
+    assert parts["activations"] >= 512 * 256 * 4  # the first layer's output, saved for backward
+    assert out["tracker_peak"] == sum(parts.values())
+    assert out["peak_phase"] in ("forward", "backward", "optimizer")
+    assert breakdown.model is None  # nothing of the step is kept past it
+
+
+def test_peak_breakdown_falls_back_to_own_accounting(monkeypatch):
+    from ddpfsdp.demos.measure.breakdown import PeakBreakdown
+
+    def unavailable(self):
+        raise NotImplementedError("no tracker here")
+
+    monkeypatch.setattr(PeakBreakdown, "_make_tracker", unavailable)
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with PeakBreakdown(model, opt, strategy="ddp", device="cpu") as breakdown:
+        model(torch.randn(8, 256)).sum().backward()
+    held = {"params": 1000, "grads": 1000, "optimizer": 0}
+    out = breakdown.to_dict(peak_bytes=5000, held=held, ddp_bucket_bytes=1000)
+    assert out["peak_breakdown"] == {"params": 1000, "grads": 1000, "optimizer": 0, "ddp_buckets": 1000,
+                                     "transient": 2000}
+    assert out["peak_phase"] is None and "no tracker here" in out["breakdown_source"]

@@ -127,6 +127,72 @@ def test_feedback_reasons_for_a_wrong_pick(snap_compare, quiz_bank, fixed_machin
     assert snap_compare(app, terminal_size=SIZE, run_before=answer_wrongly)
 
 
+DDP_ONLY_BANK = '''
+topic = "ddp"
+title = "DDP basics"
+order = 1
+description = "How DistributedDataParallel keeps replicas in step."
+
+[[question]]
+id = "ddp-grad-sync"
+level = 1
+kind = "single"
+prompt = "How does DDP synchronise **gradients**?"
+choices = ["all-reduce in buckets during backward", "all-gather after the step", "a parameter server that averages gradients", "broadcast from rank 0 every step"]
+answer = "all-reduce in buckets during backward"
+why = [
+    "Right: the reducer all-reduces each full bucket while backward goes on.",
+    "Wrong: DDP never gathers parameters; every rank holds them all.",
+    "Wrong: DDP is collective; no process holds the global copy.",
+    "Wrong: rank 0's broadcast happens once, at construction.",
+]
+demo = { name = "ddp", args = ["--model", "tiny", "--steps", "6"] }
+evidence = ["ddp_uses_all_reduce"]
+'''
+
+MIB = 2**20
+
+
+def test_feedback_with_peak_breakdown(snap_compare, tmp_path, fixed_machine):
+    """A saved DDP run: the evidence chart stacks rank 0's peak by category."""
+    bank_dir, answers_dir = tmp_path / "bank", tmp_path / "answers"
+    bank_dir.mkdir()
+    answers_dir.mkdir()
+    (bank_dir / "ddp.toml").write_text(DDP_ONLY_BANK)
+    (answers_dir / "ddp-grad-sync.md").write_text("# ddp-grad-sync\n\nAll-reduce in buckets.\n")
+    breakdown = {"params": int(3.56 * MIB), "optimizer": int(7.12 * MIB), "ddp_buckets": int(3.56 * MIB),
+                 "activations": int(8.82 * MIB), "temporaries": 1 * MIB}
+    rank = {"params": int(3.56 * MIB), "grads": int(3.56 * MIB), "optimizer": int(7.12 * MIB),
+            "peak": int(24.07 * MIB), "peak_breakdown": breakdown, "peak_phase": "backward", "peak_module": None}
+    with Store.open() as store:
+        store.save_demo_result(
+            "ddp",
+            ["--model", "tiny", "--steps", "6"],
+            {
+                "schema": "ddpfsdp.demo/1",
+                "demo": "ddp",
+                "config": {"strategy": "ddp", "world_size": 2, "device": "cpu", "backend": "gloo", "model": "tiny"},
+                "env": {"torch": "2.13.0", "python": "3.11.7", "device_names": ["cpu"], "cpu_count": CPUS, "hostname": HOST},
+                "memory": {"ranks": [rank, rank]},
+                "throughput": {"samples_per_s": 102.2},
+                "comm": {"per_step": {"all_reduce": {"count": 1, "bytes": int(3.56 * MIB), "wire_bytes_per_rank": int(3.56 * MIB)}}},
+                "checks": [{"name": "ddp_uses_all_reduce", "passed": True,
+                            "detail": "1 all_reduce calls per step; no all_gather or reduce_scatter", "values": {}}],
+            },
+            saved_at=T0 - timedelta(hours=3),
+        )
+    app = make_app(bank_dir=bank_dir, answers_dir=answers_dir, seed=11, clock=lambda: T0,
+                   monotonic=lambda: 500.0, topic="ddp")
+
+    async def answer(pilot):
+        await pilot.pause()
+        screen = pilot.app.screen
+        await pilot.press(str(screen.display_choices.index(screen.question.answer) + 1), "enter")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(100, 50), run_before=answer)
+
+
 def test_drill_miss_shows_the_working(snap_compare, quiz_bank, fixed_machine):
     async def miss(pilot):
         await pilot.pause()

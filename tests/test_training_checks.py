@@ -121,3 +121,24 @@ def test_fsdp_wire_1_5x_ddp():
     assert tc.fsdp_wire_1_5x_ddp(fsdp, ddp).passed
     assert not tc.fsdp_wire_1_5x_ddp({"all_gather": {"wire_bytes_per_rank": MB}, "reduce_scatter": {"wire_bytes_per_rank": MB}}, ddp).passed
     assert not tc.fsdp_wire_1_5x_ddp(fsdp, {}).passed
+
+
+def test_peak_within_bounds():
+    # model state 8 MB; bound 8 + 4 working set + 10 activations = 22 MB, plus 10%
+    ok = _ranks(2 * MB, 2 * MB, 4 * MB, peak=20 * MB)
+    assert tc.peak_within_bounds(ok, working_set_bytes=4 * MB, activation_bytes=10 * MB).passed
+    # below the model state: some state was not counted
+    low = _ranks(2 * MB, 2 * MB, 4 * MB, peak=7 * MB)
+    check = tc.peak_within_bounds(low, working_set_bytes=4 * MB, activation_bytes=10 * MB)
+    assert not check.passed and "below its model state" in check.detail
+    # the gradient buckets counted twice on top of everything else: above the bound and its margin
+    high = _ranks(2 * MB, 2 * MB, 4 * MB, peak=26 * MB)
+    check = tc.peak_within_bounds(high, working_set_bytes=4 * MB, activation_bytes=10 * MB)
+    assert not check.passed and "above" in check.detail
+    # on a GPU the margin adds library workspaces
+    assert tc.peak_within_bounds(high, working_set_bytes=4 * MB, activation_bytes=10 * MB, device="cuda").passed
+    # no activation estimate: judged from below only, and the detail says so
+    unknown = tc.peak_within_bounds(high, working_set_bytes=4 * MB, activation_bytes=None)
+    assert unknown.passed and "not judged" in unknown.detail
+    assert not tc.peak_within_bounds(low, working_set_bytes=4 * MB, activation_bytes=None).passed
+    assert not tc.peak_within_bounds(_ranks(1, 1, 1, peak=None), working_set_bytes=0, activation_bytes=None).passed

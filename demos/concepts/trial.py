@@ -106,7 +106,7 @@ def warmup_steps(s: Setup) -> int:
 def measure(ctx: Any, s: Setup, *, timed_steps: int = 2, memory: bool = True) -> dict[str, Any]:
     """Warm up, then count one step's collectives, track one forward/backward's peak, time the rest."""
     from ddpfsdp.demos.measure.comm import CommCounter
-    from ddpfsdp.demos.measure.memory import PeakMemory, StepTimer, ddp_reducer_bytes, model_state_bytes
+    from ddpfsdp.demos.measure.memory import PeakMemory, StepTimer, model_state_bytes
 
     # DDP rebuilds its buckets after the first step and broadcasts the new order in the second;
     # neither belongs to a steady-state step. FSDP is steady after one.
@@ -116,9 +116,7 @@ def measure(ctx: Any, s: Setup, *, timed_steps: int = 2, memory: bool = True) ->
         train_step(s)
     peak = None
     if memory:
-        # DDP's gradient buckets live in C++, out of the CPU tracker's sight: add them by hand.
-        hidden = ddp_reducer_bytes(s.model) if s.prepared.strategy in ("ddp", "zero1") else 0
-        with PeakMemory(ctx.device, hidden_bytes=hidden) as peak:
+        with PeakMemory(ctx.device) as peak:
             forward_backward(s)
         s.prepared.optimizer.step()
     state = model_state_bytes(s.model, s.prepared.optimizer)

@@ -15,6 +15,7 @@ tensor; all_gather: the gathered output; reduce_scatter: the unreduced input); a
 
 from __future__ import annotations
 
+import weakref
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send", "recv")
 
@@ -131,13 +133,30 @@ class CommCounter(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.collectives: list[Collective] = []
+        self._buffers: list[weakref.ref] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         collective = classify(func, args, kwargs)
         if collective is not None:
-            self.collectives.append(collective)
+            self.count(collective, args, kwargs)
         return func(*args, **kwargs)
+
+    def count(self, collective: Collective, args: Any, kwargs: dict[str, Any]) -> None:
+        """Record one collective and, weakly, the tensors it was handed (see `live_buffers`)."""
+        self.collectives.append(collective)
+        # Weakly: counting must not keep a transient buffer (FSDP's all-gather output) alive.
+        self._buffers.extend(weakref.ref(t) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor))
+
+    def live_buffers(self) -> list[torch.Tensor]:
+        """The tensors the counted collectives used that are still alive: buffers that outlive a
+        step, such as the gradient buckets DDP's C++ reducer owns and Python cannot reach otherwise."""
+        alive = {}
+        for ref in self._buffers:
+            tensor = ref()
+            if tensor is not None:
+                alive[id(tensor)] = tensor
+        return list(alive.values())
 
     def per_op(self) -> dict[str, dict[str, float]]:
         """{op: {"count", "bytes", "wire_bytes_per_rank"}} for the ops seen, in a fixed order."""

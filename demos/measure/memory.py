@@ -5,9 +5,12 @@
   flat parameter and DDP's tied weights are not double counted; padding of a shard counts, since
   the rank really holds it).
 - `PeakMemory`: the peak of one step. CUDA: the caching allocator's own peak counters. CPU: the
-  bytes of live tensors at the start plus the highest running total of the allocations the
-  profiler records during the step (the profiler is slow, so it is used on one dedicated step only;
-  `ru_maxrss` is useless here: spawned ranks inherit their parent's).
+  bytes alive at the start plus the highest running total of the allocations the profiler records
+  during the step (the profiler is slow, so it is used on one dedicated step only; `ru_maxrss` is
+  useless here: spawned ranks inherit their parent's). What is alive at the start is a set of
+  storages, each counted once by its address, however it was found: reachable from Python, or
+  handed to a collective during the step without being allocated in it (DDP's gradient buckets,
+  which its C++ reducer owns: Python reaches them only once some dispatch mode has wrapped them).
 - `StepTimer`: wall time of the timed steps and of each step (CUDA events on GPU, so no step
   waits for the GPU to be timed).
 - `environment`: the `env` block of every result.
@@ -24,6 +27,8 @@ import warnings
 from typing import Any, Iterable
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 GiB = 1024**3
 MiB = 1024**2
@@ -46,16 +51,21 @@ def _storage_key_and_bytes(tensor: torch.Tensor) -> tuple[tuple, int] | None:
     return (tensor.device.type, tensor.device.index, storage.data_ptr()), nbytes
 
 
-def unique_storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
-    """Bytes of the distinct storages behind `tensors` (each storage once, whole)."""
+def storages(tensors: Iterable[Any]) -> dict[tuple, int]:
+    """{(device type, index, address): bytes} of the distinct storages behind `tensors`."""
     seen: dict[tuple, int] = {}
     for tensor in tensors:
-        if tensor is None:
+        if not isinstance(tensor, torch.Tensor):
             continue
         found = _storage_key_and_bytes(tensor)
         if found is not None:
             seen[found[0]] = found[1]
-    return sum(seen.values())
+    return seen
+
+
+def unique_storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
+    """Bytes of the distinct storages behind `tensors` (each storage once, whole)."""
+    return sum(storages(tensors).values())
 
 
 def _optimizer_state_tensors(optimizer: Any) -> Iterable[torch.Tensor]:
@@ -82,10 +92,11 @@ def model_state_bytes(model: torch.nn.Module, optimizer: Any) -> dict[str, int]:
 
 
 def ddp_reducer_bytes(model: torch.nn.Module) -> int:
-    """Bytes of the gradient buckets DDP's reducer holds in C++, invisible to Python.
+    """Bytes of the gradient buckets DDP's reducer holds in C++, from its own logging data.
 
     They are as large as the gradients (a second copy unless gradient_as_bucket_view) and live as
-    long as the model, so a CPU peak that only counted Python-visible tensors would miss them.
+    long as the model. Reported beside the peak as a cross-check; the peak itself finds the
+    buckets' storages (see `PeakMemory`), so they are never added twice.
     """
     logging_data = getattr(model, "_get_ddp_logging_data", None)
     if logging_data is None:
@@ -97,6 +108,11 @@ def ddp_reducer_bytes(model: torch.nn.Module) -> int:
 
 def live_tensor_bytes(device_type: str = "cpu") -> int:
     """Bytes of the distinct storages of every tensor Python can reach on this device type."""
+    return sum(live_storages(device_type).values())
+
+
+def live_storages(device_type: str = "cpu") -> dict[tuple, int]:
+    """{storage key: bytes} of every tensor Python can reach on this device type."""
     seen: dict[tuple, int] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # touching some objects' attributes warns
@@ -109,19 +125,44 @@ def live_tensor_bytes(device_type: str = "cpu") -> int:
                 continue
             if found is not None and found[0][0] == device_type:
                 seen[found[0]] = found[1]
-    return sum(seen.values())
+    return seen
+
+
+class _CollectiveStorages(TorchDispatchMode):
+    """Records the storages every c10d collective of the measured code reads or writes.
+
+    A collective's buffers pass through the dispatcher even when they belong to C++ (DDP's reducer
+    hands its buckets to `allreduce_`), so this is where storages Python cannot reach show up.
+    """
+
+    def __init__(self, device_type: str) -> None:
+        super().__init__()
+        self.device_type = device_type
+        self.seen: dict[tuple, int] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if func.namespace == "c10d":
+            for key, nbytes in storages(tree_leaves((args, kwargs))).items():
+                if key[0] == self.device_type:
+                    self.seen[key] = nbytes
+        return out
 
 
 class PeakMemory:
     """Peak memory of the code inside `with PeakMemory(device) as peak:`; read `peak.peak_bytes`.
 
-    `hidden_bytes`: bytes alive throughout that the CPU tracker cannot see (see ddp_reducer_bytes).
-    `peak_kind` names the method, so a reader knows what the number means.
+    On CPU, `start_bytes` counts every storage alive at the start once: those Python reaches, and
+    those a collective touched during the step that the step did not allocate (`found_bytes` of
+    them were out of Python's reach). `peak_kind` names the method, so a reader knows what the
+    number means.
     """
 
-    def __init__(self, device: Any, *, hidden_bytes: int = 0) -> None:
+    def __init__(self, device: Any, *, since: Any = None) -> None:
         self.device = torch.device(device)
-        self.hidden_bytes = hidden_bytes
+        self.since = since
+        self.found_bytes: int | None = None
         self.peak_bytes: int | None = None
         self.reserved_bytes: int | None = None
         self.start_bytes: int | None = None
@@ -129,6 +170,17 @@ class PeakMemory:
         self.ooms: int | None = None
         self.untracked_free_bytes: int | None = None
         self._profiler = None
+        self._collectives: _CollectiveStorages | None = None
+        self._start: dict[tuple, int] = {}
+
+    @staticmethod
+    def before_run(device: Any) -> Any:
+        """What the process holds before a run builds anything, for `since=`: a later run in the same
+        process (compare) then measures its own memory, not what earlier runs left behind."""
+        device = torch.device(device)
+        if device.type == "cuda":
+            return torch.cuda.memory_allocated(device)
+        return live_storages("cpu")
 
     @property
     def peak_kind(self) -> str:
@@ -144,30 +196,45 @@ class PeakMemory:
         else:
             from torch.profiler import ProfilerActivity, profile
 
-            self.start_bytes = live_tensor_bytes("cpu") + self.hidden_bytes
+            self._start = live_storages("cpu")
+            earlier = self.since or {}
+            self.start_bytes = sum(nbytes for key, nbytes in self._start.items() if key not in earlier)
             self._profiler = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
             self._profiler.__enter__()
+            self._collectives = _CollectiveStorages("cpu")
+            self._collectives.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-            self.peak_bytes = torch.cuda.max_memory_allocated(self.device)
+            self.peak_bytes = torch.cuda.max_memory_allocated(self.device) - (self.since or 0)
+            self.start_bytes -= self.since or 0
             self.reserved_bytes = torch.cuda.max_memory_reserved(self.device)
             stats = torch.cuda.memory_stats(self.device)
             self.alloc_retries = stats.get("num_alloc_retries", 0)
             self.ooms = stats.get("num_ooms", 0)
             return
+        self._collectives.__exit__(*exc)
         self._profiler.__exit__(*exc)
         if exc[0] is None:
-            highest, last = running_totals(self._profiler)
+            highest, last, allocated = running_totals(self._profiler, with_addresses=True)
+            # A storage a collective used that was neither reachable at the start nor allocated
+            # in the step was alive all along out of Python's sight. Keyed by address, it counts
+            # once whether or not an earlier dispatch mode had already made it reachable.
+            found = {key: nbytes for key, nbytes in self._collectives.seen.items()
+                     if key not in self._start and key[2] not in allocated}
+            self.found_bytes = sum(found.values())
+            self.start_bytes += self.found_bytes
             self.peak_bytes = self.start_bytes + max(0, highest)
             # The profiler records frees on the thread it profiles only; a block that a collective
             # backend's thread let go of last is never seen freed. What the tracker believes is
             # alive at the end, less what is alive, bounds how far the peak may sit too high.
-            alive_bytes = live_tensor_bytes("cpu") + self.hidden_bytes
+            earlier = self.since or {}
+            alive_bytes = sum(nbytes for key, nbytes in {**live_storages("cpu"), **found}.items() if key not in earlier)
             self.untracked_free_bytes = max(0, self.start_bytes + last - alive_bytes)
         self._profiler = None
+        self._collectives = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -176,14 +243,16 @@ class PeakMemory:
             "reserved": self.reserved_bytes,
             "start": self.start_bytes,
             "untracked_free": self.untracked_free_bytes,
+            "found": self.found_bytes,
         }
 
 
-def running_totals(prof: Any) -> tuple[int, int]:
+def running_totals(prof: Any, with_addresses: bool = False) -> tuple:
     """(highest, last) bytes allocated above the level at the profiler's start, from its events.
 
     Each allocation event carries the allocator reporter's running total, a process-wide counter
     that persists across profiling sessions; the level before the first event is the baseline.
+    `with_addresses` adds a third item: the addresses of the blocks allocated while profiling.
     """
     from torch._C._profiler import _EventType
 
@@ -193,13 +262,16 @@ def running_totals(prof: Any) -> tuple[int, int]:
         node = stack.pop()
         stack.extend(node.children)
         if node.tag == _EventType.Allocation and node.extra_fields.device.type == "cpu":
-            events.append((node.start_time_ns, node.extra_fields.total_allocated, node.extra_fields.alloc_size))
+            fields = node.extra_fields
+            events.append((node.start_time_ns, fields.total_allocated, fields.alloc_size, fields.ptr))
+    addresses = {ptr for _, _, size, ptr in events if size > 0}
     if not events:
-        return 0, 0
+        return (0, 0, addresses) if with_addresses else (0, 0)
     events.sort()
-    _, first_total, first_size = events[0]
+    _, first_total, first_size, _ = events[0]
     baseline = first_total - first_size
-    return max(total for _, total, _ in events) - baseline, events[-1][1] - baseline
+    totals = (max(total for _, total, _, _ in events) - baseline, events[-1][1] - baseline)
+    return (*totals, addresses) if with_addresses else totals
 
 
 def max_running_total(prof: Any) -> int:

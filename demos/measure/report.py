@@ -17,6 +17,53 @@ from ddpfsdp.demos.measure import lanes
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send", "recv")
 
+# What a peak is made of, in the order a reader builds it up: state, communication buffers, the rest.
+PEAK_CATEGORIES = (
+    ("params", "params"),  # FSDP: the local shards
+    ("unsharded_params", "unsharded params"),
+    ("grads", "grads"),
+    ("optimizer", "optimizer state"),
+    ("all_gather", "all-gather buffer"),
+    ("reduce_scatter", "reduce-scatter buffer"),
+    ("ddp_buckets", "DDP buckets"),
+    ("buffers", "module buffers"),
+    ("inputs", "inputs"),
+    ("activations", "activations"),
+    ("temporaries", "temporaries"),
+    ("transient", "the rest (by difference)"),
+)
+
+
+def peak_where(memory: dict[str, Any]) -> str:
+    """'backward, in blocks.3.mlp' from a rank's peak_phase and peak_module."""
+    phase = memory.get("peak_phase")
+    if not phase:
+        return "n/a"
+    module = memory.get("peak_module")
+    return f"{phase}, in {module}" if module else f"{phase}, outside the model's modules"
+
+
+def peak_breakdown_table(result: dict[str, Any]) -> Table | None:
+    """One column per rank: the categories of its peak, the phase and module, the measured peak."""
+    ranks = result["memory"]["ranks"]
+    if not ranks or not any(r.get("peak_breakdown") for r in ranks):
+        return None
+    source = ranks[0].get("breakdown_source") or ""
+    table = Table(title="What the peak is made of (measured, at the moment of peak)",
+                  caption=f"categories: {source}; the measured peak is the project's own figure")
+    table.add_column("category")
+    for r in range(len(ranks)):
+        table.add_column(f"rank {r}", justify="right")
+    present = [(key, label) for key, label in PEAK_CATEGORIES
+               if any((r.get("peak_breakdown") or {}).get(key) for r in ranks)]
+    for key, label in present:
+        table.add_row(label, *(format_bytes((r.get("peak_breakdown") or {}).get(key, 0)) for r in ranks))
+    table.add_row("[bold]sum (tracker's peak)[/bold]",
+                  *(format_bytes(sum((r.get("peak_breakdown") or {}).values())) for r in ranks))
+    table.add_row("[bold]measured peak[/bold]", *(format_bytes(r.get("peak")) for r in ranks))
+    table.add_row("where", *(peak_where(r) for r in ranks))
+    return table
+
 
 def format_bytes(n: float | None) -> str:
     """Binary units spelled out: 1.50 GiB, 12.30 MiB, 512 B."""
@@ -195,6 +242,9 @@ def render_training(result: dict[str, Any], console: Console | None = None) -> N
         return
     console.print(_headline(result))
     console.print(memory_table(result))
+    breakdown = peak_breakdown_table(result)
+    if breakdown is not None:
+        console.print(breakdown)
     for line in throughput_lines(result):
         console.print(line)
     console.print(comm_table(result))
@@ -241,6 +291,9 @@ def compare_table(result: dict[str, Any]) -> Table:
         ("grads", lambda run: mem(run, "grads"), format_bytes),
         ("optimizer state", lambda run: mem(run, "optimizer"), format_bytes),
         ("peak", lambda run: mem(run, "peak"), format_bytes),
+        *((f"  peak: {label}", lambda run, key=key: (mem(run, "peak_breakdown") or {}).get(key), format_bytes)
+          for key, label in PEAK_CATEGORIES
+          if any((mem(run, "peak_breakdown") or {}).get(key) for run in runs.values())),
         ("samples/s", lambda run: run["throughput"].get("samples_per_s"), lambda v: _rate(v, "")),
         ("wire bytes per step", _wire, format_bytes),
         ("exposed comm (share of step)", _exposed, _percent),
@@ -249,8 +302,9 @@ def compare_table(result: dict[str, Any]) -> Table:
         cells = []
         for run in runs.values():
             value = get(run)
-            cells.append(f"{fmt(value)} ({_ratio(value, get(base) if base else None)})")
+            cells.append(f"{fmt(value)} ({_ratio(value, get(base) if base else None)})" if value is not None else "-")
         table.add_row(label, *cells)
+    table.add_row("  peak: where", *(peak_where(run["memory"]["ranks"][0]) for run in runs.values()))
     checks_row = []
     for run in runs.values():
         checks = run.get("checks", [])

@@ -273,7 +273,7 @@ class TimelineRecorder(CommCounter):
         collective = classify(func, args, kwargs)
         if collective is None:
             return func(*args, **kwargs)
-        self.collectives.append(collective)
+        self.count(collective, args, kwargs)
         issued, seq = self._stamp()
         event = {"op": collective.op, "bytes": collective.bytes, "group_size": collective.group_size,
                  "group": _group_name(func, args, kwargs), "issued": issued, "completed": None, "seq": seq}

@@ -20,6 +20,8 @@ WIRE_REL = 0.05
 LOSS_RTOL_FP32 = 1e-4
 LOSS_RTOL_LOW_PRECISION = 2e-2  # bf16 rounding differs with the reduction order of each strategy
 MIB = 1024**2
+PEAK_MARGIN_REL = 0.10  # the estimate leaves out small temporaries (the loss's casts, optimizer scratch)
+PEAK_MARGIN_CUDA_BYTES = 16 * MIB  # on a GPU, library workspaces (cuBLAS) come from the same allocator
 
 
 def _mib(n: float | None) -> str:
@@ -276,4 +278,48 @@ def fsdp_wire_1_5x_ddp(fsdp_per_op: Mapping[str, Mapping[str, float]], ddp_per_o
         within(ratio, 1.5, WIRE_REL),
         f"FSDP full sends {_mib(fsdp_wire)} per rank per step, DDP {_mib(ddp_wire)}: {ratio:.3f}x (theory 1.5x, 5%)",
         {"fsdp_wire": fsdp_wire, "ddp_wire": ddp_wire, "ratio": ratio},
+    )
+
+
+def peak_within_bounds(
+    ranks: Sequence[Mapping[str, Any]], *, working_set_bytes: int, activation_bytes: int | None,
+    device: str = "cpu",
+) -> Check:
+    """Every rank's measured peak is at least its model state and at most model state + the
+    analytic working set + the analytic activations, plus a stated margin.
+
+    Lower bound: between the end of backward and the optimizer step, params, grads and optimizer
+    state all exist at once, so no honest peak is below them. Upper bound: only where the analytic
+    model estimates activations (`activation_bytes` None: judged from below only, and said so).
+    """
+    margin_fixed = PEAK_MARGIN_CUDA_BYTES if device == "cuda" else 0
+    misses, parts = [], []
+    for r, held in enumerate(ranks):
+        state = sum(int(held.get(kind) or 0) for kind in STATE_KINDS)
+        peak = held.get("peak")
+        if peak is None:
+            misses.append(f"rank {r} has no peak")
+            continue
+        if peak < state:
+            misses.append(f"rank {r} peak {_mib(peak)} below its model state {_mib(state)}")
+        if activation_bytes is not None:
+            upper = int((state + working_set_bytes + activation_bytes) * (1 + PEAK_MARGIN_REL)) + margin_fixed
+            if peak > upper:
+                misses.append(f"rank {r} peak {_mib(peak)} above {_mib(upper)}")
+            parts.append(f"rank {r}: {_mib(state)} <= {_mib(peak)} <= {_mib(upper)}")
+        else:
+            parts.append(f"rank {r}: {_mib(state)} <= {_mib(peak)}")
+    margin = f"{PEAK_MARGIN_REL:.0%}" + (f" + {_mib(margin_fixed)}" if margin_fixed else "")
+    detail = (f"model state <= peak <= model state + working set {_mib(working_set_bytes)} + activations "
+              f"{_mib(activation_bytes)} + {margin}: " + "; ".join(parts))
+    if activation_bytes is None:
+        detail += " (no activation estimate for this model: the upper bound is not judged)"
+    if misses:
+        detail += f"; off: {'; '.join(misses)}"
+    return Check(
+        "peak_within_bounds",
+        bool(ranks) and not misses,
+        detail,
+        {"peaks": [r.get("peak") for r in ranks], "working_set": working_set_bytes,
+         "activations": activation_bytes, "margin_rel": PEAK_MARGIN_REL, "margin_bytes": margin_fixed},
     )

@@ -354,6 +354,32 @@ def _allowance(run: dict[str, Any], theory: dict[str, Any]) -> dict[str, int]:
     return {"params": 0, "grads": 0, "optimizer": counters}
 
 
+def activation_estimate(run: dict[str, Any]) -> int | None:
+    """The analytic model's activation bytes for the run's model and micro-batch; None for a ResNet,
+    whose activations the analytic model does not estimate."""
+    from ddpfsdp.demos.theory.calc import gpt_activation_bytes, transformer_activation_bytes
+    from ddpfsdp.demos.train.presets import shape_for
+
+    config = run["config"]
+    arch = config.get("arch", "gpt")
+    checkpoint = bool(config.get("checkpoint_activations"))
+    if arch == "gpt":
+        overrides = {k: config[k] for k in OVERRIDE_NAMES if config.get(k) is not None and k != "seq_len"}
+        shape = shape_for("gpt", config["model"], **overrides)
+        return gpt_activation_bytes(shape, config["batch_size"], config.get("seq_len"), checkpoint,
+                                    config["precision"])["activation_bytes"]
+    if arch == "vit":
+        overrides = {k: config[k] for k in ("layers", "d_model", "heads") if config.get(k) is not None}
+        shape = shape_for("vit", config["model"], **overrides)
+        # The classifier reads the class token only: one token of `classes` logits per sample.
+        return transformer_activation_bytes(
+            layers=shape.layers, d_model=shape.d_model, tokens=shape.tokens, batch_size=config["batch_size"],
+            head_outputs=shape.classes, head_tokens=1, precision=config["precision"],
+            checkpoint_activations=checkpoint,
+        )["activation_bytes"]
+    return None
+
+
 def run_checks(run: dict[str, Any], theory: dict[str, Any]) -> list[Any]:
     """The named checks of the `ddp` or `fsdp` demo for one run."""
     from ddpfsdp.demos.train import claims as tc
@@ -368,6 +394,8 @@ def run_checks(run: dict[str, Any], theory: dict[str, Any]) -> list[Any]:
         tc.loss_decreases(run["loss"]),
         tc.model_state_matches_theory(ranks, theory, allowance),
         tc.comm_matches_theory(per_op, theory["comm"]),
+        tc.peak_within_bounds(ranks, working_set_bytes=theory["working_set_bytes"],
+                              activation_bytes=activation_estimate(run), device=config["device"]),
     ]
     spec = precision_for(config["precision"])
     if config["strategy"] == "ddp":

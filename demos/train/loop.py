@@ -8,7 +8,8 @@ One run, on every rank:
   one comm step     the same step under CommCounter: every collective, per op; and recorded in
                     time (TimelineRecorder): unit spans, collectives issued and completed, memory
   one memory step   the same step under PeakMemory; model-state bytes after its optimizer step,
-                    parameter bytes held between its forward and backward
+                    parameter bytes held between its forward and backward; torch's memory tracker
+                    on the same step says what the peak is made of, in which phase and module
 Every step's loss is kept on the device and all-reduced once after the loop, for reporting only.
 Per-rank figures are gathered to rank 0, which returns the run; other ranks return None.
 """
@@ -24,6 +25,7 @@ from typing import Any, Iterator
 import torch
 import torch.distributed as dist
 
+from ddpfsdp.demos.measure.breakdown import PeakBreakdown
 from ddpfsdp.demos.measure.comm import CommCounter
 from ddpfsdp.demos.measure.timeline import TimelineRecorder
 from ddpfsdp.demos.measure.memory import (
@@ -105,6 +107,7 @@ def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int
 
     started = time.perf_counter()
     device = ctx.device
+    before_run = PeakMemory.before_run(device)
     total_steps = total_steps or spec.steps
     shape = shape_for(spec.arch, spec.model, **spec.overrides)
     torch.manual_seed(spec.seed)
@@ -217,13 +220,15 @@ def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int
 
     held: dict[str, int] = {}
     after_forward_bytes: dict[str, int] = {}
-    hidden = ddp_reducer_bytes(train_model) if on_cpu else 0
-    with PeakMemory(device, hidden_bytes=hidden) as peak:
+    breakdown = PeakBreakdown(train_model, optimizer, strategy=spec.strategy, device=device,
+                              held=comm.live_buffers())
+    with PeakMemory(device, since=before_run) as peak, breakdown:
         loss = step(
             after_forward=lambda: after_forward_bytes.update(params=unique_storage_bytes(train_model.parameters())),
             after_update=lambda: held.update(model_state_bytes(train_model, optimizer)),
         )
     losses.append(loss)
+    bucket_bytes = ddp_reducer_bytes(train_model)
     report(index, "memory", loss)
     phases_s["memory"] = time.perf_counter() - mark
 
@@ -241,7 +246,8 @@ def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int
             "reserved": peak.reserved_bytes,
             "untracked_free": peak.untracked_free_bytes,
             "params_after_forward": after_forward_bytes.get("params"),
-            "ddp_buckets": ddp_reducer_bytes(train_model),
+            "ddp_buckets": bucket_bytes,
+            **breakdown.to_dict(peak_bytes=peak.peak_bytes, held=held, ddp_bucket_bytes=bucket_bytes),
         },
         "wall_s": timer.wall_s,
         "step_time_s": timer.summary(),
@@ -254,7 +260,7 @@ def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int
     description = prepared.describe()
     peak_flops = peak_flops_per_s(device, spec.precision)
 
-    del prepared, train_model, optimizer, model, batches, loader
+    del prepared, train_model, optimizer, model, batches, loader, comm, breakdown, before_run
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()

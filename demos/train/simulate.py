@@ -38,6 +38,7 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 import torch.distributed as dist
 
+from ddpfsdp.demos.measure.breakdown import TORCH_CATEGORIES
 from ddpfsdp.demos.train.presets import describe_gpt_shape, shape_for, sized_gpt_shape
 
 FAKE_DEVICE = torch.device("cpu")
@@ -358,9 +359,20 @@ def simulate_run(strategy: str, sharding: str | None, options: dict[str, Any], w
         "units": units,
         "unit_params": list(prepared.unit_params),
     }
+    # The same schema as a real run's rank: categories in the project's names. "Other" here is not
+    # DDP's buckets (the real demos' only external tensors) but whatever the tracker could not place.
+    breakdown: dict[str, int] = {}
+    for name, value in categories.items():
+        ours = "temporaries" if name == "Other" else TORCH_CATEGORIES.get(name, "temporaries")
+        breakdown[ours] = breakdown.get(ours, 0) + value
     rank = {
         **held,
         "peak": peak_bytes,
+        "peak_breakdown": breakdown,
+        "peak_phase": tracker.peak_phase,
+        "peak_module": module,
+        "tracker_peak": peak_bytes,
+        "breakdown_source": f"torch.distributed._tools {tracker_name} (fake tensors)",
         "peak_kind": f"simulated: live tensor bytes of one step ({tracker_name} on fake tensors)",
         "params_after_forward": params_after_forward,
     }

@@ -58,6 +58,12 @@ def result_table(result: dict[str, Any]) -> Table | None:
                 f"{speed['samples_per_s']:,.1f}" if "samples_per_s" in speed else "–",
                 ev.format_bytes(wire) if ev.comm_per_step(run) else "–",
             )
+        where = {name: ev.peak_where(run) for name, run in runs.items()}
+        where = {name: text for name, text in where.items() if text}
+        if where:
+            table.caption = "peak of rank 0: " + "; ".join(
+                text if len(runs) == 1 else f"{name} {text}" for name, text in where.items())
+            table.caption_justify = "left"
         return table
     rows = ev.scalar_measurements(result)
     if not rows:
