@@ -253,7 +253,7 @@ OFFLOAD_SUPPORT: dict[str, dict[str, str]] = {
 """Which implementation offloads what, per strategy; a level missing here has no implementation."""
 
 _OFFLOAD_INSTEAD: dict[tuple[str, str], str] = {
-    ("ddp", "optimizer"): "DDP keeps everything on the GPU and has no offload; shard first: zero1 or zero2 "
+    ("ddp", "optimizer"): "DDP keeps everything on the GPU and has no offload; shard first, then use zero1 or zero2 "
     "with --offload optimizer (DeepSpeed), or zero3 with --offload all (FSDP2 CPUOffloadPolicy)",
     ("ddp", "all"): "DDP keeps everything on the GPU and has no offload; use zero3 with --offload all "
     "(FSDP2 CPUOffloadPolicy), or zero1/zero2 with --offload optimizer (DeepSpeed)",
@@ -1340,6 +1340,66 @@ def q_transformer_activation_bytes(
     )["activation_bytes"]
 
 
+def q_host_bytes(
+    *, params: Any, gpus: Any, strategy: str, precision: str, optimizer: str, offload: str,
+    gpus_per_node: Any = DEFAULT_GPUS_PER_NODE, group_size: Any = None,
+) -> int:
+    """Host RAM per node that `offload` fills with model state (ddpfsdp accounting, no margin)."""
+    count, world, name, group = _state_args(params, gpus, strategy, group_size)
+    per_node, _ = node_layout(world, _count(gpus_per_node, "gpus per node"))
+    return offloaded_state(count, world, name, precision, optimizer, offload, group)["host_bytes_per_gpu"] * per_node
+
+
+def q_pcie_bytes_per_step(
+    *, params: Any, gpus: Any, strategy: str, precision: str, offload: str, units: Any = None, group_size: Any = None,
+) -> int:
+    """Bytes one GPU copies to and from the host per step under `offload` (`units`: equal FSDP units;
+    the root holds none). The optimizer's choice does not change what crosses PCIe."""
+    count, world, name, group = _state_args(params, gpus, strategy, group_size)
+    unit_params = None
+    if units is not None:
+        parts = _count(units, "units")
+        unit_params = [math.ceil(count / parts)] * parts + [0]
+    return offloaded_state(count, world, name, precision, "adam", offload, group, unit_params)["pcie_bytes_per_step"]
+
+
+def _deepspeed_figures(params: Any, gpus: Any, strategy: str, offload: str, largest_layer: Any, gpus_per_node: Any,
+                       zero_init: Any) -> tuple[int, int]:
+    from ddpfsdp.demos.theory import deepspeed_accounting as ds
+
+    count, world, name = _count(params, "params"), _count(gpus, "gpus"), canonical_strategy(strategy)
+    offload = check_offload(offload)
+    refusal = accounting_refusal(name, "deepspeed") or offload_refusal(name, offload)
+    if refusal:
+        raise ValueError(refusal)
+    per_node, nodes = node_layout(world, _count(gpus_per_node, "gpus per node"))
+    if name == "zero2":
+        return ds.zero2_mem_needs(count, per_node, nodes, cpu_offload=offload == "optimizer")
+    if largest_layer is None:
+        raise ValueError("DeepSpeed's ZeRO-3 estimate needs largest_layer (parameters of the largest layer)")
+    host, per_gpu, _ = ds.zero3_mem_needs(
+        count, _count(largest_layer, "largest layer"), per_node, nodes,
+        cpu_offload=offload != "none", cpu_offload_params=offload == "all", zero_init=_bool(zero_init),
+    )
+    return host, per_gpu
+
+
+def q_deepspeed_gpu_bytes(
+    *, params: Any, gpus: Any, strategy: str, offload: str = "none", largest_layer: Any = None,
+    gpus_per_node: Any = DEFAULT_GPUS_PER_NODE, zero_init: Any = True,
+) -> int:
+    """DeepSpeed 0.19's estimate of model-state bytes per GPU (ZeRO-2 or ZeRO-3)."""
+    return _deepspeed_figures(params, gpus, strategy, offload, largest_layer, gpus_per_node, zero_init)[1]
+
+
+def q_deepspeed_host_bytes(
+    *, params: Any, gpus: Any, strategy: str, offload: str = "none", largest_layer: Any = None,
+    gpus_per_node: Any = DEFAULT_GPUS_PER_NODE, zero_init: Any = True,
+) -> int:
+    """DeepSpeed 0.19's estimate of host RAM per node (with its 1.5x buffer factor)."""
+    return _deepspeed_figures(params, gpus, strategy, offload, largest_layer, gpus_per_node, zero_init)[0]
+
+
 QUIZ_FUNCTIONS: dict[str, Callable[..., int | float]] = {
     "param_count": q_param_count,
     "bytes_per_param": q_bytes_per_param,
@@ -1358,4 +1418,8 @@ QUIZ_FUNCTIONS: dict[str, Callable[..., int | float]] = {
     "sampler_index": q_sampler_index,
     "sampler_count": q_sampler_count,
     "transformer_activation_bytes": q_transformer_activation_bytes,
+    "host_bytes": q_host_bytes,
+    "pcie_bytes_per_step": q_pcie_bytes_per_step,
+    "deepspeed_gpu_bytes": q_deepspeed_gpu_bytes,
+    "deepspeed_host_bytes": q_deepspeed_host_bytes,
 }
