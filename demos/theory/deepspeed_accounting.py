@@ -104,22 +104,24 @@ def per_gpu_parts(strategy: str, offload: str, total_params: int, total_gpus: in
     """The model-state bytes per GPU split as DeepSpeed's comments and memory page explain its
     multipliers (16-bit params; 16-bit and fp32 gradients; fp32 master weights and Adam's moments).
     The parts are rounded down each; `model_state_bytes` is DeepSpeed's own (rounded once)."""
-    shard = total_params / total_gpus
+    def per_shard(multiplier: int) -> int:
+        return int(multiplier * total_params / total_gpus)  # DeepSpeed's own order of operations
+
     if strategy == "zero2":
         params = 2 * total_params
         if offload == "optimizer":
             return {"params_bytes": params, "grads_bytes": 0, "optimizer_bytes": 0, "model_state_bytes": params}
-        optimizer = int(12 * shard)
-        state = params + int(18 * shard)
+        optimizer = per_shard(12)
+        state = params + per_shard(18)
         return {"params_bytes": params, "grads_bytes": state - params - optimizer,
                 "optimizer_bytes": optimizer, "model_state_bytes": state}
     if offload == "all":
         return {"params_bytes": 0, "grads_bytes": 0, "optimizer_bytes": 0, "model_state_bytes": 0}
     if offload == "optimizer":
-        params = int(2 * shard)
+        params = per_shard(2)
         return {"params_bytes": params, "grads_bytes": 0, "optimizer_bytes": 0, "model_state_bytes": params}
-    params = int(2 * shard)
-    optimizer = int(12 * shard)
-    state = int(18 * shard)
+    params = per_shard(2)
+    optimizer = per_shard(12)
+    state = per_shard(18)
     return {"params_bytes": params, "grads_bytes": state - params - optimizer,
             "optimizer_bytes": optimizer, "model_state_bytes": state}
