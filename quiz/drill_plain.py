@@ -18,7 +18,8 @@ from rich.rule import Rule
 from ddpfsdp.quiz import drill as drills
 from ddpfsdp.quiz import scheduler
 from ddpfsdp.quiz.grading import QuantityError
-from ddpfsdp.quiz.store import Store, StoreError, utc_now
+from ddpfsdp.quiz.plain import open_store
+from ddpfsdp.quiz.store import Store, utc_now
 
 
 class _Quit(Exception):
@@ -39,13 +40,9 @@ def run_drill_plain(
     clock: Callable[[], datetime] = utc_now,
 ) -> int:
     console = console or Console(highlight=False)
-    try:
-        store = store or Store.open()
-    except StoreError as error:
-        console.print(f"[red]The progress file cannot be opened:[/] {error}")
+    store = open_store(console, store)
+    if store is None:
         return 1
-    if store.warning:
-        console.print(f"[yellow]warning:[/] {store.warning}")
     drill = drills.Drill(seed, kinds)
     console.print(
         f"[bold]ddpfsdp drill[/] (seed {drill.seed}): sizing problems answered by the analytic model. "

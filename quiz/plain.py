@@ -31,6 +31,18 @@ class _Skip(Exception):
     pass
 
 
+def open_store(console: Console, store: Store | None = None) -> Store | None:
+    """The progress store, with any warning about it printed; None (said why) when it cannot open."""
+    try:
+        store = store or Store.open()
+    except StoreError as error:
+        console.print(f"[red]The progress file cannot be opened:[/] {error}")
+        return None
+    if store.warning:
+        console.print(f"[yellow]warning:[/] {store.warning}")
+    return store
+
+
 def run_plain(
     bank: Bank,
     *,
@@ -43,13 +55,9 @@ def run_plain(
     clock: Callable[[], datetime] = utc_now,
 ) -> int:
     console = console or Console(highlight=False)
-    try:
-        store = store or Store.open()
-    except StoreError as error:
-        console.print(f"[red]The progress file cannot be opened:[/] {error}")
+    store = open_store(console, store)
+    if store is None:
         return 1
-    if store.warning:
-        console.print(f"[yellow]warning:[/] {store.warning}")
     rng = random.Random(seed)
     now = clock()
     if review:

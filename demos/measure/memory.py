@@ -247,12 +247,12 @@ class PeakMemory:
         }
 
 
-def running_totals(prof: Any, with_addresses: bool = False) -> tuple:
-    """(highest, last) bytes allocated above the level at the profiler's start, from its events.
+def cpu_allocation_events(prof: Any) -> list[tuple[int, int, int, int]]:
+    """(time ns, running total, size, address) of every CPU allocation (size > 0) and free (size < 0)
+    the profiler recorded, in time order.
 
-    Each allocation event carries the allocator reporter's running total, a process-wide counter
-    that persists across profiling sessions; the level before the first event is the baseline.
-    `with_addresses` adds a third item: the addresses of the blocks allocated while profiling.
+    The running total is the allocator reporter's process-wide counter, which persists across
+    profiling sessions: the level before the first event is the baseline of a session.
     """
     from torch._C._profiler import _EventType
 
@@ -264,10 +264,19 @@ def running_totals(prof: Any, with_addresses: bool = False) -> tuple:
         if node.tag == _EventType.Allocation and node.extra_fields.device.type == "cpu":
             fields = node.extra_fields
             events.append((node.start_time_ns, fields.total_allocated, fields.alloc_size, fields.ptr))
+    events.sort()
+    return events
+
+
+def running_totals(prof: Any, with_addresses: bool = False) -> tuple:
+    """(highest, last) bytes allocated above the level at the profiler's start, from its events.
+
+    `with_addresses` adds a third item: the addresses of the blocks allocated while profiling.
+    """
+    events = cpu_allocation_events(prof)
     addresses = {ptr for _, _, size, ptr in events if size > 0}
     if not events:
         return (0, 0, addresses) if with_addresses else (0, 0)
-    events.sort()
     _, first_total, first_size, _ = events[0]
     baseline = first_total - first_size
     totals = (max(total for _, total, _, _ in events) - baseline, events[-1][1] - baseline)

@@ -41,7 +41,7 @@ from typing import Any
 import torch
 
 from ddpfsdp.demos.measure.comm import CommCounter, classify
-from ddpfsdp.demos.measure.memory import live_tensor_bytes, unique_storage_bytes
+from ddpfsdp.demos.measure.memory import cpu_allocation_events, live_tensor_bytes, unique_storage_bytes
 
 MAX_MEMORY_SAMPLES = 400  # enough for a chart's width; peaks and troughs of each slice are kept
 
@@ -363,17 +363,8 @@ class TimelineRecorder(CommCounter):
 
 def _allocation_series(prof: Any) -> list[tuple[int, int]]:
     """(time ns, bytes allocated above the level at the profiler's start) at every CPU allocation or free."""
-    from torch._C._profiler import _EventType
-
-    events = []
-    stack = list(prof.profiler.kineto_results.experimental_event_tree())
-    while stack:
-        node = stack.pop()
-        stack.extend(node.children)
-        if node.tag == _EventType.Allocation and node.extra_fields.device.type == "cpu":
-            events.append((node.start_time_ns, node.extra_fields.total_allocated, node.extra_fields.alloc_size))
+    events = cpu_allocation_events(prof)
     if not events:
         return []
-    events.sort()
     baseline = events[0][1] - events[0][2]
-    return [(t, total - baseline) for t, total, _ in events]
+    return [(t, total - baseline) for t, total, _, _ in events]
