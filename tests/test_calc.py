@@ -381,6 +381,10 @@ STRING_ARGS = {
     "sampler_index": {"dataset_len": "10", "num_replicas": "4", "rank": "3", "position": "3", "drop_last": "false"},
     "sampler_count": {"dataset_len": "10", "num_replicas": "4", "drop_last": "true"},
     "transformer_activation_bytes": {"layers": "32", "d_model": "4096", "vocab": "32000", "seq_len": "4096", "batch_size": "1", "precision": "bf16-mixed", "checkpoint_activations": "yes"},
+    "host_bytes": {"params": "7B", "gpus": "16", "strategy": "zero3", "precision": "bf16-mixed", "optimizer": "adamw", "offload": "all", "gpus_per_node": "8"},
+    "pcie_bytes_per_step": {"params": "7B", "gpus": "16", "strategy": "zero3", "precision": "bf16-mixed", "offload": "all", "units": "32"},
+    "deepspeed_gpu_bytes": {"params": "2851M", "gpus": "8", "strategy": "zero3", "offload": "optimizer", "largest_layer": "32M"},
+    "deepspeed_host_bytes": {"params": "2851M", "gpus": "8", "strategy": "zero2", "offload": "none", "gpus_per_node": "8", "zero_init": "true"},
 }
 
 

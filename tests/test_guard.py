@@ -170,3 +170,23 @@ def test_importing_and_estimating_does_not_import_torch():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "False"
+
+
+def test_cpu_processes_together_must_fit_the_host_ram(monkeypatch):
+    # Each DDP rank of the small model needs under 1 GiB, far below the host's 4 GiB; eight of them
+    # together need about 7 GiB, so the run is refused before launch, with the sum in the message.
+    from ddpfsdp.demos.launch import hardware
+
+    monkeypatch.setattr(hardware, "ram_bytes", lambda: (64 * GIB, 4 * GIB))
+    run = options(model="small", batch_size=8)
+    per_rank = guard.estimate_rank_bytes("ddp", run, device="cpu", world_size=8)["total_bytes"]
+    assert per_rank < GIB < 8 * per_rank
+    few = guard.check_launch("ddp", run, device="cpu", world_size=2, force=False)
+    assert few.fits
+    many = guard.check_launch("ddp", run, device="cpu", world_size=8, force=False)
+    assert not many.fits and not many.proceed
+    assert many.estimate_bytes == per_rank and many.available_bytes == 4 * GIB // 8
+    together = guard.format_bytes(8 * per_rank, "GiB")
+    assert f"8 processes x {guard.format_bytes(per_rank, 'GiB')} = {together} together" in many.message
+    assert "4.00 GiB of available host RAM" in many.message
+    assert "will not fit" in many.message and "--force" in many.message

@@ -231,6 +231,135 @@ def bytes_per_param_breakdown(precision: str, optimizer: str) -> dict[str, int]:
     }
 
 
+# ----------------------------------------------------------------------------- offload
+
+OFFLOADS: tuple[str, ...] = ("none", "optimizer", "all")
+"""What lives in host RAM between steps: nothing; the optimizer state (and the gradient shard the
+optimizer steps on, on the host); or parameters, gradients and optimizer state of the shards."""
+
+DEFAULT_GPUS_PER_NODE = 8
+
+OFFLOAD_SUPPORT: dict[str, dict[str, str]] = {
+    "ddp": {},
+    "zero1": {"optimizer": "DeepSpeed ZeRO-1 offload_optimizer (PyTorch's ZeroRedundancyOptimizer has no offload)"},
+    "zero2": {"optimizer": "DeepSpeed ZeRO-2 offload_optimizer"},
+    "zero3": {
+        "optimizer": "DeepSpeed ZeRO-3 offload_optimizer without offload_param (FSDP has no optimizer-only offload)",
+        "all": "FSDP2 fully_shard(offload_policy=CPUOffloadPolicy()), FSDP1 CPUOffload(offload_params=True), "
+        "DeepSpeed ZeRO-3 offload_param + offload_optimizer",
+    },
+    "hsdp": {"all": "FSDP2 fully_shard(offload_policy=CPUOffloadPolicy()) on a 2-D (replicate, shard) mesh"},
+}
+"""Which implementation offloads what, per strategy; a level missing here has no implementation."""
+
+_OFFLOAD_INSTEAD: dict[tuple[str, str], str] = {
+    ("ddp", "optimizer"): "DDP keeps everything on the GPU and has no offload; shard first, then use zero1 or zero2 "
+    "with --offload optimizer (DeepSpeed), or zero3 with --offload all (FSDP2 CPUOffloadPolicy)",
+    ("ddp", "all"): "DDP keeps everything on the GPU and has no offload; use zero3 with --offload all "
+    "(FSDP2 CPUOffloadPolicy), or zero1/zero2 with --offload optimizer (DeepSpeed)",
+    ("zero1", "all"): "ZeRO-1 replicates parameters and gradients and nothing offloads them (DeepSpeed's "
+    "offload_param needs stage 3); use --offload optimizer, or zero3 with --offload all",
+    ("zero2", "all"): "ZeRO-2 replicates the parameters and nothing offloads them (DeepSpeed's offload_param "
+    "needs stage 3); use --offload optimizer, or zero3 with --offload all",
+    ("hsdp", "optimizer"): "FSDP offloads parameters, gradients and optimizer state together "
+    "(CPUOffloadPolicy); there is no optimizer-only offload: use --offload all, or zero3 with "
+    "--offload optimizer (DeepSpeed)",
+}
+
+
+def check_offload(offload: str) -> str:
+    key = str(offload).strip().lower()
+    if key not in OFFLOADS:
+        raise ValueError(f"unknown offload {offload!r}; choose one of {', '.join(OFFLOADS)}")
+    return key
+
+
+def offload_refusal(strategy: str, offload: str) -> str | None:
+    """Why `strategy` cannot run with `offload`, and what to use instead; None when it can."""
+    strategy, offload = canonical_strategy(strategy), check_offload(offload)
+    if offload == "none" or offload in OFFLOAD_SUPPORT[strategy]:
+        return None
+    return f"{STRATEGY_TITLES[strategy]} with offload {offload!r}: {_OFFLOAD_INSTEAD[(strategy, offload)]}"
+
+
+def offload_strategies(offload: str) -> tuple[str, ...]:
+    """The strategies that admit `offload`, in table order."""
+    return tuple(name for name in STRATEGIES if offload_refusal(name, offload) is None)
+
+
+def node_layout(gpus: int, gpus_per_node: int) -> tuple[int, int]:
+    """(GPUs per node, nodes). A job smaller than a node fills part of one node."""
+    if gpus_per_node < 1:
+        raise ValueError(f"gpus per node must be at least 1, got {gpus_per_node}")
+    if gpus <= gpus_per_node:
+        return gpus, 1
+    if gpus % gpus_per_node:
+        raise ValueError(
+            f"{gpus} GPUs are not a whole number of nodes of {gpus_per_node}; give a GPU count that is a "
+            f"multiple of the GPUs per node, or the GPUs per node that divides it"
+        )
+    return gpus_per_node, gpus // gpus_per_node
+
+
+def offloaded_state(
+    params: int,
+    gpus: int,
+    strategy: str,
+    precision: str,
+    optimizer: str,
+    offload: str,
+    group_size: int | None = None,
+    unit_params: Iterable[int] | None = None,
+) -> dict[str, Any]:
+    """Per-GPU model state with `offload` applied, the host bytes each GPU's process holds, and the
+    bytes each crosses PCIe per step.
+
+    optimizer (DeepSpeed's offload_optimizer): the optimizer state moves to the host and the step
+    runs there, on the gradient shard, which is copied device-to-host; the updated parameter shard
+    is copied back. ZeRO-1 still holds the full gradients on the GPU until they are reduced.
+    all (FSDP2 CPUOffloadPolicy): the sharded parameters, gradients and optimizer state live on the
+    host. Each parameter shard is copied host-to-device before every all-gather (forward, and again
+    in backward where the unit was resharded after forward); each reduce-scattered gradient shard
+    is copied device-to-host; the optimizer steps on the host.
+    """
+    strategy = canonical_strategy(strategy)
+    offload = check_offload(offload)
+    refusal = offload_refusal(strategy, offload)
+    if refusal:
+        raise ValueError(refusal)
+    spec = precision_for(precision)
+    state = model_state(params, gpus, strategy, spec.name, optimizer, group_size)
+    gpu = dict(state)
+    host = 0
+    h2d = d2h = 0
+    if offload == "optimizer":
+        shard = math.ceil(params / gpus)
+        grad_shard = shard * spec.grad_bytes
+        host = state["optimizer_bytes"] + grad_shard
+        gpu["optimizer_bytes"] = 0
+        if strategy != "zero1":
+            gpu["grads_bytes"] = 0
+        d2h, h2d = grad_shard, shard * spec.param_bytes
+    elif offload == "all":
+        host = state["model_state_bytes"]
+        gpu.update(params_bytes=0, grads_bytes=0, optimizer_bytes=0)
+        shard_group = gpus if strategy == "zero3" else resolve_group_size(strategy, gpus, group_size)
+        units = [count for count in (unit_params or []) if count >= 0]
+        if units:
+            copies = [*units, *units[:-1]]  # the root is not resharded after forward
+        else:
+            copies = [params, params]
+        h2d = sum(math.ceil(count / shard_group) for count in copies if count > 0) * spec.param_bytes
+        d2h = state["grads_bytes"]
+    gpu["model_state_bytes"] = gpu["params_bytes"] + gpu["grads_bytes"] + gpu["optimizer_bytes"]
+    return {
+        **gpu,
+        "host_bytes_per_gpu": host,
+        "pcie": {"host_to_device_bytes": h2d, "device_to_host_bytes": d2h},
+        "pcie_bytes_per_step": h2d + d2h,
+    }
+
+
 # ----------------------------------------------------------------------------- working set
 
 
@@ -612,19 +741,92 @@ def teaching_notes(precision: str, optimizer: str, gpus: int, group_size: int | 
     return notes
 
 
+ACCOUNTINGS: tuple[str, ...] = ("ddpfsdp", "deepspeed")
+"""Whose convention counts the bytes: this project's (`model_state`, `working_set`) or DeepSpeed's
+estimator (`deepspeed_accounting`), which covers ZeRO-2 and ZeRO-3 with mixed-precision Adam."""
+
+DEEPSPEED_STRATEGIES: tuple[str, ...] = ("zero2", "zero3")
+DEEPSPEED_PRECISION = "bf16-master"
+DEEPSPEED_OPTIMIZERS: tuple[str, ...] = ("adam", "adamw")
+
+
+def check_accounting(accounting: str) -> str:
+    key = str(accounting).strip().lower()
+    if key not in ACCOUNTINGS:
+        raise ValueError(f"unknown accounting {accounting!r}; choose one of {', '.join(ACCOUNTINGS)}")
+    return key
+
+
+def accounting_refusal(strategy: str, accounting: str) -> str | None:
+    """Why `accounting` has no figure for `strategy`, and what to use instead; None when it has."""
+    strategy, accounting = canonical_strategy(strategy), check_accounting(accounting)
+    if accounting == "ddpfsdp" or strategy in DEEPSPEED_STRATEGIES:
+        return None
+    return (
+        f"DeepSpeed's estimator covers only ZeRO-2 and ZeRO-3 (estimate_zero2/zero3_model_states_mem_needs), "
+        f"not {STRATEGY_TITLES[strategy]}; use zero2 or zero3 with the deepspeed accounting, or "
+        "the ddpfsdp accounting for every strategy"
+    )
+
+
+def gpt_largest_layer_params(model: Any) -> int:
+    """The largest count of parameters one module of a GPT shape holds itself (not its children):
+    how DeepSpeed's `model_to_params` finds the largest layer (embeddings, the qkv projection, the
+    MLP's Linears, the LM head)."""
+    shape = _gpt_shape(model)
+    d = shape.d_model
+    return max(shape.vocab * d, shape.seq_len * d, 3 * d * d + 3 * d, 4 * d * d + 4 * d, 4 * d * d + d)
+
+
+def _deepspeed_row(
+    strategy: str, offload: str, count: int, largest_layer: int, per_node: int, nodes: int, zero_init: bool
+) -> dict[str, Any]:
+    """One strategy under DeepSpeed's accounting: its per-GPU and per-node figures, its parts."""
+    from ddpfsdp.demos.theory import deepspeed_accounting as ds
+
+    if offload not in ds.OFFLOAD_OPTIONS[strategy]:
+        raise ValueError(offload_refusal(strategy, offload) or f"DeepSpeed {strategy} has no offload {offload!r}")
+    if strategy == "zero2":
+        host, per_gpu = ds.zero2_mem_needs(count, per_node, nodes, cpu_offload=offload == "optimizer")
+        working = 0
+    else:
+        host, per_gpu, working = ds.zero3_mem_needs(
+            count, largest_layer, per_node, nodes,
+            cpu_offload=offload != "none", cpu_offload_params=offload == "all", zero_init=zero_init,
+        )
+    parts = ds.per_gpu_parts(strategy, offload, count, per_node * nodes)
+    assert parts["model_state_bytes"] + working == per_gpu, (strategy, offload)
+    return {
+        **parts,
+        "working_set_bytes": working,
+        "working_set": {"largest_layer_params_and_grads": working} if strategy == "zero3" else {},
+        "deepspeed_gpu_bytes": per_gpu,
+        "deepspeed_options": ds.OFFLOAD_OPTIONS[strategy][offload] + (
+            f", zero_init={int(zero_init)}" if strategy == "zero3" else ""),
+        "host_bytes": host,
+        "host_bytes_per_gpu": host // per_node,
+    }
+
+
 def estimate(
     *,
     params: int | str | None = None,
     model: str | None = None,
     gpus: int | str = 8,
     group_size: int | str | None = None,
-    precision: str = "bf16-mixed",
+    precision: str | None = None,
     optimizer: str = "adamw",
     batch_size: int | str = 1,
     seq_len: int | str | None = None,
     checkpoint_activations: bool = False,
     gpu_mem: int | str | None = None,
     units: int | str | None = None,
+    offload: str = "none",
+    accounting: str = "ddpfsdp",
+    gpus_per_node: int | str = DEFAULT_GPUS_PER_NODE,
+    largest_layer: int | str | None = None,
+    strategies: Iterable[str] | None = None,
+    zero_init: bool = True,
 ) -> dict[str, Any]:
     """Every strategy side by side for one configuration: the `ddpfsdp.calc/1` document (bytes).
 
@@ -632,12 +834,45 @@ def estimate(
     activations). With `params` alone, activations are not estimated (None) and FSDP units are
     `units` equal parts (default `DEFAULT_UNITS`). `total_bytes` = model state + working set +
     activations (where known); `fits` compares it with `gpu_mem` (None when no size is given).
+    `precision` defaults to bf16-mixed, and to bf16-master (the only one it counts) under the
+    deepspeed accounting.
+
+    `offload` (none, optimizer, all) moves model state to host RAM: each row's per-GPU figures
+    shrink, `host_bytes` is the host RAM per node (`gpus_per_node` processes) and
+    `pcie_bytes_per_step` what one GPU copies to and from the host per step. `strategies` limits the
+    table (default: every strategy the offload and the accounting admit); a strategy that admits
+    neither is refused with what to use instead. `accounting="deepspeed"` gives DeepSpeed 0.19's
+    estimator figures for ZeRO-2 and ZeRO-3 instead (`deepspeed_accounting`); `largest_layer`
+    (parameters) is its working term, by default the largest module of the preset's shape, or one
+    of the `units` equal units for a bare count; `zero_init` is its ZeRO-3 host-RAM switch.
     """
     if (params is None) == (model is None):
         raise ValueError("give either params (e.g. 7B) or model (a GPT preset), not both or neither")
+    accounting = check_accounting(accounting)
+    offload = check_offload(offload)
+    deepspeed = accounting == "deepspeed"
+    if precision is None:
+        precision = DEEPSPEED_PRECISION if deepspeed else "bf16-mixed"
     spec = precision_for(precision)
     optimizer = check_optimizer(optimizer)
+    if deepspeed and (spec.name != DEEPSPEED_PRECISION or optimizer not in DEEPSPEED_OPTIMIZERS):
+        raise ValueError(
+            "DeepSpeed's estimator counts only mixed-precision Adam (16-bit params and grads, fp32 master "
+            f"weights and moments): use precision {DEEPSPEED_PRECISION} with adam or adamw, not "
+            f"{spec.name} with {optimizer}, or the ddpfsdp accounting"
+        )
+    if largest_layer is not None and not deepspeed:
+        raise ValueError(
+            "the largest layer is DeepSpeed's ZeRO-3 working term; use it with the deepspeed accounting "
+            "(the ddpfsdp accounting sizes FSDP units from the model preset or the unit count)"
+        )
     gpus = _count(gpus, "gpus")
+    per_node_limit = _count(gpus_per_node, "gpus per node")
+    host_counted = deepspeed or offload != "none"
+    if host_counted:
+        per_node, nodes = node_layout(gpus, per_node_limit)
+    else:  # nothing is counted per node, so a partly filled last node does not matter
+        per_node, nodes = min(gpus, per_node_limit), math.ceil(gpus / per_node_limit)
     micro_batch = _count(batch_size, "batch size")
     seq = _count(seq_len, "seq len") if seq_len is not None else None
     group = resolve_group_size("hsdp", gpus, group_size)
@@ -654,24 +889,59 @@ def estimate(
         count = _count(params, "params")
         parts = _count(units, "units") if units is not None else DEFAULT_UNITS
         unit_params = [math.ceil(count / parts)] * parts + [0]
+    largest_layer_params: int | None = None
+    if deepspeed:
+        if largest_layer is not None:
+            largest_layer_params = _count(largest_layer, "largest layer")
+        elif model is not None:
+            largest_layer_params = gpt_largest_layer_params(shape)
+        else:
+            largest_layer_params = max(unit_params)
+
+    if strategies is None:
+        chosen = [name for name in offload_strategies(offload) if not (deepspeed and accounting_refusal(name, accounting))]
+    else:
+        chosen = []
+        for name in strategies:
+            key = canonical_strategy(name)
+            refusal = accounting_refusal(key, accounting) or offload_refusal(key, offload)
+            if refusal:
+                raise ValueError(refusal)
+            if key not in chosen:
+                chosen.append(key)
+        chosen.sort(key=STRATEGIES.index)
+    if not chosen:
+        raise ValueError(f"no strategy admits offload {offload!r} with the {accounting} accounting")
 
     table: dict[str, dict[str, Any]] = {}
-    for strategy in STRATEGIES:
+    for strategy in chosen:
         size = group if strategy == "hsdp" else None
-        state = model_state(count, gpus, strategy, spec.name, optimizer, size)
-        work = working_set(strategy, count, spec.name, unit_params)
         comm = step_comm(strategy, count, gpus, spec.name, size, unit_params)
         activation = activations["activation_bytes"] if activations else None
-        total = state["model_state_bytes"] + work["working_set_bytes"] + (activation or 0)
+        state = offloaded_state(count, gpus, strategy, spec.name, optimizer, offload, size, unit_params)
+        if deepspeed:
+            row = _deepspeed_row(strategy, offload, count, largest_layer_params, per_node, nodes, _bool(zero_init))
+        else:
+            work = working_set(strategy, count, spec.name, unit_params)
+            row = {
+                **{key: state[key] for key in ("params_bytes", "grads_bytes", "optimizer_bytes", "model_state_bytes")},
+                "working_set_bytes": work["working_set_bytes"],
+                "working_set": work["parts"],
+                "host_bytes": state["host_bytes_per_gpu"] * per_node,
+                "host_bytes_per_gpu": state["host_bytes_per_gpu"],
+            }
+        total = row["model_state_bytes"] + row["working_set_bytes"] + (activation or 0)
         table[strategy] = {
             "title": STRATEGY_TITLES[strategy],
             "shards": STRATEGY_SHARDS[strategy],
-            **state,
-            "working_set_bytes": work["working_set_bytes"],
-            "working_set": work["parts"],
+            **row,
             "activation_bytes": activation,
             "total_bytes": total,
             "fits": None if memory_limit is None else total <= memory_limit,
+            "offload": offload,
+            "offloaded_by": OFFLOAD_SUPPORT[strategy].get(offload) if offload != "none" else None,
+            "pcie": state["pcie"],
+            "pcie_bytes_per_step": state["pcie_bytes_per_step"],
             "comm": comm,
             "wire_bytes_per_rank": total_wire_bytes(comm),
         }
@@ -699,6 +969,9 @@ def estimate(
             f"{PREFETCH_UNITS} of them unsharded at once."
         )
         notes.append("Activations are not included: they need the model's shape (give a model preset).")
+    notes.extend(_offload_notes(offload, chosen, per_node, deepspeed))
+    if deepspeed:
+        notes.extend(_deepspeed_notes(count, gpus, chosen, offload, largest_layer_params, unit_params, spec.name, optimizer))
     return {
         "schema": SCHEMA,
         "theory": True,
@@ -714,11 +987,75 @@ def estimate(
             "checkpoint_activations": checkpoint,
             "gpu_mem_bytes": memory_limit,
             "units": sum(1 for count in unit_params if count > 0),
+            "offload": offload,
+            "accounting": accounting,
+            "gpus_per_node": per_node,
+            "nodes": nodes,
+            "largest_layer_params": largest_layer_params,
+            "zero_init": _bool(zero_init) if deepspeed else None,
         },
         "bytes_per_param": bytes_per_param_breakdown(spec.name, optimizer),
         "strategies": table,
         "notes": notes,
     }
+
+
+def _offload_notes(offload: str, chosen: list[str], per_node: int, deepspeed: bool) -> list[str]:
+    if offload == "none":
+        return []
+    left_out = [STRATEGY_TITLES[name] for name in STRATEGIES if name not in chosen and offload_refusal(name, offload)]
+    notes = [
+        f"Offload {offload}: " + "; ".join(f"{STRATEGY_TITLES[name]} by {OFFLOAD_SUPPORT[name][offload]}" for name in chosen) + "."
+        + (f" Not shown: {', '.join(left_out)} (no implementation offloads {'the optimizer alone' if offload == 'optimizer' else 'parameters'} there)."
+           if left_out else ""),
+    ]
+    if not deepspeed:
+        if offload == "optimizer":
+            notes.append(
+                "Offload optimizer (DeepSpeed ZeRO-Offload): the optimizer state lives in host RAM and the step "
+                "runs on the CPU; each step copies the gradient shard device-to-host and the updated "
+                "parameter shard back (PCIe per step). ZeRO-1 still holds the full gradients on the GPU."
+            )
+        else:
+            notes.append(
+                "Offload all (FSDP2 CPUOffloadPolicy): sharded parameters, gradients and optimizer state live in "
+                "pinned host RAM and the optimizer steps on the CPU. Each parameter shard is copied "
+                "host-to-device before each all-gather (forward, and backward after resharding) and each "
+                "gradient shard device-to-host after its reduce-scatter; the gathered units still use the GPU."
+            )
+        notes.append(
+            f"Host RAM per node: {per_node} process(es) x each one's offloaded share, with no margin; the "
+            "deepspeed accounting adds DeepSpeed's 1.5x buffer factor."
+        )
+    return notes
+
+
+def _deepspeed_notes(
+    count: int, gpus: int, chosen: list[str], offload: str, largest_layer: int, unit_params: list[int], precision: str, optimizer: str
+) -> list[str]:
+    notes = [
+        "Accounting deepspeed: DeepSpeed 0.19's estimate_zero2_model_states_mem_needs and "
+        "estimate_zero3_model_states_mem_needs, per GPU and per node (host RAM x 1.5, its "
+        f"additional_buffer_factor). Largest layer: {largest_layer:,} parameters (DeepSpeed's ZeRO-3 "
+        "working term is 4 bytes x the largest layer: its 16-bit parameters and 16-bit gradients).",
+        "Why the two accountings differ, and why both are defensible: DeepSpeed counts 18 bytes per sharded "
+        "parameter (fp32 gradient copy 4 + fp32 master 4 + Adam 8 + 16-bit grads or params 2) where ours "
+        "counts 14 (ZeRO-2) or 16 (ZeRO-3), because its optimizer converts a whole parameter group's "
+        "gradients to fp32 before the update, while FSDP keeps one gradient shard in its held dtype. "
+        "DeepSpeed's working term is one layer (one module's own parameters); ours is two FSDP units "
+        "(a transformer block each, the one computing and the one prefetched), parameters and gradients.",
+    ]
+    if offload == "none":
+        ours = {
+            name: model_state(count, gpus, name, precision, optimizer)["model_state_bytes"]
+            + working_set(name, count, precision, unit_params)["working_set_bytes"]
+            for name in chosen
+        }
+        notes.append(
+            "The ddpfsdp accounting for the same model and GPUs (model state + working set): "
+            + "; ".join(f"{STRATEGY_TITLES[name]} {format_bytes(ours[name])}" for name in chosen) + "."
+        )
+    return notes
 
 
 # ----------------------------------------------------------------------------- a demo's own run
@@ -1003,6 +1340,66 @@ def q_transformer_activation_bytes(
     )["activation_bytes"]
 
 
+def q_host_bytes(
+    *, params: Any, gpus: Any, strategy: str, precision: str, optimizer: str, offload: str,
+    gpus_per_node: Any = DEFAULT_GPUS_PER_NODE, group_size: Any = None,
+) -> int:
+    """Host RAM per node that `offload` fills with model state (ddpfsdp accounting, no margin)."""
+    count, world, name, group = _state_args(params, gpus, strategy, group_size)
+    per_node, _ = node_layout(world, _count(gpus_per_node, "gpus per node"))
+    return offloaded_state(count, world, name, precision, optimizer, offload, group)["host_bytes_per_gpu"] * per_node
+
+
+def q_pcie_bytes_per_step(
+    *, params: Any, gpus: Any, strategy: str, precision: str, offload: str, units: Any = None, group_size: Any = None,
+) -> int:
+    """Bytes one GPU copies to and from the host per step under `offload` (`units`: equal FSDP units;
+    the root holds none). The optimizer's choice does not change what crosses PCIe."""
+    count, world, name, group = _state_args(params, gpus, strategy, group_size)
+    unit_params = None
+    if units is not None:
+        parts = _count(units, "units")
+        unit_params = [math.ceil(count / parts)] * parts + [0]
+    return offloaded_state(count, world, name, precision, "adam", offload, group, unit_params)["pcie_bytes_per_step"]
+
+
+def _deepspeed_figures(params: Any, gpus: Any, strategy: str, offload: str, largest_layer: Any, gpus_per_node: Any,
+                       zero_init: Any) -> tuple[int, int]:
+    from ddpfsdp.demos.theory import deepspeed_accounting as ds
+
+    count, world, name = _count(params, "params"), _count(gpus, "gpus"), canonical_strategy(strategy)
+    offload = check_offload(offload)
+    refusal = accounting_refusal(name, "deepspeed") or offload_refusal(name, offload)
+    if refusal:
+        raise ValueError(refusal)
+    per_node, nodes = node_layout(world, _count(gpus_per_node, "gpus per node"))
+    if name == "zero2":
+        return ds.zero2_mem_needs(count, per_node, nodes, cpu_offload=offload == "optimizer")
+    if largest_layer is None:
+        raise ValueError("DeepSpeed's ZeRO-3 estimate needs largest_layer (parameters of the largest layer)")
+    host, per_gpu, _ = ds.zero3_mem_needs(
+        count, _count(largest_layer, "largest layer"), per_node, nodes,
+        cpu_offload=offload != "none", cpu_offload_params=offload == "all", zero_init=_bool(zero_init),
+    )
+    return host, per_gpu
+
+
+def q_deepspeed_gpu_bytes(
+    *, params: Any, gpus: Any, strategy: str, offload: str = "none", largest_layer: Any = None,
+    gpus_per_node: Any = DEFAULT_GPUS_PER_NODE, zero_init: Any = True,
+) -> int:
+    """DeepSpeed 0.19's estimate of model-state bytes per GPU (ZeRO-2 or ZeRO-3)."""
+    return _deepspeed_figures(params, gpus, strategy, offload, largest_layer, gpus_per_node, zero_init)[1]
+
+
+def q_deepspeed_host_bytes(
+    *, params: Any, gpus: Any, strategy: str, offload: str = "none", largest_layer: Any = None,
+    gpus_per_node: Any = DEFAULT_GPUS_PER_NODE, zero_init: Any = True,
+) -> int:
+    """DeepSpeed 0.19's estimate of host RAM per node (with its 1.5x buffer factor)."""
+    return _deepspeed_figures(params, gpus, strategy, offload, largest_layer, gpus_per_node, zero_init)[0]
+
+
 QUIZ_FUNCTIONS: dict[str, Callable[..., int | float]] = {
     "param_count": q_param_count,
     "bytes_per_param": q_bytes_per_param,
@@ -1021,4 +1418,8 @@ QUIZ_FUNCTIONS: dict[str, Callable[..., int | float]] = {
     "sampler_index": q_sampler_index,
     "sampler_count": q_sampler_count,
     "transformer_activation_bytes": q_transformer_activation_bytes,
+    "host_bytes": q_host_bytes,
+    "pcie_bytes_per_step": q_pcie_bytes_per_step,
+    "deepspeed_gpu_bytes": q_deepspeed_gpu_bytes,
+    "deepspeed_host_bytes": q_deepspeed_host_bytes,
 }

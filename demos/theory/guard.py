@@ -302,7 +302,9 @@ def check_launch(
     """Whether a training demo's per-rank memory fits what each rank has free.
 
     `device` is "cuda" or "cpu"; `available_bytes` (per rank) replaces the query of the device, as
-    tests do. A demo the model cannot size is let through, with a message saying so.
+    tests do. On CPU every rank is a process of this host, so the host's available RAM is shared:
+    the run fits when world_size x the per-rank estimate fits in it, less the margin, and the
+    message gives that sum. A demo the model cannot size is let through, with a message saying so.
     """
     if demo not in TRAINING_DEMOS:
         return Verdict(True, None, None, f"{demo}: a concept demo on a small model; no memory estimate needed.")
@@ -332,6 +334,12 @@ def check_launch(
             forced=force, breakdown=estimate["parts"],
         )
     usable = int(available * (1 - SAFETY_MARGIN))
+    if device == "cpu":
+        # The processes share one host's RAM: say what they need together against what it has.
+        described += (
+            f"; {world_size} processes x {format_bytes(total, 'GiB')} = {format_bytes(world_size * total, 'GiB')} "
+            f"together, against {format_bytes(available * world_size, 'GiB')} of available host RAM"
+        )
     if _fits(total, available):
         return Verdict(
             True, total, available,

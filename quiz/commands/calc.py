@@ -8,6 +8,9 @@ import click
 
 PRECISION_NAMES = ("fp32", "bf16-mixed", "bf16-master", "bf16")
 OPTIMIZER_NAMES = ("adamw", "adam", "sgd-momentum", "sgd")
+STRATEGY_NAMES = ("ddp", "zero1", "zero2", "zero3", "hsdp", "fsdp", "fsdp-full", "hybrid")
+OFFLOAD_NAMES = ("none", "optimizer", "all")
+ACCOUNTING_NAMES = ("ddpfsdp", "deepspeed")
 
 
 @click.command()
@@ -26,9 +29,8 @@ OPTIMIZER_NAMES = ("adamw", "adam", "sgd-momentum", "sgd")
 @click.option(
     "--precision",
     type=click.Choice(PRECISION_NAMES, case_sensitive=False),
-    default="bf16-mixed",
-    show_default=True,
-    help="fp32; bf16-mixed (PyTorch: fp32 state, bf16 compute); bf16-master (ZeRO paper: 2+2+12 with Adam); bf16.",
+    help="fp32; bf16-mixed (PyTorch: fp32 state, bf16 compute); bf16-master (ZeRO paper: 2+2+12 with Adam); bf16. "
+    "[default: bf16-mixed; bf16-master with --accounting deepspeed]",
 )
 @click.option(
     "--optimizer",
@@ -55,13 +57,59 @@ OPTIMIZER_NAMES = ("adamw", "adam", "sgd-momentum", "sgd")
     show_default=True,
     help="Print sizes in GB (1e9 bytes) or GiB (2**30 bytes).",
 )
+@click.option(
+    "--strategy",
+    "strategies",
+    type=click.Choice(STRATEGY_NAMES, case_sensitive=False),
+    multiple=True,
+    help="Show only this strategy (repeatable). [default: every strategy the offload and accounting admit]",
+)
+@click.option(
+    "--offload",
+    type=click.Choice(OFFLOAD_NAMES, case_sensitive=False),
+    default="none",
+    show_default=True,
+    help="Model state kept in host RAM. optimizer: optimizer state + the step on the CPU (DeepSpeed "
+    "offload_optimizer; ZeRO-1/2/3). all: params, grads and optimizer state of the shards (FSDP2 "
+    "CPUOffloadPolicy, FSDP1 CPUOffload(offload_params=True), DeepSpeed offload_param; ZeRO-3 and HSDP). "
+    "DDP has none.",
+)
+@click.option(
+    "--gpus-per-node",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="GPUs (processes) sharing one host's RAM; host bytes are per node.",
+)
+@click.option(
+    "--accounting",
+    type=click.Choice(ACCOUNTING_NAMES, case_sensitive=False),
+    default="ddpfsdp",
+    show_default=True,
+    help="ddpfsdp: this project's counts. deepspeed: DeepSpeed 0.19's estimate_zero2/zero3_model_states_mem_needs "
+    "(ZeRO-2 and ZeRO-3, mixed-precision Adam): 18 bytes per sharded parameter where ours counts 14 "
+    "(ZeRO-2) or 16 (ZeRO-3), as it adds an fp32 gradient copy for its optimizer; a ZeRO-3 working term "
+    "of 4 bytes x the largest layer where ours holds two prefetched FSDP units; host RAM x 1.5.",
+)
+@click.option(
+    "--largest-layer",
+    metavar="COUNT",
+    help="Parameters of the largest layer, DeepSpeed's ZeRO-3 working term (--accounting deepspeed). "
+    "[default: the preset's largest module, or one of the --fsdp-units equal units]",
+)
+@click.option(
+    "--zero-init/--no-zero-init",
+    default=True,
+    show_default=True,
+    help="DeepSpeed ZeRO-3 host RAM with or without zero.Init (--accounting deepspeed).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the ddpfsdp.calc/1 document (all sizes in bytes).")
 def calc(
     params: str | None,
     model: str | None,
     gpus: int,
     group_size: int | None,
-    precision: str,
+    precision: str | None,
     optimizer: str,
     batch_size: int,
     seq_len: int | None,
@@ -69,6 +117,12 @@ def calc(
     gpu_mem: str,
     units: int | None,
     display_unit: str,
+    strategies: tuple[str, ...],
+    offload: str,
+    gpus_per_node: int,
+    accounting: str,
+    largest_layer: str | None,
+    zero_init: bool,
     as_json: bool,
 ) -> None:
     """Theory: per-GPU memory and per-step traffic of DDP, ZeRO-1/2/3 and HSDP, side by side.
@@ -77,6 +131,15 @@ def calc(
     measure. Model state follows the ZeRO paper; the working set, activations and totals are
     labelled estimates.
 
+    --offload moves model state to host RAM and prints host bytes per node and the PCIe bytes each
+    GPU copies per step; a strategy with no such offload is refused with what to use instead.
+    --accounting deepspeed prints DeepSpeed 0.19's estimator for ZeRO-2 and ZeRO-3 instead of
+    ours. The two differ on purpose: DeepSpeed counts an fp32 copy of the gradient shard (its
+    optimizer converts a whole parameter group's gradients to fp32 at once), FSDP holds one shard
+    in its own dtype; DeepSpeed's ZeRO-3 working term is one layer (one module's own
+    parameters), ours two FSDP units (a block each, computing and prefetched). Both are right for
+    the implementation they describe.
+
     \b
     Examples:
       ddpfsdp calc --params 7B --gpus 8
@@ -84,6 +147,8 @@ def calc(
       ddpfsdp calc --model large --gpus 8 --batch-size 8 --checkpoint-activations
       ddpfsdp calc --params 70B --gpus 64 --group-size 8 --gpu-mem 80GB
       ddpfsdp calc --params 350M --gpus 4 --json
+      ddpfsdp calc --params 13B --gpus 16 --offload all --strategy zero3
+      ddpfsdp calc --params 2851M --gpus 8 --accounting deepspeed --largest-layer 32M --offload optimizer
     """
     from ddpfsdp.demos.theory import calc as model_calc
     from ddpfsdp.demos import units as unit_parsing
@@ -114,19 +179,27 @@ def calc(
             f"e.g. {', '.join(str(d) for d in _divisors(gpus))}",
             param_hint="--group-size",
         ) from None
+    _check_combinations(model_calc, unit_parsing, strategies, offload.lower(), accounting.lower(), precision,
+                        optimizer.lower(), largest_layer, gpus, gpus_per_node)
     try:
         result = model_calc.estimate(
             params=params,
             model=model.lower() if model else None,
             gpus=gpus,
             group_size=group_size,
-            precision=precision.lower(),
+            precision=precision.lower() if precision else None,
             optimizer=optimizer.lower(),
             batch_size=batch_size,
             seq_len=seq_len,
             checkpoint_activations=checkpoint_activations,
             gpu_mem=gpu_mem,
             units=units,
+            offload=offload.lower(),
+            accounting=accounting.lower(),
+            gpus_per_node=gpus_per_node,
+            largest_layer=largest_layer,
+            strategies=[name.lower() for name in strategies] or None,
+            zero_init=zero_init,
         )
     except ValueError as error:
         raise click.UsageError(str(error)) from None
@@ -135,7 +208,46 @@ def calc(
         click.echo(json.dumps(result, indent=2))
         return
     _render(result, display_unit)
-    click.echo(_simulate_hint(params, model, gpus, group_size, precision.lower()))
+    click.echo(_simulate_hint(params, model, gpus, group_size, result["inputs"]["precision"]))
+
+
+def _check_combinations(model_calc, unit_parsing, strategies, offload, accounting, precision, optimizer,
+                        largest_layer, gpus, gpus_per_node) -> None:
+    """Refuse what no implementation does, naming the option at fault and what to use instead."""
+    deepspeed = accounting == "deepspeed"
+    if deepspeed and (
+        (precision and precision.lower() != model_calc.DEEPSPEED_PRECISION)
+        or optimizer not in model_calc.DEEPSPEED_OPTIMIZERS
+    ):
+        raise click.BadParameter(
+            "DeepSpeed's estimator counts only mixed-precision Adam (16-bit params and grads, fp32 master "
+            "weights and moments): drop --precision (or give bf16-master) and use --optimizer adam or adamw, "
+            "or use --accounting ddpfsdp",
+            param_hint="--accounting",
+        )
+    if largest_layer is not None:
+        if not deepspeed:
+            raise click.BadParameter(
+                "the largest layer is DeepSpeed's ZeRO-3 working term: add --accounting deepspeed "
+                "(the ddpfsdp accounting sizes FSDP units with --model or --fsdp-units)",
+                param_hint="--largest-layer",
+            )
+        try:
+            unit_parsing.parse_count(largest_layer)
+        except ValueError as error:
+            raise click.BadParameter(str(error), param_hint="--largest-layer") from None
+    for name in strategies:
+        refusal = model_calc.accounting_refusal(name, accounting)
+        if refusal:
+            raise click.BadParameter(refusal, param_hint="--accounting") from None
+        refusal = model_calc.offload_refusal(name, offload)
+        if refusal:
+            raise click.BadParameter(f"{refusal} (--strategy {name.lower()})", param_hint="--offload") from None
+    if deepspeed or offload != "none":
+        try:
+            model_calc.node_layout(gpus, gpus_per_node)
+        except ValueError as error:
+            raise click.BadParameter(str(error), param_hint="--gpus-per-node") from None
 
 
 def _simulate_hint(params: str | None, model: str | None, gpus: int, group_size: int | None, precision: str) -> str:
@@ -182,6 +294,14 @@ def _render(result: dict, unit: str) -> None:
         f"{inputs['precision']} with {inputs['optimizer']} = {per['params']} + {per['grads']} + "
         f"{per['optimizer']} = {per['total']} bytes/param; sizes in {unit} ({unit_meaning})."
     )
+    if inputs["accounting"] == "deepspeed":
+        console.print(
+            f"[bold]Accounting: DeepSpeed 0.19's estimator[/] (estimate_zero2/zero3_model_states_mem_needs), "
+            f"largest layer {format_count(inputs['largest_layer_params'])} params, {inputs['nodes']} node(s) "
+            f"of {inputs['gpus_per_node']} GPUs, host RAM x 1.5; offload {inputs['offload']}."
+        )
+    elif inputs["offload"] != "none":
+        console.print(f"[bold]Offload {inputs['offload']}[/]: {inputs['nodes']} node(s) of {inputs['gpus_per_node']} GPUs.")
 
     memory = Table(title=f"Per-GPU memory, {unit} (theory)", title_justify="left")
     memory.add_column("", no_wrap=True)
@@ -201,7 +321,18 @@ def _render(result: dict, unit: str) -> None:
     limit = inputs["gpu_mem_bytes"]
     verdict = lambda fits: "[green]yes[/]" if fits else "[red]no[/]"  # noqa: E731
     memory.add_row(f"fits in {size(limit)}", *[verdict(row["fits"]) for row in strategies.values()])
+    deepspeed = inputs["accounting"] == "deepspeed"
+    if deepspeed or inputs["offload"] != "none":
+        per_node = inputs["gpus_per_node"]
+        memory.add_row("host RAM per GPU", *[size(row["host_bytes_per_gpu"]) for row in strategies.values()],
+                       end_section=False)
+        memory.add_row(f"[bold]host RAM per node[/] ({per_node} GPUs)",
+                       *[f"[bold]{size(row['host_bytes'])}[/]" for row in strategies.values()])
+        memory.add_row("PCIe per step (to + from host)", *[size(row["pcie_bytes_per_step"]) for row in strategies.values()])
     console.print(memory)
+    if deepspeed:
+        console.print("DeepSpeed options: " + "; ".join(
+            f"{row['title']}: {row['deepspeed_options']}" for row in strategies.values()), highlight=False)
     if inputs["model"] is None:
         console.print("[dim]fits: model state + working set only; activations need --model[/]")
 
