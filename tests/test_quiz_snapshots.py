@@ -9,6 +9,7 @@ import io
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from conftest import QUIZ_TOPIC_DDP
 
 from ddpfsdp.quiz import scheduler
 from ddpfsdp.quiz import store as store_module
@@ -127,28 +128,8 @@ def test_feedback_reasons_for_a_wrong_pick(snap_compare, quiz_bank, fixed_machin
     assert snap_compare(app, terminal_size=SIZE, run_before=answer_wrongly)
 
 
-DDP_ONLY_BANK = '''
-topic = "ddp"
-title = "DDP basics"
-order = 1
-description = "How DistributedDataParallel keeps replicas in step."
-
-[[question]]
-id = "ddp-grad-sync"
-level = 1
-kind = "single"
-prompt = "How does DDP synchronise **gradients**?"
-choices = ["all-reduce in buckets during backward", "all-gather after the step", "a parameter server that averages gradients", "broadcast from rank 0 every step"]
-answer = "all-reduce in buckets during backward"
-why = [
-    "Right: the reducer all-reduces each full bucket while backward goes on.",
-    "Wrong: DDP never gathers parameters; every rank holds them all.",
-    "Wrong: DDP is collective; no process holds the global copy.",
-    "Wrong: rank 0's broadcast happens once, at construction.",
-]
-demo = { name = "ddp", args = ["--model", "tiny", "--steps", "6"] }
-evidence = ["ddp_uses_all_reduce"]
-'''
+# The first question of the shared test topic alone.
+DDP_ONLY_BANK = QUIZ_TOPIC_DDP[: QUIZ_TOPIC_DDP.index('[[question]]\nid = "ddp-replicated-state"')]
 
 MIB = 2**20
 
