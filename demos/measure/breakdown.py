@@ -7,8 +7,8 @@
 torch's own trackers do the attribution, run on the same step as the project's peak measurement:
 `FSDPMemTracker` for FSDP2 (sharded and unsharded params, all-gather and reduce-scatter buffers)
 and `MemTracker` for every other model. Both are TorchDispatchModes in the private package
-`torch.distributed._tools` (mem_tracker.py, fsdp2_mem_tracker.py), which has held them since
-torch 2.5; private means they may change, so they are imported when used and, if missing or
+`torch.distributed._tools` (mem_tracker.py, fsdp2_mem_tracker.py), added in 2024 and so in
+every torch this project supports (2.6 on); private means they may change, so they are imported when used and, if missing or
 failing, the breakdown falls back to the project's own accounting and says so (`breakdown_source`).
 
 A tracker counts a tensor from the moment it sees it. State created before the step is handed to
