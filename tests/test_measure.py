@@ -23,6 +23,17 @@ def _model():
     return torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
 
 
+def _stepped_model():
+    """(model, AdamW, a batch) after one step, so the optimizer state exists and grads are freed."""
+    model = _model()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = torch.randn(512, 256)
+    model(x).sum().backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return model, opt, x
+
+
 def test_model_state_bytes_counts_params_grads_and_adam_state():
     model = _model()
     n = sum(p.numel() for p in model.parameters())
@@ -74,12 +85,7 @@ def test_cpu_peak_tracks_the_highest_point_not_the_end():
 
 
 def test_cpu_peak_of_a_training_step_exceeds_model_state():
-    model = _model()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    x = torch.randn(512, 256)
-    model(x).sum().backward()
-    opt.step()
-    opt.zero_grad(set_to_none=True)
+    model, opt, x = _stepped_model()
     held = model_state_bytes(model, opt)
     with PeakMemory("cpu") as peak:
         model(x).sum().backward()
@@ -229,12 +235,7 @@ def test_cpu_peak_is_relative_to_each_start():
 def test_peak_breakdown_from_torch_memtracker():
     from ddpfsdp.demos.measure.breakdown import PeakBreakdown
 
-    model = _model()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    x = torch.randn(512, 256)
-    model(x).sum().backward()
-    opt.step()
-    opt.zero_grad(set_to_none=True)
+    model, opt, x = _stepped_model()
     with PeakBreakdown(model, opt, strategy="ddp", device="cpu") as breakdown:
         model(x).sum().backward()
         opt.step()
