@@ -12,22 +12,14 @@ from datetime import datetime
 
 from rich.console import Console
 from rich.markdown import Markdown
-from rich.prompt import Prompt
 from rich.rule import Rule
 
 from ddpfsdp.quiz import drill as drills
 from ddpfsdp.quiz import scheduler
 from ddpfsdp.quiz.grading import QuantityError
 from ddpfsdp.quiz.plain import open_store
+from ddpfsdp.quiz.plain_io import Quit, Skip, plain_console, read_answer
 from ddpfsdp.quiz.store import Store, utc_now
-
-
-class _Quit(Exception):
-    """The person typed q (or the input ended)."""
-
-
-class _Skip(Exception):
-    pass
 
 
 def run_drill_plain(
@@ -39,7 +31,7 @@ def run_drill_plain(
     store: Store | None = None,
     clock: Callable[[], datetime] = utc_now,
 ) -> int:
-    console = console or Console(highlight=False)
+    console = console or plain_console()
     store = open_store(console, store)
     if store is None:
         return 1
@@ -58,13 +50,15 @@ def run_drill_plain(
         try:
             while True:
                 try:
-                    grade = drills.grade(problem, _read(console))
+                    grade = drills.grade(problem, read_answer(console, "Your answer"))
                     break
                 except QuantityError as error:
                     console.print(f"[red]{error}[/]", markup=True, highlight=False)
-        except _Skip:
+        except Skip:
+            console.print(f"Skipped (not saved). The answer: {problem.answer_text}.", highlight=False)
+            _show_working(console, problem)
             continue
-        except _Quit:
+        except Quit:
             break
         elapsed_s = time.monotonic() - started
         try:
@@ -76,8 +70,7 @@ def run_drill_plain(
         style = "bold green" if grade.correct else "bold red"
         console.print(f"[{style}]{'✔' if grade.correct else '✘'} {grade.verdict}[/]", highlight=False)
         if not grade.correct:
-            console.print("[bold]Working:[/]")
-            console.print(problem.working, markup=False, highlight=False)
+            _show_working(console, problem)
     console.print(Rule())
     if answered:
         console.print(f"{answered} answered, {right} right ({right / answered:.0%}). Progress is saved; see it with `ddpfsdp progress`.")
@@ -86,14 +79,6 @@ def run_drill_plain(
     return 0
 
 
-def _read(console: Console) -> str:
-    try:
-        text = Prompt.ask("Your answer", console=console, default="", show_default=False)
-    except (EOFError, KeyboardInterrupt):
-        raise _Quit from None
-    text = text.strip()
-    if text.lower() in ("q", "quit"):
-        raise _Quit
-    if text.lower() in ("s", "skip"):
-        raise _Skip
-    return text
+def _show_working(console: Console, problem: drills.Problem) -> None:
+    console.print("[bold]Working:[/]")
+    console.print(problem.working, markup=False, highlight=False)

@@ -141,7 +141,8 @@ def review_choices(question: Question, grade: Grade, display_order: Sequence[str
     ]
 
 
-def grade_multi(question: Question, chosen: Sequence[str]) -> Grade:
+def grade_multi(question: Question, chosen: Sequence[str], shown: Sequence[str] = ()) -> Grade:
+    """`shown` is the order the choices were displayed in, so the verdict can name them by number."""
     right = set(question.answer or ())
     picked = set(chosen)
     missed = right - picked
@@ -154,10 +155,10 @@ def grade_multi(question: Question, chosen: Sequence[str]) -> Grade:
     else:
         parts = []
         if missed:
-            parts.append(f"missed {len(missed)}")
+            parts.append(f"missed {_count_choices(missed, 'right choice', shown)}")
         if wrong:
-            parts.append(f"{len(wrong)} wrongly chosen")
-        verdict = "Not quite: " + ", ".join(parts) + "."
+            parts.append(f"chose {_count_choices(wrong, 'wrong choice', shown)}")
+        verdict = "Not quite: " + "; ".join(parts) + "."
     ordered = [c for c in question.choices if c in picked]
     return Grade(
         correct,
@@ -167,6 +168,15 @@ def grade_multi(question: Question, chosen: Sequence[str]) -> Grade:
         ordered,
         {"missed": [c for c in question.choices if c in missed], "wrong": [c for c in question.choices if c in wrong]},
     )
+
+
+def _count_choices(choices: set[str], noun: str, shown: Sequence[str]) -> str:
+    """'2 right choices (4, 5)': how many, and their numbers as shown (when the order is known)."""
+    text = f"{len(choices)} {noun}{'' if len(choices) == 1 else 's'}"
+    numbers = sorted(shown.index(c) + 1 for c in choices if c in shown)
+    if numbers and len(numbers) == len(choices):
+        text += f" ({', '.join(map(str, numbers))})"
+    return text
 
 
 def grade_numeric(question: Question, text: str) -> Grade:
@@ -213,6 +223,30 @@ def grade_order(question: Question, ordered: Sequence[str]) -> Grade:
         list(ordered),
         {"in_place": in_place},
     )
+
+
+@dataclass(frozen=True)
+class StepReview:
+    """One step of an order question as the feedback shows it: in place or not, and why it goes there."""
+
+    number: int  # its place in the right order, from 1
+    text: str
+    yours: str  # the step the answer put in this place
+    reason: str
+
+    @property
+    def in_place(self) -> bool:
+        return self.yours == self.text
+
+
+def review_steps(question: Question, grade: Grade) -> list[StepReview]:
+    """The right order, each place with what the answer put there and why the right step belongs there."""
+    given = list(grade.given or ())
+    reasons = question.why or ("",) * len(question.steps)
+    return [
+        StepReview(number, step, given[number - 1] if number <= len(given) else "", reason)
+        for number, (step, reason) in enumerate(zip(question.steps, reasons), start=1)
+    ]
 
 
 def grade_explain(question: Question, notes: str, self_grade: str) -> Grade:

@@ -51,7 +51,7 @@ _KIND_FIELDS = {
     "single": {"choices", "answer", "why"},
     "multi": {"choices", "answer", "why"},
     "numeric": {"calc", "unit", "tolerance", "measure"},
-    "order": {"steps"},
+    "order": {"steps", "why"},
     "explain": {"talking_points"},
 }
 # How to run a demo is the app's decision (and the machine's), never the bank's.
@@ -103,7 +103,8 @@ class Question:
     choices: tuple[str, ...] = ()
     # single: the correct choice's text; multi: the correct choices' texts (never positions).
     answer: str | tuple[str, ...] | None = None
-    # single and multi: one line per choice, in the order of `choices`, saying why it is right or wrong.
+    # single and multi: one line per choice, in the order of `choices`, saying why it is right or wrong;
+    # order: one line per step, in the order of `steps`, saying why the step sits where it does.
     why: tuple[str, ...] = ()
     calc: Calc | None = None
     value: float | None = None  # numeric: the analytic model's answer, in base units
@@ -334,11 +335,12 @@ def _load_question(
             if len(set(answer)) != len(answer):
                 raise BankError(path, "lists a choice twice", question=qid, field="answer")
             answer = tuple(answer)
-        fields.update(choices=choices, answer=answer, why=_load_why(raw, choices, path, qid))
+        fields.update(choices=choices, answer=answer, why=_load_why(raw, choices, path, qid, "choice"))
     elif kind == "numeric":
         fields.update(_load_numeric(raw, path, qid, functions, demo))
     elif kind == "order":
-        fields["steps"] = _string_list(raw, "steps", path, qid, min_items=2)
+        steps = _string_list(raw, "steps", path, qid, min_items=2)
+        fields.update(steps=steps, why=_load_why(raw, steps, path, qid, "step"))
     else:
         fields["talking_points"] = _string_list(raw, "talking_points", path, qid, min_items=1)
 
@@ -357,18 +359,19 @@ def _load_question(
     )
 
 
-def _load_why(raw: Mapping[str, Any], choices: tuple[str, ...], path: Path, qid: str) -> tuple[str, ...]:
-    """The reasons, one per choice; a reason that is missing is as wrong as a choice that is."""
+_WHY_ASKS = {
+    "choice": "one line per choice, in the order of choices, saying why it is right or wrong",
+    "step": "one line per step, in the order of steps, saying why the step comes where it does",
+}
+
+
+def _load_why(raw: Mapping[str, Any], items: tuple[str, ...], path: Path, qid: str, item: str) -> tuple[str, ...]:
+    """The reasons, one per choice or step; a reason that is missing is as wrong as a choice that is."""
     if "why" not in raw:
-        raise BankError(path, "is missing; give one line per choice, in order, saying why it is right or wrong", question=qid, field="why")
+        raise BankError(path, f"is missing; give {_WHY_ASKS[item]}", question=qid, field="why")
     why = _string_list(raw, "why", path, qid)
-    if len(why) != len(choices):
-        raise BankError(
-            path,
-            f"has {len(why)} reasons for {len(choices)} choices; give one line per choice, in the order of choices",
-            question=qid,
-            field="why",
-        )
+    if len(why) != len(items):
+        raise BankError(path, f"has {len(why)} reasons for {len(items)} {item}s; give {_WHY_ASKS[item]}", question=qid, field="why")
     for number, line in enumerate(why, start=1):
         if "\n" in line.strip():
             raise BankError(path, f"reason {number} spans several lines; keep each reason to one line", question=qid, field="why")

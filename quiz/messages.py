@@ -43,11 +43,3 @@ class DemoFinished(Message):
     cancelled: bool
     elapsed_s: float
 
-
-@dataclass
-class Answered(Message):
-    """A question was answered and graded; the attempt is already committed."""
-
-    question_id: str
-    correct: bool
-    attempt_id: int | None

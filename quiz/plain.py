@@ -13,22 +13,14 @@ from datetime import datetime
 
 from rich.console import Console
 from rich.markdown import Markdown
-from rich.prompt import Prompt
 from rich.rule import Rule
 
 from ddpfsdp.quiz import evidence as ev
 from ddpfsdp.quiz import grading, scheduler
 from ddpfsdp.quiz.grading import Grade
 from ddpfsdp.quiz.loader import Bank, Question
+from ddpfsdp.quiz.plain_io import Quit, Skip, plain_console, read_answer
 from ddpfsdp.quiz.store import Store, StoreError, utc_now
-
-
-class _Quit(Exception):
-    """The person typed q (or the input ended)."""
-
-
-class _Skip(Exception):
-    pass
 
 
 def open_store(console: Console, store: Store | None = None) -> Store | None:
@@ -54,7 +46,7 @@ def run_plain(
     store: Store | None = None,
     clock: Callable[[], datetime] = utc_now,
 ) -> int:
-    console = console or Console(highlight=False)
+    console = console or plain_console()
     store = open_store(console, store)
     if store is None:
         return 1
@@ -74,9 +66,10 @@ def run_plain(
     for index, question in enumerate(questions, start=1):
         try:
             grade = _ask(console, question, index, len(questions), rng, store, clock, mode)
-        except _Skip:
+        except Skip:
+            console.print("Skipped: it stays unanswered, and comes back in a later session.")
             continue
-        except _Quit:
+        except Quit:
             break
         if grade is not None:
             results.append(grade)
@@ -87,19 +80,6 @@ def run_plain(
     else:
         console.print("No answers this time.")
     return 0
-
-
-def _read(console: Console, prompt: str) -> str:
-    try:
-        text = Prompt.ask(prompt, console=console, default="", show_default=False)
-    except (EOFError, KeyboardInterrupt):
-        raise _Quit from None
-    text = text.strip()
-    if text.lower() in ("q", "quit"):
-        raise _Quit
-    if text.lower() in ("s", "skip"):
-        raise _Skip
-    return text
 
 
 def _digits(text: str, count: int) -> list[int] | None:
@@ -127,18 +107,18 @@ def _ask(console: Console, q: Question, index: int, total: int, rng: random.Rand
             console.print(f"  {number}. {choice}", markup=False)
         ask = "Your answer (a number)" if q.kind == "single" else "Your answers (numbers separated by spaces)"
         while True:
-            picked = _digits(_read(console, ask), len(order))
+            picked = _digits(read_answer(console, ask), len(order))
             if picked is not None and (q.kind == "multi" or len(picked) == 1):
                 break
             console.print(f"[red]Type {'one number' if q.kind == 'single' else 'numbers'} from 1 to {len(order)}.[/]")
         chosen = [order[i] for i in picked]
-        grade = grading.grade_single(q, chosen[0]) if q.kind == "single" else grading.grade_multi(q, chosen)
+        grade = grading.grade_single(q, chosen[0]) if q.kind == "single" else grading.grade_multi(q, chosen, order)
     elif q.kind == "order":
         order = grading.shuffled(q.steps, rng)
         for number, step in enumerate(order, start=1):
             console.print(f"  {number}. {step}", markup=False)
         while True:
-            picked = _digits(_read(console, "The steps in order (e.g. 3 1 2)"), len(order))
+            picked = _digits(read_answer(console, "The steps in order (e.g. 3 1 2)"), len(order))
             if picked is not None and sorted(picked) == list(range(len(order))):
                 break
             console.print(f"[red]Give each number from 1 to {len(order)} once, in order.[/]")
@@ -147,18 +127,18 @@ def _ask(console: Console, q: Question, index: int, total: int, rng: random.Rand
         console.print(f"[dim]{grading.input_hint(q.unit)}[/]")
         while True:
             try:
-                grade = grading.grade_numeric(q, _read(console, "Your answer"))
+                grade = grading.grade_numeric(q, read_answer(console, "Your answer"))
                 break
             except grading.QuantityError as error:
                 console.print(f"[red]{error}[/]")
     else:
-        notes = _read(console, "Answer aloud, or type notes; Enter reveals the model answer")
+        notes = read_answer(console, "Answer aloud, or type notes; Enter reveals the model answer")
         console.print("[bold]What an interviewer listens for:[/]")
         for point in q.talking_points:
             console.print(f"  • {point}", markup=False)
         _show_answer(console, q)
         while True:
-            picked = _digits(_read(console, "Grade yourself: 1 Again, 2 Hard, 3 Good, 4 Easy"), 4)
+            picked = _digits(read_answer(console, "Grade yourself: 1 Again, 2 Hard, 3 Good, 4 Easy"), 4)
             if picked is not None and len(picked) == 1:
                 break
             console.print("[red]Type 1, 2, 3 or 4.[/]")
@@ -170,8 +150,8 @@ def _ask(console: Console, q: Question, index: int, total: int, rng: random.Rand
         console.print(f"[{style}]{'✔' if grade.correct else '✘'} {grade.verdict}[/]", markup=True, highlight=False)
         if q.kind in ("single", "multi"):
             _show_choices(console, q, grade, order)
-        elif not grade.correct and q.kind != "numeric":
-            console.print(f"Right answer: {grade.expected}", markup=False)
+        elif q.kind == "order" and not grade.correct:
+            _show_steps(console, q, grade)
         _show_answer(console, q)
     _show_evidence(console, q, store)
     return grade
@@ -192,6 +172,16 @@ def _show_choices(console: Console, q: Question, grade: Grade, order: list[str])
         console.print(f"{mark} {item.number}. {item.text}{yours}", markup=False)
         if item.reason:
             console.print(f"     {item.reason}", markup=False)
+
+
+def _show_steps(console: Console, q: Question, grade: Grade) -> None:
+    """The right order, each misplaced step with what was put there and why the step belongs there."""
+    for step in grading.review_steps(q, grade):
+        console.print(f"{'✔' if step.in_place else '✘'} {step.number}. {step.text}", markup=False)
+        if not step.in_place:
+            console.print(f"     you put: {step.yours}", markup=False)
+            if step.reason:
+                console.print(f"     why here: {step.reason}", markup=False)
 
 
 def _show_answer(console: Console, q: Question) -> None:

@@ -114,6 +114,11 @@ level = 2
 kind = "order"
 prompt = "Put the FSDP forward of one unit in order."
 steps = ["all-gather the unit's parameters", "run the unit's forward", "free the unsharded parameters"]
+why = [
+    "Each rank holds only a shard, and the forward needs the whole weights.",
+    "The forward runs once the gathered parameters are there.",
+    "Once the forward is done, the gathered copy is not needed until backward.",
+]
 
 [[question]]
 id = "wrap-peak-vs-units"

@@ -15,6 +15,7 @@ from ddpfsdp.quiz.grading import (
     grade_order,
     grade_single,
     parse_quantity,
+    review_steps,
     shuffled,
 )
 from ddpfsdp.quiz.loader import load_bank
@@ -50,6 +51,30 @@ def test_multi_needs_exactly_the_right_set(bank):
     extra = grade_multi(question, right + ["a 1/N shard of the parameters"])
     assert not extra.correct and extra.details["wrong"] == ["a 1/N shard of the parameters"]
     assert grade_multi(question, []).score == 0
+
+
+def test_multi_verdict_counts_and_numbers_the_missed_and_wrong_choices_as_shown(bank):
+    question = bank.questions["ddp-replicated-state"]
+    shown = ["a 1/N shard of the parameters", "gradients", "parameters", "optimizer state"]
+    # Picked parameters (3) and the shard (1): missed gradients (2) and optimizer state (4).
+    grade = grade_multi(question, ["parameters", "a 1/N shard of the parameters"], shown)
+    assert grade.verdict == "Not quite: missed 2 right choices (2, 4); chose 1 wrong choice (1)."
+    one = grade_multi(question, ["parameters", "gradients"], shown)
+    assert one.verdict == "Not quite: missed 1 right choice (4)."
+    # Without the shown order there are no numbers to name.
+    assert grade_multi(question, ["parameters"]).verdict == "Not quite: missed 2 right choices."
+
+
+def test_review_steps_pairs_each_place_with_what_was_put_there_and_why(bank):
+    question = bank.questions["wrap-forward-order"]
+    gather, forward, free = question.steps
+    review = review_steps(question, grade_order(question, [forward, gather, free]))
+    assert [(r.number, r.text, r.yours, r.in_place) for r in review] == [
+        (1, gather, forward, False),
+        (2, forward, gather, False),
+        (3, free, free, True),
+    ]
+    assert review[0].reason == "Each rank holds only a shard, and the forward needs the whole weights."
 
 
 @pytest.mark.parametrize(

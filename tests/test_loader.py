@@ -265,3 +265,23 @@ def test_a_choice_question_without_reasons_is_rejected(quiz_bank):
     with pytest.raises(BankError, match="is missing; give one line per choice") as raised:
         load_bank(bank_dir, answers_dir)
     assert raised.value.field == "why" and raised.value.question == "ddp-grad-sync"
+
+
+
+def test_an_order_question_needs_one_reason_per_step(quiz_bank):
+    bank_dir, answers_dir = quiz_bank
+    _edit(bank_dir, "fsdp-wrap", '    "The forward runs once the gathered parameters are there.",\n', "")
+    with pytest.raises(BankError, match="2 reasons for 3 steps; give one line per step") as raised:
+        load_bank(bank_dir, answers_dir)
+    assert raised.value.field == "why" and raised.value.question == "wrap-forward-order"
+
+
+def test_an_order_question_without_reasons_is_rejected(quiz_bank):
+    bank_dir, answers_dir = quiz_bank
+    path = bank_dir / "fsdp-wrap.toml"
+    text = path.read_text()
+    start = text.index('why = [\n    "Each rank holds only a shard')
+    path.write_text(text[:start] + text[text.index("]\n", start) + 2 :])
+    with pytest.raises(BankError, match="is missing; give one line per step") as raised:
+        load_bank(bank_dir, answers_dir)
+    assert raised.value.field == "why" and raised.value.question == "wrap-forward-order"

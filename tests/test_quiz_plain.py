@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import io
+import random
 import subprocess
 import sys
+
+import pytest
 
 from ddpfsdp.quiz.store import Store
 
@@ -30,6 +34,7 @@ def test_plain_mode_answers_every_kind_and_saves(quiz_bank):
     multi = bank.questions["ddp-replicated-state"]
     order = grading.shuffled(multi.choices, rng)
     wrong_multi = order.index("parameters") + 1
+    missed = sorted(order.index(c) + 1 for c in ("gradients", "optimizer state"))
     lines = [
         str(right_single),
         "seven",  # not a number: asked again
@@ -45,7 +50,9 @@ def test_plain_mode_answers_every_kind_and_saves(quiz_bank):
     assert "Traceback" not in out + proc.stderr
     assert "Type numbers from 1 to 4" in out
     assert "is not a number" in out
-    assert "✔ Correct." in out and "✘ Not quite: missed 2." in out
+    assert "✔ Correct." in out and f"✘ Not quite: missed 2 right choices ({missed[0]}, {missed[1]})." in out
+    # No line is padded to the terminal's width.
+    assert [line for line in out.splitlines() if line != line.rstrip()] == []
     assert "within 5% of 1.5 GB" in out
     # Every choice is shown again with its reason; the wrong pick and the right ones are marked.
     assert "Right: the reducer all-reduces each full bucket while backward goes on." in out
@@ -82,3 +89,74 @@ def test_plain_review_with_nothing_due(quiz_bank):
 def test_unknown_topic_is_a_usage_error(quiz_bank):
     proc = _run(quiz_bank, "--topic", "nope", stdin="")
     assert proc.returncode == 2 and "no topic 'nope'" in proc.stderr and "fsdp-wrap" in proc.stderr
+
+
+def test_plain_order_feedback_gives_the_reason_for_each_misplaced_step(quiz_bank):
+    from ddpfsdp.quiz import grading
+    from ddpfsdp.quiz.loader import load_bank
+
+    bank = load_bank(*quiz_bank)
+    question = bank.questions["wrap-forward-order"]
+    shown = grading.shuffled(question.steps, random.Random(5))
+    # Forward before the gather: steps 1 and 2 swap places, step 3 stays.
+    answer = [question.steps[1], question.steps[0], question.steps[2]]
+    typed = " ".join(str(shown.index(step) + 1) for step in answer)
+    proc = _run(quiz_bank, "--topic", "fsdp-wrap", stdin=typed + "\nq\n")
+    assert proc.returncode == 0, proc.stderr
+    out = " ".join(proc.stdout.split())  # lines wrap at the console's width
+    assert "✘ 1. all-gather the unit's parameters" in out and "you put: run the unit's forward" in out
+    assert "why here: Each rank holds only a shard, and the forward needs the whole weights." in out
+    assert "why here: The forward runs once the gathered parameters are there." in out
+    assert "✔ 3. free the unsharded parameters" in out
+    assert "why here: Once the forward is done" not in out  # in place: no reason needed
+
+
+def test_plain_skip_is_acknowledged(quiz_bank):
+    proc = _run(quiz_bank, "--topic", "fsdp-wrap", stdin="s\nq\n")
+    assert proc.returncode == 0, proc.stderr
+    assert "Skipped: it stays unanswered" in proc.stdout
+    assert Store.open().attempts() == []
+
+
+def _drill_plain(monkeypatch, lines: list[str], **kwargs) -> str:
+    """run_drill_plain in this process, typing `lines`; what it printed."""
+    from ddpfsdp.quiz.drill_plain import run_drill_plain
+    from ddpfsdp.quiz.plain_io import plain_console
+
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(lines) + "\n"))
+    assert run_drill_plain(console=plain_console(out), **kwargs) == 0
+    return out.getvalue()
+
+
+def test_drill_plain_skip_says_so_and_shows_the_answer_and_its_working(monkeypatch):
+    from ddpfsdp.quiz import drill as drills
+
+    problem = drills.generate(21, 1, ["model-state"])[0]
+    out = _drill_plain(monkeypatch, ["s", "q"], seed=21, kinds=["model-state"])
+    assert f"Skipped (not saved). The answer: {problem.answer_text}." in out
+    assert " ".join(problem.working.split()) in " ".join(out.split())
+    assert "No answers this time." in out
+    assert Store.open().attempts() == []
+
+
+def test_drill_plain_lines_carry_no_padding(monkeypatch):
+    out = _drill_plain(monkeypatch, ["1 GB", "q"], seed=3, kinds=["model-state"])
+    assert "Working:" in out  # 1 GB misses, so the working is printed too
+    assert [line for line in out.splitlines() if line != line.rstrip()] == []
+
+
+@pytest.mark.parametrize(
+    "line, trimmed",
+    [
+        ("answer   ", "answer"),
+        ("answer\x1b[0m", "answer\x1b[0m"),
+        ("answer \x1b[1m  \x1b[0m", "answer\x1b[1m\x1b[0m"),
+        ("  indented", "  indented"),
+        ("", ""),
+    ],
+)
+def test_trim_line_drops_trailing_spaces_and_keeps_style_codes(line, trimmed):
+    from ddpfsdp.quiz.plain_io import trim_line
+
+    assert trim_line(line) == trimmed

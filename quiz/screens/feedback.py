@@ -119,13 +119,13 @@ class FeedbackScreen(Screen):
             return table
         if q.kind == "order" and grade is not None:
             text = Text()
-            for index, step in enumerate(q.steps):
-                yours = grade.given[index] if index < len(grade.given) else ""
-                ok = yours == step
-                text.append("✔ " if ok else "✘ ", style="bold green" if ok else "bold red")
-                text.append(f"{index + 1}. {step}")
-                if not ok:
-                    text.append(f"   (you put: {yours})", style="italic red")
+            for step in grading.review_steps(q, grade):
+                text.append("✔ " if step.in_place else "✘ ", style="bold green" if step.in_place else "bold red")
+                text.append(f"{step.number}. {step.text}")
+                if not step.in_place:
+                    text.append(f"\n   you put: {step.yours}", style="italic red")
+                    if step.reason:
+                        text.append(f"\n   why here: {step.reason}", style="yellow")
                 text.append("\n")
             return text
         if q.kind == "explain":

@@ -126,7 +126,7 @@ class QuestionScreen(Screen):
             if not widget.value:
                 self._error("Choose at least one answer (digits toggle).")
                 return
-            grade = grading.grade_multi(q, widget.value)
+            grade = grading.grade_multi(q, widget.value, self.display_choices)
         elif q.kind == "order":
             if not widget.complete:
                 self._error(f"Place every step first: {len(q.steps) - len(widget.placed)} left.")
