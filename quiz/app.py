@@ -23,6 +23,7 @@ from typing import Any  # noqa: E402
 
 from textual.app import App  # noqa: E402
 from textual.binding import Binding  # noqa: E402
+from textual.screen import ModalScreen  # noqa: E402
 
 from ddpfsdp.quiz import scheduler  # noqa: E402
 from ddpfsdp.quiz.grading import Grade  # noqa: E402
@@ -41,6 +42,7 @@ class Session:
     started_s: float = 0.0
     deadline_s: float | None = None
     results: list[tuple[Question, Grade]] = field(default_factory=list)
+    asked: list[Question] = field(default_factory=list)  # every question shown, answered or skipped
 
     @property
     def current(self) -> Question:
@@ -186,6 +188,7 @@ class QuizApp(App):
 
     def _show_question(self, push: bool) -> None:
         screen = self._question_screen()
+        self.session.asked.append(self.session.current)
         if push:
             self.push_screen(screen)
         else:
@@ -251,7 +254,7 @@ class QuizApp(App):
             from ddpfsdp.quiz.screens.report import MockReportScreen
 
             elapsed_s = self.monotonic() - session.started_s
-            self.switch_screen(MockReportScreen(session.results, len(session.questions), elapsed_s, timed_out))
+            self.switch_screen(MockReportScreen(session.results, session.asked, len(session.questions), elapsed_s, timed_out))
             return
         right = sum(1 for _, g in session.results if g.correct)
         self._back_home()
@@ -267,6 +270,24 @@ class QuizApp(App):
 
         while len(self.screen_stack) > 1 and not isinstance(self.screen, HomeScreen):
             self.pop_screen()
+
+    # --- screens -----------------------------------------------------------------------------------
+
+    # A toast speaks of the screen it was raised on; a new screen clears what is left of it. A modal
+    # (help) sits over the screen, so it leaves them.
+    def push_screen(self, screen, *args, **kwargs):
+        if not isinstance(screen, ModalScreen):
+            self.clear_notifications()
+        return super().push_screen(screen, *args, **kwargs)
+
+    def switch_screen(self, screen):
+        self.clear_notifications()
+        return super().switch_screen(screen)
+
+    def pop_screen(self):
+        if not isinstance(self.screen, ModalScreen):
+            self.clear_notifications()
+        return super().pop_screen()
 
     # --- demo runs ---------------------------------------------------------------------------------
 

@@ -94,6 +94,15 @@ def input_hint(unit: str) -> str:
     return "type a count such as 7B, 350M or 1.2e9"
 
 
+def input_placeholder(unit: str) -> str:
+    """The short form of `input_hint`, to fit inside an input box at 80 columns."""
+    if unit in BYTE_UNITS:
+        return f"e.g. 16 {unit if unit != 'bytes' else 'GB'}, 14.9GiB or 1.5e10"
+    if unit == "x":
+        return "a ratio, e.g. 1.5 or 1.5x"
+    return "a count, e.g. 7B, 350M or 1.2e9"
+
+
 def format_quantity(value: float, unit: str) -> str:
     """A value in base units, shown in the question's unit."""
     if unit in ("", "x"):

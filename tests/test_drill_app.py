@@ -23,7 +23,8 @@ def _plain_text(widget) -> str:
     from rich.console import Console
 
     console = Console(width=96, file=io.StringIO(), color_system=None, legacy_windows=False)
-    console.print(widget.content)
+    # A Static shows its content; home's rows lay themselves out and render it.
+    console.print(widget.content if hasattr(widget, "content") else widget.render())
     return " ".join(console.file.getvalue().split())
 
 

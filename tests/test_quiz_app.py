@@ -12,6 +12,7 @@ import textwrap
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from rich.text import Text
 
 from ddpfsdp.quiz.app import make_app
 from ddpfsdp.quiz.screens.feedback import FeedbackScreen
@@ -49,9 +50,23 @@ def _text(widget) -> str:
     from rich.console import Console
 
     console = Console(width=96, file=io.StringIO(), color_system=None, legacy_windows=False)
-    console.print(widget.content)
+    # A Static shows its content; home's rows lay themselves out and render it.
+    console.print(widget.content if hasattr(widget, "content") else widget.render())
     # Wrapping is the terminal's business; compare words.
     return " ".join(console.file.getvalue().split())
+
+
+def _table_rows(widget) -> list[list[str]]:
+    """The body rows of a rich table shown in a Static, as lists of cell texts."""
+    import io
+
+    from rich.console import Console
+
+    console = Console(width=96, file=io.StringIO(), color_system=None, legacy_windows=False)
+    console.print(widget.content)
+    lines = console.file.getvalue().splitlines()
+    # The header's borders are heavy (┃); the body's are light (│).
+    return [[cell.strip() for cell in line.strip("│ ").split("│")] for line in lines if line.startswith("│")]
 
 
 def _app(quiz_bank, clock=None, **kwargs):
@@ -377,11 +392,47 @@ async def test_mock_interview_ends_with_a_score_by_topic(quiz_bank):
         assert isinstance(app.screen, MockReportScreen)
         table = _text(app.screen.query_one("#report-table"))
         text = _text(app.screen.query_one("#report-summary"))
-        assert f"over {answered} questions ({answered} answered)" in text
+        assert f"over {answered} questions ({answered} answered, {answered} asked)" in text
         assert "score by topic" in table and "DDP basics" in table
     attempts = Store.open().attempts()
     assert {a.mode for a in attempts} == {"mock"} and len(attempts) == answered
     assert any(a.kind == "explain" for a in attempts)
+
+
+async def test_a_mock_skipped_throughout_still_scores_every_topic_asked(quiz_bank):
+    app = _app(quiz_bank, mock=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        asked = set()
+        while isinstance(app.screen, QuestionScreen):
+            asked.add(app.bank.topics[app.screen.question.topic].title)
+            await pilot.press("ctrl+n")  # skips from a text box too
+            await pilot.pause()
+        assert asked == {"DDP basics", "Wrap granularity"}
+        rows = _table_rows(app.screen.query_one("#report-table"))
+        # Each topic asked has its row: how many were asked, none answered, a score of 0%.
+        assert sorted(rows) == [["DDP basics", "4", "0", "0%"], ["Wrap granularity", "2", "0", "0%"]]
+        assert "(0 answered, 6 asked)" in _text(app.screen.query_one("#report-summary"))
+    assert Store.open().attempts() == []
+
+
+@pytest.mark.parametrize("width", [80, 120])
+async def test_the_mock_header_keeps_position_and_timer_on_question_and_feedback(quiz_bank, width):
+    clock = Clock()
+    app = _app(quiz_bank, clock, mock=True)
+    async with app.run_test(size=(width, 24)) as pilot:
+        await pilot.pause()
+        clock.advance(61)
+        header = app.screen.query_one("#question-header")
+        header.title = Text("A topic name long enough to fill any header " * 4)  # the worst case
+        header.refresh()
+        await pilot.pause()
+        shown = header.render().plain
+        assert shown.rstrip().endswith("1 of 6  ⏱ 18:59 left"), shown
+        assert "…" in shown
+        await _answer_current(pilot, True, clock)
+        shown = app.screen.query_one("#feedback-header").render().plain
+        assert shown.rstrip().endswith("1 of 6  ⏱ 18:44 left"), shown
 
 
 async def test_mock_interview_time_runs_out(quiz_bank):
@@ -394,15 +445,39 @@ async def test_mock_interview_time_runs_out(quiz_bank):
         await pilot.press("n")
         await pilot.pause()
         text = _text(app.screen.query_one("#report-summary"))
-        assert "Time is up" in text and "(1 answered)" in text
+        assert "Time is up" in text and "(1 answered, 1 asked)" in text
 
 
-async def test_review_with_nothing_due_stays_home(quiz_bank):
+async def test_review_with_nothing_due_stays_home_and_its_toast_goes_with_the_screen(quiz_bank):
     app = _app(quiz_bank, review=True)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert isinstance(app.screen, HomeScreen)
         assert any("Nothing is due" in n.message for n in app._notifications)
+        app.start_session("practice", topic="ddp")
+        await pilot.pause()
+        assert isinstance(app.screen, QuestionScreen)
+        assert list(app._notifications) == []
+        app.notify("a note about this question")
+        await pilot.press("question_mark")  # help is a modal over the question: the toast stays
+        await pilot.pause()
+        assert [n.message for n in app._notifications] == ["a note about this question"]
+
+
+async def test_a_numeric_error_is_shown_under_its_input_at_80x24(quiz_bank):
+    app = _app(quiz_bank, topic="ddp")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        while app.screen.question.kind != "numeric":
+            await pilot.press("ctrl+n")
+            await pilot.pause()
+        await pilot.press(*"lots", "enter")
+        await pilot.pause(0.2)
+        answer, error = app.screen.query_one("#answer-input"), app.screen.query_one("#question-error")
+        assert "not a number" in _text(error)
+        # Right below the box it is about, and on screen.
+        assert error.region.y == answer.region.bottom
+        assert 0 <= error.region.y < 24 - 2
 
 
 async def test_help_opens_and_closes(quiz_bank):

@@ -10,7 +10,9 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Markdown, Static
 
 from ddpfsdp.quiz import drill as drills
+from ddpfsdp.quiz import grading
 from ddpfsdp.quiz.grading import Grade, QuantityError
+from ddpfsdp.quiz.widgets.session_header import SessionHeader
 
 
 class DrillScreen(Screen):
@@ -34,25 +36,36 @@ class DrillScreen(Screen):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="drill"):
-            yield Static(self._header(), id="drill-header")
+            yield SessionHeader(self._title(), position=self._position(), id="drill-header")
             with VerticalScroll(id="drill-body"):
                 yield Markdown(self.problem.prompt, id="drill-prompt")
-                yield Input(placeholder=self.problem.hint, id="drill-input")
+                yield Input(placeholder=self._placeholder(), id="drill-input")
+                yield Static(id="drill-error")
                 yield Static(id="drill-result")
             yield Static(self._hint(), id="drill-hint")
-            yield Static(id="drill-error")
         yield Footer()
 
     def on_mount(self) -> None:
         self.started_s = self.app.monotonic()
         self.query_one("#drill-input", Input).focus()
 
-    def _header(self) -> Text:
+    def _title(self) -> Text:
         problem = self.problem
         kind = drills.KINDS[problem.kind]
-        header = Text.assemble(("Sizing drill", "bold"), f" · {kind.title} · topic {problem.topic} · graded {problem.tolerance_text}")
-        header.append(f"   problem {self.drill.count} · {self.right}/{self.answered} right · seed {self.drill.seed}", style="dim")
-        return header
+        return Text.assemble(("Sizing drill", "bold"), f" · {kind.title} · topic {problem.topic} · graded {problem.tolerance_text} · seed {self.drill.seed}")
+
+    def _position(self) -> str:
+        return f"problem {self.drill.count} · {self.right}/{self.answered} right"
+
+    def _show_header(self) -> None:
+        header = self.query_one("#drill-header", SessionHeader)
+        header.title, header.position = self._title(), self._position()
+        header.refresh()
+
+    def _placeholder(self) -> str:
+        if self.problem.base_unit == "bytes":
+            return grading.input_placeholder(self.problem.unit)
+        return "a whole number, e.g. 12"
 
     def _hint(self) -> str:
         if self.grade is None:
@@ -60,7 +73,11 @@ class DrillScreen(Screen):
         return "n or Enter: next problem  ·  Esc home  ·  ? help"
 
     def _error(self, message: str) -> None:
-        self.query_one("#drill-error", Static).update(Text(message, style="bold red"))
+        error = self.query_one("#drill-error", Static)
+        error.update(Text(message, style="bold red"))
+        error.display = bool(message)
+        if message:
+            self.call_after_refresh(error.scroll_visible)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -90,7 +107,7 @@ class DrillScreen(Screen):
         self.query_one("#drill-result", Static).update(result)
         self._error("")
         answer.disabled = True
-        self.query_one("#drill-header", Static).update(self._header())
+        self._show_header()
         self.query_one("#drill-hint", Static).update(self._hint())
         self.query_one("#drill-body").focus()
 
@@ -101,10 +118,10 @@ class DrillScreen(Screen):
         answer = self.query_one("#drill-input", Input)
         answer.disabled = False
         answer.value = ""
-        answer.placeholder = self.problem.hint
+        answer.placeholder = self._placeholder()
         self.query_one("#drill-result", Static).update("")
         self._error("")
-        self.query_one("#drill-header", Static).update(self._header())
+        self._show_header()
         self.query_one("#drill-hint", Static).update(self._hint())
         answer.focus()
         self.started_s = self.app.monotonic()

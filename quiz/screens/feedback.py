@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -21,6 +22,8 @@ from ddpfsdp.quiz import grading
 from ddpfsdp.quiz.grading import Grade
 from ddpfsdp.quiz.loader import Question
 from ddpfsdp.quiz.messages import DemoFinished
+from ddpfsdp.quiz.screens.question import question_title
+from ddpfsdp.quiz.widgets.session_header import SessionHeader
 
 
 class FeedbackScreen(Screen):
@@ -60,6 +63,8 @@ class FeedbackScreen(Screen):
     def compose(self) -> ComposeResult:
         q = self.question
         with Vertical(id="feedback"):
+            yield SessionHeader(question_title(self.app.bank, q), position=self.position,
+                                remaining_s=self.app.session_remaining_s, id="feedback-header")
             yield Static(self._verdict(), id="verdict")
             with VerticalScroll(id="feedback-body"):
                 detail = self._detail()
@@ -86,22 +91,21 @@ class FeedbackScreen(Screen):
 
     def _verdict(self) -> Text:
         if self.awaiting_self_grade:
-            return Text.assemble(("How did you do? ", "bold"), "Compare with the talking points, then press ", ("1", "bold reverse"), " Again  ", ("2", "bold reverse"), " Hard  ", ("3", "bold reverse"), " Good  ", ("4", "bold reverse"), " Easy")
+            return Text.assemble(("How did you do, against the talking points? ", "bold"), ("1", "bold reverse"), " Again ", ("2", "bold reverse"), " Hard ", ("3", "bold reverse"), " Good ", ("4", "bold reverse"), " Easy")
         grade = self.grade
         assert grade is not None
         style = "bold green" if grade.correct else "bold red"
         mark = "✔ " if grade.correct else "✘ "
-        text = Text.assemble((mark + grade.verdict, style))
-        if self.position:
-            text.append(f"   {self.position}", style="dim")
-        return text
+        return Text.assemble((mark + grade.verdict, style))
 
     def _detail(self) -> Any:
         q = self.question
         grade = self.grade
         if q.kind in ("single", "multi") and grade is not None:
+            # Number, choice and reason in their own columns, so wrapped lines stay under their text.
             table = Table(show_header=False, show_edge=False, box=None, expand=True, pad_edge=False)
-            table.add_column(width=2, no_wrap=True)
+            table.add_column(width=1, no_wrap=True)
+            table.add_column(width=3, justify="right", no_wrap=True)
             table.add_column(ratio=1)
             for item in grading.review_choices(q, grade, self.display_order):
                 if item.right:
@@ -110,12 +114,12 @@ class FeedbackScreen(Screen):
                     mark = Text("✘", style="bold red")
                 else:
                     mark = Text(" ")
-                label = Text(f"{item.number}. {item.text}", style="bold" if item.picked else "" if item.right else "dim")
+                label = Text(item.text, style="bold" if item.picked else "" if item.right else "dim")
                 if item.picked:
                     label.append("  ← yours", style="italic")
+                table.add_row(mark, Text(f"{item.number}.", style="bold" if item.picked else ""), label)
                 if item.reason:
-                    label.append(f"\n   {item.reason}", style="green" if item.right else "yellow" if item.picked else "italic")
-                table.add_row(mark, label)
+                    table.add_row("", "", Text(item.reason, style="green" if item.right else "yellow" if item.picked else "italic"))
             return table
         if q.kind == "order" and grade is not None:
             text = Text()
@@ -129,13 +133,15 @@ class FeedbackScreen(Screen):
                 text.append("\n")
             return text
         if q.kind == "explain":
-            text = Text("What an interviewer listens for:\n", style="bold")
+            points = Table.grid(padding=(0, 1))
+            points.add_column(width=3, justify="right")
+            points.add_column(ratio=1)
             for point in q.talking_points:
-                text.append(f"  • {point}\n", style="")
+                points.add_row("•", point)
+            parts: list[Any] = [Text("What an interviewer listens for:", style="bold"), points]
             if self.notes.strip():
-                text.append("Your notes: ", style="bold")
-                text.append(self.notes.strip(), style="italic")
-            return text
+                parts.append(Text.assemble(("Your notes: ", "bold"), (self.notes.strip(), "italic")))
+            return Group(*parts)
         return None
 
     def _model_answer(self) -> str:
@@ -152,9 +158,9 @@ class FeedbackScreen(Screen):
             parts.append("n next")
         if self.question.demo is not None:
             parts.append("d evidence")
-            parts.append("r run the demo now (Escape cancels)")
+            parts.append("r run the demo (Esc cancels)")
         parts.append("? help")
-        return Text("  ·  ".join(parts), style="dim")
+        return Text(" · ".join(parts), style="dim")
 
     def _update_predict_measure(self, result: dict[str, Any] | None = None) -> None:
         q = self.question

@@ -7,10 +7,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Label, ListItem, ListView, Static
+from textual.widgets import Footer, ListItem, ListView, Static
 
 from ddpfsdp.quiz import scheduler
-from ddpfsdp.quiz.widgets.mastery import mastery_bar
+from ddpfsdp.quiz.widgets.menu_rows import ActionRow, TopicRow
 
 
 class HomeScreen(Screen):
@@ -24,13 +24,14 @@ class HomeScreen(Screen):
     ]
 
     def compose(self) -> ComposeResult:
+        bank = self.app.bank
         items = [
-            ListItem(Label(id="label-review"), id="item-review"),
-            ListItem(Label(id="label-mock"), id="item-mock"),
-            ListItem(Label(id="label-drill"), id="item-drill"),
+            ListItem(ActionRow("Review due", id="label-review"), id="item-review"),
+            ListItem(ActionRow("Mock interview", id="label-mock"), id="item-mock"),
+            ListItem(ActionRow("Sizing drill", id="label-drill"), id="item-drill"),
         ]
-        items += [ListItem(Label(id=f"label-{t}"), id=f"topic-{t}") for t in self.app.bank.topics]
-        items.append(ListItem(Label(Text("Progress by topic", style="bold")), id="item-progress"))
+        items += [ListItem(TopicRow(t.title, t.description, id=f"label-{t.id}"), id=f"topic-{t.id}") for t in bank.topics.values()]
+        items.append(ListItem(ActionRow("Progress by topic", "mastery, accuracy and what is due, weakest first"), id="item-progress"))
         with Vertical(id="home"):
             yield Static(Text("ddpfsdp quiz", style="bold"), id="title")
             yield Static("DDP and FSDP for ML-systems interviews: answer, read the model answer, measure the claim.", id="subtitle")
@@ -47,35 +48,17 @@ class HomeScreen(Screen):
 
     def refresh_menu(self) -> None:
         app = self.app
-        now = app.now()
-        report = {p.topic: p for p in scheduler.progress(app.bank, app.store, now)}
+        report = {p.topic: p for p in scheduler.progress(app.bank, app.store, app.now())}
         due_total = sum(p.due for p in report.values())
-        self.query_one("#label-review", Label).update(
-            Text.assemble(("Review due", "bold"), f"   {due_total} card{'s' if due_total != 1 else ''} due now")
+        self.query_one("#label-review", ActionRow).show(f"{due_total} card{'s' if due_total != 1 else ''} due now")
+        self.query_one("#label-mock", ActionRow).show(
+            f"{min(scheduler.MOCK_SIZE, len(app.bank.questions))} mixed questions, explain included, "
+            f"{scheduler.MOCK_MINUTES} minutes, score by topic"
         )
-        self.query_one("#label-mock", Label).update(
-            Text.assemble(
-                ("Mock interview", "bold"),
-                f"   {min(scheduler.MOCK_SIZE, len(app.bank.questions))} mixed questions, explain included, {scheduler.MOCK_MINUTES} minutes, score by topic",
-            )
-        )
-        self.query_one("#label-drill", Label).update(
-            Text.assemble(
-                ("Sizing drill", "bold"),
-                "   endless napkin-math problems, answered by the analytic model",
-            )
-        )
-        title_width = max([30, *(len(topic.title) + 2 for topic in app.bank.topics.values())])
+        self.query_one("#label-drill", ActionRow).show("endless napkin-math problems, answered by the analytic model")
         for topic in app.bank.topics.values():
             p = report[topic.id]
-            row = Text.assemble(
-                (f"{topic.title:<{title_width}}", "bold"),
-                mastery_bar(p.mastery),
-                f"   {p.seen:>2}/{p.questions:<2} seen",
-                (f"   {p.due} due" if p.due else "", "yellow"),
-            )
-            row.append(f"\n{topic.description}", style="dim")
-            self.query_one(f"#label-{topic.id}", Label).update(row)
+            self.query_one(f"#label-{topic.id}", TopicRow).show(mastery=p.mastery, seen=p.seen, questions=p.questions, due=p.due)
         attempts = sum(p.attempts for p in report.values())
         correct = sum(p.correct for p in report.values())
         summary = f"{attempts} answers so far" + (f", {correct / attempts:.0%} right" if attempts else "; pick a topic to start") + "."

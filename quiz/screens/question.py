@@ -12,8 +12,9 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Markdown, Static
 
 from ddpfsdp.quiz import grading
-from ddpfsdp.quiz.loader import LEVELS, Question
+from ddpfsdp.quiz.loader import BYTE_UNITS, LEVELS, Bank, Question
 from ddpfsdp.quiz.widgets.choices import ChoiceList, OrderInput
+from ddpfsdp.quiz.widgets.session_header import SessionHeader
 
 KIND_NAMES = {
     "single": "one answer",
@@ -22,6 +23,16 @@ KIND_NAMES = {
     "order": "put the steps in order",
     "explain": "explain it aloud or in notes",
 }
+
+
+def question_title(bank: Bank, question: Question) -> Text:
+    """'Memory math · one answer · level 2 (working knowledge)': what the session header names."""
+    # Cut from the end when narrow, so the least needed part (the level) comes last.
+    title = Text.assemble((bank.topics[question.topic].title, "bold"), f" · {KIND_NAMES[question.kind]}")
+    if question.spot_the_flaw:
+        title.append(" · spot the flaw", style="bold magenta")
+    title.append(f" · level {question.level} ({LEVELS[question.level]})")
+    return title
 
 
 class QuestionScreen(Screen):
@@ -48,7 +59,8 @@ class QuestionScreen(Screen):
     def compose(self) -> ComposeResult:
         q = self.question
         with Vertical(id="question"):
-            yield Static(self._header(), id="question-header")
+            yield SessionHeader(question_title(self.app.bank, q), position=self.position,
+                                remaining_s=self.app.session_remaining_s, id="question-header")
             with VerticalScroll(id="question-body"):
                 yield Markdown(q.prompt, id="prompt")
                 if q.kind in ("single", "multi"):
@@ -56,50 +68,36 @@ class QuestionScreen(Screen):
                 elif q.kind == "order":
                     yield OrderInput(self.display_steps, id="answer-input")
                 elif q.kind == "numeric":
-                    yield Input(placeholder=grading.input_hint(q.unit), id="answer-input")
+                    yield Input(placeholder=grading.input_placeholder(q.unit), id="answer-input")
                 else:
-                    yield Input(placeholder="notes (optional): answer aloud, then Enter to compare with the model answer", id="answer-input")
+                    yield Input(placeholder="notes (optional); Enter shows the model answer", id="answer-input")
+                # Under the input it is about, so a mistake is read where it was made.
+                yield Static(id="question-error")
             yield Static(self._hint(), id="question-hint")
-            yield Static(id="question-error")
         yield Footer()
 
-    def _header(self) -> Text:
-        q = self.question
-        topic = self.app.bank.topics[q.topic].title
-        header = Text.assemble((topic, "bold"), f" · level {q.level} ({LEVELS[q.level]}) · {KIND_NAMES[q.kind]}")
-        if q.spot_the_flaw:
-            header.append(" · spot the flaw", style="bold magenta")
-        if self.position:
-            header.append(f"   {self.position}", style="dim")
-        remaining = self.app.session_remaining_s()
-        if remaining is not None:
-            header.append(f"   ⏱ {int(remaining) // 60:02d}:{int(remaining) % 60:02d} left", style="bold yellow")
-        return header
-
     def _hint(self) -> str:
-        kind = self.question.kind
-        evidence = "  ·  d: evidence" if self.question.demo else ""
-        if kind == "single":
-            return f"1–{len(self.display_choices)} choose  ·  Enter submit{evidence}  ·  ? help"
-        if kind == "multi":
-            return f"1–{len(self.display_choices)} toggle (choose every right one)  ·  Enter submit{evidence}  ·  ? help"
-        if kind == "order":
-            return f"press the steps' numbers in order  ·  backspace undo  ·  Enter submit{evidence}  ·  ? help"
-        if kind == "numeric":
-            return f"{grading.input_hint(self.question.unit)}  ·  Enter submit{evidence}"
-        return f"Answer aloud as in an interview, then Enter reveals the model answer and you grade yourself{evidence}"
+        """The keys for this kind, short enough for one line at 80 columns."""
+        q = self.question
+        evidence = " · d evidence" if q.demo else ""
+        count = len(self.display_choices)
+        if q.kind == "single":
+            return f"1–{count} choose · Enter submit{evidence} · ? help"
+        if q.kind == "multi":
+            return f"1–{count} toggle every right one · Enter submit{evidence} · ? help"
+        if q.kind == "order":
+            return f"digits place the steps in order · backspace undo · Enter submit{evidence}"
+        if q.kind == "numeric":
+            bare = f"a bare small number is read in {q.unit} · " if q.unit in BYTE_UNITS else ""
+            return f"{bare}Enter submit{evidence} · ? help"
+        return f"Answer aloud; Enter shows the model answer, then grade yourself{evidence}"
 
     def on_mount(self) -> None:
         self.started_s = self.app.monotonic()
         self.query_one("#answer-input").focus()
-        if self.app.session_remaining_s() is not None:
-            self.set_interval(1.0, self._tick)
 
-    def _tick(self) -> None:
-        remaining = self.app.session_remaining_s()
-        self.query_one("#question-header", Static).update(self._header())
-        if remaining is not None and remaining <= 0:
-            self.app.end_session(timed_out=True)
+    def on_session_header_time_up(self, event: SessionHeader.TimeUp) -> None:
+        self.app.end_session(timed_out=True)
 
     def action_digit(self, digit: int) -> None:
         widget = self.query_one("#answer-input")
@@ -111,7 +109,11 @@ class QuestionScreen(Screen):
         self.action_submit()
 
     def _error(self, message: str) -> None:
-        self.query_one("#question-error", Static).update(Text(message, style="bold red"))
+        error = self.query_one("#question-error", Static)
+        error.update(Text(message, style="bold red"))
+        error.display = bool(message)
+        if message:
+            self.call_after_refresh(error.scroll_visible)
 
     def action_submit(self) -> None:
         q = self.question
