@@ -13,6 +13,15 @@ from textual.message import Message
 
 
 @dataclass
+class DemoLaunching(Message):
+    """The launcher has decided where the run goes; its ranks are being started."""
+
+    demo: str
+    world_size: int
+    device: str  # "cuda", "cpu", or "fake" (a simulated world)
+
+
+@dataclass
 class DemoStarted(Message):
     demo: str
     world_size: int | None

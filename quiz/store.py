@@ -110,7 +110,9 @@ def _iso(moment: datetime) -> str:
 
 
 def canonical_args(args: Sequence[str]) -> list[str]:
-    """Demo arguments without the launch flags, so a result is found however it was launched."""
+    """Demo arguments without the launch flags, and numbers in one spelling ("1.0" and "1" are one
+    value: the CLI records a float option as click parsed it), so a result is found however it was
+    launched or typed."""
     kept: list[str] = []
     skip_value = False
     for arg in args:
@@ -121,8 +123,18 @@ def canonical_args(args: Sequence[str]) -> list[str]:
         if name in _LAUNCH_FLAGS:
             skip_value = _LAUNCH_FLAGS[name] and "=" not in arg
             continue
-        kept.append(arg)
+        kept.append(_number_spelling(arg))
     return kept
+
+
+def _number_spelling(arg: str) -> str:
+    if arg.startswith("-") and not arg[1:2].isdigit():
+        return arg
+    try:
+        value = float(arg)
+    except ValueError:
+        return arg
+    return str(int(value)) if value.is_integer() and abs(value) < 2**53 else repr(value)
 
 
 def fingerprint(env: dict[str, Any] | None, hostname: str | None = None) -> str:

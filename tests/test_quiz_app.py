@@ -335,6 +335,65 @@ async def test_a_finished_demo_is_saved_and_shown(quiz_bank):
     assert saved is not None and saved.result["checks"][0]["passed"] is False
 
 
+class HeldRun(FakeRun):
+    """A run that waits at its start until the test lets it go, placed like the launcher places one."""
+
+    def __init__(self, events):
+        import threading
+
+        super().__init__(events)
+        self.placement = type("Placement", (), {"world_size": 2, "device": "cpu"})()
+        self.go = threading.Event()
+
+    def events(self):
+        self.go.wait(timeout=30)
+        yield from super().events()
+
+
+async def test_a_run_says_so_at_once_and_leaves_no_progress_or_blank_lines_after(quiz_bank):
+    import time
+
+    result = _saved_wrap_result()
+    events = [{"event": "start", "world_size": 2, "device": "cpu", "backend": "gloo"}]
+    events += [{"event": "progress", "step": i, "steps": 3, "loss": 2.0 - i / 10} for i in range(3)]
+    events += [{"event": "result", "result": result}]
+    run = HeldRun(events)
+    app = _app(quiz_bank, topic="fsdp-wrap", demo_runner=lambda demo, args: run)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("n")  # the order question comes first
+        await pilot.pause()
+        await pilot.press("d")
+        await pilot.pause()
+        panel = app.screen.query_one("#evidence")
+        saved = panel.query_one("#evidence-saved")
+        assert "Press r to run it now" in _text(saved) and saved.display
+        said = []
+        show_status = panel.status
+        panel.status = lambda text: (said.append((time.monotonic(), str(text))), show_status(text))
+        pressed = time.monotonic()
+        await pilot.press("r")
+        # The key's own handler says the run is starting, before anything is launched.
+        first_at, first = said[0]
+        assert first.startswith("Starting wrap --model tiny") and first.endswith("Esc cancels")
+        assert first_at - pressed < 0.2
+        status = panel.query_one("#evidence-status")
+        while "Starting 2 ranks on cpu (gloo)" not in _text(status) and time.monotonic() - pressed < 10:
+            await pilot.pause(0.02)
+        # Then, as soon as the launcher has placed the run, where it goes.
+        assert _text(status) == "Starting 2 ranks on cpu (gloo)… Esc cancels" and status.display
+        assert not saved.display  # "Press r" is gone while the run starts
+        run.go.set()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert _text(status).startswith("Finished in ") and _text(status).endswith("the result is saved.")
+        # Nothing of the run is left above the result: no progress bar, no log, no blank block.
+        assert panel.query_one("#evidence-progress").region.height == 0
+        assert panel.query_one("#evidence-log").region.height == 0
+        assert saved.display and "Measured just now" in _text(saved)
+        assert saved.region.y == status.region.bottom
+
+
 async def test_a_broken_bank_is_a_message_not_a_traceback(quiz_bank):
     bank_dir, answers_dir = quiz_bank
     path = bank_dir / "ddp.toml"

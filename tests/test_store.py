@@ -148,6 +148,15 @@ def test_canonical_args():
     assert canonical_args(["--model", "tiny", "--procs", "2", "--json", "--gpus=4", "--force"]) == ["--model", "tiny"]
 
 
+def test_a_number_is_one_value_however_it_is_spelled():
+    # The CLI saves --bucket-mb 1 as click parsed it ("1.0"); the bank links the demo as typed ("1").
+    assert canonical_args(["--model", "tiny", "--bucket-mb", "1.0"]) == ["--model", "tiny", "--bucket-mb", "1"]
+    assert canonical_args(["--bucket-mb", "0.5", "--lr", "1e-3", "--world", "64"]) == ["--bucket-mb", "0.5", "--lr", "0.001", "--world", "64"]
+    with Store.open() as store:
+        store.save_demo_result("ddp", ["--model", "tiny", "--bucket-mb", "1.0"], {"demo": "ddp"})
+        assert store.last_demo_result("ddp", ["--model", "tiny", "--bucket-mb", "1"]) is not None
+
+
 def test_store_imports_neither_torch_nor_textual():
     code = "import sys, ddpfsdp.quiz.store; print(','.join(m for m in ('torch', 'textual') if m in sys.modules))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -20,7 +20,7 @@ from textual.worker import get_current_worker
 
 from ddpfsdp.quiz import evidence as ev
 from ddpfsdp.quiz.loader import Question
-from ddpfsdp.quiz.messages import DemoFinished, DemoLog, DemoProgress, DemoStarted
+from ddpfsdp.quiz.messages import DemoFinished, DemoLaunching, DemoLog, DemoProgress, DemoStarted
 from ddpfsdp.quiz.store import SavedResult
 
 
@@ -38,33 +38,50 @@ def checks_table(items: list[ev.EvidenceItem], title: str) -> Table:
     return table
 
 
+def _common_unit(values: list[float]) -> str:
+    """The binary unit of the largest value, so a column of bytes reads in one unit."""
+    from ddpfsdp.demos.units import BYTE_UNITS
+
+    largest = max((abs(v) for v in values), default=0.0)
+    return next((name for name in ("TiB", "GiB", "MiB", "KiB") if largest >= BYTE_UNITS[name]), "B")
+
+
 def result_table(result: dict[str, Any]) -> Table | None:
     """Memory per component, throughput and traffic per strategy; or a concept demo's own figures."""
     runs = ev.runs(result)
-    if runs:
-        config = result.get("config") or {}
-        title = f"Simulated, rank 0 of {config.get('world_size')}" if config.get("simulated") else "Measured, rank 0"
-        table = Table(title=title, title_justify="left", show_edge=False, expand=True, pad_edge=False)
-        table.add_column("strategy")
-        for column in ("params", "grads", "optimizer", "peak", "samples/s", "wire/step"):
-            table.add_column(column, justify="right")
-        for name, run in runs.items():
-            memory = ev.memory_by_component(run)
-            speed = ev.throughput(run)
-            wire = sum(float(op.get("wire_bytes_per_rank", 0) or 0) for op in ev.comm_per_step(run).values())
-            table.add_row(
-                name,
-                *(ev.format_bytes(memory[k]) if k in memory else "–" for k in ("params", "grads", "optimizer", "peak")),
-                f"{speed['samples_per_s']:,.1f}" if "samples_per_s" in speed else "–",
-                ev.format_bytes(wire) if ev.comm_per_step(run) else "–",
-            )
-        where = {name: ev.peak_where(run) for name, run in runs.items()}
-        where = {name: text for name, text in where.items() if text}
-        if where:
-            table.caption = "peak of rank 0: " + "; ".join(
-                text if len(runs) == 1 else f"{name} {text}" for name, text in where.items())
-            table.caption_justify = "left"
-        return table
+    if not runs:
+        return scalar_table(result)
+    from ddpfsdp.demos.units import BYTE_UNITS
+
+    rows = []
+    for name, run in runs.items():
+        memory = ev.memory_by_component(run)
+        per_op = ev.comm_per_step(run)
+        wire = sum(float(op.get("wire_bytes_per_rank", 0) or 0) for op in per_op.values()) if per_op else None
+        rows.append((name, [memory.get(k) for k in ("params", "grads", "optimizer", "peak")] + [wire],
+                     ev.throughput(run).get("samples_per_s")))
+    unit = _common_unit([v for _, values, _ in rows for v in values if v is not None])
+    config = result.get("config") or {}
+    who = f"Simulated, rank 0 of {config.get('world_size')}" if config.get("simulated") else "Measured, rank 0"
+    # Bytes in one unit named in the title, so each cell is a short number and the table fits 80 columns.
+    table = Table(title=f"{who} (bytes in {unit})", title_justify="left", show_edge=False, expand=True, pad_edge=False)
+    table.add_column("strategy", no_wrap=True, overflow="ellipsis")
+    for column in ("params", "grads", "optimizer", "peak", "sent\nper step", "samples\nper s"):
+        table.add_column(column, justify="right", ratio=1)
+    for name, values, speed in rows:
+        cells = ["–" if v is None else f"{v / BYTE_UNITS[unit]:,.2f}" for v in values]
+        table.add_row(name, *cells, "–" if speed is None else f"{speed:,.1f}")
+    where = {name: ev.peak_where(run) for name, run in runs.items()}
+    where = {name: text for name, text in where.items() if text}
+    if where:
+        table.caption = "peak of rank 0: " + "; ".join(
+            text if len(runs) == 1 else f"{name} {text}" for name, text in where.items())
+        table.caption_justify = "left"
+    return table
+
+
+def scalar_table(result: dict[str, Any]) -> Table | None:
+    """A concept demo's own measured figures."""
     rows = ev.scalar_measurements(result)
     if not rows:
         return None
@@ -76,18 +93,39 @@ def result_table(result: dict[str, Any]) -> Table | None:
     return table
 
 
+def describe_ranks(world_size: int | None, device: str | None, backend: str | None = None) -> str:
+    """'2 ranks on cpu (gloo)', '8 ranks on cuda (nccl)', 'a simulated world of 64 ranks'."""
+    if device == "fake":
+        return f"a simulated world of {world_size} ranks"
+    backend = backend or {"cuda": "nccl", "cpu": "gloo"}.get(device or "", "")
+    return f"{world_size} rank{'s' if world_size != 1 else ''} on {device}" + (f" ({backend})" if backend else "")
+
+
+def failure_text(error: dict[str, Any] | None) -> Text:
+    error = error or {"message": "the demo ended without a result"}
+    rank = error.get("rank")
+    text = Text.assemble(("The demo failed", "bold red"), (f" on rank {rank}" if rank is not None else "", "red"),
+                         (f": {error.get('message', '')}", "red"))
+    trace = str(error.get("traceback") or "").strip()
+    if trace:
+        text.append("\n" + "\n".join(trace.splitlines()[-8:]), style="dim")
+    text.append("\nNothing was saved; the last saved result (if any) is still shown. Press r to try again.")
+    return text
+
+
 class EvidencePanel(Vertical):
     DEFAULT_CSS = """
     EvidencePanel { height: auto; border: round $primary-darken-1; padding: 0 1; margin-top: 1; }
-    EvidencePanel > #evidence-saved { height: auto; }
-    EvidencePanel > ProgressBar { display: none; margin-top: 1; }
-    EvidencePanel > RichLog { display: none; height: 8; border: none; background: $surface; }
+    EvidencePanel > #evidence-status { display: none; height: auto; }
+    EvidencePanel.-has-status > #evidence-status { display: block; }
+    EvidencePanel > ProgressBar { display: none; }
+    EvidencePanel > RichLog { display: none; height: auto; max-height: 8; border: none; background: $surface; }
     EvidencePanel.-running > ProgressBar, EvidencePanel.-running > RichLog { display: block; }
     EvidencePanel.-has-log > RichLog { display: block; }
-    EvidencePanel > #evidence-status { height: auto; margin-top: 1; }
-    EvidencePanel > #evidence-chart { display: none; height: 14; }
+    EvidencePanel > #evidence-saved { height: auto; }
+    EvidencePanel > .chart { display: none; margin-top: 1; }
     EvidencePanel.-has-chart > #evidence-chart { display: block; }
-    EvidencePanel > #evidence-timeline { display: none; height: 16; }
+    EvidencePanel.-has-compare > #evidence-compare { display: block; }
     EvidencePanel.-has-timeline > #evidence-timeline { display: block; }
     """
 
@@ -95,6 +133,8 @@ class EvidencePanel(Vertical):
         super().__init__(**kwargs)
         self.question = question
         self.saved: SavedResult | None = None
+        self.shown: dict[str, Any] | None = None  # the result on screen
+        self.fresh = False  # measured by a run started here
         self.running = False
         self._run: Any = None
         self._cancelling = False
@@ -103,14 +143,17 @@ class EvidencePanel(Vertical):
         link = self.question.demo
         assert link is not None
         self.border_title = f"Evidence · {link.command()}"
-        yield Static(id="evidence-saved")
+        # What is happening now comes first: a run's status, its progress and its log.
+        yield Static(id="evidence-status")
         yield ProgressBar(total=None, show_eta=False, id="evidence-progress")
         yield RichLog(id="evidence-log", max_lines=400, wrap=True, markup=False)
-        yield Static(id="evidence-status")
-        from ddpfsdp.quiz.widgets.charts import ResultChart, TimelineChart
+        yield Static(id="evidence-saved")
+        from ddpfsdp.quiz.widgets.charts import CompareChart, MemoryChart
+        from ddpfsdp.quiz.widgets.timeline_chart import TimelineChart
 
-        yield ResultChart(id="evidence-chart")
-        yield TimelineChart(id="evidence-timeline")
+        yield MemoryChart(id="evidence-chart", classes="chart")
+        yield CompareChart(id="evidence-compare", classes="chart")
+        yield TimelineChart(id="evidence-timeline", classes="chart")
 
     def on_mount(self) -> None:
         link = self.question.demo
@@ -118,34 +161,38 @@ class EvidencePanel(Vertical):
             self.saved = self.app.store.last_demo_result(link.name, list(link.args)) if self.app.store else None
         except Exception as error:  # a store problem must not hide the question
             self.saved = None
-            self.query_one("#evidence-status", Static).update(Text(f"Could not read saved results: {error}", style="red"))
+            self.status(Text(f"Could not read saved results: {error}", style="red"))
         self.show_result(self.saved.result if self.saved else None)
+
+    def status(self, text: Text | str) -> None:
+        """Say what is happening now, above everything else; an empty text hides the line."""
+        self.query_one("#evidence-status", Static).update(text)
+        self.set_class(bool(str(text)), "-has-status")
 
     # --- showing a result ---------------------------------------------------------------------------
 
-    def show_result(self, result: dict[str, Any] | None, *, fresh: bool = False) -> None:
+    def when(self, result: dict[str, Any]) -> str:
+        """Where and when the result was measured, and what r does now."""
+        if self.fresh:
+            return f"Measured just now, {ev.where(result)}."
+        if self.saved is None:
+            return ev.where(result)
+        place = "on this machine" if self.saved.here else f"on another machine ({self.saved.hostname})"
+        then = f"Last measured {ev.age(self.saved.saved_at, self.app.now())} {place}: {ev.where(result)}."
+        return then + (" A new run is under way." if self.running else " Press r to run it again.")
+
+    def show_result(self, result: dict[str, Any] | None) -> None:
+        self.shown = result
         saved = self.query_one("#evidence-saved", Static)
         if result is None:
-            saved.update(
-                Text.assemble(
-                    ("Not measured on this machine yet. ", "bold"),
-                    "Press ",
-                    ("r", "bold reverse"),
-                    f" to run it now ({self.question.demo.command()}).",
-                )
-            )
-            self.remove_class("-has-chart")
-            self.remove_class("-has-timeline")
+            saved.display = not self.running  # while a run starts, the status says so instead
+            saved.update(Text.assemble(("Not measured on this machine yet. ", "bold"), "Press ", ("r", "bold reverse"),
+                                       f" to run it now ({self.question.demo.command()})."))
+            for name in ("-has-chart", "-has-compare", "-has-timeline"):
+                self.remove_class(name)
             return
-        now = self.app.now()
-        if fresh:
-            when = f"Measured just now, {ev.where(result)}."
-        elif self.saved is not None:
-            place = "on this machine" if self.saved.here else f"on another machine ({self.saved.hostname})"
-            when = f"Last measured {ev.age(self.saved.saved_at, now)} {place}: {ev.where(result)}. Press r to run it again."
-        else:
-            when = ev.where(result)
-        parts: list[Any] = [Text(when, style="italic")]
+        saved.display = True
+        parts: list[Any] = [Text(self.when(result), style="italic")]
         caveat = ev.gloo_caveat(result)
         if caveat:
             parts.append(Text(caveat, style="dim"))
@@ -156,8 +203,8 @@ class EvidencePanel(Vertical):
         if table is not None:
             parts.append(table)
         saved.update(Group(*parts))
-        chart = self.query_one("#evidence-chart")
-        self.set_class(chart.plot_result(result), "-has-chart")
+        self.set_class(self.query_one("#evidence-chart").plot_result(result), "-has-chart")
+        self.set_class(self.query_one("#evidence-compare").plot_result(result), "-has-compare")
         self.set_class(self.query_one("#evidence-timeline").plot_result(result), "-has-timeline")
 
     # --- running the demo ---------------------------------------------------------------------------
@@ -169,11 +216,13 @@ class EvidencePanel(Vertical):
         self.running = True
         self._cancelling = False
         self.add_class("-running")
-        log = self.query_one(RichLog)
-        log.clear()
+        self.remove_class("-has-log")
+        self.query_one(RichLog).clear()
         self.query_one(ProgressBar).update(total=None, progress=0)
-        self.query_one("#evidence-status", Static).update(Text("Starting the demo … (Escape cancels)", style="bold"))
-        self._run_demo(self.question.demo.name, tuple(self.question.demo.args))
+        link = self.question.demo
+        self.status(Text(f"Starting {' '.join([link.name, *link.args])}: finding the devices… Esc cancels", style="bold"))
+        self.show_result(self.shown)  # the "press r" line gives way to the run
+        self._run_demo(link.name, tuple(link.args))
 
     def cancel(self) -> bool:
         """Stop a running demo; True when there was one. The ranks are stopped off the UI thread."""
@@ -181,7 +230,7 @@ class EvidencePanel(Vertical):
             return False
         if not self._cancelling:
             self._cancelling = True
-            self.query_one("#evidence-status", Static).update(Text("Cancelling: stopping every rank …", style="bold yellow"))
+            self.status(Text("Cancelling: stopping every rank…", style="bold yellow"))
             # Only the run is stopped: its event stream then ends, and the worker reports the cancel.
             if self._run is not None:
                 self.app.stop_run(self._run)
@@ -199,6 +248,9 @@ class EvidencePanel(Vertical):
             run = self.app.demo_runner(demo, list(args))
             self._run = run
             self.app.track_run(run)
+            placement = getattr(run, "placement", None)
+            if placement is not None:
+                self.post_message(DemoLaunching(demo, placement.world_size, placement.device))
             if worker.is_cancelled:
                 self.post_message(DemoFinished(demo, args, None, None, True, time.monotonic() - started))
                 return
@@ -230,9 +282,14 @@ class EvidencePanel(Vertical):
             if run is not None:
                 self.app.untrack_run(run)
 
+    def on_demo_launching(self, message: DemoLaunching) -> None:
+        if not self._cancelling:
+            self.status(Text(f"Starting {describe_ranks(message.world_size, message.device)}… Esc cancels", style="bold"))
+
     def on_demo_started(self, message: DemoStarted) -> None:
-        where = f"{message.world_size} × {message.device} ({message.backend})" if message.world_size else ""
-        self.query_one("#evidence-status", Static).update(Text(f"Running {message.demo} on {where} … (Escape cancels)", style="bold"))
+        if not self._cancelling:
+            where = describe_ranks(message.world_size, message.device, message.backend) if message.world_size else "its ranks"
+            self.status(Text(f"Running {message.demo} on {where}… Esc cancels", style="bold"))
 
     def on_demo_progress(self, message: DemoProgress) -> None:
         bar = self.query_one(ProgressBar)
@@ -240,7 +297,7 @@ class EvidencePanel(Vertical):
             bar.update(total=message.steps, progress=min(message.step + 1, message.steps))
         shown = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in message.metrics.items())
         if not self._cancelling:
-            self.query_one("#evidence-status", Static).update(Text(f"step {message.step + 1}/{message.steps}  {shown}   (Escape cancels)"))
+            self.status(Text(f"step {message.step + 1}/{message.steps}  {shown}   Esc cancels"))
 
     def on_demo_log(self, message: DemoLog) -> None:
         self.query_one(RichLog).write(message.line)
@@ -249,29 +306,23 @@ class EvidencePanel(Vertical):
         self.running = False
         self._run = None
         self.remove_class("-running")
-        status = self.query_one("#evidence-status", Static)
-        if self.query_one(RichLog).lines:
-            self.add_class("-has-log")
         if message.cancelled:
-            status.update(Text(f"Cancelled after {message.elapsed_s:.1f} s; every rank was stopped. The last saved result is unchanged.", style="yellow"))
+            self.status(Text(f"Cancelled after {message.elapsed_s:.1f} s; every rank was stopped. The last saved result is unchanged.", style="yellow"))
+            self.show_result(self.shown)
             return
         if message.error is not None or message.result is None:
-            error = message.error or {"message": "the demo ended without a result"}
-            rank = error.get("rank")
-            text = Text.assemble(("The demo failed", "bold red"), (f" on rank {rank}" if rank is not None else "", "red"), (f": {error.get('message', '')}", "red"))
-            trace = str(error.get("traceback") or "").strip()
-            if trace:
-                text.append("\n" + "\n".join(trace.splitlines()[-8:]), style="dim")
-            text.append("\nNothing was saved; the last saved result (if any) is still shown. Press r to try again.")
-            status.update(text)
+            # The log stays: it is what the failed run said.
+            self.set_class(bool(self.query_one(RichLog).lines), "-has-log")
+            self.status(failure_text(message.error))
+            self.show_result(self.shown)
             return
         try:
             self.app.store.save_demo_result(message.demo, list(message.args), message.result)
         except Exception as error:
             self.app.notify(f"The result could not be saved: {error}", severity="error")
-        status.update(Text(f"Finished in {message.elapsed_s:.1f} s; the result is saved.", style="green"))
-        self.saved = None
-        self.show_result(message.result, fresh=True)
+        self.status(Text(f"Finished in {message.elapsed_s:.1f} s; the result is saved.", style="green"))
+        self.fresh = True
+        self.show_result(message.result)
 
     def on_unmount(self) -> None:
         # The worker dies with the screen; its processes must not outlive it.
