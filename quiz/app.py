@@ -23,7 +23,7 @@ from typing import Any  # noqa: E402
 
 from textual.app import App  # noqa: E402
 from textual.binding import Binding  # noqa: E402
-from textual.screen import ModalScreen  # noqa: E402
+from textual.screen import ModalScreen, Screen  # noqa: E402
 
 from ddpfsdp.quiz import scheduler  # noqa: E402
 from ddpfsdp.quiz.grading import Grade  # noqa: E402
@@ -111,15 +111,19 @@ class QuizApp(App):
 
     # --- start-up ----------------------------------------------------------------------------------
 
-    def on_mount(self) -> None:
+    def get_default_screen(self) -> Screen:
+        # The first screen is the bottom of the stack itself, not pushed over an empty one: one
+        # screen fewer to build and draw at start-up.
         if self.problem is not None:
             from ddpfsdp.quiz.screens.message import ProblemScreen
 
-            self.push_screen(ProblemScreen(*self.problem))
-        else:
-            from ddpfsdp.quiz.screens.home import HomeScreen
+            return ProblemScreen(*self.problem)
+        from ddpfsdp.quiz.screens.home import HomeScreen
 
-            self.push_screen(HomeScreen())
+        return HomeScreen()
+
+    def on_mount(self) -> None:
+        if self.problem is None:
             if self.store is not None and self.store.warning:
                 self.notify(self.store.warning, title="Progress file damaged", severity="warning", timeout=20)
             if self.start_mode == "drill":

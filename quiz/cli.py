@@ -11,8 +11,6 @@ import importlib
 
 import click
 
-from ddpfsdp.quiz import __version__
-
 # name -> "module:attribute" of a click command; loaded on first use.
 COMMANDS: dict[str, str] = {
     "doctor": "ddpfsdp.quiz.commands.doctor:doctor",
@@ -46,7 +44,8 @@ class LazyGroup(click.Group):
     lazy_commands=COMMANDS,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
-@click.version_option(__version__, "-V", "--version", prog_name="ddpfsdp")
+# The version is read from the installed package when --version asks for it, not at start-up.
+@click.version_option(None, "-V", "--version", package_name="ddpfsdp", prog_name="ddpfsdp")
 def cli() -> None:
     """Study DDP and FSDP for ML-systems interviews, and prove every answer with numbers.
 

@@ -18,11 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
-
 KINDS = ("single", "multi", "numeric", "order", "explain")
 LEVELS = {1: "fundamentals", 2: "working knowledge", 3: "in depth", 4: "staff-level trade-offs"}
 
@@ -211,6 +206,11 @@ class _LazyFunctions:
 
 
 def _load_file(path: Path, answers_dir: Path, demos: Mapping[str, Any], functions: _LazyFunctions) -> tuple[Topic, list[Question]]:
+    # Imported here: the app starts from the cached bank and never parses TOML.
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
     try:
         with path.open("rb") as handle:
             data = tomllib.load(handle)

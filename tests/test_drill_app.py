@@ -23,8 +23,7 @@ def _plain_text(widget) -> str:
     from rich.console import Console
 
     console = Console(width=96, file=io.StringIO(), color_system=None, legacy_windows=False)
-    # A Static shows its content; home's rows lay themselves out and render it.
-    console.print(widget.content if hasattr(widget, "content") else widget.render())
+    console.print(widget.content)
     return " ".join(console.file.getvalue().split())
 
 
@@ -50,7 +49,7 @@ async def test_drill_grades_shows_the_working_on_a_miss_and_saves(quiz_bank):
         screen = app.screen
         assert isinstance(screen, DrillScreen)
         assert screen.problem.prompt == expected[0].prompt
-        assert "Sizing drill" in _plain_text(screen.query_one("#drill-header"))
+        assert "Sizing drill" in screen.query_one("#drill-header").render().plain
 
         await _submit(pilot, "about a dozen")
         assert "is not a number" in _plain_text(screen.query_one("#drill-error"))
@@ -95,13 +94,13 @@ async def test_home_opens_the_drill_with_s_and_from_its_menu(quiz_bank):
     app = make_app(bank_dir=bank_dir, answers_dir=answers_dir, seed=1, clock=lambda: T0)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        assert "Sizing drill" in _plain_text(app.screen.query_one("#label-drill"))
+        assert "Sizing drill" in app.screen.row_text("item-drill")
         await pilot.press("s")
         await pilot.pause()
         assert isinstance(app.screen, DrillScreen)
         await pilot.press("escape")
         await pilot.pause()
-        app.screen.query_one("#menu").index = 2
+        app.screen.query_one("Menu").highlighted = 2
         await pilot.press("enter")
         await pilot.pause()
         assert isinstance(app.screen, DrillScreen)

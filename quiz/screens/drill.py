@@ -7,15 +7,17 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Markdown, Static
+from textual.widgets import Input, Markdown, Static
 
 from ddpfsdp.quiz import drill as drills
 from ddpfsdp.quiz import grading
 from ddpfsdp.quiz.grading import Grade, QuantityError
 from ddpfsdp.quiz.widgets.session_header import SessionHeader
+from ddpfsdp.quiz.widgets.key_bar import KeyBar
 
 
 class DrillScreen(Screen):
+    CSS_PATH = "session.tcss"
     BINDINGS = [
         Binding("enter", "submit", "Submit / Next", priority=False),
         Binding("n", "next", "Next"),
@@ -35,15 +37,15 @@ class DrillScreen(Screen):
         self.started_s = 0.0
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="drill"):
+        with Vertical(id="drill", classes="page"):
             yield SessionHeader(self._title(), position=self._position(), id="drill-header")
             with VerticalScroll(id="drill-body"):
                 yield Markdown(self.problem.prompt, id="drill-prompt")
                 yield Input(placeholder=self._placeholder(), id="drill-input")
                 yield Static(id="drill-error")
                 yield Static(id="drill-result")
-            yield Static(self._hint(), id="drill-hint")
-        yield Footer()
+            yield Static(self._hint(), id="drill-hint", classes="muted")
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.started_s = self.app.monotonic()

@@ -7,13 +7,15 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from ddpfsdp.quiz.loader import Question
 from ddpfsdp.quiz.widgets.evidence import EvidencePanel
+from ddpfsdp.quiz.widgets.key_bar import KeyBar
 
 
 class EvidenceScreen(Screen):
+    CSS_PATH = "pages.tcss"
     BINDINGS = [
         Binding("r", "run_demo", "Run demo"),
         Binding("escape", "escape", "Cancel demo / Back"),
@@ -25,11 +27,11 @@ class EvidenceScreen(Screen):
         self.question = question
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="evidence-screen"):
+        with Vertical(id="evidence-screen", classes="page"):
             yield Static(Text.assemble(("Evidence", "bold"), f" for {self.question.id}: what the linked demo measures"), id="title")
             with VerticalScroll():
                 yield EvidencePanel(self.question, id="evidence")
-        yield Footer()
+        yield KeyBar()
 
     def action_run_demo(self) -> None:
         self.query_one(EvidencePanel).start()

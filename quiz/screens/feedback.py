@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Markdown, Static
+from textual.widgets import Markdown, Static
 
 from ddpfsdp.quiz import evidence as ev
 from ddpfsdp.quiz import grading
@@ -24,9 +24,11 @@ from ddpfsdp.quiz.loader import Question
 from ddpfsdp.quiz.messages import DemoFinished
 from ddpfsdp.quiz.screens.question import question_title
 from ddpfsdp.quiz.widgets.session_header import SessionHeader
+from ddpfsdp.quiz.widgets.key_bar import KeyBar
 
 
 class FeedbackScreen(Screen):
+    CSS_PATH = "session.tcss"
     BINDINGS = [
         Binding("n", "next", "Next"),
         Binding("d", "show_evidence", "Evidence"),
@@ -62,7 +64,7 @@ class FeedbackScreen(Screen):
 
     def compose(self) -> ComposeResult:
         q = self.question
-        with Vertical(id="feedback"):
+        with Vertical(id="feedback", classes="page"):
             yield SessionHeader(question_title(self.app.bank, q), position=self.position,
                                 remaining_s=self.app.session_remaining_s, id="feedback-header")
             yield Static(self._verdict(), id="verdict")
@@ -78,8 +80,8 @@ class FeedbackScreen(Screen):
                     from ddpfsdp.quiz.widgets.evidence import EvidencePanel
 
                     yield EvidencePanel(q, id="evidence")
-            yield Static(self._hint(), id="feedback-hint")
-        yield Footer()
+            yield Static(self._hint(), id="feedback-hint", classes="muted")
+        yield KeyBar()
 
     def on_mount(self) -> None:
         if self.question.kind == "numeric":

@@ -35,6 +35,7 @@ A bare small number is read in the question's unit.
 
 
 class HelpScreen(ModalScreen[None]):
+    CSS_PATH = "pages.tcss"
     BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
 
     def compose(self) -> ComposeResult:

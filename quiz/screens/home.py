@@ -5,12 +5,13 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, ListItem, ListView, Static
+from textual.widgets import Static
 
 from ddpfsdp.quiz import scheduler
-from ddpfsdp.quiz.widgets.menu_rows import ActionRow, TopicRow
+from ddpfsdp.quiz.widgets.menu_rows import ActionRow, Menu, TopicRow
+from ddpfsdp.quiz.widgets.key_bar import KeyBar
 
 
 class HomeScreen(Screen):
@@ -25,47 +26,68 @@ class HomeScreen(Screen):
 
     def compose(self) -> ComposeResult:
         bank = self.app.bank
-        items = [
-            ListItem(ActionRow("Review due", id="label-review"), id="item-review"),
-            ListItem(ActionRow("Mock interview", id="label-mock"), id="item-mock"),
-            ListItem(ActionRow("Sizing drill", id="label-drill"), id="item-drill"),
-        ]
-        items += [ListItem(TopicRow(t.title, t.description, id=f"label-{t.id}"), id=f"topic-{t.id}") for t in bank.topics.values()]
-        items.append(ListItem(ActionRow("Progress by topic", "mastery, accuracy and what is due, weakest first"), id="item-progress"))
-        with Vertical(id="home"):
+        self.rows: dict[str, ActionRow | TopicRow] = {
+            "item-review": ActionRow("Review due"),
+            "item-mock": ActionRow("Mock interview"),
+            "item-drill": ActionRow("Sizing drill"),
+            **{f"topic-{t.id}": TopicRow(t.title, t.description) for t in bank.topics.values()},
+            "item-progress": ActionRow("Progress by topic", "mastery, accuracy and what is due, weakest first"),
+        }
+        # Filled in before the first render, so the first screen is drawn once.
+        summary = self._update_rows()
+        with Vertical(id="home", classes="page"):
             yield Static(Text("ddpfsdp quiz", style="bold"), id="title")
-            yield Static("DDP and FSDP for ML-systems interviews: answer, read the model answer, measure the claim.", id="subtitle")
-            yield ListView(*items, id="menu")
-            yield Static(id="home-summary")
-        yield Footer()
+            yield Static("DDP and FSDP for ML-systems interviews: answer, read the model answer, measure the claim.", id="subtitle", classes="muted")
+            with VerticalScroll(id="menu"):
+                yield Menu(self.rows)
+            yield Static(summary, id="home-summary", classes="muted")
+        yield KeyBar()
 
     def on_mount(self) -> None:
-        self.refresh_menu()
-        self.query_one("#menu", ListView).focus()
+        self.query_one(Menu).focus()
 
     def on_screen_resume(self) -> None:
-        self.refresh_menu()
+        # The first resume is the first showing, already up to date; later ones come back from a session.
+        if getattr(self, "_shown", False):
+            self.refresh_menu()
+        self._shown = True
 
     def refresh_menu(self) -> None:
+        summary = self._update_rows()
+        self.query_one(Menu).update_rows()
+        self.query_one("#home-summary", Static).update(summary)
+
+    def _update_rows(self) -> str:
+        """Put the current progress into the rows; the summary line."""
         app = self.app
         report = {p.topic: p for p in scheduler.progress(app.bank, app.store, app.now())}
         due_total = sum(p.due for p in report.values())
-        self.query_one("#label-review", ActionRow).show(f"{due_total} card{'s' if due_total != 1 else ''} due now")
-        self.query_one("#label-mock", ActionRow).show(
+        rows = self.rows
+        rows["item-review"].detail = f"{due_total} card{'s' if due_total != 1 else ''} due now"
+        rows["item-mock"].detail = (
             f"{min(scheduler.MOCK_SIZE, len(app.bank.questions))} mixed questions, explain included, "
             f"{scheduler.MOCK_MINUTES} minutes, score by topic"
         )
-        self.query_one("#label-drill", ActionRow).show("endless napkin-math problems, answered by the analytic model")
+        rows["item-drill"].detail = "endless napkin-math problems, answered by the analytic model"
         for topic in app.bank.topics.values():
             p = report[topic.id]
-            self.query_one(f"#label-{topic.id}", TopicRow).show(mastery=p.mastery, seen=p.seen, questions=p.questions, due=p.due)
+            row = rows[f"topic-{topic.id}"]
+            row.mastery, row.seen, row.questions, row.due = p.mastery, p.seen, p.questions, p.due
         attempts = sum(p.attempts for p in report.values())
         correct = sum(p.correct for p in report.values())
-        summary = f"{attempts} answers so far" + (f", {correct / attempts:.0%} right" if attempts else "; pick a topic to start") + "."
-        self.query_one("#home-summary", Static).update(summary)
+        return f"{attempts} answers so far" + (f", {correct / attempts:.0%} right" if attempts else "; pick a topic to start") + "."
 
-    def on_list_view_selected(self, event: ListView.Selected) -> None:
-        item_id = event.item.id or ""
+    def row_text(self, key: str, width: int = 96) -> str:
+        """What a row of the menu shows at `width`, as plain text."""
+        from rich.console import Console
+
+        console = Console(width=width, color_system=None, legacy_windows=False)
+        with console.capture() as capture:
+            console.print(self.rows[key])
+        return capture.get()
+
+    def on_menu_chosen(self, event: Menu.Chosen) -> None:
+        item_id = event.key
         if item_id == "item-review":
             self.action_review()
         elif item_id == "item-mock":

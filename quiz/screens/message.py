@@ -7,10 +7,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
+from ddpfsdp.quiz.widgets.key_bar import KeyBar
 
 
 class ProblemScreen(Screen):
+    CSS_PATH = "pages.tcss"
     BINDINGS = [Binding("q,escape", "app.quit", "Quit")]
 
     def __init__(self, title: str, message: str, advice: str):
@@ -20,8 +22,8 @@ class ProblemScreen(Screen):
         self.advice = advice
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="problem"):
+        with Vertical(id="problem", classes="page"):
             yield Static(Text(self.title_text, style="bold red"), id="problem-title")
             yield Static(Text(self.message), id="problem-message")
             yield Static(Text(self.advice, style="italic"), id="problem-advice")
-        yield Footer()
+        yield KeyBar()

@@ -7,21 +7,23 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from ddpfsdp.quiz import scheduler
 from ddpfsdp.quiz.widgets.mastery import mastery_bar
+from ddpfsdp.quiz.widgets.key_bar import KeyBar
 
 
 class ProgressScreen(Screen):
+    CSS_PATH = "pages.tcss"
     BINDINGS = [Binding("escape,q", "app.pop_screen", "Back"), Binding("?", "app.help", "Help")]
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="progress"):
+        with Vertical(id="progress", classes="page"):
             yield Static(Text("Progress by topic, weakest first", style="bold"), id="title")
             yield DataTable(id="progress-table", cursor_type="row", zebra_stripes=True)
-            yield Static(id="progress-summary")
-        yield Footer()
+            yield Static(id="progress-summary", classes="muted")
+        yield KeyBar()
 
     def on_mount(self) -> None:
         app = self.app

@@ -9,12 +9,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Markdown, Static
+from textual.widgets import Input, Markdown, Static
 
 from ddpfsdp.quiz import grading
 from ddpfsdp.quiz.loader import BYTE_UNITS, LEVELS, Bank, Question
 from ddpfsdp.quiz.widgets.choices import ChoiceList, OrderInput
 from ddpfsdp.quiz.widgets.session_header import SessionHeader
+from ddpfsdp.quiz.widgets.key_bar import KeyBar
 
 KIND_NAMES = {
     "single": "one answer",
@@ -36,6 +37,7 @@ def question_title(bank: Bank, question: Question) -> Text:
 
 
 class QuestionScreen(Screen):
+    CSS_PATH = "session.tcss"
     BINDINGS = [
         Binding("enter", "submit", "Submit", priority=False),
         Binding("n", "skip", "Skip"),
@@ -58,7 +60,7 @@ class QuestionScreen(Screen):
 
     def compose(self) -> ComposeResult:
         q = self.question
-        with Vertical(id="question"):
+        with Vertical(id="question", classes="page"):
             yield SessionHeader(question_title(self.app.bank, q), position=self.position,
                                 remaining_s=self.app.session_remaining_s, id="question-header")
             with VerticalScroll(id="question-body"):
@@ -73,8 +75,8 @@ class QuestionScreen(Screen):
                     yield Input(placeholder="notes (optional); Enter shows the model answer", id="answer-input")
                 # Under the input it is about, so a mistake is read where it was made.
                 yield Static(id="question-error")
-            yield Static(self._hint(), id="question-hint")
-        yield Footer()
+            yield Static(self._hint(), id="question-hint", classes="muted")
+        yield KeyBar()
 
     def _hint(self) -> str:
         """The keys for this kind, short enough for one line at 80 columns."""

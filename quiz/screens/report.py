@@ -14,10 +14,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from ddpfsdp.quiz.grading import Grade
 from ddpfsdp.quiz.loader import Bank, Question
+from ddpfsdp.quiz.widgets.key_bar import KeyBar
 
 
 def topic_scores(asked: Sequence[Question], results: Sequence[tuple[Question, Grade]]) -> list[tuple[str, int, int, float]]:
@@ -48,6 +49,7 @@ def score_table(bank: Bank, rows: list[tuple[str, int, int, float]]) -> Table:
 
 
 class MockReportScreen(Screen):
+    CSS_PATH = "session.tcss"
     BINDINGS = [Binding("escape,enter,q", "app.pop_screen", "Home")]
 
     def __init__(self, results: list[tuple[Question, Grade]], asked: list[Question], total: int, elapsed_s: float, timed_out: bool):
@@ -68,7 +70,7 @@ class MockReportScreen(Screen):
             f" over {self.total} questions ({answered} answered, {len(self.asked)} asked) in {minutes}:{seconds:02d}. ",
             "Unanswered questions count as zero. Review the weakest topic first.",
         )
-        with Vertical(id="report"), VerticalScroll():
+        with Vertical(id="report", classes="page"), VerticalScroll():
             yield Static(summary, id="report-summary")
             yield Static(score_table(self.app.bank, topic_scores(self.asked, self.results)), id="report-table")
-        yield Footer()
+        yield KeyBar()

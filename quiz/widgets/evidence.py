@@ -64,10 +64,11 @@ def result_table(result: dict[str, Any]) -> Table | None:
     config = result.get("config") or {}
     who = f"Simulated, rank 0 of {config.get('world_size')}" if config.get("simulated") else "Measured, rank 0"
     # Bytes in one unit named in the title, so each cell is a short number and the table fits 80 columns.
-    table = Table(title=f"{who} (bytes in {unit})", title_justify="left", show_edge=False, expand=True, pad_edge=False)
+    table = Table(title=f"{who} ({unit}; sent: wire bytes per step)", title_justify="left", show_edge=False,
+                  expand=True, pad_edge=False)
     table.add_column("strategy", no_wrap=True, overflow="ellipsis")
-    for column in ("params", "grads", "optimizer", "peak", "sent\nper step", "samples\nper s"):
-        table.add_column(column, justify="right", ratio=1)
+    for column in ("params", "grads", "optim.", "peak", "sent", "sample/s"):
+        table.add_column(column, justify="right", no_wrap=True, ratio=1)
     for name, values, speed in rows:
         cells = ["–" if v is None else f"{v / BYTE_UNITS[unit]:,.2f}" for v in values]
         table.add_row(name, *cells, "–" if speed is None else f"{speed:,.1f}")
@@ -220,7 +221,7 @@ class EvidencePanel(Vertical):
         self.query_one(RichLog).clear()
         self.query_one(ProgressBar).update(total=None, progress=0)
         link = self.question.demo
-        self.status(Text(f"Starting {' '.join([link.name, *link.args])}: finding the devices… Esc cancels", style="bold"))
+        self.status(Text(f"Starting {' '.join([link.name, *link.args])}… Esc cancels", style="bold"))
         self.show_result(self.shown)  # the "press r" line gives way to the run
         self._run_demo(link.name, tuple(link.args))
 

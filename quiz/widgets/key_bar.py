@@ -1,0 +1,54 @@
+"""The keys of the current screen on one line at the bottom, like Textual's Footer, as one widget.
+
+Footer builds a widget per key and builds them again once the screen's bindings are known; on the
+first screen that costs about as much as the rest of the screen together. This draws the same
+keys as one line of text, redrawn when the bindings change, and a click on a key presses it.
+"""
+
+from __future__ import annotations
+
+from rich.style import Style
+from rich.text import Text
+from textual.events import Click
+from textual.widget import Widget
+
+
+class KeyBar(Widget, can_focus=False):
+    DEFAULT_CSS = """
+    KeyBar {
+        dock: bottom;
+        height: 1;
+        color: $footer-foreground;
+        background: $footer-background;
+    }
+    KeyBar > .key-bar--key { color: $footer-key-foreground; text-style: bold; }
+    KeyBar > .key-bar--description { color: $footer-description-foreground; }
+    """
+    COMPONENT_CLASSES = {"key-bar--key", "key-bar--description"}
+
+    def on_mount(self) -> None:
+        self.screen.bindings_updated_signal.subscribe(self, lambda _screen: self.refresh())
+
+    def keys(self) -> list[tuple[str, str, str]]:
+        """(key, how it is shown, what it does) for each key the screen shows, once per action."""
+        shown, seen = [], set()
+        for binding in (active.binding for active in self.screen.active_bindings.values()):
+            if binding.show and binding.action not in seen:
+                seen.add(binding.action)
+                shown.append((binding.key, self.app.get_key_display(binding), binding.description))
+        return shown
+
+    def render(self) -> Text:
+        key_style = self.get_component_rich_style("key-bar--key")
+        description_style = self.get_component_rich_style("key-bar--description")
+        line = Text(no_wrap=True, overflow="ellipsis")
+        for key, display, description in self.keys():
+            click = Style(meta={"key": key})
+            line.append(f" {display} ", key_style + click)
+            line.append(f"{description} ", description_style + click)
+        return line
+
+    def on_click(self, event: Click) -> None:
+        key = event.style.meta.get("key") if event.style else None
+        if key:
+            self.app.simulate_key(key)

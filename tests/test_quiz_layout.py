@@ -1,0 +1,96 @@
+"""Every screen at 80 columns: what gives way is text, cut after a whole word with an ellipsis, never
+a number; the home menu works by keys and by mouse; an input's placeholder fits its box."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+from rich.cells import cell_len
+
+from ddpfsdp.quiz import grading
+from ddpfsdp.quiz.app import make_app
+from ddpfsdp.quiz.screens.drill import DrillScreen
+from ddpfsdp.quiz.screens.home import HomeScreen
+from ddpfsdp.quiz.screens.question import QuestionScreen
+from ddpfsdp.quiz.widgets.fitting import ellipsize
+from ddpfsdp.quiz.widgets.menu_rows import ActionRow, Menu, TopicRow
+
+T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize(
+    "text, width, fitted",
+    [
+        ("short", 10, "short"),
+        ("Params, grads, optimizer state and activations", 30, "Params, grads, optimizer…"),
+        ("explicit fully_shard calls per block", 20, "explicit…"),
+        ("Supercalifragilistic", 8, "Superca…"),
+        ("anything", 0, ""),
+    ],
+)
+def test_ellipsize_cuts_after_a_whole_word(text, width, fitted):
+    assert ellipsize(text, width) == fitted
+    assert cell_len(ellipsize(text, width)) <= width
+
+
+@pytest.mark.parametrize("width", [40, 72, 116])
+def test_a_topic_row_keeps_its_numbers_whole_and_cuts_its_words(width):
+    row = TopicRow("FSDP1 vs FSDP2, checkpoints and debugging",
+                   "FlatParameter vs DTensor, state dicts and distributed checkpoints, torch.compile, hangs",
+                   mastery=0.42, seen=12, questions=28, due=3)
+    first, second = (line.plain for line in row.lines(width))
+    assert cell_len(first) == width and cell_len(second) <= width
+    assert first.rstrip().endswith("12/28 seen   3 due")
+    if width < 60:
+        assert "FSDP1 vs FSDP2" in first and "…" in first  # the title gave way, not the numbers
+    assert second.endswith("…") or second == row.description
+    if second.endswith("…"):
+        assert row.description.startswith(second[:-1].rstrip(" ,;:"))
+        assert row.description[len(second) - 1] in " ,;:"  # cut where a word ended
+
+
+def test_an_action_row_keeps_its_name():
+    (line,) = ActionRow("Mock interview", "8 mixed questions, explain included, 20 minutes, score by topic").lines(50)
+    assert line.plain == "Mock interview   8 mixed questions, explain…"
+
+
+async def test_home_at_80x24_shows_every_numbers_column_whole(quiz_bank):
+    bank_dir, answers_dir = quiz_bank
+    app = make_app(bank_dir=bank_dir, answers_dir=answers_dir, seed=1, clock=lambda: T0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        menu = app.screen.query_one(Menu)
+        shown = menu.render().plain.splitlines()
+        assert "DDP basics" in shown[3] and shown[3].rstrip().endswith("0/4 seen")
+        assert all(cell_len(line) <= menu.content_region.width for line in shown)
+        assert app.screen.query_one("#home-summary").region.bottom <= 23  # above the keys, on screen
+
+
+async def test_the_home_menu_moves_with_keys_and_chooses_with_enter_or_a_click(quiz_bank):
+    bank_dir, answers_dir = quiz_bank
+    app = make_app(bank_dir=bank_dir, answers_dir=answers_dir, seed=1, clock=lambda: T0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        menu = app.screen.query_one(Menu)
+        await pilot.press("down", "down")
+        assert menu.highlighted == 2
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, DrillScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, HomeScreen)
+        assert menu.highlighted == 2  # where it was left
+        await pilot.press("home", "up")  # up from the first row wraps to the last
+        assert menu.highlighted == len(menu.rows) - 1
+        top, _ = menu.row_span(3)  # the first topic: DDP basics
+        await pilot.click(Menu, offset=(5, top + 1))
+        await pilot.pause()
+        assert isinstance(app.screen, QuestionScreen) and app.screen.question.topic == "ddp"
+
+
+@pytest.mark.parametrize("unit", ["GB", "GiB", "bytes", "", "x"])
+def test_a_numeric_placeholder_fits_an_input_box_at_80_columns(unit):
+    # At 80 columns the input's text area is 80 - 4 (page padding) - 4 (box border and padding) wide.
+    assert cell_len(grading.input_placeholder(unit)) <= 72
