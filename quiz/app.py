@@ -145,25 +145,33 @@ class QuizApp(App):
 
     # --- sessions ----------------------------------------------------------------------------------
 
-    def start_session(self, mode: str, topic: str | None = None) -> None:
+    def start_session(self, mode: str, topic: str | None = None, questions: list[Question] | None = None) -> None:
+        """Ask the questions of `mode` (practice, review or mock), or exactly `questions` when given."""
         assert self.bank is not None and self.store is not None
+        if questions is None:
+            questions = self._questions_for(mode, topic)
+        if not questions:
+            return
+        self.session = Session(mode, questions, topic, started_s=self.monotonic())
+        if mode == "mock":
+            self.session.deadline_s = self.session.started_s + scheduler.MOCK_MINUTES * 60
+        self._show_question(push=True)
+
+    def _questions_for(self, mode: str, topic: str | None) -> list[Question]:
+        """What a session of `mode` asks; empty (and said why) when there is nothing."""
         now = self.now()
         if mode == "review":
             questions = scheduler.due_questions(self.bank, self.store, now, topic)
             if not questions:
                 self.notify("Nothing is due for review now. Pick a topic to learn something new.", title="Review")
-                return
+                return []
         elif mode == "mock":
             questions = scheduler.mock_interview(self.bank, self.rng)
         else:
             questions = scheduler.practice_queue(self.bank, self.store, now, topic)
         if not questions:
             self.notify("No questions here yet.")
-            return
-        self.session = Session(mode, questions, topic, started_s=self.monotonic())
-        if mode == "mock":
-            self.session.deadline_s = self.session.started_s + scheduler.MOCK_MINUTES * 60
-        self._show_question(push=True)
+        return questions
 
     def start_drill(self) -> None:
         from ddpfsdp.quiz.screens.drill import DrillScreen

@@ -122,9 +122,17 @@ def format_quantity(value: float, unit: str) -> str:
 # --- grading per kind ---------------------------------------------------------------------------
 
 
-def grade_single(question: Question, chosen: str | None) -> Grade:
+def grade_single(question: Question, chosen: str | None, shown: Sequence[str] = ()) -> Grade:
+    """`shown` is the order the choices were displayed in, so a miss can name the right one by number."""
     correct = chosen == question.answer
-    verdict = "Correct." if correct else ("No answer chosen." if chosen is None else "Not quite.")
+    if correct:
+        verdict = "Correct."
+    elif chosen is None:
+        verdict = "No answer chosen."
+    elif question.answer in shown:
+        verdict = f"Not quite: the right answer is {list(shown).index(question.answer) + 1}."
+    else:
+        verdict = "Not quite."
     return Grade(correct, 1.0 if correct else 0.0, verdict, str(question.answer), chosen)
 
 

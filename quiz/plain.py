@@ -112,7 +112,7 @@ def _ask(console: Console, q: Question, index: int, total: int, rng: random.Rand
                 break
             console.print(f"[red]Type {'one number' if q.kind == 'single' else 'numbers'} from 1 to {len(order)}.[/]")
         chosen = [order[i] for i in picked]
-        grade = grading.grade_single(q, chosen[0]) if q.kind == "single" else grading.grade_multi(q, chosen, order)
+        grade = grading.grade_single(q, chosen[0], order) if q.kind == "single" else grading.grade_multi(q, chosen, order)
     elif q.kind == "order":
         order = grading.shuffled(q.steps, rng)
         for number, step in enumerate(order, start=1):

@@ -53,6 +53,14 @@ def test_multi_needs_exactly_the_right_set(bank):
     assert grade_multi(question, []).score == 0
 
 
+def test_a_single_miss_names_the_right_choice_by_its_number_as_shown(bank):
+    question = bank.questions["ddp-grad-sync"]
+    shown = ["broadcast from rank 0 every step", "all-reduce in buckets during backward",
+             "all-gather after the step", "a parameter server that averages gradients"]
+    assert grade_single(question, "all-gather after the step", shown).verdict == "Not quite: the right answer is 2."
+    assert grade_single(question, "all-gather after the step").verdict == "Not quite."
+
+
 def test_multi_verdict_counts_and_numbers_the_missed_and_wrong_choices_as_shown(bank):
     question = bank.questions["ddp-replicated-state"]
     shown = ["a 1/N shard of the parameters", "gradients", "parameters", "optimizer state"]

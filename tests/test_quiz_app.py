@@ -74,6 +74,12 @@ def _app(quiz_bank, clock=None, **kwargs):
     return make_app(bank_dir=bank_dir, answers_dir=answers_dir, seed=7, clock=clock.now, monotonic=clock.monotonic, **kwargs)
 
 
+def _typed_numeric(q, right: bool) -> str:
+    """A numeric answer as a person types it: bytes in GB, counts and ratios bare; right or 3x off."""
+    value = q.value if right else q.value * 3
+    return f"{value / 1e9:.6g} GB" if q.unit not in ("", "x") else f"{value:.6g}"
+
+
 async def _answer_current(pilot, right: bool, clock: Clock | None = None, think_s: float = 15.0):
     """Answer the question on screen, right or wrong, with keys only; return the question."""
     app = pilot.app
@@ -94,9 +100,7 @@ async def _answer_current(pilot, right: bool, clock: Clock | None = None, think_
         for step in steps:
             await pilot.press(str(screen.display_steps.index(step) + 1))
     elif q.kind == "numeric":
-        value = q.value if right else q.value * 3
-        text = f"{value / 1e9:.6g} GB" if q.unit not in ("", "x") else f"{value:.6g}"
-        await pilot.press(*text)
+        await pilot.press(*_typed_numeric(q, right))
     else:
         await pilot.press(*"overlap")
     await pilot.press("enter")
@@ -603,21 +607,28 @@ def test_starting_answering_viewing_evidence_and_drilling_never_imports_torch(tm
     assert "torch" not in proc.stdout, proc.stdout
 
 
-@pytest.mark.timeout(600)
-async def test_real_bank_questions_open_and_take_their_right_answers():
-    # The shipped bank end to end: the first question of each kind in every topic, and every numeric
-    # question (its unit and computed answer), render and grade right when answered right.
-    from ddpfsdp.quiz.app import Session
+def _one_per_topic_every_kind(bank) -> list:
+    """A question of each topic, its kind taken in turn, so every kind comes up and every topic too."""
+    from ddpfsdp.quiz.loader import KINDS
 
+    picked = []
+    for index, topic in enumerate(bank.topics):
+        in_topic = bank.in_topic(topic)
+        wanted = [KINDS[(index + step) % len(KINDS)] for step in range(len(KINDS))]
+        picked.append(next(q for kind in wanted for q in in_topic if q.kind == kind))
+    return picked
+
+
+async def test_real_bank_questions_open_and_take_their_right_answers():
+    # The shipped bank end to end: a question of every topic, every kind among them, renders and
+    # grades right when answered right with keys.
     app = make_app(seed=2, clock=Clock().now)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        firsts = {}
-        for q in app.bank.questions.values():
-            firsts.setdefault((q.topic, q.kind), q)
-        questions = [q for q in app.bank.questions.values() if q.kind == "numeric" or firsts[(q.topic, q.kind)] is q]
-        app.session = Session("practice", questions)
-        app.push_screen(app._question_screen())
+        questions = _one_per_topic_every_kind(app.bank)
+        assert {q.kind for q in questions} == {"single", "multi", "numeric", "order", "explain"}
+        assert {q.topic for q in questions} == set(app.bank.topics)
+        app.start_session("practice", questions=questions)
         await pilot.pause()
         graded = 0
         while isinstance(app.screen, QuestionScreen):
@@ -629,6 +640,18 @@ async def test_real_bank_questions_open_and_take_their_right_answers():
             await pilot.pause()
     assert graded == len(questions)
     assert len(Store.open().attempts()) == len(questions)
+
+
+def test_every_real_numeric_question_takes_its_answer_as_a_person_types_it():
+    # Without the screens: every numeric question of the shipped bank, its unit and computed answer.
+    from ddpfsdp.quiz.grading import grade_numeric
+    from ddpfsdp.quiz.loader import load_bank
+
+    numeric = [q for q in load_bank().questions.values() if q.kind == "numeric"]
+    assert len(numeric) >= 10
+    for q in numeric:
+        assert grade_numeric(q, _typed_numeric(q, True)).correct, (q.id, _typed_numeric(q, True))
+        assert not grade_numeric(q, _typed_numeric(q, False)).correct, q.id
 
 
 async def test_predict_then_measure_shows_prediction_theory_and_measurement(quiz_bank):

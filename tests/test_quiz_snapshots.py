@@ -1,4 +1,8 @@
-"""Snapshots of the main screens at a fixed size, seed, clock and machine name.
+"""Snapshots of every screen at 80x24 and 120x40, at a fixed seed, clock and machine name.
+
+Home, each kind of question and its feedback, the evidence of a saved training result, a drill,
+the mock interview's question and its score table, help and progress. The README shows some of
+these files as they are, so its pictures of the app are always the app of this commit.
 
 Update them only after looking at the report: pytest tests/test_quiz_snapshots.py --snapshot-update
 """
@@ -9,7 +13,8 @@ import io
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from conftest import QUIZ_TOPIC_DDP
+from rich.console import Console
+from saved_results import CPUS, HOST, training_run, wrap_result
 
 from ddpfsdp.quiz import scheduler
 from ddpfsdp.quiz import store as store_module
@@ -19,20 +24,22 @@ from ddpfsdp.quiz.loader import load_bank
 from ddpfsdp.quiz.store import Store
 
 T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
-SIZE = (100, 40)
-HOST = "study-box"
-CPUS = 8
+SIZES = pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+KINDS = {
+    "single": "ddp-grad-sync",
+    "multi": "ddp-replicated-state",
+    "numeric": "ddp-allreduce-wire",
+    "order": "wrap-forward-order",
+    "explain": "ddp-explain-buckets",
+}
 
 
 @pytest.fixture
-def fixed_machine(monkeypatch):
+def history(quiz_bank, monkeypatch):
+    """A few answers an hour before T0, and saved demo results, on a machine with a fixed name."""
     # "Measured on this machine" depends on the hostname and CPU count; pin both.
     monkeypatch.setattr(store_module.socket, "gethostname", lambda: HOST)
     monkeypatch.setattr(store_module.os, "cpu_count", lambda: CPUS)
-
-
-def _history(quiz_bank):
-    """A few answers an hour before T0, and a saved wrap result measured three hours before."""
     bank = load_bank(*quiz_bank)
     with Store.open() as store:
         at = T0 - timedelta(hours=1)
@@ -42,139 +49,101 @@ def _history(quiz_bank):
         scheduler.record_answer(store, single, grade_single(single, single.answer), time_s=8, now=at)
         multi = bank.questions["ddp-replicated-state"]
         scheduler.record_answer(store, multi, grade_multi(multi, ["parameters"]), time_s=30, now=at)
-        store.save_demo_result(
-            "wrap",
-            ["--model", "tiny"],
-            {
-                "schema": "ddpfsdp.demo/1",
-                "demo": "wrap",
-                "config": {"world_size": 2, "device": "cpu", "backend": "gloo", "model": "tiny"},
-                "env": {"torch": "2.13.0", "python": "3.11.7", "device_names": ["cpu"], "cpu_count": CPUS, "hostname": HOST},
-                "checks": [
-                    {"name": "per_block_peak_below_root_only", "passed": True, "detail": "peak 1.20 MiB with per-block units vs 2.50 MiB root only", "values": {}},
-                    {"name": "collectives_scale_with_units", "passed": True, "detail": "all_gather per step: 2 with 1 unit, 8 with 4 units", "values": {}},
-                ],
-                "peak_bytes": {"root_only": 2621440, "per_block": 1258291},
-            },
-            saved_at=T0 - timedelta(hours=3),
-        )
+        store.save_demo_result("wrap", ["--model", "tiny"], wrap_result(), saved_at=T0 - timedelta(hours=3))
+        store.save_demo_result("ddp", ["--model", "tiny", "--steps", "6"], training_run("ddp"),
+                               saved_at=T0 - timedelta(hours=2))
+    return bank
 
 
 def _app(quiz_bank, **kwargs):
     bank_dir, answers_dir = quiz_bank
-    return make_app(bank_dir=bank_dir, answers_dir=answers_dir, seed=11, clock=lambda: T0, monotonic=lambda: 500.0, **kwargs)
+    return make_app(bank_dir=bank_dir, answers_dir=answers_dir, seed=11, clock=lambda: T0,
+                    monotonic=lambda: 500.0, **kwargs)
 
 
-def test_home(snap_compare, quiz_bank, fixed_machine):
-    _history(quiz_bank)
-    assert snap_compare(_app(quiz_bank), terminal_size=SIZE)
+def _asking(bank, kind):
+    """A run_before that opens a session of the one question of `kind`."""
+
+    async def ask(pilot):
+        await pilot.pause()
+        pilot.app.start_session("practice", questions=[bank.questions[KINDS[kind]]])
+        await pilot.pause()
+
+    return ask
 
 
-def test_question(snap_compare, quiz_bank, fixed_machine):
-    _history(quiz_bank)
-    assert snap_compare(_app(quiz_bank, topic="fsdp-wrap"), terminal_size=SIZE, press=["n", "2"])
+async def _answer_wrongly(pilot):
+    """Answer the question on screen wrongly, as a person would with keys; explain: reveal it."""
+    screen = pilot.app.screen
+    q = screen.question
+    if q.kind == "single":
+        keys = [str(screen.display_choices.index(next(c for c in screen.display_choices if c != q.answer)) + 1)]
+    elif q.kind == "multi":  # one right choice and the wrong one
+        keys = [str(screen.display_choices.index(c) + 1) for c in ("parameters", "a 1/N shard of the parameters")]
+    elif q.kind == "order":  # the forward before the gather
+        keys = [str(screen.display_steps.index(s) + 1) for s in (q.steps[1], q.steps[0], q.steps[2])]
+    elif q.kind == "numeric":
+        keys = list("2 GB")
+    else:
+        keys = list("overlap with backward")
+    await pilot.press(*keys, "enter")
+    await pilot.pause()
 
 
-def test_feedback_with_saved_evidence(snap_compare, quiz_bank, fixed_machine):
-    _history(quiz_bank)
-    app = _app(quiz_bank, topic="fsdp-wrap")
+def _shown(renderable) -> str:
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(renderable)
+    return console.export_text()
+
+
+@SIZES
+def test_home(snap_compare, quiz_bank, history, size):
+    assert snap_compare(_app(quiz_bank), terminal_size=size)
+
+
+@SIZES
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_question(snap_compare, quiz_bank, history, kind, size):
+    assert snap_compare(_app(quiz_bank), terminal_size=size, run_before=_asking(history, kind))
+
+
+@SIZES
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_feedback(snap_compare, quiz_bank, history, kind, size):
+    ask = _asking(history, kind)
 
     async def answer(pilot):
+        await ask(pilot)
+        await _answer_wrongly(pilot)
+        feedback = pilot.app.screen
+        if kind in ("single", "multi", "order"):
+            detail = _shown(feedback.query_one("#answer-detail").content)
+            # Every reason the bank gives is on the screen: for each choice, or each misplaced step.
+            reasons = feedback.question.why if kind != "order" else feedback.question.why[:2]
+            assert all(reason in detail for reason in reasons), detail
+
+    assert snap_compare(_app(quiz_bank), terminal_size=size, run_before=answer)
+
+
+@SIZES
+def test_evidence_of_a_saved_training_run(snap_compare, quiz_bank, history, size):
+    """A saved DDP run: its claims, its table, then rank 0's peak by category with the analytic mark."""
+    ask = _asking(history, "single")
+
+    async def evidence(pilot):
+        await ask(pilot)
+        await pilot.press("d")
         await pilot.pause()
-        screen = pilot.app.screen
-        await pilot.press(str(screen.display_choices.index(screen.question.answer) + 1), "enter")
-        await pilot.pause()
-
-    assert snap_compare(app, terminal_size=SIZE, run_before=answer)
-
-
-def test_progress(snap_compare, quiz_bank, fixed_machine):
-    _history(quiz_bank)
-    assert snap_compare(_app(quiz_bank), terminal_size=SIZE, press=["p"])
-
-
-def test_explain_reveal(snap_compare, quiz_bank, fixed_machine):
-    app = _app(quiz_bank, topic="ddp")
-
-    async def reveal(pilot):
-        await pilot.pause()
-        while pilot.app.screen.question.kind != "explain":
-            await pilot.press("ctrl+n")
-            await pilot.pause()
-        await pilot.press(*"overlap with backward", "enter")
-        await pilot.pause()
-
-    assert snap_compare(app, terminal_size=SIZE, run_before=reveal)
-
-
-def test_feedback_reasons_for_a_wrong_pick(snap_compare, quiz_bank, fixed_machine):
-    app = _app(quiz_bank, topic="ddp")
-
-    async def answer_wrongly(pilot):
-        await pilot.pause()
-        screen = pilot.app.screen
-        assert screen.question.id == "ddp-grad-sync"
-        wrong = next(c for c in screen.display_choices if c != screen.question.answer)
-        await pilot.press(str(screen.display_choices.index(wrong) + 1), "enter")
-        await pilot.pause()
-        from rich.console import Console
-
-        console = Console(width=200, record=True, file=io.StringIO())
-        console.print(pilot.app.screen.query_one("#answer-detail").content)
-        detail = console.export_text()
-        for reason in screen.question.why:
-            assert reason in detail
-
-    assert snap_compare(app, terminal_size=SIZE, run_before=answer_wrongly)
-
-
-# The first question of the shared test topic alone.
-DDP_ONLY_BANK = QUIZ_TOPIC_DDP[: QUIZ_TOPIC_DDP.index('[[question]]\nid = "ddp-replicated-state"')]
-
-MIB = 2**20
-
-
-def test_feedback_with_peak_breakdown(snap_compare, tmp_path, fixed_machine):
-    """A saved DDP run: the evidence chart stacks rank 0's peak by category."""
-    bank_dir, answers_dir = tmp_path / "bank", tmp_path / "answers"
-    bank_dir.mkdir()
-    answers_dir.mkdir()
-    (bank_dir / "ddp.toml").write_text(DDP_ONLY_BANK)
-    (answers_dir / "ddp-grad-sync.md").write_text("# ddp-grad-sync\n\nAll-reduce in buckets.\n")
-    breakdown = {"params": int(3.56 * MIB), "optimizer": int(7.12 * MIB), "ddp_buckets": int(3.56 * MIB),
-                 "activations": int(8.82 * MIB), "temporaries": 1 * MIB}
-    rank = {"params": int(3.56 * MIB), "grads": int(3.56 * MIB), "optimizer": int(7.12 * MIB),
-            "peak": int(24.07 * MIB), "peak_breakdown": breakdown, "peak_phase": "backward", "peak_module": None}
-    with Store.open() as store:
-        store.save_demo_result(
-            "ddp",
-            ["--model", "tiny", "--steps", "6"],
-            {
-                "schema": "ddpfsdp.demo/1",
-                "demo": "ddp",
-                "config": {"strategy": "ddp", "world_size": 2, "device": "cpu", "backend": "gloo", "model": "tiny"},
-                "env": {"torch": "2.13.0", "python": "3.11.7", "device_names": ["cpu"], "cpu_count": CPUS, "hostname": HOST},
-                "memory": {"ranks": [rank, rank]},
-                "throughput": {"samples_per_s": 102.2},
-                "comm": {"per_step": {"all_reduce": {"count": 1, "bytes": int(3.56 * MIB), "wire_bytes_per_rank": int(3.56 * MIB)}}},
-                "checks": [{"name": "ddp_uses_all_reduce", "passed": True,
-                            "detail": "1 all_reduce calls per step; no all_gather or reduce_scatter", "values": {}}],
-            },
-            saved_at=T0 - timedelta(hours=3),
-        )
-    app = make_app(bank_dir=bank_dir, answers_dir=answers_dir, seed=11, clock=lambda: T0,
-                   monotonic=lambda: 500.0, topic="ddp")
-
-    async def answer(pilot):
-        await pilot.pause()
-        screen = pilot.app.screen
-        await pilot.press(str(screen.display_choices.index(screen.question.answer) + 1), "enter")
+        panel = pilot.app.screen.query_one("EvidencePanel")
+        assert panel.has_class("-has-chart") and panel.has_class("-has-timeline")
+        panel.query_one("#evidence-chart").scroll_visible(top=True, animate=False)
         await pilot.pause()
 
-    assert snap_compare(app, terminal_size=(100, 50), run_before=answer)
+    assert snap_compare(_app(quiz_bank), terminal_size=size, run_before=evidence)
 
 
-def test_drill_miss_shows_the_working(snap_compare, quiz_bank, fixed_machine):
+@SIZES
+def test_drill_miss_shows_the_working(snap_compare, quiz_bank, history, size):
     async def miss(pilot):
         await pilot.pause()
         problem = pilot.app.screen.problem
@@ -182,70 +151,39 @@ def test_drill_miss_shows_the_working(snap_compare, quiz_bank, fixed_machine):
         await pilot.press("enter")
         await pilot.pause()
 
-    assert snap_compare(_app(quiz_bank, drill=True), terminal_size=SIZE, run_before=miss)
+    assert snap_compare(_app(quiz_bank, drill=True), terminal_size=size, run_before=miss)
 
 
-def _recorded_step(rank: int) -> dict:
-    """A small recorded DDP step: three units, two buckets, memory rising in forward and falling in backward."""
-    spans, collectives, seq = [], [], 0
-    t = 0.002 + 0.001 * rank
-    spans.append({"name": "forward", "phase": "forward", "unit": None, "start_s": 0.001, "end_s": 0.031,
-                  "seq_start": 0, "seq_end": 7})
-    for unit in ("embeddings", "blocks.0", "head"):
-        spans.append({"name": unit, "phase": "forward", "unit": unit, "start_s": t, "end_s": t + 0.008,
-                      "seq_start": seq + 1, "seq_end": seq + 2})
-        t += 0.010
-        seq += 2
-    spans.append({"name": "backward", "phase": "backward", "unit": None, "start_s": 0.032, "end_s": 0.070,
-                  "seq_start": 8, "seq_end": 16})
-    t = 0.033
-    for unit in ("head", "blocks.0", "embeddings"):
-        spans.append({"name": unit, "phase": "backward", "unit": unit, "start_s": t, "end_s": t + 0.011,
-                      "seq_start": seq + 3, "seq_end": seq + 4})
-        t += 0.012
-        seq += 2
-    collectives.append({"op": "all_reduce", "bytes": 1 << 20, "group_size": 2, "group": "0", "issued_s": 0.046,
-                        "completed_s": 0.060, "seq": 12})
-    collectives.append({"op": "all_reduce", "bytes": 3 << 20, "group_size": 2, "group": "0", "issued_s": 0.069,
-                        "completed_s": 0.078, "seq": 15})
-    spans.append({"name": "optimizer", "phase": "optimizer", "unit": None, "start_s": 0.080, "end_s": 0.095,
-                  "seq_start": 17, "seq_end": 18})
-    memory = [[i * 0.005, (20 + (i if i < 7 else 14 - i)) << 20] for i in range(20)]
-    params = [[0.003 + 0.01 * i, 4 << 20, f"{u} forward"] for i, u in enumerate(("embeddings", "blocks.0", "head"))]
-    return {"rank": rank, "clock": "host", "duration_s": 0.1, "spans": spans, "collectives": collectives,
-            "memory": {"kind": "cpu live tensor bytes (profiler)", "samples": memory}, "params": params}
+@SIZES
+def test_mock_question(snap_compare, quiz_bank, history, size):
+    assert snap_compare(_app(quiz_bank, mock=True), terminal_size=size)
 
 
-def test_feedback_with_a_recorded_step(snap_compare, quiz_bank, fixed_machine):
-    """The evidence panel draws the saved result's memory over the step and each rank's lanes."""
-    with Store.open() as store:
-        store.save_demo_result(
-            "ddp",
-            ["--model", "tiny", "--steps", "6"],
-            {
-                "schema": "ddpfsdp.demo/1",
-                "demo": "ddp",
-                "config": {"world_size": 2, "device": "cpu", "backend": "gloo", "model": "tiny", "strategy": "ddp"},
-                "env": {"torch": "2.13.0", "python": "3.11.7", "device_names": ["cpu"], "cpu_count": CPUS, "hostname": HOST},
-                "memory": {"ranks": [{"params": 3 << 20, "grads": 3 << 20, "optimizer": 6 << 20, "peak": 30 << 20}] * 2},
-                "comm": {"per_step": {"all_reduce": {"count": 2, "bytes": 4 << 20, "wire_bytes_per_rank": 4 << 20}}},
-                "checks": [{"name": "ddp_uses_all_reduce", "passed": True, "detail": "2 all_reduce calls per step", "values": {}}],
-                "timeline": {"step": 4, "units": ["embeddings", "blocks.0", "head"],
-                             "ranks": [_recorded_step(0), _recorded_step(1)]},
-            },
-            saved_at=T0 - timedelta(hours=1),
-        )
-    app = _app(quiz_bank, topic="ddp")
-
-    async def answer(pilot):
+@SIZES
+def test_mock_score_by_topic(snap_compare, quiz_bank, history, size):
+    async def one_right_then_skip(pilot):
         await pilot.pause()
         screen = pilot.app.screen
-        assert screen.question.id == "ddp-grad-sync"
-        await pilot.press(str(screen.display_choices.index(screen.question.answer) + 1), "enter")
+        q = screen.question
+        assert q.kind == "single", q.id  # the seeded mock opens with a level-1 single question
+        await pilot.press(str(screen.display_choices.index(q.answer) + 1), "enter")
         await pilot.pause()
-        panel = pilot.app.screen.query_one("EvidencePanel")
-        assert panel.has_class("-has-timeline")
-        await pilot.press("d")
+        # Skip the rest: every question counts as asked. (Skipping them by keys is tested, slowly, in
+        # test_quiz_app; here only the report is drawn.)
+        session = pilot.app.session
+        session.asked = list(session.questions)
+        pilot.app.end_session()
         await pilot.pause()
+        assert type(pilot.app.screen).__name__ == "MockReportScreen"
 
-    assert snap_compare(app, terminal_size=(120, 60), run_before=answer)
+    assert snap_compare(_app(quiz_bank, mock=True), terminal_size=size, run_before=one_right_then_skip)
+
+
+@SIZES
+def test_help(snap_compare, quiz_bank, history, size):
+    assert snap_compare(_app(quiz_bank), terminal_size=size, press=["question_mark"])
+
+
+@SIZES
+def test_progress(snap_compare, quiz_bank, history, size):
+    assert snap_compare(_app(quiz_bank), terminal_size=size, press=["p"])

@@ -71,8 +71,9 @@ class DrillScreen(Screen):
 
     def _hint(self) -> str:
         if self.grade is None:
-            return f"{self.problem.hint}  ·  Enter submit  ·  ctrl+n skip  ·  Esc home"
-        return "n or Enter: next problem  ·  Esc home  ·  ? help"
+            bare = f"a bare small number is read in {self.problem.unit} · " if self.problem.base_unit == "bytes" else ""
+            return f"{bare}Enter submit · ctrl+n skip · Esc home"
+        return "n or Enter: next problem · Esc home · ? help"
 
     def _error(self, message: str) -> None:
         error = self.query_one("#drill-error", Static)

@@ -124,16 +124,7 @@ class FeedbackScreen(Screen):
                     table.add_row("", "", Text(item.reason, style="green" if item.right else "yellow" if item.picked else "italic"))
             return table
         if q.kind == "order" and grade is not None:
-            text = Text()
-            for step in grading.review_steps(q, grade):
-                text.append("✔ " if step.in_place else "✘ ", style="bold green" if step.in_place else "bold red")
-                text.append(f"{step.number}. {step.text}")
-                if not step.in_place:
-                    text.append(f"\n   you put: {step.yours}", style="italic red")
-                    if step.reason:
-                        text.append(f"\n   why here: {step.reason}", style="yellow")
-                text.append("\n")
-            return text
+            return self._steps_detail(grading.review_steps(q, grade))
         if q.kind == "explain":
             points = Table.grid(padding=(0, 1))
             points.add_column(width=3, justify="right")
@@ -145,6 +136,22 @@ class FeedbackScreen(Screen):
                 parts.append(Text.assemble(("Your notes: ", "bold"), (self.notes.strip(), "italic")))
             return Group(*parts)
         return None
+
+    @staticmethod
+    def _steps_detail(steps: list[grading.StepReview]) -> Table:
+        """The right order; under each misplaced step, what was put there and why the step belongs there."""
+        table = Table(show_header=False, show_edge=False, box=None, expand=True, pad_edge=False)
+        table.add_column(width=1, no_wrap=True)
+        table.add_column(width=3, justify="right", no_wrap=True)
+        table.add_column(ratio=1)
+        for step in steps:
+            mark = Text("✔", style="bold green") if step.in_place else Text("✘", style="bold red")
+            table.add_row(mark, f"{step.number}.", step.text)
+            if not step.in_place:
+                table.add_row("", "", Text(f"you put: {step.yours}", style="italic red"))
+                if step.reason:
+                    table.add_row("", "", Text(f"why here: {step.reason}", style="yellow"))
+        return table
 
     def _model_answer(self) -> str:
         try:

@@ -10,8 +10,15 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from ddpfsdp.quiz import scheduler
+from ddpfsdp.quiz.widgets.fitting import ellipsize
 from ddpfsdp.quiz.widgets.mastery import mastery_bar
 from ddpfsdp.quiz.widgets.key_bar import KeyBar
+
+
+# The page's padding and scrollbar, and the number columns with their cell padding: mastery 17,
+# "accuracy" 8, "attempts" 8, "seen" 5, "due" 3, each with one cell each side, and the topic's own.
+PAGE_PADDING = 6
+NUMBER_COLUMNS_WIDTH = 17 + 8 + 8 + 5 + 3 + 2 * 6
 
 
 class ProgressScreen(Screen):
@@ -30,9 +37,11 @@ class ProgressScreen(Screen):
         report = scheduler.progress(app.bank, app.store, app.now())
         table = self.query_one(DataTable)
         table.add_columns("topic", "mastery", "accuracy", "attempts", "seen", "due")
+        # The topic gives way (ellipsis) so every number column fits the terminal.
+        title_width = max(12, app.size.width - PAGE_PADDING - NUMBER_COLUMNS_WIDTH)
         for p in report:
             table.add_row(
-                p.title,
+                ellipsize(p.title, title_width),
                 mastery_bar(p.mastery),
                 "–" if p.accuracy is None else f"{p.accuracy:.0%}",
                 str(p.attempts),

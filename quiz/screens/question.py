@@ -125,7 +125,7 @@ class QuestionScreen(Screen):
             if not widget.value:
                 self._error(f"Choose an answer first (1–{len(self.display_choices)}).")
                 return
-            grade = grading.grade_single(q, widget.value[0])
+            grade = grading.grade_single(q, widget.value[0], self.display_choices)
         elif q.kind == "multi":
             if not widget.value:
                 self._error("Choose at least one answer (digits toggle).")
