@@ -166,7 +166,7 @@ def run(demo_name: str, args: list[str], device_type: str | None = None) -> int:
             world_size=ctx.world_size,
             device=device.type,
             backend=backend,
-            config={k: v for k, v in options.items()},
+            config=dict(options),
         )
         result = load(demo.module)(ctx, **options)
         if ctx.is_main:

@@ -14,8 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from ddpfsdp.demos.theory import calc  # noqa: E402
-
-from ddpfsdp.demos.train import presets
+from ddpfsdp.demos.train import presets  # noqa: E402
 from ddpfsdp.demos.train.models import build_model  # noqa: E402
 
 

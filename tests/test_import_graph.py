@@ -12,9 +12,6 @@ import importlib.util
 import pkgutil
 from pathlib import Path
 
-import ddpfsdp.answers
-import ddpfsdp.demos
-import ddpfsdp.quiz
 
 ROOTS = ("ddpfsdp.quiz", "ddpfsdp.demos", "ddpfsdp.answers")
 

@@ -186,7 +186,7 @@ class PeakBreakdown:
             handle.remove()
         self._hook_handles = []
 
-    def __enter__(self) -> "PeakBreakdown":
+    def __enter__(self) -> PeakBreakdown:
         try:
             tracker, self.source = self._make_tracker()
             self._watch_peak(tracker)

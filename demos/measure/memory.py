@@ -188,7 +188,7 @@ class PeakMemory:
             return "cuda max_memory_allocated"
         return "cpu live tensor bytes (profiler)"
 
-    def __enter__(self) -> "PeakMemory":
+    def __enter__(self) -> PeakMemory:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
@@ -325,7 +325,7 @@ class StepTimer:
         else:
             self._times_s = [end - begin for begin, end in self._marks]
 
-    def step(self) -> "_Step":
+    def step(self) -> _Step:
         return _Step(self)
 
     def _mark(self) -> Any:

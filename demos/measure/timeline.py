@@ -302,7 +302,7 @@ class TimelineRecorder(CommCounter):
 
     # --- context -------------------------------------------------------------------------------
 
-    def __enter__(self) -> "TimelineRecorder":
+    def __enter__(self) -> TimelineRecorder:
         self._install()
         if self.cuda:
             torch.cuda.synchronize(self.device)

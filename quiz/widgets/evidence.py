@@ -116,7 +116,7 @@ class EvidencePanel(Vertical):
         link = self.question.demo
         try:
             self.saved = self.app.store.last_demo_result(link.name, list(link.args)) if self.app.store else None
-        except Exception as error:  # a store problem must not hide the question
+        except Exception as error:  # noqa: BLE001 - a store problem must not hide the question
             self.saved = None
             self.query_one("#evidence-status", Static).update(Text(f"Could not read saved results: {error}", style="red"))
         self.show_result(self.saved.result if self.saved else None)
@@ -218,11 +218,11 @@ class EvidencePanel(Vertical):
             if cancelled:
                 run.cancel()  # idempotent; returns once every rank is gone
             self.post_message(DemoFinished(demo, args, None if cancelled else run.result, None if cancelled else run.error, cancelled, time.monotonic() - started))
-        except Exception as error:  # the launcher could not start, or the stream broke
+        except Exception as error:  # noqa: BLE001 - the launcher could not start, or the stream broke
             if run is not None:
                 try:
                     run.cancel()
-                except Exception:
+                except Exception:  # noqa: BLE001 - the error being reported matters more than this one
                     pass
             message = {"event": "error", "rank": None, "message": f"{type(error).__name__}: {error}", "traceback": ""}
             self.post_message(DemoFinished(demo, args, None, message, False, time.monotonic() - started))
@@ -267,7 +267,7 @@ class EvidencePanel(Vertical):
             return
         try:
             self.app.store.save_demo_result(message.demo, list(message.args), message.result)
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - the result on screen matters more than the copy on disk
             self.app.notify(f"The result could not be saved: {error}", severity="error")
         status.update(Text(f"Finished in {message.elapsed_s:.1f} s; the result is saved.", style="green"))
         self.saved = None
