@@ -80,7 +80,7 @@ def guesser_scores(questions: Sequence[ChoiceQuestion]) -> list[GuesserScore]:
     for column, feature in enumerate(FEATURES):
         for direction in DIRECTIONS:
             sign = 1.0 if direction == "most" else -1.0
-            credits = {q.id: credit([sign * row[column] for row in q.values], q.right) for q in questions}
+            earned = {q.id: credit([sign * row[column] for row in q.values], q.right) for q in questions}
             chances = {q.id: q.chance for q in questions}
-            scores.append(GuesserScore(feature, direction, questions[0].kind, credits, chances))
+            scores.append(GuesserScore(feature, direction, questions[0].kind, earned, chances))
     return scores
