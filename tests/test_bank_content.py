@@ -18,7 +18,7 @@ from ddpfsdp.demos.registry import DEMOS
 from ddpfsdp.quiz.loader import load_bank
 
 TOPICS = ("ddp", "sampler", "collectives", "memory", "fsdp-mechanics", "fsdp-wrap", "sharding", "comm",
-          "precision", "fsdp2-debug")
+          "precision", "fsdp2-debug", "dtensor", "operations")
 KINDS = ("single", "multi", "numeric", "order", "explain")
 SECTIONS = ("## Why", "## Common mistake", "## Evidence")
 # Each distinct linked demo configuration is run once by tests/test_bank_evidence.py; this keeps that
@@ -36,7 +36,7 @@ def questions(bank):
     return list(bank.questions.values())
 
 
-def test_the_ten_topics_in_order(bank):
+def test_the_topics_in_order(bank):
     assert tuple(bank.topics) == TOPICS
 
 
