@@ -152,7 +152,7 @@ def default_answers_dir() -> Path:
 
 
 def quiz_functions() -> dict[str, Callable[..., float]]:
-    from ddpfsdp.demos.theory.calc import QUIZ_FUNCTIONS
+    from ddpfsdp.demos.theory.quiz_answers import QUIZ_FUNCTIONS
 
     return QUIZ_FUNCTIONS
 
@@ -412,7 +412,7 @@ def _load_numeric(raw: Mapping[str, Any], path: Path, qid: str, functions: _Lazy
     try:
         available = functions.get()
     except ImportError as error:
-        raise BankError(path, f"the analytic model (ddpfsdp.demos.theory.calc) cannot be imported: {error}", question=qid, field="calc.fn") from None
+        raise BankError(path, f"the analytic model (ddpfsdp.demos.theory.quiz_answers) cannot be imported: {error}", question=qid, field="calc.fn") from None
     if not isinstance(fn_name, str) or fn_name not in available:
         raise BankError(path, f"unknown calc function {fn_name!r}; choose one of {', '.join(sorted(available))}", question=qid, field="calc.fn")
     try:

@@ -11,7 +11,15 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from ddpfsdp.demos.theory import calc
+from ddpfsdp.demos.theory.activations import transformer_activation_bytes
+from ddpfsdp.demos.theory.buckets import ddp_bucket_bytes
+from ddpfsdp.demos.theory.comm import step_comm, total_wire_bytes
+from ddpfsdp.demos.theory.gpt_layout import gpt_param_numels
+from ddpfsdp.demos.theory.precision import bytes_per_param_breakdown
+from ddpfsdp.demos.theory.quiz_answers import QUIZ_FUNCTIONS
+from ddpfsdp.demos.theory.sampler import sampler_indices
+from ddpfsdp.demos.theory.sharding import resolve_group_size
+from ddpfsdp.demos.theory.state import model_state
 from ddpfsdp.quiz import drill as drills
 from ddpfsdp.quiz.cli import cli
 from ddpfsdp.quiz.grading import QuantityError
@@ -22,34 +30,34 @@ from ddpfsdp.quiz.store import Store
 def _by_the_model(fn: str, args: dict) -> float:
     """The answer computed straight from the analytic model's building blocks, not its quiz functions."""
     if fn == "model_state_bytes":
-        group = calc.resolve_group_size(args["strategy"], args["gpus"])
-        return calc.model_state(args["params"], args["gpus"], args["strategy"], args["precision"], args["optimizer"], group)["model_state_bytes"]
+        group = resolve_group_size(args["strategy"], args["gpus"])
+        return model_state(args["params"], args["gpus"], args["strategy"], args["precision"], args["optimizer"], group)["model_state_bytes"]
     if fn == "min_zero_stage":
         held = [
-            calc.model_state(args["params"], args["gpus"], strategy, args["precision"], args["optimizer"])["model_state_bytes"]
+            model_state(args["params"], args["gpus"], strategy, args["precision"], args["optimizer"])["model_state_bytes"]
             for strategy in ("ddp", "zero1", "zero2", "zero3")
         ]
         return next(stage for stage, size in enumerate(held) if size <= args["gpu_mem"])
     if fn == "min_gpus":
-        state = lambda n: calc.model_state(args["params"], n, "zero3", args["precision"], args["optimizer"])["model_state_bytes"]  # noqa: E731
+        state = lambda n: model_state(args["params"], n, "zero3", args["precision"], args["optimizer"])["model_state_bytes"]  # noqa: E731
         # The napkin bound, then the exact smallest count near it (shards round up per GPU).
-        per_param = calc.bytes_per_param_breakdown(args["precision"], args["optimizer"])["total"]
+        per_param = bytes_per_param_breakdown(args["precision"], args["optimizer"])["total"]
         guess = max(1, math.ceil(per_param * args["params"] / args["gpu_mem"]) - 2)
         while state(guess) > args["gpu_mem"]:
             guess += 1
         assert guess == 1 or state(guess - 1) > args["gpu_mem"]
         return guess
     if fn == "step_wire_bytes":
-        group = calc.resolve_group_size(args["strategy"], args["gpus"])
-        return calc.total_wire_bytes(calc.step_comm(args["strategy"], args["params"], args["gpus"], args["precision"], group))
+        group = resolve_group_size(args["strategy"], args["gpus"])
+        return total_wire_bytes(step_comm(args["strategy"], args["params"], args["gpus"], args["precision"], group))
     if fn == "ddp_buckets":
-        numels = calc.gpt_param_numels(args["layers"], args["d_model"], args["vocab"], args["seq_len"])
-        return len(calc.ddp_bucket_bytes([n * args["grad_bytes"] for n in reversed(numels)], args["bucket_cap_mb"]))
+        numels = gpt_param_numels(args["layers"], args["d_model"], args["vocab"], args["seq_len"])
+        return len(ddp_bucket_bytes([n * args["grad_bytes"] for n in reversed(numels)], args["bucket_cap_mb"]))
     if fn == "sampler_index":
-        indices = calc.sampler_indices(args["dataset_len"], args["num_replicas"], args["rank"], args["drop_last"])
+        indices = sampler_indices(args["dataset_len"], args["num_replicas"], args["rank"], args["drop_last"])
         return indices[args["position"] - 1]
     if fn == "transformer_activation_bytes":
-        return calc.transformer_activation_bytes(
+        return transformer_activation_bytes(
             layers=args["layers"], d_model=args["d_model"], tokens=args["seq_len"], batch_size=args["batch_size"],
             head_outputs=args["vocab"], head_tokens=args["seq_len"], precision=args["precision"],
             checkpoint_activations=args["checkpoint_activations"],
@@ -146,7 +154,7 @@ def test_the_working_puts_the_numbers_in_the_formula():
     assert f"ceil({args['dataset_len']} / {args['num_replicas']}) = {per_rank}" in problem.working
     assert "padded" in problem.working
     state = _one("model-state", 9)
-    per = calc.bytes_per_param_breakdown(state.args["precision"], state.args["optimizer"])
+    per = bytes_per_param_breakdown(state.args["precision"], state.args["optimizer"])
     assert f"= {per['total']}." in state.working and state.answer_text in state.working
 
 
@@ -167,7 +175,7 @@ def test_json_prints_n_problems_with_their_calc_the_same_for_the_same_seed():
     for p in problems:
         assert {"id", "kind", "prompt", "answer", "unit", "tolerance", "calc", "working"} <= set(p)
         assert isinstance(p["answer"], (int, float)) and p["unit"] in ("bytes", "count")
-        assert calc.QUIZ_FUNCTIONS[p["calc"]["fn"]](**p["calc"]["args"]) == p["answer"]
+        assert QUIZ_FUNCTIONS[p["calc"]["fn"]](**p["calc"]["args"]) == p["answer"]
     again = runner.invoke(cli, ["drill", "--json", "--count", "9", "--seed", "5"])
     assert again.output == first.output
     only = json.loads(runner.invoke(cli, ["drill", "--json", "--count", "4", "--seed", "1", "--kind", "ddp-buckets", "--kind", "activations"]).output)
