@@ -113,7 +113,10 @@ def test_the_configurations_use_every_option():
     used = {arg for args in CONFIGS.values() for arg in args if arg.startswith("--")} | {"--json"}
     offered = {opt for param in calc.params for opt in (*param.opts, *param.secondary_opts)} - {"--help"}
     assert offered - used == set()
-    values = lambda option: {args[i + 1] for args in CONFIGS.values() for i, a in enumerate(args) if a == option}
+
+    def values(option: str) -> set[str]:
+        return {args[i + 1] for args in CONFIGS.values() for i, arg in enumerate(args) if arg == option}
+
     assert values("--precision") == {"fp32", "bf16-mixed", "bf16-master", "bf16"}
     assert values("--optimizer") == {"adamw", "adam", "sgd-momentum", "sgd"}
     assert values("--offload") == {"optimizer", "all"}  # and none, the default
