@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ddpfsdp.demos.theory.arguments import read_choice
 from ddpfsdp.demos.theory.sharding import STRATEGY_TITLES, canonical_strategy
 
 ACCOUNTINGS: tuple[str, ...] = ("ddpfsdp", "deepspeed")
@@ -14,10 +15,7 @@ DEEPSPEED_OPTIMIZERS: tuple[str, ...] = ("adam", "adamw")
 
 
 def check_accounting(accounting: str) -> str:
-    key = str(accounting).strip().lower()
-    if key not in ACCOUNTINGS:
-        raise ValueError(f"unknown accounting {accounting!r}; choose one of {', '.join(ACCOUNTINGS)}")
-    return key
+    return read_choice(accounting, ACCOUNTINGS, "accounting")
 
 
 def accounting_refusal(strategy: str, accounting: str) -> str | None:

@@ -1,9 +1,9 @@
-"""Arguments as people give them to the analytic model: counts written "7B" or "350M", and flags
-written "yes" or "false" (a question bank's TOML and the CLI pass them as strings)."""
+"""Arguments as people give them to the analytic model: counts written "7B" or "350M", flags
+written "yes" or "false", names in any case (a question bank's TOML and the CLI pass them as strings)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 from ddpfsdp.demos.units import parse_count
 
@@ -14,6 +14,14 @@ def read_count(value: Any, what: str) -> int:
         return parse_count(value)
     except ValueError as error:
         raise ValueError(f"{what}: {error}") from None
+
+
+def read_choice(value: Any, choices: Iterable[str], what: str) -> str:
+    """`value` in lower case, when it is one of `choices`; else an error that lists them."""
+    key = str(value).strip().lower()
+    if key not in choices:
+        raise ValueError(f"unknown {what} {value!r}; choose one of {', '.join(choices)}")
+    return key
 
 
 def read_flag(value: Any) -> bool:

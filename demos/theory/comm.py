@@ -12,6 +12,7 @@ import math
 from typing import Any, Iterable
 
 from ddpfsdp.demos.collectives import wire_factor
+from ddpfsdp.demos.theory.arguments import read_choice
 from ddpfsdp.demos.theory.precision import precision_for
 from ddpfsdp.demos.theory.sharding import canonical_strategy, resolve_group_size
 
@@ -20,9 +21,7 @@ COMM_OPS: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "broa
 
 
 def check_collective(op: str) -> str:
-    if op not in COMM_OPS:
-        raise ValueError(f"unknown collective {op!r}; choose one of {', '.join(COMM_OPS)}")
-    return op
+    return read_choice(op, COMM_OPS, "collective")
 
 
 def op_figures(count: int | None, logical_bytes: int, factor: float) -> dict[str, int | None]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
+from ddpfsdp.demos.theory.arguments import read_choice
 from ddpfsdp.demos.theory.precision import precision_for
 from ddpfsdp.demos.theory.sharding import STRATEGIES, STRATEGY_TITLES, canonical_strategy, resolve_group_size
 from ddpfsdp.demos.theory.state import model_state
@@ -46,10 +47,7 @@ _OFFLOAD_INSTEAD: dict[tuple[str, str], str] = {
 
 
 def check_offload(offload: str) -> str:
-    key = str(offload).strip().lower()
-    if key not in OFFLOADS:
-        raise ValueError(f"unknown offload {offload!r}; choose one of {', '.join(OFFLOADS)}")
-    return key
+    return read_choice(offload, OFFLOADS, "offload")
 
 
 def offload_refusal(strategy: str, offload: str) -> str | None:

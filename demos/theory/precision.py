@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ddpfsdp.demos.theory.arguments import read_choice
+
 OPTIMIZER_STATES: dict[str, int] = {"adamw": 2, "adam": 2, "sgd-momentum": 1, "sgd": 0}
 """Tensors of parameter size the optimizer keeps: Adam's two moments, SGD's momentum buffer."""
 
@@ -60,17 +62,11 @@ PRECISIONS: dict[str, Precision] = {
 
 
 def precision_for(name: str) -> Precision:
-    key = str(name).strip().lower()
-    if key not in PRECISIONS:
-        raise ValueError(f"unknown precision {name!r}; choose one of {', '.join(PRECISIONS)}")
-    return PRECISIONS[key]
+    return PRECISIONS[read_choice(name, PRECISIONS, "precision")]
 
 
 def check_optimizer(name: str) -> str:
-    key = str(name).strip().lower()
-    if key not in OPTIMIZER_STATES:
-        raise ValueError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZER_STATES)}")
-    return key
+    return read_choice(name, OPTIMIZER_STATES, "optimizer")
 
 
 def bytes_per_param_breakdown(precision: str, optimizer: str) -> dict[str, int]:

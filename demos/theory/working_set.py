@@ -51,25 +51,18 @@ def working_set(
     autocast_copies = params * spec.compute_bytes if spec.name == "bf16-mixed" else 0
     if strategy in ("ddp", "zero1"):
         buckets = 0 if gradient_as_bucket_view else params * spec.reduce_bytes
-        return {
-            "working_set_bytes": buckets + autocast_copies,
-            "largest_unit_params": largest,
-            "units_alive": 0,
-            "parts": {"gradient_buckets": buckets, "autocast_weight_copies": autocast_copies},
-        }
-    if strategy == "zero2":
-        grads = alive * largest * spec.reduce_bytes
-        return {
-            "working_set_bytes": grads + autocast_copies,
-            "largest_unit_params": largest,
-            "units_alive": alive,
-            "parts": {"unsharded_unit_grads": grads, "autocast_weight_copies": autocast_copies},
-        }
-    gathered = alive * largest * spec.gather_bytes
+        return _figures({"gradient_buckets": buckets, "autocast_weight_copies": autocast_copies}, largest, 0)
     grads = alive * largest * spec.reduce_bytes
+    if strategy == "zero2":
+        return _figures({"unsharded_unit_grads": grads, "autocast_weight_copies": autocast_copies}, largest, alive)
+    gathered = alive * largest * spec.gather_bytes
+    return _figures({"unsharded_unit_params": gathered, "unsharded_unit_grads": grads}, largest, alive)
+
+
+def _figures(parts: dict[str, int], largest_unit_params: int, units_alive: int) -> dict[str, Any]:
     return {
-        "working_set_bytes": gathered + grads,
-        "largest_unit_params": largest,
-        "units_alive": alive,
-        "parts": {"unsharded_unit_params": gathered, "unsharded_unit_grads": grads},
+        "working_set_bytes": sum(parts.values()),
+        "largest_unit_params": largest_unit_params,
+        "units_alive": units_alive,
+        "parts": parts,
     }
