@@ -122,6 +122,7 @@ HAND_COMPUTED: dict[str, float] = {
     "comm-fsdp-step-bytes": 2 * 4e9 * 7 / 8 + 4e9 * 7 / 8,  # two all-gathers + one reduce-scatter
     "comm-ratio-zero3-ddp": 3 / 2,  # 3(N-1)/N over 2(N-1)/N
     "comm-all-gather-7b": 14e9 * 7 / 8,
+    "dt-fp8-allgather-bytes": 2 * 7e9 * 1 * 7 / 8,  # float8 weights (1 byte), gathered in forward and backward
     # bf16 all-gathers in groups of 8, fp32 reduce-scatter in them, fp32 shard all-reduced across 8 groups
     "comm-hsdp-cross-node": 2 * 70e9 * 2 * 7 / 8 + 70e9 * 4 * 7 / 8 + 70e9 / 8 * 4 * 2 * 7 / 8,
     "comm-hsdp-cross-node-bytes": 35e9 * 2 * 7 / 8,
