@@ -26,7 +26,8 @@ from textual.binding import Binding  # noqa: E402
 
 from ddpfsdp.quiz import scheduler  # noqa: E402
 from ddpfsdp.quiz.grading import Grade  # noqa: E402
-from ddpfsdp.quiz.loader import Bank, BankError, Question, load_bank_cached  # noqa: E402
+from ddpfsdp.quiz.bank_cache import load_bank_cached  # noqa: E402
+from ddpfsdp.quiz.loader import Bank, BankError, Question  # noqa: E402
 from ddpfsdp.quiz.store import Store, StoreError, utc_now  # noqa: E402
 
 log = logging.getLogger("ddpfsdp.quiz")

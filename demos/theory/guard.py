@@ -1,6 +1,6 @@
 """Before a training demo launches: will it fit? An estimate per rank against what the device has free.
 
-The estimate is the analytic model's (`ddpfsdp.demos.theory.calc`): model state, the step's working set,
+The estimate is the analytic model's (`ddpfsdp.demos.theory`): model state, the step's working set,
 activations, plus a fixed runtime overhead per process. It is compared with free GPU memory
 (CUDA) or the available RAM shared by the CPU processes, less a safety margin. When it does not
 fit, the verdict names a configuration that would (FSDP full sharding, activation checkpointing,
@@ -18,7 +18,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddpfsdp.demos.theory import calc
+from ddpfsdp.demos.theory.activations import gpt_activation_bytes, transformer_activation_bytes
+from ddpfsdp.demos.theory.gpt_layout import gpt_unit_params
+from ddpfsdp.demos.theory.precision import precision_for
+from ddpfsdp.demos.theory.run import theory_for_run
 from ddpfsdp.demos.units import format_bytes
 
 SAFETY_MARGIN = 0.10
@@ -86,7 +89,7 @@ def _resnet_activation_bytes(shape: Any, batch_size: int, precision: str) -> int
     """A rough count of what a ResNet saves for backward, per sample: per BasicBlock its input,
     the two convolutions' outputs (BatchNorm inputs), the ReLU output and the block's output
     (plus the shortcut's BatchNorm input where the shape changes); the stem's three tensors."""
-    element = calc.precision_for(precision).compute_bytes
+    element = precision_for(precision).compute_bytes
     side = shape.image_size // (2 if shape.imagenet_stem else 1)
     elements = shape.channels * shape.image_size**2 + 3 * shape.widths[0] * side**2
     if shape.imagenet_stem:
@@ -104,13 +107,13 @@ def _units_and_activations(arch: str, shape: Any, options: dict[str, Any], preci
     checkpoint = bool(options.get("checkpoint_activations"))
     wrap = options.get("wrap") or "block"
     if arch == "gpt":
-        units = calc.gpt_unit_params(shape, wrap=wrap)
-        activations = calc.gpt_activation_bytes(shape, batch_size, None, checkpoint, precision)["activation_bytes"]
+        units = gpt_unit_params(shape, wrap=wrap)
+        activations = gpt_activation_bytes(shape, batch_size, None, checkpoint, precision)["activation_bytes"]
         return units, activations
     if arch == "vit":
         blocks = [shape.block_params] * shape.layers
         units = [shape.params] if wrap == "model" else [shape.embedding_params, *blocks, shape.head_params, 0]
-        activations = calc.transformer_activation_bytes(
+        activations = transformer_activation_bytes(
             layers=shape.layers,
             d_model=shape.d_model,
             tokens=shape.tokens,
@@ -160,7 +163,7 @@ def estimate_rank_bytes(demo: str, options: dict[str, Any], *, device: str, worl
     overhead = PROCESS_OVERHEAD_BYTES["cpu" if device == "cpu" else "cuda"]
     worst: dict[str, Any] | None = None
     for run in _runs(demo, options):
-        theory = calc.theory_for_run(
+        theory = theory_for_run(
             **run,
             params=params,
             world_size=world_size,

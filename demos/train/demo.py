@@ -128,7 +128,7 @@ def world_of(options: dict[str, Any], world_size: int) -> int:
 
 def validate_simulated(demo: str, options: dict[str, Any]) -> None:
     """Refuse, with what to try, what the fake run cannot handle (no torch: the CLI checks first)."""
-    from ddpfsdp.demos.theory.calc import model_state
+    from ddpfsdp.demos.theory.state import model_state
     from ddpfsdp.demos.train import presets
     from ddpfsdp.demos.units import format_bytes, parse_bytes
 
@@ -313,7 +313,7 @@ def _spec(ctx: Any, options: dict[str, Any], strategy: str, sharding: str | None
 
 def theory_of(run: dict[str, Any]) -> dict[str, Any]:
     """The analytic model's figures for a measured run's own configuration."""
-    from ddpfsdp.demos.theory.calc import theory_for_run
+    from ddpfsdp.demos.theory.run import theory_for_run
 
     config = run["config"]
     return theory_for_run(
@@ -337,7 +337,7 @@ def _allowance(run: dict[str, Any], theory: dict[str, Any]) -> dict[str, int]:
     FSDP: one dim-0 row of every parameter (shard padding, or an uneven split); ZeRO-1: the largest
     parameter (it partitions whole tensors); every optimizer: a scalar step counter per tensor.
     """
-    from ddpfsdp.demos.theory.calc import precision_for
+    from ddpfsdp.demos.theory.precision import precision_for
 
     memory, config = run["memory"], run["config"]
     # Optimizer bytes per parameter byte of one whole tensor (ZeRO-1's theory shares are 1/N, the
@@ -357,7 +357,7 @@ def _allowance(run: dict[str, Any], theory: dict[str, Any]) -> dict[str, int]:
 def activation_estimate(run: dict[str, Any]) -> int | None:
     """The analytic model's activation bytes for the run's model and micro-batch; None for a ResNet,
     whose activations the analytic model does not estimate."""
-    from ddpfsdp.demos.theory.calc import gpt_activation_bytes, transformer_activation_bytes
+    from ddpfsdp.demos.theory.activations import gpt_activation_bytes, transformer_activation_bytes
     from ddpfsdp.demos.train.presets import shape_for
 
     config = run["config"]
@@ -384,7 +384,8 @@ def run_checks(run: dict[str, Any], theory: dict[str, Any]) -> list[Any]:
     """The named checks of the `ddp` or `fsdp` demo for one run."""
     from ddpfsdp.demos.train import claims as tc
     from ddpfsdp.demos.train import timeline_claims as tl
-    from ddpfsdp.demos.theory.calc import precision_for, theory_for_run
+    from ddpfsdp.demos.theory.precision import precision_for
+    from ddpfsdp.demos.theory.run import theory_for_run
 
     config, memory, per_op = run["config"], run["memory"], run["comm"]["per_step"]
     timeline = run.get("timeline")

@@ -399,7 +399,8 @@ def _judge(run: dict[str, Any]) -> None:
     """Add the analytic model's figures, the differences and the checks to a simulated run."""
     from ddpfsdp.demos.train import claims, simulated_claims as sc
     from ddpfsdp.demos.train.demo import _allowance, theory_of
-    from ddpfsdp.demos.theory.calc import precision_for, theory_for_run
+    from ddpfsdp.demos.theory.precision import precision_for
+    from ddpfsdp.demos.theory.run import theory_for_run
 
     theory = theory_of(run)
     config, memory = run["config"], run["memory"]
