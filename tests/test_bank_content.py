@@ -245,14 +245,6 @@ def test_no_choice_stops_mid_sentence(bank):
     assert cut_off_choices(bank) == []
 
 
-def _text_cue_limits_enforced() -> bool:
-    from ddpfsdp.quiz.cues.check import ENFORCE_TEXT_CUE_LIMITS
-
-    return ENFORCE_TEXT_CUE_LIMITS
-
-
-# Strict: once the rewritten bank passes, this test fails until ENFORCE_TEXT_CUE_LIMITS is switched on.
-@pytest.mark.xfail(not _text_cue_limits_enforced(), strict=True, reason="the choices are being rewritten to carry no text cue")
 def test_no_text_feature_or_classifier_finds_the_keys(bank):
     from ddpfsdp.quiz.cues.check import text_cues
 

@@ -10,9 +10,7 @@ A kind with fewer than MIN_QUESTIONS questions is measured and printed but not j
 of questions the shares are noise. Even on 136 questions a guesser's accuracy has a standard error
 of about 4 points, so a bank with no cue at all sits a few points above chance on its best guesser.
 
-The limits bind the real bank only when ENFORCE_TEXT_CUE_LIMITS is on; until the bank's choices
-are rewritten, `quiz --check` prints what is over them without failing. Choices cut off
-mid-sentence (cutoff.py) always fail.
+`quiz --check` fails a bank over any limit, and a bank with a choice cut off mid-sentence (cutoff.py).
 """
 
 from __future__ import annotations
@@ -25,8 +23,6 @@ from ddpfsdp.quiz.cues.cutoff import cut_off_choices
 from ddpfsdp.quiz.cues.features import ChoiceQuestion, choice_questions
 from ddpfsdp.quiz.cues.guessers import GuesserScore, guesser_scores
 
-# Off while the bank's choices are rewritten to carry no cue; switch it on when they pass.
-ENFORCE_TEXT_CUE_LIMITS = False
 GUESSER_LIMIT_POINTS = 8.0
 CLASSIFIER_LIMIT_POINTS = 10.0
 MIN_QUESTIONS = 20
@@ -95,7 +91,7 @@ class TextCues:
 
     @property
     def limit_problems(self) -> list[str]:
-        """The guessers and classifiers over their limits (binding when ENFORCE_TEXT_CUE_LIMITS is on)."""
+        """The guessers and classifiers over their limits."""
         return [problem for kind in self.kinds for problem in kind.problems()]
 
     @property
