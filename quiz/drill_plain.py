@@ -68,7 +68,8 @@ def run_drill_plain(
             break
         elapsed_s = time.monotonic() - started
         try:
-            scheduler.record_drill(store, kind=problem.kind, topic=problem.topic, grade=grade, time_s=elapsed_s, now=clock())
+            scheduler.record_answer(store, scheduler.drill_card(problem.kind, problem.topic), grade,
+                                    time_s=elapsed_s, now=clock(), mode="drill")
         except Exception as error:  # noqa: BLE001 - the person must hear about it, and keep going
             console.print(f"[red]This answer could not be saved: {error}[/]")
         answered += 1
