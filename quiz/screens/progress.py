@@ -21,6 +21,7 @@ class ProgressScreen(Screen):
             yield Static(Text("Progress by topic, weakest first", style="bold"), id="title")
             yield DataTable(id="progress-table", cursor_type="row", zebra_stripes=True)
             yield Static(id="progress-summary")
+            yield Static(id="progress-readiness")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -52,6 +53,9 @@ class ProgressScreen(Screen):
             )
         summary += "  Mastery is the chance of recalling a question now (FSRS), counted only when its last answer was right."
         self.query_one("#progress-summary", Static).update(summary)
+        from ddpfsdp.quiz import readiness
+
+        self.query_one("#progress-readiness", Static).update(readiness.render(readiness.report(app.bank, app.store, app.now())))
         table.focus()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
