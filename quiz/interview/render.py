@@ -90,10 +90,10 @@ def simulation_block(scenario: Scenario) -> Group:
     return Group(*parts)
 
 
-def prompt(step: Step) -> Group:
+def prompt(step: Step, with_change: bool = True) -> Group:
     """A step as it is asked: what changed (for a follow-up), the question, and its numbered options."""
     parts: list[Any] = []
-    if step.change:
+    if step.change and with_change:
         parts.append(Text.assemble(("Follow-up: ", "bold yellow"), (step.change, "yellow")))
     parts.append(Markdown(step.prompt))
     if step.options:

@@ -126,6 +126,12 @@ class Setup:
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "gpus": self.gpus, "units": self.units, "global_batch_tokens": self.global_batch_tokens}
 
+    def summary(self) -> str:
+        """The job in one line, to keep in view while the steps scroll."""
+        return (f"{self.model} ({self.params / 1e9:g}B) · {self.nodes}×{self.gpus_per_node} {self.gpu} · "
+                f"seq {self.seq_len:,} × {self.micro_batch} per GPU · {self.precision} · {self.optimizer} · "
+                f"{self.mfu:.0%} MFU")
+
     def describe(self) -> str:
         """The job as an interviewer states it, in Markdown."""
         nodes = f"{self.nodes} node{'s' if self.nodes > 1 else ''} of {self.gpus_per_node} {self.gpu}"

@@ -7,14 +7,12 @@ in the demo's own process); Escape cancels it, and leaving the screen stops it.
 
 from __future__ import annotations
 
-import time
-
 from rich.console import Group
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.worker import get_current_worker
@@ -24,6 +22,7 @@ from ddpfsdp.quiz.grading import Grade
 from ddpfsdp.quiz.interview import debrief, render
 from ddpfsdp.quiz.interview.scenario import Scenario
 from ddpfsdp.quiz.messages import DemoFinished, DemoLog
+from ddpfsdp.quiz.widgets.target_scroll import TargetScroll
 
 
 class DebriefScreen(Screen):
@@ -55,7 +54,7 @@ class DebriefScreen(Screen):
                                (f"   overall {score:.0%} over {len(scenario.steps)} steps", render.score_style(score)))
         with Vertical(id="debrief"):
             yield Static(header, id="debrief-header")
-            with VerticalScroll(id="debrief-body"):
+            with TargetScroll(id="debrief-body"):
                 yield Static(render.skills_table(scenario, self.grades), id="debrief-skills")
                 yield Static(render.simulation_block(scenario), id="debrief-simulation")
                 yield Static(id="debrief-status")
@@ -72,7 +71,7 @@ class DebriefScreen(Screen):
         if saved is None:
             self._status("Not simulated yet. Press r to run it now (tens of seconds to minutes; Escape cancels).")
         else:
-            self._status(f"Simulated {ev.age(saved.saved_at, self.app.now())}: {ev.where(saved.result)}. "
+            self._status(f"Ran {ev.age(saved.saved_at, self.app.now())}, {ev.where(saved.result)}. "
                          "Press r to run it again.")
             self._show(saved.result)
         self.query_one("#debrief-body").focus()
@@ -95,7 +94,7 @@ class DebriefScreen(Screen):
     @work(thread=True, exclusive=True, exit_on_error=False, group="simulate")
     def _simulate(self, demo: str, args: tuple[str, ...]) -> None:
         worker = get_current_worker()
-        started = time.monotonic()
+        started = self.app.monotonic()
         run = None
         try:
             run = self._run = self.app.demo_runner(demo, list(args))
@@ -109,12 +108,12 @@ class DebriefScreen(Screen):
             if cancelled:
                 run.cancel()
             result, error = (None, None) if cancelled else (run.result, run.error)
-            self.post_message(DemoFinished(demo, args, result, error, cancelled, time.monotonic() - started))
+            self.post_message(DemoFinished(demo, args, result, error, cancelled, self.app.monotonic() - started))
         except Exception as error:  # noqa: BLE001 - the launcher could not start, or the stream broke
             if run is not None:
                 run.cancel()
             message = {"message": f"{type(error).__name__}: {error}"}
-            self.post_message(DemoFinished(demo, args, None, message, False, time.monotonic() - started))
+            self.post_message(DemoFinished(demo, args, None, message, False, self.app.monotonic() - started))
         finally:
             if run is not None:
                 self.app.untrack_run(run)
@@ -137,8 +136,9 @@ class DebriefScreen(Screen):
             self.app.store.save_demo_result(message.demo, list(message.args), message.result)
         except Exception as error:  # noqa: BLE001 - the result on screen matters more than the copy on disk
             self.app.notify(f"The result could not be saved: {error}", severity="error")
-        self._status(f"Simulated just now in {message.elapsed_s:.1f} s: {ev.where(message.result)}; saved.", "green")
+        self._status(f"Ran just now in {message.elapsed_s:.1f} s, {ev.where(message.result)}; saved.", "green")
         self._show(message.result)
+        self.query_one("#debrief-body", TargetScroll).show(self.query_one("#debrief-status"), top=True)
 
     def action_escape(self) -> None:
         if self.running:

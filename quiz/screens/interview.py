@@ -10,7 +10,7 @@ from rich.markdown import Markdown
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Collapsible, Footer, Input, Static
 
@@ -18,6 +18,7 @@ from ddpfsdp.quiz.grading import SELF_GRADES, Grade, QuantityError
 from ddpfsdp.quiz.interview import answers, render
 from ddpfsdp.quiz.interview.generate import FAMILIES
 from ddpfsdp.quiz.interview.scenario import Scenario, Step
+from ddpfsdp.quiz.widgets.target_scroll import TargetScroll
 
 
 def interview_header(scenario: Scenario, position: str, elapsed_s: float, right: int, answered: int) -> Text:
@@ -25,25 +26,8 @@ def interview_header(scenario: Scenario, position: str, elapsed_s: float, right:
     minutes, seconds = divmod(int(elapsed_s), 60)
     header = Text.assemble(("Interview", "bold"), f" · {FAMILIES[scenario.family].title} · {position}")
     header.append(f" · ⏱ {minutes:02d}:{seconds:02d}", style="bold yellow")
-    header.append(f" · {right}/{answered} right · seed {scenario.seed}", style="dim")
+    header.append(f" · {right}/{answered} right", style="dim")
     return header
-
-
-class StepBody(VerticalScroll):
-    """The step's scrolling body: it keeps `target` (the answer box, then the result) in view as new
-    text is laid out, which in a real terminal can take a frame or two after the update."""
-
-    target = None
-
-    def show_target(self) -> None:
-        if self.target is not None and self.target.is_mounted:
-            self.scroll_to_widget(self.target, animate=False, top=self.target.id == "interview-result")
-
-    def on_resize(self) -> None:
-        self.show_target()
-
-    def watch_virtual_size(self) -> None:
-        self.call_after_refresh(self.show_target)
 
 
 class InterviewScreen(Screen):
@@ -53,6 +37,8 @@ class InterviewScreen(Screen):
     #interview-body { height: 1fr; }
     #interview-job { margin: 1 0 0 0; }
     #interview-title { height: auto; padding: 0 1; margin: 1 0 0 0; text-style: bold; }
+    #interview-change { height: auto; padding: 0 1; color: $warning; }
+    #interview-summary { height: auto; padding: 0 1; color: $text-muted; }
     #interview-prompt, #interview-setup { height: auto; padding: 0 1; }
     #interview-input { margin: 1 0; }
     #interview-result { height: auto; margin: 0 1; }
@@ -85,8 +71,11 @@ class InterviewScreen(Screen):
     def compose(self) -> ComposeResult:
         with Vertical(id="interview"):
             yield Static(id="interview-header")
-            with StepBody(id="interview-body"):
-                with Collapsible(title=f"The job: {self.scenario.title}", collapsed=False, id="interview-job"):
+            yield Static(self.scenario.setup.summary(), id="interview-summary")
+            yield Static(id="interview-change")
+            with TargetScroll(id="interview-body"):
+                job = f"The job (seed {self.scenario.seed}): {self.scenario.title}"
+                with Collapsible(title=job, collapsed=self.index > 0, id="interview-job"):
                     yield Static(Markdown(self.scenario.setup.describe()), id="interview-setup")
                 yield Static(id="interview-title")
                 yield Static(id="interview-prompt")
@@ -123,7 +112,11 @@ class InterviewScreen(Screen):
         self.query_one("#interview-header", Static).update(self._header())
         follow = " · follow-up" if step.change else ""
         self.query_one("#interview-title", Static).update(f"Step {step.id}{follow} · {step.title} ({step.skill})")
-        self.query_one("#interview-prompt", Static).update(render.prompt(step))
+        # What changed stays in view above the scrolling question, however long the question is.
+        change = self.query_one("#interview-change", Static)
+        change.update(Text.assemble(("Follow-up: ", "bold"), step.change or ""))
+        change.display = bool(step.change)
+        self.query_one("#interview-prompt", Static).update(render.prompt(step, with_change=False))
         answer = self.query_one("#interview-input", Input)
         answer.disabled = False
         answer.value = ""
@@ -136,9 +129,7 @@ class InterviewScreen(Screen):
         self._scroll_to(answer)
 
     def _scroll_to(self, widget) -> None:
-        body = self.query_one("#interview-body", StepBody)
-        body.target = widget
-        body.call_after_refresh(body.show_target)
+        self.query_one("#interview-body", TargetScroll).show(widget, top=widget.id == "interview-result")
 
     def _error(self, message: str) -> None:
         self.query_one("#interview-error", Static).update(Text(message, style="bold red"))

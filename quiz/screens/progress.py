@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
@@ -14,6 +14,7 @@ from ddpfsdp.quiz.widgets.mastery import mastery_bar
 
 
 class ProgressScreen(Screen):
+    DEFAULT_CSS = "#progress-readiness-scroll { height: 1fr; margin-top: 1; }"
     BINDINGS = [Binding("escape,q", "app.pop_screen", "Back"), Binding("?", "app.help", "Help")]
 
     def compose(self) -> ComposeResult:
@@ -21,7 +22,8 @@ class ProgressScreen(Screen):
             yield Static(Text("Progress by topic, weakest first", style="bold"), id="title")
             yield DataTable(id="progress-table", cursor_type="row", zebra_stripes=True)
             yield Static(id="progress-summary")
-            yield Static(id="progress-readiness")
+            with VerticalScroll(id="progress-readiness-scroll"):
+                yield Static(id="progress-readiness")
         yield Footer()
 
     def on_mount(self) -> None:
