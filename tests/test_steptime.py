@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ddpfsdp.demos.theory import presets, steptime
+from ddpfsdp.demos.theory import planning, presets, steptime
 
 
 def test_compute_time_is_six_flops_per_parameter_and_token():
@@ -122,3 +122,56 @@ def test_presets_name_their_figures_per_direction():
     assert presets.find(presets.CLUSTERS, "dgx h100", "cluster") is h100
     with pytest.raises(ValueError, match="choose one of DGX H100"):
         presets.find(presets.CLUSTERS, "DGX Z9000", "cluster")
+
+
+# --- plans the model picks (demos/theory/planning.py) ----------------------------------------------
+
+
+@pytest.mark.parametrize("gpu_mem, stage", [(80e9, 1), (40e9, 2), (24e9, 3), (10e9, planning.NONE_FITS)])
+def test_the_lowest_stage_that_fits(gpu_mem, stage):
+    # 7B on 8 GPUs, bf16-mixed with AdamW (4 + 4 + 8 bytes): DDP 16 * 7 = 112 GB; ZeRO-1 8 * 7 + 8 * 7 / 8 = 63 GB;
+    # ZeRO-2 4 * 7 + 12 * 7 / 8 = 38.5 GB; ZeRO-3 16 * 7 / 8 = 14 GB.
+    assert planning.q_fit_stage(params=7e9, gpus=8, gpu_mem=gpu_mem, precision="bf16-mixed", optimizer="adamw") == stage
+
+
+TINY = dict(params=113_920, gpus=2, strategy="ddp", precision="fp32", optimizer="adamw", layers=2, d_model=64,
+            vocab=100, seq_len=16, micro_batch=1)
+
+
+@pytest.mark.parametrize("gpu_mem, plan", [(2_500_000, "keep"), (2_400_000, "checkpoint"), (2_300_000, "smaller-batch")])
+def test_whether_to_checkpoint(gpu_mem, plan):
+    # A 2-layer GPT, d 64, vocabulary 100, sequence 16: embeddings 100*64 + 16*64 = 7,424; a block 12*64^2 + 13*64
+    # = 49,984; the head 64*100 + 2*64 = 6,528: 113,920 parameters. DDP in fp32 with AdamW: 16 B each = 1,822,720;
+    # its bucket copy of the gradients 4 B each = 455,680.
+    # Activations of 1 x 16 tokens: a block saves 16*64*(2*4 + 14*4) = 65,536; the head 1,024*(4 + 4) + the
+    # log-softmax 16*100*4 = 6,400, so 14,592; kept: 2*65,536 + 14,592 + 6,400 at the peak = 152,064.
+    # Checkpointed: 2 block inputs 2*1,024*4 + 14,592 = 22,784, plus a recomputed block 65,536 = 88,320.
+    figures = planning.memory_plan(**TINY, gpu_mem=gpu_mem)
+    assert figures["model_state_bytes"] == 1_822_720 and figures["working_set_bytes"] == 455_680
+    assert figures["activations_kept_bytes"] == 152_064 and figures["activations_checkpointed_bytes"] == 88_320
+    assert figures["kept_total_bytes"] == 2_430_464 and figures["checkpointed_total_bytes"] == 2_366_720
+    assert planning.q_checkpoint_plan(**TINY, gpu_mem=gpu_mem) == plan
+
+
+HSDP = dict(params=10**9, gpus=16, precision="bf16-mixed", optimizer="adamw", tokens=16, peak_flops_per_s=1e15,
+            mfu=0.5, units=10, gpus_per_node=8, intra_bytes_per_s=450e9, intra_latency_s=3.4e-6,
+            inter_bytes_per_s=1e9, inter_latency_s=14e-6)
+
+
+def test_the_best_hsdp_group_on_a_slow_network_is_a_node():
+    # 1e9 params, bf16-mixed, 2 nodes of 8 with a 1 GB/s network, compute negligible (16 tokens).
+    # G = 8: gathers and reductions on NVLink (0.476 + 7.7778 + 0.238 + 7.7778 ms, as above), then the 1/8 fp32 shard
+    #   (5e8 B) all-reduced across 2 nodes: 10 * 2 * 14 us = 0.28 ms + 5e8 / 1e9 = 0.5 s; 0.51655 s in all.
+    # G = 4: on NVLink 3/4 * 4e9 / 450e9 = 6.667 ms twice (+ 0.204 + 0.102 ms), then 1e9 B across 4 replicas on
+    #   2 nodes: 2 * 3/4 * 1e9 / 1e9 = 1.5 s + 10 * (4 * 3.4 + 2 * 14) us = 0.416 ms; 1.5138 s.
+    # G = 16: one group spanning both nodes at 1 GB/s: 15/16 * 4e9 / 1e9 = 3.75 s twice; 7.5018 s.
+    rows = {row["group_size"]: row for row in planning.hsdp_groups(**HSDP, gpu_mem=10**12)}
+    assert set(rows) == {2, 4, 8, 16}
+    assert rows[8]["comm_s"] == pytest.approx(0.51655, rel=1e-4)
+    assert rows[4]["comm_s"] == pytest.approx(1.5138, rel=1e-3)
+    assert rows[16]["comm_s"] == pytest.approx(7.5018, rel=1e-4)
+    assert planning.q_best_hsdp_group(**HSDP, gpu_mem=10**12) == 8
+    # Model state per GPU: 16 B * 1e9 / G: 2 GB at G = 8, 1 GB at G = 16; with 1.5 GB only 16 fits.
+    assert planning.q_best_hsdp_group(**HSDP, gpu_mem=1.5e9) == 16
+    with pytest.raises(ValueError, match="no HSDP group size fits"):
+        planning.q_best_hsdp_group(**HSDP, gpu_mem=0.5e9)
