@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddpfsdp.demos.theory import calc, steptime
+from ddpfsdp.demos.theory import steptime
+from ddpfsdp.demos.theory.gpt_layout import gpt_unit_params
+from ddpfsdp.demos.theory.quiz_answers import q_transformer_activation_bytes
+from ddpfsdp.demos.theory.sharding import ZERO_STAGES, canonical_strategy
+from ddpfsdp.demos.theory.state import model_state
+from ddpfsdp.demos.theory.working_set import working_set
 from ddpfsdp.demos.train.presets import GPTShape
 from ddpfsdp.demos.units import parse_bytes, parse_count
 
@@ -22,15 +27,15 @@ CHECKPOINT_PLANS: tuple[str, ...] = ("keep", "checkpoint", "smaller-batch")
 def q_fit_stage(*, params: Any, gpus: Any, gpu_mem: Any, precision: str, optimizer: str) -> int:
     """The lowest ZeRO stage (0 = DDP) whose per-GPU model state fits in `gpu_mem`, or -1 for none."""
     count, world, limit = parse_count(params), parse_count(gpus), parse_bytes(gpu_mem)
-    for stage, strategy in enumerate(calc.ZERO_STAGES):
-        if calc.model_state(count, world, strategy, precision, optimizer)["model_state_bytes"] <= limit:
+    for stage, strategy in enumerate(ZERO_STAGES):
+        if model_state(count, world, strategy, precision, optimizer)["model_state_bytes"] <= limit:
             return stage
     return NONE_FITS
 
 
 def gpt_units(layers: int, d_model: int, vocab: int, seq_len: int) -> list[int]:
     """Parameters per FSDP unit of a GPT decoder wrapped per block (heads do not change the counts)."""
-    return calc.gpt_unit_params(GPTShape(layers=layers, d_model=d_model, heads=1, seq_len=seq_len, vocab=vocab))
+    return gpt_unit_params(GPTShape(layers=layers, d_model=d_model, heads=1, seq_len=seq_len, vocab=vocab))
 
 
 def memory_plan(
@@ -38,12 +43,12 @@ def memory_plan(
     d_model: int, vocab: int, seq_len: int, micro_batch: int, group_size: int | None = None,
 ) -> dict[str, Any]:
     """Per-GPU model state, working set and activations (kept or checkpointed) against the GPU's memory."""
-    state = calc.model_state(params, gpus, strategy, precision, optimizer, group_size)["model_state_bytes"]
-    working = calc.working_set(strategy, params, precision, gpt_units(layers, d_model, vocab, seq_len))["working_set_bytes"]
+    state = model_state(params, gpus, strategy, precision, optimizer, group_size)["model_state_bytes"]
+    working = working_set(strategy, params, precision, gpt_units(layers, d_model, vocab, seq_len))["working_set_bytes"]
     shape = {"layers": layers, "d_model": d_model, "vocab": vocab, "seq_len": seq_len, "batch_size": micro_batch,
              "precision": precision}
-    keep = calc.q_transformer_activation_bytes(**shape, checkpoint_activations=False)
-    checkpointed = calc.q_transformer_activation_bytes(**shape, checkpoint_activations=True)
+    keep = q_transformer_activation_bytes(**shape, checkpoint_activations=False)
+    checkpointed = q_transformer_activation_bytes(**shape, checkpoint_activations=True)
     base = state + working
     if base + keep <= gpu_mem:
         plan = "keep"
@@ -62,7 +67,7 @@ def q_checkpoint_plan(
 ) -> str:
     """keep, checkpoint or smaller-batch: the cheapest way this micro-batch fits beside the model state."""
     return memory_plan(
-        params=parse_count(params), gpus=parse_count(gpus), strategy=calc.canonical_strategy(strategy),
+        params=parse_count(params), gpus=parse_count(gpus), strategy=canonical_strategy(strategy),
         precision=precision, optimizer=optimizer, gpu_mem=parse_bytes(gpu_mem), layers=parse_count(layers),
         d_model=parse_count(d_model), vocab=parse_count(vocab), seq_len=parse_count(seq_len),
         micro_batch=parse_count(micro_batch), group_size=None if group_size is None else parse_count(group_size),
@@ -78,7 +83,7 @@ def hsdp_groups(
     size = 2
     while size <= gpus:
         if gpus % size == 0:
-            state = calc.model_state(params, gpus, "hsdp", precision, optimizer, size)["model_state_bytes"]
+            state = model_state(params, gpus, "hsdp", precision, optimizer, size)["model_state_bytes"]
             comm = {"params": params, "gpus": gpus, "strategy": "hsdp", "precision": precision, "units": units,
                     "group_size": size, **links}
             rows.append({

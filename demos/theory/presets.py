@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ddpfsdp.demos.theory import calc
+from ddpfsdp.demos.theory.gpt_layout import gpt_param_numels
 
 GB = 10**9
 
@@ -35,7 +35,7 @@ class ModelPreset:
 
     @property
     def shape_params(self) -> int:
-        return sum(calc.gpt_param_numels(self.layers, self.d_model, self.vocab, self.seq_len))
+        return sum(gpt_param_numels(self.layers, self.d_model, self.vocab, self.seq_len))
 
 
 MODELS: dict[str, ModelPreset] = {

@@ -7,7 +7,7 @@ All theory, the napkin model interviews use; nothing here is measured.
   own FLOPs left out. Spread over N GPUs, each at a model FLOP utilisation (MFU) of its peak:
   compute_s = 6 * P * T / (N * peak * MFU), T the tokens of one optimizer step (the global batch).
 - One collective over a ring of n ranks (the alpha-beta model): each step of the ring pays a
-  latency, and each rank sends its wire bytes (calc.wire_factor: 2(n-1)/n of the buffer for an
+  latency, and each rank sends its wire bytes (wire_factor: 2(n-1)/n of the buffer for an
   all-reduce, (n-1)/n for an all-gather or a reduce-scatter) at the link's bandwidth:
   time_s = calls * (intra_steps * intra_latency + inter_steps * inter_latency) + wire / bandwidth.
   A ring of n ranks takes 2(n-1) steps for an all-reduce and n-1 for the others; as NCCL's own cost
@@ -29,14 +29,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ddpfsdp.demos.theory import calc
+from ddpfsdp.demos.collectives import wire_factor
+from ddpfsdp.demos.theory.buckets import DDP_BUCKET_CAP_MB
+from ddpfsdp.demos.theory.comm import step_comm
+from ddpfsdp.demos.theory.sharding import canonical_strategy, resolve_group_size
 from ddpfsdp.demos.units import parse_count
 
 FLOPS_PER_PARAM_TOKEN = 6
 BACKWARD_SHARE = 4 / 6
 """Backward's share of a step's FLOPs: 4 of the 6 per parameter and token."""
 
-BUCKET_BYTES = calc.DDP_BUCKET_CAP_MB * 2**20
+BUCKET_BYTES = DDP_BUCKET_CAP_MB * 2**20
 """How DDP and ZeRO-1/2 gradient collectives are counted into calls: DDP's default bucket cap."""
 
 HIDEABLE: dict[str, float] = {"ddp": BACKWARD_SHARE, "zero1": BACKWARD_SHARE, "zero2": BACKWARD_SHARE, "zero3": 1.0, "hsdp": 1.0}
@@ -53,7 +56,7 @@ def compute_time_s(params: float, tokens: float, gpus: int, peak_flops_per_s: fl
 
 def ring_steps(op: str, ranks: int, nodes: int = 1) -> tuple[int, int]:
     """(steps inside a node, steps across the network) of one ring collective over `ranks` on `nodes`."""
-    calc.wire_factor(op, ranks)  # checks the op and the rank count
+    wire_factor(op, ranks)  # checks the op and the rank count
     if ranks == 1:
         return 0, 0
     total = 2 * (ranks - 1) if op == "all_reduce" else ranks - 1
@@ -79,7 +82,7 @@ def collective_time_s(
         raise ValueError("a link's bandwidth must be positive")
     intra, inter = ring_steps(op, ranks, nodes)
     latency_s = calls * (intra * intra_latency_s + inter * inter_latency_s)
-    wire = logical_bytes * calc.wire_factor(op, ranks)
+    wire = logical_bytes * wire_factor(op, ranks)
     bandwidth_s = wire / bytes_per_s
     return {"latency_s": latency_s, "bandwidth_s": bandwidth_s, "time_s": latency_s + bandwidth_s, "wire_bytes": wire,
             "intra_steps": intra, "inter_steps": inter, "calls": calls}
@@ -122,18 +125,18 @@ def step_comm_times(
     inter_latency_s: float,
     group_size: int | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Each collective of one step (calc.step_comm) timed on the link its group runs over.
+    """Each collective of one step (step_comm) timed on the link its group runs over.
 
     A group inside one node (HSDP's shard group of at most a node) runs over the intra-node link;
     any group spanning nodes runs at the inter-node bandwidth. Calls: per FSDP unit for ZeRO-3 and
     HSDP (two all-gathers per unit), per DDP-sized bucket for the others.
     """
-    strategy = calc.canonical_strategy(strategy)
+    strategy = canonical_strategy(strategy)
     if gpus % gpus_per_node and gpus > gpus_per_node:
         raise ValueError(f"{gpus} GPUs do not make whole nodes of {gpus_per_node}")
     nodes = max(1, gpus // gpus_per_node)
-    group = calc.resolve_group_size(strategy, gpus, group_size)
-    ops = calc.step_comm(strategy, params, gpus, precision, group)
+    group = resolve_group_size(strategy, gpus, group_size)
+    ops = step_comm(strategy, params, gpus, precision, group)
     timed = {}
     for op, figures in ops.items():
         if strategy == "hsdp" and op != "all_reduce":
@@ -171,7 +174,7 @@ def q_exposed_share(*, tokens: Any, peak_flops_per_s: float, mfu: float, overlap
     compute_s = q_compute_time_s(params=comm["params"], tokens=tokens, gpus=comm["gpus"],
                                  peak_flops_per_s=peak_flops_per_s, mfu=mfu)
     comm_s = q_comm_time_s(**comm)
-    shown = exposed(compute_s, comm_s, HIDEABLE[calc.canonical_strategy(comm["strategy"])])
+    shown = exposed(compute_s, comm_s, HIDEABLE[canonical_strategy(comm["strategy"])])
     return shown["exposed_share"] if overlap else shown["exposed_share_no_overlap"]
 
 
@@ -179,7 +182,7 @@ def q_step_time_s(*, tokens: Any, peak_flops_per_s: float, mfu: float, overlap: 
     compute_s = q_compute_time_s(params=comm["params"], tokens=tokens, gpus=comm["gpus"],
                                  peak_flops_per_s=peak_flops_per_s, mfu=mfu)
     comm_s = q_comm_time_s(**comm)
-    shown = exposed(compute_s, comm_s, HIDEABLE[calc.canonical_strategy(comm["strategy"])])
+    shown = exposed(compute_s, comm_s, HIDEABLE[canonical_strategy(comm["strategy"])])
     return shown["step_s"] if overlap else shown["step_no_overlap_s"]
 
 

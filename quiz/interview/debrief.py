@@ -15,7 +15,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ddpfsdp.demos.theory import calc, planning
+from ddpfsdp.demos.theory import planning
+from ddpfsdp.demos.theory.precision import bytes_per_param_breakdown
+from ddpfsdp.demos.theory.quiz_answers import q_transformer_activation_bytes
+from ddpfsdp.demos.theory.state import model_state
 from ddpfsdp.demos.train.presets import GPT_SIZES
 from ddpfsdp.quiz.grading import Grade
 from ddpfsdp.quiz.interview.scenario import SKILLS, Scenario, Step
@@ -72,8 +75,8 @@ def simulation(scenario: Scenario) -> Simulation:
                      "figures with the analytic model's for what was simulated, not with your answers.")
     if precision != setup.precision:
         notes.append(f"The demos have no {setup.precision}; the run uses {precision}, which holds "
-                     f"{calc.bytes_per_param_breakdown(precision, optimizer)['total']} bytes per parameter with "
-                     f"{optimizer} against the scenario's {calc.bytes_per_param_breakdown(setup.precision, setup.optimizer)['total']}, split differently.")
+                     f"{bytes_per_param_breakdown(precision, optimizer)['total']} bytes per parameter with "
+                     f"{optimizer} against the scenario's {bytes_per_param_breakdown(setup.precision, setup.optimizer)['total']}, split differently.")
     if optimizer != setup.optimizer:
         notes.append(f"The demos have no {setup.optimizer}; {optimizer} keeps the same two moments per parameter.")
     if strategy_note:
@@ -142,7 +145,7 @@ def compare(scenario: Scenario, grades: dict[str, Grade], result: dict[str, Any]
     measured_state = sum(state.values()) if all(isinstance(v, (int, float)) for v in state.values()) else None
     wire = [op.get("wire_bytes_per_rank") for op in ((result.get("comm") or {}).get("per_step") or {}).values()]
     measured_wire = sum(wire) if wire and all(isinstance(w, (int, float)) for w in wire) else None
-    scenario_state = calc.model_state(setup.params, setup.gpus, scenario.plan, setup.precision, setup.optimizer)
+    scenario_state = model_state(setup.params, setup.gpus, scenario.plan, setup.precision, setup.optimizer)
     plan = planning.memory_plan(params=setup.params, gpus=setup.gpus, strategy=scenario.plan,
                                 precision=setup.precision, optimizer=setup.optimizer, gpu_mem=setup.gpu_mem_bytes,
                                 **setup.shape_args(), micro_batch=setup.micro_batch)
@@ -167,5 +170,5 @@ def _simulated_activations(config: dict[str, Any]) -> float | None:
     keys = ("layers", "d_model", "vocab", "seq_len", "batch_size", "precision")
     if not all(config.get(k) for k in keys):
         return None
-    return calc.q_transformer_activation_bytes(**{k: config[k] for k in keys},
+    return q_transformer_activation_bytes(**{k: config[k] for k in keys},
                                                checkpoint_activations=bool(config.get("checkpoint_activations")))

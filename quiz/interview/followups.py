@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ddpfsdp.demos.theory import calc, planning, steptime
+from ddpfsdp.demos.theory import planning, steptime
+from ddpfsdp.demos.theory.precision import precision_for
+from ddpfsdp.demos.theory.quiz_answers import q_step_wire_bytes
+from ddpfsdp.demos.theory.state import model_state
 from ddpfsdp.quiz.interview import steps
 from ddpfsdp.quiz.interview.scenario import Option, Setup, Step, compute, new_step, gb, pct, per_s, secs
 
@@ -111,12 +114,12 @@ def _explain(kind: str, prompt: str, points: list[str]) -> Step:
 
 
 def explain_fit(setup: Setup, plan: str) -> Step:
-    ddp = calc.model_state(setup.params, setup.gpus, "ddp", setup.precision, setup.optimizer)["model_state_bytes"]
-    full = calc.model_state(setup.params, setup.gpus, "zero3", setup.precision, setup.optimizer)["model_state_bytes"]
-    wire = {s: calc.q_step_wire_bytes(params=setup.params, gpus=setup.gpus, strategy=s, precision=setup.precision)
+    ddp = model_state(setup.params, setup.gpus, "ddp", setup.precision, setup.optimizer)["model_state_bytes"]
+    full = model_state(setup.params, setup.gpus, "zero3", setup.precision, setup.optimizer)["model_state_bytes"]
+    wire = {s: q_step_wire_bytes(params=setup.params, gpus=setup.gpus, strategy=s, precision=setup.precision)
             for s in ("ddp", "zero3")}
     units = planning.gpt_units(setup.layers, setup.d_model, setup.vocab, setup.seq_len)
-    spec = calc.precision_for(setup.precision)
+    spec = precision_for(setup.precision)
     return _explain("explain-fit", "Walk the interviewer through what **ZeRO-3 / FSDP full sharding** "
                     "trades for its memory here: what is sharded, what is gathered when, and what it costs.", [
         f"Sharding: every GPU keeps 1/{setup.gpus} of parameters, gradients and optimizer state: {gb(full)} per GPU "

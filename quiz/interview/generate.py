@@ -11,7 +11,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
-from ddpfsdp.demos.theory import calc, planning, presets
+from ddpfsdp.demos.theory import planning, presets
+from ddpfsdp.demos.theory.sharding import ZERO_STAGES
 from ddpfsdp.quiz.interview import followups, steps
 from ddpfsdp.quiz.interview.scenario import Scenario, Setup, Step
 
@@ -86,7 +87,7 @@ def generate(seed: int, family: str | None = None, model: str | None = None, clu
     setup = draw_setup(rng, chosen, model, cluster)
     stage = planning.q_fit_stage(params=setup.params, gpus=setup.gpus, gpu_mem=setup.gpu_mem_bytes,
                                  precision=setup.precision, optimizer=setup.optimizer)
-    plan = calc.ZERO_STAGES[stage]
+    plan = ZERO_STAGES[stage]
     items = [
         steps.model_state_ddp(setup), steps.fit_strategy(setup), steps.wire_bytes(setup, plan),
         steps.compute_time(setup), steps.comm_time(setup, plan), steps.exposed_share(setup, plan),

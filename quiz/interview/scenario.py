@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ddpfsdp.demos.theory import calc, planning, steptime
+from ddpfsdp.demos.theory import planning, steptime
+from ddpfsdp.demos.theory.quiz_answers import QUIZ_FUNCTIONS
 from ddpfsdp.demos.theory.presets import Cluster, ModelPreset
 from ddpfsdp.quiz.drill import OPTIMIZER_TEXT, PRECISION_TEXT
 
@@ -40,7 +41,7 @@ STEP_KINDS: dict[str, tuple[str, str]] = {
 }
 """Every kind of step: (its skill, the quiz topic its answers count toward). Each kind is one card."""
 
-FUNCTIONS = {**calc.QUIZ_FUNCTIONS, **steptime.QUIZ_FUNCTIONS, **planning.QUIZ_FUNCTIONS}
+FUNCTIONS = {**QUIZ_FUNCTIONS, **steptime.QUIZ_FUNCTIONS, **planning.QUIZ_FUNCTIONS}
 """Every function a step may name: the analytic model's quiz functions, step time, and plans."""
 
 

@@ -6,7 +6,14 @@ and arguments, with the working written from the same figures.
 
 from __future__ import annotations
 
-from ddpfsdp.demos.theory import calc, planning, steptime
+from ddpfsdp.demos.theory import planning, steptime
+from ddpfsdp.demos.collectives import wire_factor
+from ddpfsdp.demos.theory.activations import transformer_activation_bytes
+from ddpfsdp.demos.theory.buckets import DDP_BUCKET_CAP_MB
+from ddpfsdp.demos.theory.comm import step_comm
+from ddpfsdp.demos.theory.precision import bytes_per_param_breakdown, precision_for
+from ddpfsdp.demos.theory.sharding import ZERO_STAGES
+from ddpfsdp.demos.theory.state import model_state
 from ddpfsdp.quiz.interview.scenario import Option, Setup, Step, compute, new_step, gb, gib, pct, per_s, secs
 
 STRATEGY_NAMES: dict[str, str] = {
@@ -31,7 +38,7 @@ HIDES_BEHIND = {
 
 
 def _per_param(setup: Setup) -> str:
-    per = calc.bytes_per_param_breakdown(setup.precision, setup.optimizer)
+    per = bytes_per_param_breakdown(setup.precision, setup.optimizer)
     return f"params {per['params']} + grads {per['grads']} + optimizer {per['optimizer']} = {per['total']} bytes per parameter"
 
 
@@ -44,18 +51,18 @@ def model_state_ddp(setup: Setup) -> Step:
         "(parameters + gradients + optimizer state; no activations)? Answer in GB (1e9 bytes).",
         unit="GB", answer=answer, tolerance=0.05, fn="model_state_bytes", args=args,
         working=f"{setup.precision} with {setup.optimizer}: {_per_param(setup)}. DDP shards nothing, so every GPU "
-        f"holds all of it: {calc.bytes_per_param_breakdown(setup.precision, setup.optimizer)['total']} B × "
+        f"holds all of it: {bytes_per_param_breakdown(setup.precision, setup.optimizer)['total']} B × "
         f"{setup.params / 1e9:g}e9 = {gb(answer)}, against {gb(setup.gpu_mem_bytes)} of memory.",
     )
 
 
 def stage_options(setup: Setup) -> tuple[Option, ...]:
     options = []
-    for stage, strategy in enumerate(calc.ZERO_STAGES):
-        held = calc.model_state(setup.params, setup.gpus, strategy, setup.precision, setup.optimizer)["model_state_bytes"]
+    for stage, strategy in enumerate(ZERO_STAGES):
+        held = model_state(setup.params, setup.gpus, strategy, setup.precision, setup.optimizer)["model_state_bytes"]
         verdict = "fits in" if held <= setup.gpu_mem_bytes else "does not fit in"
         options.append(Option(OPTION_TEXTS[strategy], stage, f"{gb(held)} per GPU {verdict} {gb(setup.gpu_mem_bytes)}"))
-    full = calc.model_state(setup.params, setup.gpus, "zero3", setup.precision, setup.optimizer)["model_state_bytes"]
+    full = model_state(setup.params, setup.gpus, "zero3", setup.precision, setup.optimizer)["model_state_bytes"]
     options.append(Option(f"None: even ZeRO-3 does not fit on {setup.gpus} GPUs", planning.NONE_FITS,
                           f"ZeRO-3 needs {gb(full)} per GPU" + (" and it fits, so this is wrong" if full <= setup.gpu_mem_bytes else "")))
     return tuple(options)
@@ -97,8 +104,8 @@ def _ops_text(setup: Setup, strategy: str, group_size: int | None = None) -> str
 def wire_bytes(setup: Setup, plan: str) -> Step:
     args = {"params": setup.params, "gpus": setup.gpus, "strategy": plan, "precision": setup.precision}
     answer = compute("step_wire_bytes", args)
-    ops = calc.step_comm(plan, setup.params, setup.gpus, setup.precision)
-    parts = [f"{op.replace('_', '-')} of {gb(f['bytes'])} × {calc.wire_factor(op, setup.gpus):.4g} = "
+    ops = step_comm(plan, setup.params, setup.gpus, setup.precision)
+    parts = [f"{op.replace('_', '-')} of {gb(f['bytes'])} × {wire_factor(op, setup.gpus):.4g} = "
              f"{gb(f['wire_bytes_per_rank'])}" for op, f in ops.items()]
     return new_step("wire-bytes", title="Bytes each rank sends per step",
         prompt=f"We go with **{STRATEGY_NAMES[plan]}**, the lowest that fits. {_ops_text(setup, plan)}. With ring "
@@ -145,7 +152,7 @@ def calls_text(setup: Setup, plan: str) -> str:
     if plan in ("zero3", "hsdp"):
         return (f"one call per FSDP unit ({setup.units} units: the embeddings, {setup.layers} blocks, the head), "
                 "the all-gather twice")
-    return f"one call per {calc.DDP_BUCKET_CAP_MB} MiB gradient bucket (DDP's default cap)"
+    return f"one call per {DDP_BUCKET_CAP_MB} MiB gradient bucket (DDP's default cap)"
 
 
 RING_MODEL = (
@@ -193,8 +200,8 @@ def activations(setup: Setup, change: str | None = None) -> Step:
     args = {**setup.shape_args(), "batch_size": setup.micro_batch, "precision": setup.precision,
             "checkpoint_activations": False}
     answer = compute("transformer_activation_bytes", args)
-    spec = calc.precision_for(setup.precision)
-    parts = calc.transformer_activation_bytes(
+    spec = precision_for(setup.precision)
+    parts = transformer_activation_bytes(
         layers=setup.layers, d_model=setup.d_model, tokens=setup.seq_len, batch_size=setup.micro_batch,
         head_outputs=setup.vocab, head_tokens=setup.seq_len, precision=setup.precision, checkpoint_activations=False)
     return new_step("activations", title="Activation memory",
