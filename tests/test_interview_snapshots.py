@@ -41,51 +41,45 @@ def _graded(scenario, upto: int, wrong: tuple[str, ...] = ()) -> dict:
     return grades
 
 
-@pytest.mark.parametrize("size", SIZES)
-def test_an_answer_that_is_not_a_number(snap_compare, quiz_bank, size):
-    async def run(pilot):
-        await pilot.pause()
-        await _answer(pilot, "about two hundred")
-
-    assert snap_compare(_app(quiz_bank), terminal_size=SIZES[size], run_before=run)
+async def not_a_number(pilot) -> None:
+    await _answer(pilot, "about two hundred")
 
 
-@pytest.mark.parametrize("size", SIZES)
-def test_a_wrong_answer_shows_the_working(snap_compare, quiz_bank, size):
-    async def run(pilot):
-        await pilot.pause()
-        await _answer(pilot, "208 GB")
-        await pilot.press("enter")
-        await pilot.pause()
-        await _answer(pilot, "3")
-
-    assert snap_compare(_app(quiz_bank), terminal_size=SIZES[size], run_before=run)
+async def wrong_with_working(pilot) -> None:
+    await _answer(pilot, "208 GB")
+    await pilot.press("enter")
+    await pilot.pause()
+    await _answer(pilot, "3")
 
 
-@pytest.mark.parametrize("size", SIZES)
-def test_a_follow_up_answered_right(snap_compare, quiz_bank, size):
-    async def run(pilot):
-        await pilot.pause()
-        scenario = pilot.app.screen.scenario
-        resumed = InterviewScreen(scenario)
-        resumed.index, resumed.grades = 8, _graded(scenario, 8, wrong=("2",))
-        pilot.app.switch_screen(resumed)
-        await pilot.pause()
-        assert resumed.step.change
-        await _answer(pilot, right_text(resumed.step))
+async def follow_up_right(pilot) -> None:
+    scenario = pilot.app.screen.scenario
+    resumed = InterviewScreen(scenario)
+    resumed.index, resumed.grades = 8, _graded(scenario, 8, wrong=("2",))
+    pilot.app.switch_screen(resumed)
+    await pilot.pause()
+    assert resumed.step.change
+    await _answer(pilot, right_text(resumed.step))
 
-    assert snap_compare(_app(quiz_bank), terminal_size=SIZES[size], run_before=run)
+
+async def debrief_after_r(pilot) -> None:
+    scenario = pilot.app.screen.scenario
+    pilot.app.switch_screen(DebriefScreen(scenario, _graded(scenario, 11, wrong=("1", "5"))))
+    await pilot.pause()
+    await pilot.press("r")
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+STATES = {"not-a-number": not_a_number, "wrong": wrong_with_working, "follow-up": follow_up_right,
+          "debrief-r": debrief_after_r}
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_the_debrief_after_r(snap_compare, quiz_bank, size):
+@pytest.mark.parametrize("state", STATES)
+def test_the_interview(snap_compare, quiz_bank, state, size):
     async def run(pilot):
         await pilot.pause()
-        scenario = pilot.app.screen.scenario
-        pilot.app.switch_screen(DebriefScreen(scenario, _graded(scenario, 11, wrong=("1", "5"))))
-        await pilot.pause()
-        await pilot.press("r")
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause()
+        await STATES[state](pilot)
 
     assert snap_compare(_app(quiz_bank), terminal_size=SIZES[size], run_before=run)

@@ -169,20 +169,21 @@ def q_comm_time_s(**kwargs: Any) -> float:
     return sum(op["time_s"] for op in step_comm_times(**kwargs).values())
 
 
-def q_exposed_share(*, tokens: Any, peak_flops_per_s: float, mfu: float, overlap: bool = True, **comm: Any) -> float:
-    """The exposed share of a step: with overlap behind the strategy's hideable compute, or without."""
+def _step(tokens: Any, peak_flops_per_s: float, mfu: float, comm: dict[str, Any]) -> dict[str, float]:
     compute_s = q_compute_time_s(params=comm["params"], tokens=tokens, gpus=comm["gpus"],
                                  peak_flops_per_s=peak_flops_per_s, mfu=mfu)
-    comm_s = q_comm_time_s(**comm)
-    shown = exposed(compute_s, comm_s, HIDEABLE[canonical_strategy(comm["strategy"])])
+    return exposed(compute_s, q_comm_time_s(**comm), HIDEABLE[canonical_strategy(comm["strategy"])])
+
+
+def q_exposed_share(*, tokens: Any, peak_flops_per_s: float, mfu: float, overlap: bool = True, **comm: Any) -> float:
+    """The exposed share of a step: with overlap behind the strategy's hideable compute, or without."""
+    shown = _step(tokens, peak_flops_per_s, mfu, comm)
     return shown["exposed_share"] if overlap else shown["exposed_share_no_overlap"]
 
 
 def q_step_time_s(*, tokens: Any, peak_flops_per_s: float, mfu: float, overlap: bool = True, **comm: Any) -> float:
-    compute_s = q_compute_time_s(params=comm["params"], tokens=tokens, gpus=comm["gpus"],
-                                 peak_flops_per_s=peak_flops_per_s, mfu=mfu)
-    comm_s = q_comm_time_s(**comm)
-    shown = exposed(compute_s, comm_s, HIDEABLE[canonical_strategy(comm["strategy"])])
+    """Seconds per step: compute plus what shows of the communication, with overlap or without."""
+    shown = _step(tokens, peak_flops_per_s, mfu, comm)
     return shown["step_s"] if overlap else shown["step_no_overlap_s"]
 
 

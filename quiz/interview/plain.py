@@ -20,45 +20,25 @@ from ddpfsdp.quiz.grading import SELF_GRADES, Grade, QuantityError
 from ddpfsdp.quiz.interview import answers, debrief, render
 from ddpfsdp.quiz.interview.scenario import Scenario, Step
 from ddpfsdp.quiz.plain import open_store
+from ddpfsdp.quiz.plain_input import Quit, Skip, read
 from ddpfsdp.quiz.store import Store, utc_now
-
-
-class _Quit(Exception):
-    """q, the end of the input, or Ctrl+C."""
-
-
-class _Skip(Exception):
-    pass
-
-
-def _read(console: Console, label: str = "Your answer") -> str:
-    try:
-        text = Prompt.ask(label, console=console, default="", show_default=False)
-    except (EOFError, KeyboardInterrupt):
-        raise _Quit from None
-    text = text.strip()
-    if text.lower() in ("q", "quit"):
-        raise _Quit
-    if text.lower() in ("s", "skip"):
-        raise _Skip
-    return text
 
 
 def _ask(console: Console, step: Step) -> Grade:
     if step.unit == "explain":
-        notes = _read(console, "Your notes (Enter when done)")
+        notes = read(console, "Your notes (Enter when done)")
         console.print("[bold]Talking points:[/]")
         for point in step.talking_points:
             console.print(f"  • {point}", markup=False, highlight=False)
         while True:
-            grade = _read(console, "Grade yourself: 1 again, 2 hard, 3 good, 4 easy").lower()
+            grade = read(console, "Grade yourself: 1 again, 2 hard, 3 good, 4 easy").lower()
             named = SELF_GRADES[int(grade) - 1] if grade in ("1", "2", "3", "4") else grade
             if named in SELF_GRADES:
                 return answers.grade_explain(step, notes, named)
             console.print("[red]Type 1, 2, 3 or 4 (again, hard, good, easy).[/]")
     while True:
         try:
-            return answers.grade(step, _read(console))
+            return answers.grade(step, read(console))
         except QuantityError as error:
             console.print(f"[red]{error}[/]", markup=True, highlight=False)
 
@@ -96,9 +76,9 @@ def run_interview_plain(
         started = time.monotonic()
         try:
             grade = _ask(console, step)
-        except _Skip:
+        except Skip:
             grade = answers.skipped(step)
-        except _Quit:
+        except Quit:
             console.print(f"Stopped at step {step.id} of {len(scenario.steps)}. {len(grades)} answered step"
                           f"{'s are' if len(grades) != 1 else ' is'} saved; `{again(scenario)}` starts this scenario again.")
             return 0
