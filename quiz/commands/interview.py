@@ -60,7 +60,7 @@ def interview(plain: bool, as_json: bool, seed: int | None, family: str | None, 
     exposed communication, activations and checkpointing, two follow-ups that change one condition,
     and an explanation with talking points. Every answer comes from the analytic model (`ddpfsdp
     calc`); the debrief scores each skill and names the simulated demo that measures the same
-    configuration with the real FSDP code. Each step is saved the moment it is graded.
+    configuration with the real PyTorch strategy code. Each step is saved the moment it is graded.
 
     \b
     Examples:
