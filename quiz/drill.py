@@ -25,6 +25,7 @@ from ddpfsdp.demos.theory.activations import transformer_activation_bytes
 from ddpfsdp.demos.theory.buckets import DDP_BUCKET_CAP_MB, ddp_bucket_bytes
 from ddpfsdp.demos.theory.comm import step_comm
 from ddpfsdp.demos.theory.gpt_layout import gpt_param_numels
+from ddpfsdp.demos.theory import presets
 from ddpfsdp.demos.theory.precision import OPTIMIZER_STATES, PRECISIONS, bytes_per_param_breakdown
 from ddpfsdp.demos.theory.quiz_answers import QUIZ_FUNCTIONS, q_min_gpus, q_min_zero_stage, q_sampler_count
 from ddpfsdp.demos.theory.sampler import sampler_indices
@@ -37,48 +38,11 @@ from ddpfsdp.quiz.loader import BYTE_UNITS, UNITS
 # --- named presets -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ModelPreset:
-    """A model as interviews quote it (its headline size) and a GPT-style decoder of its shape.
-
-    The shape feeds the kinds that need tensors or activations (DDP buckets, activation memory):
-    a pre-norm decoder with LayerNorm and a 4d GELU MLP (the project's GPT), at the layer count,
-    width and vocabulary of the named model. Its parameter count is near, not equal to, the
-    headline size, because the named models use other MLPs and attention layouts.
-    """
-
-    name: str
-    params: int
-    layers: int
-    d_model: int
-    vocab: int
-    seq_len: int
-
-    @property
-    def shape_params(self) -> int:
-        return sum(gpt_param_numels(self.layers, self.d_model, self.vocab, self.seq_len))
-
-
-MODELS: dict[str, ModelPreset] = {
-    preset.name: preset
-    for preset in (
-        ModelPreset("GPT-3-XL-like", 1_300_000_000, layers=24, d_model=2048, vocab=50257, seq_len=2048),
-        ModelPreset("Llama-2-7B-like", 7_000_000_000, layers=32, d_model=4096, vocab=32000, seq_len=4096),
-        ModelPreset("Llama-2-13B-like", 13_000_000_000, layers=40, d_model=5120, vocab=32000, seq_len=4096),
-        ModelPreset("Llama-2-70B-like", 70_000_000_000, layers=80, d_model=8192, vocab=32000, seq_len=4096),
-        ModelPreset("Llama-3.1-405B-like", 405_000_000_000, layers=126, d_model=16384, vocab=128256, seq_len=8192),
-    )
-}
+# Models and GPUs are the interview's presets too; they live with the analytic model.
+MODELS = presets.MODELS
 
 # Memory as sold, in decimal GB; the drill budgets model state against it.
-GPUS: dict[str, int] = {
-    "L4-24GB": 24 * 10**9,
-    "A100-40GB": 40 * 10**9,
-    "A100-80GB": 80 * 10**9,
-    "H100-80GB": 80 * 10**9,
-    "H200-141GB": 141 * 10**9,
-    "MI300X-192GB": 192 * 10**9,
-}
+GPUS: dict[str, int] = {name: gpu.memory_bytes for name, gpu in presets.GPUS.items()}
 
 GPUS_PER_NODE = 8
 

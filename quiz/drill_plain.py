@@ -12,22 +12,14 @@ from datetime import datetime
 
 from rich.console import Console
 from rich.markdown import Markdown
-from rich.prompt import Prompt
 from rich.rule import Rule
 
 from ddpfsdp.quiz import drill as drills
 from ddpfsdp.quiz import scheduler
 from ddpfsdp.quiz.grading import QuantityError
 from ddpfsdp.quiz.plain import open_store
+from ddpfsdp.quiz.plain_input import Quit, Skip, read
 from ddpfsdp.quiz.store import Store, utc_now
-
-
-class _Quit(Exception):
-    """The person typed q (or the input ended)."""
-
-
-class _Skip(Exception):
-    pass
 
 
 def run_drill_plain(
@@ -58,17 +50,18 @@ def run_drill_plain(
         try:
             while True:
                 try:
-                    grade = drills.grade(problem, _read(console))
+                    grade = drills.grade(problem, read(console))
                     break
                 except QuantityError as error:
                     console.print(f"[red]{error}[/]", markup=True, highlight=False)
-        except _Skip:
+        except Skip:
             continue
-        except _Quit:
+        except Quit:
             break
         elapsed_s = time.monotonic() - started
         try:
-            scheduler.record_drill(store, kind=problem.kind, topic=problem.topic, grade=grade, time_s=elapsed_s, now=clock())
+            scheduler.record_answer(store, scheduler.drill_card(problem.kind, problem.topic), grade,
+                                    time_s=elapsed_s, now=clock(), mode="drill")
         except Exception as error:  # noqa: BLE001 - the person must hear about it, and keep going
             console.print(f"[red]This answer could not be saved: {error}[/]")
         answered += 1
@@ -84,16 +77,3 @@ def run_drill_plain(
     else:
         console.print("No answers this time.")
     return 0
-
-
-def _read(console: Console) -> str:
-    try:
-        text = Prompt.ask("Your answer", console=console, default="", show_default=False)
-    except (EOFError, KeyboardInterrupt):
-        raise _Quit from None
-    text = text.strip()
-    if text.lower() in ("q", "quit"):
-        raise _Quit
-    if text.lower() in ("s", "skip"):
-        raise _Skip
-    return text

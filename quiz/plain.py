@@ -13,22 +13,14 @@ from datetime import datetime
 
 from rich.console import Console
 from rich.markdown import Markdown
-from rich.prompt import Prompt
 from rich.rule import Rule
 
 from ddpfsdp.quiz import evidence as ev
 from ddpfsdp.quiz import grading, scheduler
 from ddpfsdp.quiz.grading import Grade
 from ddpfsdp.quiz.loader import Bank, Question
+from ddpfsdp.quiz.plain_input import Quit, Skip, read
 from ddpfsdp.quiz.store import Store, StoreError, utc_now
-
-
-class _Quit(Exception):
-    """The person typed q (or the input ended)."""
-
-
-class _Skip(Exception):
-    pass
 
 
 def open_store(console: Console, store: Store | None = None) -> Store | None:
@@ -74,9 +66,9 @@ def run_plain(
     for index, question in enumerate(questions, start=1):
         try:
             grade = _ask(console, question, index, len(questions), rng, store, clock, mode)
-        except _Skip:
+        except Skip:
             continue
-        except _Quit:
+        except Quit:
             break
         if grade is not None:
             results.append(grade)
@@ -87,19 +79,6 @@ def run_plain(
     else:
         console.print("No answers this time.")
     return 0
-
-
-def _read(console: Console, prompt: str) -> str:
-    try:
-        text = Prompt.ask(prompt, console=console, default="", show_default=False)
-    except (EOFError, KeyboardInterrupt):
-        raise _Quit from None
-    text = text.strip()
-    if text.lower() in ("q", "quit"):
-        raise _Quit
-    if text.lower() in ("s", "skip"):
-        raise _Skip
-    return text
 
 
 def _digits(text: str, count: int) -> list[int] | None:
@@ -127,7 +106,7 @@ def _ask(console: Console, q: Question, index: int, total: int, rng: random.Rand
             console.print(f"  {number}. {choice}", markup=False)
         ask = "Your answer (a number)" if q.kind == "single" else "Your answers (numbers separated by spaces)"
         while True:
-            picked = _digits(_read(console, ask), len(order))
+            picked = _digits(read(console, ask), len(order))
             if picked is not None and (q.kind == "multi" or len(picked) == 1):
                 break
             console.print(f"[red]Type {'one number' if q.kind == 'single' else 'numbers'} from 1 to {len(order)}.[/]")
@@ -138,7 +117,7 @@ def _ask(console: Console, q: Question, index: int, total: int, rng: random.Rand
         for number, step in enumerate(order, start=1):
             console.print(f"  {number}. {step}", markup=False)
         while True:
-            picked = _digits(_read(console, "The steps in order (e.g. 3 1 2)"), len(order))
+            picked = _digits(read(console, "The steps in order (e.g. 3 1 2)"), len(order))
             if picked is not None and sorted(picked) == list(range(len(order))):
                 break
             console.print(f"[red]Give each number from 1 to {len(order)} once, in order.[/]")
@@ -147,18 +126,18 @@ def _ask(console: Console, q: Question, index: int, total: int, rng: random.Rand
         console.print(f"[dim]{grading.input_hint(q.unit)}[/]")
         while True:
             try:
-                grade = grading.grade_numeric(q, _read(console, "Your answer"))
+                grade = grading.grade_numeric(q, read(console, "Your answer"))
                 break
             except grading.QuantityError as error:
                 console.print(f"[red]{error}[/]")
     else:
-        notes = _read(console, "Answer aloud, or type notes; Enter reveals the model answer")
+        notes = read(console, "Answer aloud, or type notes; Enter reveals the model answer")
         console.print("[bold]What an interviewer listens for:[/]")
         for point in q.talking_points:
             console.print(f"  • {point}", markup=False)
         _show_answer(console, q)
         while True:
-            picked = _digits(_read(console, "Grade yourself: 1 Again, 2 Hard, 3 Good, 4 Easy"), 4)
+            picked = _digits(read(console, "Grade yourself: 1 Again, 2 Hard, 3 Good, 4 Easy"), 4)
             if picked is not None and len(picked) == 1:
                 break
             console.print("[red]Type 1, 2, 3 or 4.[/]")

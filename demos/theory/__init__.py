@@ -18,6 +18,9 @@
     estimate       the whole table: the `ddpfsdp.calc/1` document that `ddpfsdp calc` prints
     run            the figures for a demo's own run, as PyTorch runs it
     quiz_answers   `QUIZ_FUNCTIONS`: how every numeric question and drill computes its answer
+    steptime       a step in time: compute from FLOPs, ring collectives over a link, exposed communication
+    planning       the plans an interview asks for: the lowest stage that fits, checkpointing, HSDP's group
+    presets        the models, GPUs, links and clusters interviews quote, each figure with its source
     arguments      counts and flags as people write them ("7B", "yes")
     guard          before a launch: does the run fit on this machine?
 

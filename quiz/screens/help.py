@@ -22,6 +22,10 @@ HELP = """\
 | **r** | feedback, evidence | run the linked demo now on this machine |
 | **s** | home | the sizing drill: generated napkin-math problems, graded by the analytic model |
 | **Enter**, **n** | sizing drill | submit; once graded, the next problem (**ctrl+n** skips from the answer box) |
+| **i** | home | a design interview: a scenario step by step, graded by the analytic model |
+| **Enter**, **ctrl+n** | interview | submit, then the next step; skip a step (it counts as a miss) |
+| **1**–**4** | interview's explanation | after Enter shows the talking points: grade yourself |
+| **r** | interview debrief | run the simulated demo of the scenario and set it beside your answers |
 | **Escape** | while a demo runs | cancel it (every rank is stopped); otherwise go back |
 | **1**–**4** | explain feedback | grade yourself: Again, Hard, Good, Easy |
 | **?** | anywhere | this help |

@@ -18,6 +18,7 @@ class HomeScreen(Screen):
         Binding("r", "review", "Review due"),
         Binding("m", "mock", "Mock interview"),
         Binding("s", "drill", "Sizing drill"),
+        Binding("i", "interview", "Interview"),
         Binding("p", "progress", "Progress"),
         Binding("?", "app.help", "Help"),
         Binding("q", "app.quit", "Quit"),
@@ -28,6 +29,8 @@ class HomeScreen(Screen):
             ListItem(Label(id="label-review"), id="item-review"),
             ListItem(Label(id="label-mock"), id="item-mock"),
             ListItem(Label(id="label-drill"), id="item-drill"),
+            ListItem(Label(Text.assemble(("Design interview", "bold"), "   a scenario step by step: memory, strategy, "
+                                         "traffic, step time, follow-ups, a debrief")), id="item-interview"),
         ]
         items += [ListItem(Label(id=f"label-{t}"), id=f"topic-{t}") for t in self.app.bank.topics]
         items.append(ListItem(Label(Text("Progress by topic", style="bold")), id="item-progress"))
@@ -89,6 +92,8 @@ class HomeScreen(Screen):
             self.action_mock()
         elif item_id == "item-drill":
             self.action_drill()
+        elif item_id == "item-interview":
+            self.action_interview()
         elif item_id == "item-progress":
             self.action_progress()
         elif item_id.startswith("topic-"):
@@ -102,6 +107,9 @@ class HomeScreen(Screen):
 
     def action_drill(self) -> None:
         self.app.start_drill()
+
+    def action_interview(self) -> None:
+        self.app.start_interview()
 
     def action_progress(self) -> None:
         from ddpfsdp.quiz.screens.progress import ProgressScreen
