@@ -219,7 +219,7 @@ def test_the_evidence_panel_shows_the_broken_run_beside_the_fixed_one():
     from ddpfsdp.quiz.widgets.evidence import result_table
     from rich.console import Console
 
-    result = {"demo": "fault", "fault": {"cause": "a cause", "fix": "a fix",
+    result = {"demo": "fault", "fault": {"cause": "a cause", "fix": "wrap the loop in Join([model])",
                                          "broken": {"program": "rank 0 logs", "symptom": ["rank 1: Timed out"]},
                                          "fixed": {"program": "every rank logs", "symptom": ["no rank raised an error"]}}}
     assert ev.fault_sides(result) == [("broken", "rank 0 logs", ["rank 1: Timed out"]),
@@ -228,7 +228,7 @@ def test_the_evidence_panel_shows_the_broken_run_beside_the_fixed_one():
     console.print(result_table(result))
     text = console.export_text()
     assert "broken: rank 0 logs" in text and "fixed: every rank logs" in text
-    assert "rank 1: Timed out" in text and "Fix: a fix" in text
+    assert "rank 1: Timed out" in text and "Fix: wrap the loop in Join([model])" in text
     assert ev.fault_sides({"demo": "sampler"}) == []
 
 
@@ -237,3 +237,19 @@ def test_the_quiz_starts_a_fault_link_as_a_fault_run_without_launching_it():
 
     run = default_demo_runner("fault", ["uneven-inputs"])
     assert isinstance(run, FaultRun) and run.faults == ["uneven-inputs"] and run.pids == []
+
+
+def test_the_printed_result_keeps_torch_and_the_fault_texts_verbatim():
+    from rich.console import Console
+
+    from ddpfsdp.demos.faults.render import render_fault
+
+    result = {"config": {"world_size": 2, "timeout_s": 3.0},
+              "fault": {"name": "uneven-inputs", "summary": "s", "cause": "c", "fix": "use Join([model])",
+                        "broken": {"program": "no [bold]markup[/bold]", "wall_s": 3.1, "symptom": ["    8 ✘  gloo:barrier []"]},
+                        "fixed": {"program": "with Join([model])", "wall_s": 0.2, "symptom": ["no rank raised an error"]}}}
+    console = Console(width=200, record=True)
+    render_fault(result, console)
+    text = console.export_text()
+    for shown in ("use Join([model])", "with Join([model])", "no [bold]markup[/bold]", "8 ✘  gloo:barrier []"):
+        assert shown in text

@@ -82,6 +82,23 @@ def test_no_process_of_any_run_is_left(launches):
                 os.kill(pid, 0)
 
 
+def test_cancelling_a_run_in_its_hang_stops_every_rank():
+    from ddpfsdp.demos.launch.launcher import STOP_GRACE_S
+
+    run = FaultRun(["desync"], procs=2, timeout_s=DEFAULT_TIMEOUT_S)
+    took = None
+    for event in run.events():
+        if event.get("event") == "progress" and event.get("phase") == "broken":
+            started = time.monotonic()
+            run.cancel()  # as the quiz does on Escape, and the command on Ctrl+C
+            took = time.monotonic() - started
+    assert took is not None and took < STOP_GRACE_S + 2
+    assert run.cancelled and run.result is None and run.leftover_pids() == []
+    for pid in run.pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
 def _judge(name: str, block: dict) -> dict[str, bool]:
     return {check.name: check.passed for check in FAULTS[name].judge(block)}
 
@@ -148,3 +165,33 @@ def test_the_command_prints_saves_and_writes_json(results, monkeypatch):
     assert json.loads(as_json.stdout)["fault"]["name"] == "desync"
     with Store.open() as store:
         assert store.last_demo_result("fault", ["desync"]).result["fault"]["name"] == "desync"
+
+
+async def test_the_evidence_panel_shows_the_broken_symptom_beside_the_fixed_run(results):
+    import io
+
+    from rich.console import Console
+
+    from ddpfsdp.quiz.app import make_app
+    from ddpfsdp.quiz.screens.feedback import FeedbackScreen
+    from ddpfsdp.quiz.store import Store
+
+    with Store.open() as store:
+        store.save_demo_result("fault", ["desync"], results["desync"])
+    app = make_app(seed=3, topic="debugging")
+    async with app.run_test(size=(120, 60)) as pilot:
+        await pilot.pause()
+        while app.screen.question.id != "fault-desync-cause":
+            await pilot.press("n")
+            await pilot.pause()
+        screen = app.screen
+        await pilot.press(str(screen.display_choices.index(screen.question.answer) + 1), "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, FeedbackScreen)
+        saved = app.screen.query_one("#evidence").query_one("#evidence-saved")
+        console = Console(width=118, file=io.StringIO(), color_system=None)
+        console.print(saved.content)
+        shown = " ".join(console.file.getvalue().split())
+    assert "broken: every step all-reduces gradients" in shown and "fixed: every rank all-reduces the loss" in shown
+    assert "Timed out waiting 3000ms for recv operation to complete" in shown
+    assert "no rank raised an error" in shown and "desync_times_out" in shown

@@ -20,7 +20,9 @@ def list_lines() -> list[str]:
 
 
 def render_fault(result: dict[str, Any], console: Any) -> None:
-    block = result.get("fault") or {}
+    from rich.markup import escape
+
+    block = {key: escape(value) if isinstance(value, str) else value for key, value in (result.get("fault") or {}).items()}
     config = result.get("config") or {}
     console.print(f"[bold]{block.get('name')}[/]: {block.get('summary')}")
     console.print(f"[dim]{config.get('world_size')} CPU processes (gloo), process-group timeout {config.get('timeout_s'):g} s "
@@ -29,7 +31,7 @@ def render_fault(result: dict[str, Any], console: Any) -> None:
         run = block.get(phase) or {}
         wall = run.get("wall_s")
         took = f" ({wall:.2f} s)" if isinstance(wall, (int, float)) else ""
-        console.print(f"\n[{_STYLE[phase]}]{phase.capitalize()}[/]{took}: {run.get('program')}")
+        console.print(f"\n[{_STYLE[phase]}]{phase.capitalize()}[/]{took}: {escape(str(run.get('program')))}")
         for line in run.get("symptom") or []:
             console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
     console.print(f"\n[bold]Cause:[/] {block.get('cause')}")

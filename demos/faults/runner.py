@@ -238,6 +238,15 @@ class FaultRun:
         self.start()
         if not self._procs:
             return
+        try:
+            yield from self._run_to_the_end()
+            if not self.cancelled:
+                yield from self._results() if self.error is None else [self.error]
+        finally:
+            if self._dir is not None:
+                shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _run_to_the_end(self) -> Iterator[dict[str, Any]]:
         lines: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, args=(lines,), name="fault-events", daemon=True).start()
         try:
@@ -250,17 +259,11 @@ class FaultRun:
                     self._fail("a rank did not exit after the run; every rank has been stopped")
                     break
         finally:
+            # On success, failure, a deadline or an exception in the consumer (Ctrl+C): every rank goes.
             self._stop()
             self.returncode = max((abs(proc.returncode or 0) for proc in self._procs), default=0)
-        if not self.cancelled:
-            if self.returncode and self.error is None:
-                self._fail(f"a rank exited with status {self.returncode}")
-            if self.error is None:
-                yield from self._results()
-            else:
-                yield self.error
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
+        if self.returncode and self.error is None and not self.cancelled:
+            self._fail(f"a rank exited with status {self.returncode}")
 
     def _results(self) -> Iterator[dict[str, Any]]:
         import json

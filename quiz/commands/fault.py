@@ -71,11 +71,12 @@ def _run(name: str, procs: int, timeout_s: float, as_json: bool, verbose: bool) 
     from ddpfsdp.demos.faults.runner import FaultRun
     from ddpfsdp.quiz.commands.demo import _check_table, _save
     from rich.console import Console
+    from rich.markup import escape
 
     out, err = Console(), Console(stderr=True)
     status = err if as_json else out
     run = FaultRun([name], procs=procs, timeout_s=timeout_s)
-    status.print(f"[bold]fault {name}[/] on {procs} CPU processes (gloo): {FAULTS[name].summary}")
+    status.print(f"[bold]fault {name}[/] on {procs} CPU processes (gloo): {escape(FAULTS[name].summary)}")
     try:
         with status.status("starting ranks") as spinner:
             for event in run.events():

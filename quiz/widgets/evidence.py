@@ -48,7 +48,7 @@ def fault_table(result: dict[str, Any]) -> Table | None:
         table.add_column(Text(f"{phase}: {program}", style="bold red" if phase == "broken" else "bold green"), ratio=1)
     table.add_row(*(Text("\n".join(lines)) for _, _, lines in sides))
     block = result.get("fault") or {}
-    table.caption = f"Cause: {block.get('cause', '')}\nFix: {block.get('fix', '')}"
+    table.caption = Text(f"Cause: {block.get('cause', '')}\nFix: {block.get('fix', '')}")  # not markup: "Join([model])"
     table.caption_justify = "left"
     return table
 
