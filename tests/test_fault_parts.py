@@ -240,9 +240,8 @@ def test_the_quiz_starts_a_fault_link_as_a_fault_run_without_launching_it():
 
 
 def test_the_printed_result_keeps_torch_and_the_fault_texts_verbatim():
-    from rich.console import Console
-
     from ddpfsdp.demos.faults.render import render_fault
+    from rich.console import Console
 
     result = {"config": {"world_size": 2, "timeout_s": 3.0},
               "fault": {"name": "uneven-inputs", "summary": "s", "cause": "c", "fix": "use Join([model])",

@@ -170,11 +170,10 @@ def test_the_command_prints_saves_and_writes_json(results, monkeypatch):
 async def test_the_evidence_panel_shows_the_broken_symptom_beside_the_fixed_run(results):
     import io
 
-    from rich.console import Console
-
     from ddpfsdp.quiz.app import make_app
     from ddpfsdp.quiz.screens.feedback import FeedbackScreen
     from ddpfsdp.quiz.store import Store
+    from rich.console import Console
 
     with Store.open() as store:
         store.save_demo_result("fault", ["desync"], results["desync"])
