@@ -167,20 +167,29 @@ def test_the_command_prints_saves_and_writes_json(results, monkeypatch):
         assert store.last_demo_result("fault", ["desync"]).result["fault"]["name"] == "desync"
 
 
-async def test_the_evidence_panel_shows_the_broken_symptom_beside_the_fixed_run(results):
+async def test_the_evidence_panel_shows_the_broken_symptom_beside_the_fixed_run(results, tmp_path):
     import io
+    import shutil
 
     from ddpfsdp.quiz.app import make_app
+    from ddpfsdp.quiz.loader import default_answers_dir, default_bank_dir
     from ddpfsdp.quiz.screens.feedback import FeedbackScreen
     from ddpfsdp.quiz.store import Store
     from rich.console import Console
 
+    # The debugging topic alone: the app loads in a fraction of the time the whole bank takes.
+    bank_dir, answers_dir = tmp_path / "bank", tmp_path / "answers"
+    bank_dir.mkdir()
+    answers_dir.mkdir()
+    shutil.copy(default_bank_dir() / "debugging.toml", bank_dir)
+    for answer in default_answers_dir().glob("fault-*.md"):
+        shutil.copy(answer, answers_dir)
     with Store.open() as store:
         store.save_demo_result("fault", ["desync"], results["desync"])
-    app = make_app(seed=3, topic="debugging")
+    app = make_app(bank_dir=bank_dir, answers_dir=answers_dir, seed=3, topic="debugging")
     async with app.run_test(size=(120, 60)) as pilot:
         await pilot.pause()
-        while app.screen.question.id != "fault-desync-cause":
+        while app.screen.question.id != "fault-desync-fix":  # the topic's first question, level 1
             await pilot.press("n")
             await pilot.pause()
         screen = app.screen

@@ -81,11 +81,12 @@ def run_phase(fault: Fault, phase: str, rank: int, world_size: int, timeout_s: f
     return record, group
 
 
-def run_fault(fault: Fault, run_dir: Path, rank: int, world_size: int, timeout_s: float) -> None:
+def run_fault(fault: Fault, run_dir: Path, rank: int, world_size: int, timeout_s: float, step: tuple[int, int]) -> None:
+    """Both programs of one fault; `step` is (programs run before this fault's first, programs in all)."""
     import torch.distributed as dist
 
-    for phase in RUN_ORDER:
-        _emit(rank, "progress", fault=fault.name, phase=phase)
+    for index, phase in enumerate(RUN_ORDER):
+        _emit(rank, "progress", step=step[0] + index, steps=step[1], fault=fault.name, phase=phase)
         record, group = run_phase(fault, phase, rank, world_size, timeout_s)
         _write_json(record_path(run_dir, fault.name, phase, rank), record)
         if fault.hangs:
@@ -116,8 +117,8 @@ def main(argv: list[str]) -> int:
     try:
         _emit(rank, "start", demo="fault", world_size=world_size, device="cpu", backend="gloo",
               config={"faults": names, "timeout_s": timeout_s}, env=environment())
-        for fault in faults:
-            run_fault(fault, run_dir, rank, world_size, timeout_s)
+        for index, fault in enumerate(faults):
+            run_fault(fault, run_dir, rank, world_size, timeout_s, (index * len(RUN_ORDER), len(faults) * len(RUN_ORDER)))
         dist.barrier()
         code = 0
     except Exception as exc:  # noqa: BLE001 - reported as an event and on stderr; the launcher stops the rest
