@@ -168,14 +168,13 @@ def test_the_command_prints_saves_and_writes_json(results, monkeypatch):
 
 
 async def test_the_evidence_panel_shows_the_broken_symptom_beside_the_fixed_run(results, tmp_path):
-    import io
     import shutil
+
+    from conftest import open_feedback, widget_text
 
     from ddpfsdp.quiz.app import make_app
     from ddpfsdp.quiz.loader import default_answers_dir, default_bank_dir
-    from ddpfsdp.quiz.screens.feedback import FeedbackScreen
     from ddpfsdp.quiz.store import Store
-    from rich.console import Console
 
     # The debugging topic alone: the app loads in a fraction of the time the whole bank takes.
     bank_dir, answers_dir = tmp_path / "bank", tmp_path / "answers"
@@ -188,18 +187,8 @@ async def test_the_evidence_panel_shows_the_broken_symptom_beside_the_fixed_run(
         store.save_demo_result("fault", ["desync"], results["desync"])
     app = make_app(bank_dir=bank_dir, answers_dir=answers_dir, seed=3, topic="debugging")
     async with app.run_test(size=(120, 60)) as pilot:
-        await pilot.pause()
-        while app.screen.question.id != "fault-desync-fix":  # the topic's first question, level 1
-            await pilot.press("n")
-            await pilot.pause()
-        screen = app.screen
-        await pilot.press(str(screen.display_choices.index(screen.question.answer) + 1), "enter")
-        await pilot.pause()
-        assert isinstance(app.screen, FeedbackScreen)
-        saved = app.screen.query_one("#evidence").query_one("#evidence-saved")
-        console = Console(width=118, file=io.StringIO(), color_system=None)
-        console.print(saved.content)
-        shown = " ".join(console.file.getvalue().split())
+        panel = await open_feedback(pilot, "fault-desync-fix")  # the topic's first question, level 1
+        shown = widget_text(panel.query_one("#evidence-saved"), width=118)
     assert "broken: every step all-reduces gradients" in shown and "fixed: every rank all-reduces the loss" in shown
     assert "Timed out waiting 3000ms for recv operation to complete" in shown
     assert "no rank raised an error" in shown and "desync_times_out" in shown
