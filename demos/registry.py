@@ -10,11 +10,20 @@ commands and validate input without paying for torch.
 Optional hooks, each "module:function" in a module importable without torch:
   validate(options: dict, world_size: int) -> None   raises click.UsageError on a bad combination
   render(result: dict, console) -> None              prints the result for a person (rich)
+
+A demo that starts its own ranks rather than the worker's (the failure lab, whose ranks are meant to
+fail) names instead:
+  command: a click command that `ddpfsdp demo NAME` runs
+  runner(args: list[str]) -> run                     the run the quiz starts for evidence: events(),
+                                                     cancel(), result, error, cancelled, as DemoRun has
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from ddpfsdp.demos.faults.catalog import CLAIMS as FAULT_CLAIMS
+from ddpfsdp.demos.faults.catalog import SUMMARY as FAULT_SUMMARY
 
 
 @dataclass(frozen=True)
@@ -28,6 +37,8 @@ class Demo:
     validate: str | None = None
     render: str | None = None
     min_world_size: int = 2
+    command: str | None = None
+    runner: str | None = None
 
     def __post_init__(self) -> None:
         if not self.options:
@@ -216,6 +227,16 @@ DEMOS: dict[str, Demo] = {
                 "checkpoint_lowers_peak": "checkpointing activations lowers peak memory",
                 "checkpoint_recomputes_forward": "checkpointing runs the blocks' forward again during backward",
             },
+        ),
+        Demo(
+            "fault",
+            FAULT_SUMMARY,
+            "ddpfsdp.demos.faults.rank:main",
+            "fault",
+            checks=dict(FAULT_CLAIMS),
+            options="ddpfsdp.demos.faults.runner:NO_OPTIONS",
+            command="ddpfsdp.quiz.commands.fault:fault",
+            runner="ddpfsdp.demos.faults.runner:run_from_link",
         ),
     ]
 }

@@ -243,6 +243,10 @@ class DemoGroup(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         demo = registry.DEMOS.get(cmd_name)
+        if demo is not None and demo.command:  # a demo that starts its own ranks brings its own command
+            from ddpfsdp.demos.worker import load
+
+            return load(demo.command)
         return _make_command(demo) if demo else None
 
 

@@ -38,8 +38,25 @@ def checks_table(items: list[ev.EvidenceItem], title: str) -> Table:
     return table
 
 
+def fault_table(result: dict[str, Any]) -> Table | None:
+    """A failure-lab result: the broken run's symptom beside the fixed run's, as torch produced them."""
+    sides = ev.fault_sides(result)
+    if not sides:
+        return None
+    table = Table(title="The symptom, broken and fixed", title_justify="left", show_edge=False, expand=True, pad_edge=False)
+    for phase, program, _ in sides:
+        table.add_column(Text(f"{phase}: {program}", style="bold red" if phase == "broken" else "bold green"), ratio=1)
+    table.add_row(*(Text("\n".join(lines)) for _, _, lines in sides))
+    block = result.get("fault") or {}
+    table.caption = Text(f"Cause: {block.get('cause', '')}\nFix: {block.get('fix', '')}")  # not markup: "Join([model])"
+    table.caption_justify = "left"
+    return table
+
+
 def result_table(result: dict[str, Any]) -> Table | None:
-    """Memory per component, throughput and traffic per strategy; or a concept demo's own figures."""
+    """Memory per component, throughput and traffic per strategy; a fault's two runs; or a concept demo's figures."""
+    if ev.fault_sides(result):
+        return fault_table(result)
     runs = ev.runs(result)
     if runs:
         config = result.get("config") or {}
