@@ -243,13 +243,13 @@ def test_what_the_fake_run_cannot_handle_is_refused_with_what_to_try(demo, extra
 
 
 def test_ddp_that_fits_the_stated_gpu_memory_is_simulated():
-    from ddpfsdp.demos.train.demo import validate_simulated
+    from ddpfsdp.demos.train.options import validate_simulated
 
     validate_simulated("ddp", {**TINY, "gpu_mem": "80GB"})
 
 
 def test_simulate_only_options_need_simulate():
-    from ddpfsdp.demos.train.demo import validate_fsdp
+    from ddpfsdp.demos.train.options import validate_fsdp
 
     with pytest.raises(click.UsageError, match="add --simulate"):
         validate_fsdp({"world": 64, "params": "7B"}, 2)
@@ -266,7 +266,7 @@ def test_a_refusal_on_the_command_line_has_no_traceback():
 
 
 def test_validation_does_not_import_torch():
-    code = ("import sys; from ddpfsdp.demos.train.demo import validate_fsdp; "
+    code = ("import sys; from ddpfsdp.demos.train.options import validate_fsdp; "
             "validate_fsdp({'simulate': True, 'world': 64, 'params': '7B'}, 1); print('torch' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

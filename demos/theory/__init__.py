@@ -27,6 +27,6 @@
 A new strategy is named, titled and given what it shards in `sharding`, then its working set
 (`working_set`) and its traffic (`comm`); `rows` puts it in the table. Everything here is computed from counts and
 byte sizes; nothing is measured, and nothing imports torch, so the CLI and the quiz can use it at
-once. It may import the top-level `units` and `collectives` and the torch-free model shapes in
-`train.presets`.
+once. It may import the top-level `units` and `collectives`, the torch-free model shapes in
+`train.presets` and a run's options in `train.spec`.
 """
