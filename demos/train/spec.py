@@ -99,9 +99,9 @@ class Flag:
             raise ValueError(f"--{flag_name(name)} must be at least {self.minimum:g}, got {value}")
 
 
-def option(default: Any, help: str, **flag: Any) -> Any:
+def option(default: Any, help_text: str, **flag: Any) -> Any:
     """A RunSpec field that is also a command-line option (see Flag for the keywords)."""
-    return field(default=default, metadata={"flag": Flag(help, **flag)})
+    return field(default=default, metadata={"flag": Flag(help_text, **flag)})
 
 
 def flag_name(name: str) -> str:
