@@ -71,29 +71,34 @@ def _resnet_activation_bytes(shape: Any, batch_size: int, precision: str) -> int
     return batch_size * elements * element
 
 
+def model_activation_bytes(arch: str, shape: Any, batch_size: int, checkpoint_activations: bool,
+                           precision: str) -> int | None:
+    """The analytic model's activation bytes of one micro-batch of a GPT or ViT shape; None for
+    another architecture, whose activations the analytic model does not estimate."""
+    if arch == "gpt":
+        return gpt_activation_bytes(shape, batch_size, None, checkpoint_activations, precision)["activation_bytes"]
+    if arch == "vit":
+        # The classifier reads the class token only: one token of `classes` logits per sample.
+        return transformer_activation_bytes(
+            layers=shape.layers, d_model=shape.d_model, tokens=shape.tokens, batch_size=batch_size,
+            head_outputs=shape.classes, head_tokens=1, precision=precision,
+            checkpoint_activations=checkpoint_activations,
+        )["activation_bytes"]
+    return None
+
+
 def _units_and_activations(run: RunSpec, shape: Any) -> tuple[list[int], int]:
-    batch_size, checkpoint, precision = run.batch_size, run.checkpoint_activations, run.precision
+    """The parameters of each FSDP unit, and the activations: the analytic model's, or for a ResNet a rough count."""
+    activations = model_activation_bytes(run.arch, shape, run.batch_size, run.checkpoint_activations, run.precision)
     if run.arch == "gpt":
-        units = gpt_unit_params(shape, wrap=run.wrap)
-        activations = gpt_activation_bytes(shape, batch_size, None, checkpoint, precision)["activation_bytes"]
-        return units, activations
+        return gpt_unit_params(shape, wrap=run.wrap), activations
     if run.arch == "vit":
         blocks = [shape.block_params] * shape.layers
         units = [shape.params] if run.wrap == "model" else [shape.embedding_params, *blocks, shape.head_params, 0]
-        activations = transformer_activation_bytes(
-            layers=shape.layers,
-            d_model=shape.d_model,
-            tokens=shape.tokens,
-            batch_size=batch_size,
-            head_outputs=shape.classes,
-            head_tokens=1,
-            precision=precision,
-            checkpoint_activations=checkpoint,
-        )["activation_bytes"]
         return units, activations
     blocks = [shape.basic_block_params(*block) for block in shape.block_shapes()]
     units = [shape.params] if run.wrap == "model" else [shape.stem_params, *blocks, shape.head_params, 0]
-    return units, _resnet_activation_bytes(shape, batch_size, precision)
+    return units, _resnet_activation_bytes(shape, run.batch_size, run.precision)
 
 
 def estimate_rank_bytes(demo: str, options: dict[str, Any], *, device: str, world_size: int) -> dict[str, Any]:
@@ -309,4 +314,5 @@ def check_launch(
     )
 
 
-__all__ = ["Verdict", "check_launch", "estimate_rank_bytes", "available_rank_bytes", "SAFETY_MARGIN"]
+__all__ = ["Verdict", "check_launch", "estimate_rank_bytes", "available_rank_bytes", "model_activation_bytes",
+           "SAFETY_MARGIN"]

@@ -64,27 +64,18 @@ def _allowance(run: dict[str, Any], theory: dict[str, Any]) -> dict[str, int]:
 def activation_estimate(run: dict[str, Any]) -> int | None:
     """The analytic model's activation bytes for the run's model and micro-batch; None for a ResNet,
     whose activations the analytic model does not estimate."""
-    from ddpfsdp.demos.theory.activations import gpt_activation_bytes, transformer_activation_bytes
+    from ddpfsdp.demos.theory.guard import model_activation_bytes
     from ddpfsdp.demos.train.presets import shape_for
 
     config = run["config"]
     arch = config.get("arch", "gpt")
-    checkpoint = bool(config.get("checkpoint_activations"))
-    if arch == "gpt":
-        overrides = {k: config[k] for k in OVERRIDE_NAMES if config.get(k) is not None and k != "seq_len"}
-        shape = shape_for("gpt", config["model"], **overrides)
-        return gpt_activation_bytes(shape, config["batch_size"], config.get("seq_len"), checkpoint,
-                                    config["precision"])["activation_bytes"]
-    if arch == "vit":
-        overrides = {k: config[k] for k in ("layers", "d_model", "heads") if config.get(k) is not None}
-        shape = shape_for("vit", config["model"], **overrides)
-        # The classifier reads the class token only: one token of `classes` logits per sample.
-        return transformer_activation_bytes(
-            layers=shape.layers, d_model=shape.d_model, tokens=shape.tokens, batch_size=config["batch_size"],
-            head_outputs=shape.classes, head_tokens=1, precision=config["precision"],
-            checkpoint_activations=checkpoint,
-        )["activation_bytes"]
-    return None
+    if arch not in ("gpt", "vit"):
+        return None
+    # The config's seq_len is the one the model ran with (a ViT's tokens, which it cannot set).
+    names = OVERRIDE_NAMES if arch == "gpt" else tuple(n for n in OVERRIDE_NAMES if n != "seq_len")
+    shape = shape_for(arch, config["model"], **{k: config[k] for k in names if config.get(k) is not None})
+    return model_activation_bytes(arch, shape, config["batch_size"], bool(config.get("checkpoint_activations")),
+                                  config["precision"])
 
 
 def run_checks(run: dict[str, Any], theory: dict[str, Any]) -> list[Any]:
