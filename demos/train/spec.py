@@ -13,7 +13,7 @@ Adding an option is one field of `RunSpec`: `name: type = option(default, "help"
 choices or bounds and the demos that take it (`demos=`). The flag `--name` on those demos, click's
 check of its type and bounds, the worker's parsing and RunSpec's own check follow from it, and the
 result's config reports it (unless `reported=False`). Only what relates it to other options goes in
-`train.options.check`, and what it changes in a run goes where the run uses it.
+`train.options.validate`, and what it changes in a run goes where the run uses it.
 """
 
 from __future__ import annotations
