@@ -7,9 +7,10 @@ The package is arranged by stage, so a reader finds a concept by the room it bel
     measure/   what a rank holds and does: memory, collectives, and the printed report
     theory/    the analytic model and the launch guard built on it (no torch)
     concepts/  one interview concept per demo (sampler, allreduce, reshard, ...)
+    faults/    the failure lab: real distributed-training bugs, broken and fixed on real ranks
 
 At the top level sit what every stage shares: `registry` (every demo by name), `worker` (the
-per-rank entry point, `python -m ddpfsdp.demos.worker`), `checks` (the named-check type) and
-`units` (byte and count parsing). Importing this package is cheap: modules that need torch import
-it themselves.
+per-rank entry point, `python -m ddpfsdp.demos.worker`), `checks` (the named-check type),
+`units` (byte and count parsing) and `collectives` (the collectives and their ring wire factor).
+Importing this package is cheap: modules that need torch import it themselves.
 """

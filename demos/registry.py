@@ -8,13 +8,26 @@ a list of click.Option). Demo modules import torch inside their functions, so th
 commands and validate input without paying for torch.
 
 Optional hooks, each "module:function" in a module importable without torch:
-  validate(options: dict, world_size: int) -> None   raises click.UsageError on a bad combination
+  validate(options: dict, world_size: int | None) -> None
+                                                     raises click.UsageError on a bad combination; with
+                                                     world_size None it checks all the world size does
+                                                     not decide (the CLI does so before it places the
+                                                     run, since placing imports torch)
   render(result: dict, console) -> None              prints the result for a person (rich)
+
+A demo that starts its own ranks rather than the worker's (the failure lab, whose ranks are meant to
+fail) names instead:
+  command: a click command that `ddpfsdp demo NAME` runs
+  runner(args: list[str]) -> run                     the run the quiz starts for evidence: events(),
+                                                     cancel(), result, error, cancelled, as DemoRun has
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from ddpfsdp.demos.faults.catalog import CLAIMS as FAULT_CLAIMS
+from ddpfsdp.demos.faults.catalog import SUMMARY as FAULT_SUMMARY
 
 
 @dataclass(frozen=True)
@@ -28,6 +41,8 @@ class Demo:
     validate: str | None = None
     render: str | None = None
     min_world_size: int = 2
+    command: str | None = None
+    runner: str | None = None
 
     def __post_init__(self) -> None:
         if not self.options:
@@ -62,8 +77,8 @@ DEMOS: dict[str, Demo] = {
             "real DDP training: every rank holds the full model, gradients are all-reduced in buckets",
             "ddpfsdp.demos.train.demo:run_ddp",
             "training",
-            options="ddpfsdp.demos.train.demo:DDP_OPTIONS",
-            validate="ddpfsdp.demos.train.demo:validate_ddp",
+            options="ddpfsdp.demos.train.options:DDP_OPTIONS",
+            validate="ddpfsdp.demos.train.options:validate_ddp",
             render="ddpfsdp.demos.measure.report:render_training",
             checks={
                 **_TRAINING_CHECKS,
@@ -78,8 +93,8 @@ DEMOS: dict[str, Demo] = {
             "real ZeRO-1 training: DDP's all-reduce plus ZeroRedundancyOptimizer, which shards only the optimizer state",
             "ddpfsdp.demos.train.demo:run_zero1",
             "training",
-            options="ddpfsdp.demos.train.demo:DDP_OPTIONS",
-            validate="ddpfsdp.demos.train.demo:validate_zero1",
+            options="ddpfsdp.demos.train.options:DDP_OPTIONS",
+            validate="ddpfsdp.demos.train.options:validate_zero1",
             render="ddpfsdp.demos.measure.report:render_training",
             checks={**_TRAINING_CHECKS, **_SIMULATED_CHECKS},
         ),
@@ -88,8 +103,8 @@ DEMOS: dict[str, Demo] = {
             "real FSDP2 training: sharded params, all-gather before use, reduce-scatter of gradients",
             "ddpfsdp.demos.train.demo:run_fsdp",
             "training",
-            options="ddpfsdp.demos.train.demo:FSDP_OPTIONS",
-            validate="ddpfsdp.demos.train.demo:validate_fsdp",
+            options="ddpfsdp.demos.train.options:FSDP_OPTIONS",
+            validate="ddpfsdp.demos.train.options:validate_fsdp",
             render="ddpfsdp.demos.measure.report:render_training",
             checks={
                 **_TRAINING_CHECKS,
@@ -106,8 +121,8 @@ DEMOS: dict[str, Demo] = {
             "DDP, ZeRO-1, FSDP grad-op and FSDP full on one model and seed: memory, speed, traffic in one table",
             "ddpfsdp.demos.train.demo:run_compare",
             "training",
-            options="ddpfsdp.demos.train.demo:COMPARE_OPTIONS",
-            validate="ddpfsdp.demos.train.demo:validate_compare",
+            options="ddpfsdp.demos.train.options:COMPARE_OPTIONS",
+            validate="ddpfsdp.demos.train.options:validate_compare",
             render="ddpfsdp.demos.measure.report:render_compare",
             checks={
                 "losses_agree": "all strategies give the same losses (fp32, rtol 1e-4): data parallelism is exact",
@@ -216,6 +231,16 @@ DEMOS: dict[str, Demo] = {
                 "checkpoint_lowers_peak": "checkpointing activations lowers peak memory",
                 "checkpoint_recomputes_forward": "checkpointing runs the blocks' forward again during backward",
             },
+        ),
+        Demo(
+            "fault",
+            FAULT_SUMMARY,
+            "ddpfsdp.demos.faults.rank:main",
+            "fault",
+            checks=dict(FAULT_CLAIMS),
+            options="ddpfsdp.demos.faults.runner:NO_OPTIONS",
+            command="ddpfsdp.quiz.commands.fault:fault",
+            runner="ddpfsdp.demos.faults.runner:run_from_link",
         ),
     ]
 }

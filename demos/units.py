@@ -110,6 +110,12 @@ def format_bytes(num_bytes: int | float, unit: str = "GB", digits: int = 2) -> s
     return f"{num_bytes / size:,.{digits}f} {name}"
 
 
+def format_iec(num_bytes: int | float | None) -> str:
+    """Binary units spelled out, as a demo's tables print them (1.50 GiB, 12.30 MiB, 512 B); "n/a"
+    for a figure the run does not have."""
+    return "n/a" if num_bytes is None else format_bytes(num_bytes, "iec")
+
+
 def format_count(count: int | float, digits: int = 2) -> str:
     """A count with a decimal suffix: 7_000_000_000 -> "7.00B"; small counts are printed whole."""
     for suffix in ("T", "B", "M", "K"):

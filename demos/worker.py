@@ -61,7 +61,7 @@ def _env_from_slurm() -> None:
     os.environ["LOCAL_RANK"] = os.environ.get("SLURM_LOCALID", "0")
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Ask Linux to SIGTERM this rank if its launcher dies, so no rank outlives an abandoned run."""
     if not sys.platform.startswith("linux"):
         return
@@ -125,7 +125,7 @@ def run(demo_name: str, args: list[str], device_type: str | None = None) -> int:
     demo = registry.get(demo_name)
     _env_from_slurm()
     _standalone_defaults()
-    _die_with_parent()
+    die_with_parent()
     rank = int(os.environ["RANK"])
     try:
         options = parse_demo_options(demo, args)
@@ -166,7 +166,7 @@ def run(demo_name: str, args: list[str], device_type: str | None = None) -> int:
             world_size=ctx.world_size,
             device=device.type,
             backend=backend,
-            config={k: v for k, v in options.items()},
+            config=dict(options),
         )
         result = load(demo.module)(ctx, **options)
         if ctx.is_main:
@@ -224,7 +224,7 @@ def _exit(code: int) -> None:
     default=None,
     help="Where to train: cuda (NCCL) or cpu (gloo). Default: cuda when torch sees a GPU.",
 )
-@click.argument("demo_name", metavar="DEMO", type=click.Choice(list(registry.DEMOS)))
+@click.argument("demo_name", metavar="DEMO", type=click.Choice([n for n, d in registry.DEMOS.items() if not d.command]))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def main(device_type: str | None, demo_name: str, args: tuple[str, ...]) -> None:
     """Run one demo on this rank; launch it with torchrun, srun or `ddpfsdp demo`."""

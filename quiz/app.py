@@ -27,7 +27,8 @@ from textual.screen import ModalScreen, Screen  # noqa: E402
 
 from ddpfsdp.quiz import scheduler  # noqa: E402
 from ddpfsdp.quiz.grading import Grade  # noqa: E402
-from ddpfsdp.quiz.loader import Bank, BankError, Question, load_bank_cached  # noqa: E402
+from ddpfsdp.quiz.bank_cache import load_bank_cached  # noqa: E402
+from ddpfsdp.quiz.loader import Bank, BankError, Question  # noqa: E402
 from ddpfsdp.quiz.store import Store, StoreError, utc_now  # noqa: E402
 
 log = logging.getLogger("ddpfsdp.quiz")
@@ -56,7 +57,12 @@ class Session:
 def default_demo_runner(demo: str, args: list[str]) -> Any:
     # Imported here: the launcher is cheap, but nothing demo-related loads until a demo runs.
     from ddpfsdp.demos.launch.launcher import DemoRun
+    from ddpfsdp.demos.registry import DEMOS
+    from ddpfsdp.demos.worker import load
 
+    spec = DEMOS.get(demo)
+    if spec is not None and spec.runner:  # a demo that starts its own ranks (the failure lab)
+        return load(spec.runner)(args)
     return DemoRun(demo, args)
 
 
@@ -80,8 +86,10 @@ class QuizApp(App):
         demo_runner: Callable[[str, list[str]], Any] = default_demo_runner,
         drill_seed: int | None = None,
         drill_kinds: tuple[str, ...] | None = None,
+        interview: Any = None,
     ):
         super().__init__()
+        self.interview = interview  # the scenario to start on, from `ddpfsdp interview`
         self.drill_seed = drill_seed
         self.drill_kinds = drill_kinds
         self.bank = bank
@@ -126,7 +134,9 @@ class QuizApp(App):
         if self.problem is None:
             if self.store is not None and self.store.warning:
                 self.notify(self.store.warning, title="Progress file damaged", severity="warning", timeout=20)
-            if self.start_mode == "drill":
+            if self.interview is not None:
+                self.start_interview(self.interview)
+            elif self.start_mode == "drill":
                 self.start_drill()
             elif self.start_mode is not None:
                 self.start_session(self.start_mode, topic=self.start_topic)
@@ -182,9 +192,27 @@ class QuizApp(App):
     def record_drill(self, problem, grade: Grade, elapsed_s: float) -> str | None:
         """Commit a drill answer at once; on failure say so (a drill answer is not retried)."""
         try:
-            scheduler.record_drill(self.store, kind=problem.kind, topic=problem.topic, grade=grade, time_s=elapsed_s, now=self.now())
+            scheduler.record_answer(self.store, scheduler.drill_card(problem.kind, problem.topic), grade,
+                                    time_s=elapsed_s, now=self.now(), mode="drill")
         except (StoreError, sqlite3.Error, OSError) as error:
             return f"This drill answer could not be saved ({error})."
+        return None
+
+    def start_interview(self, scenario: Any = None) -> None:
+        """A design interview: the scenario given, or a new one drawn from this app's random source."""
+        from ddpfsdp.quiz.interview.generate import generate
+        from ddpfsdp.quiz.screens.interview import InterviewScreen
+
+        self.push_screen(InterviewScreen(scenario or generate(self.rng.randrange(2**31))))
+
+    def record_interview_step(self, scenario: Any, step: Any, grade: Grade, elapsed_s: float) -> str | None:
+        """Commit an interview step at once; on failure say so."""
+        from ddpfsdp.quiz.interview import answers
+
+        try:
+            answers.record(self.store, scenario, step, grade, time_s=elapsed_s, now=self.now())
+        except (StoreError, sqlite3.Error, OSError) as error:
+            return f"This step could not be saved ({error})."
         return None
 
     def session_remaining_s(self) -> float | None:
@@ -356,6 +384,7 @@ def make_app(
     demo_runner: Callable[[str, list[str]], Any] | None = None,
     drill: bool = False,
     drill_kinds: tuple[str, ...] | None = None,
+    interview: Any = None,
 ) -> QuizApp:
     """The app as the CLI runs it; tests pass a fixture bank, a fixed clock and a seed."""
     problem = None
@@ -390,4 +419,5 @@ def make_app(
         demo_runner=demo_runner or default_demo_runner,
         drill_seed=seed if drill else None,
         drill_kinds=drill_kinds,
+        interview=interview,
     )

@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "demo": "ddpfsdp.quiz.commands.demo:demo",
     "calc": "ddpfsdp.quiz.commands.calc:calc",
     "drill": "ddpfsdp.quiz.commands.drill:drill",
+    "interview": "ddpfsdp.quiz.commands.interview:interview",
 }
 
 
@@ -58,6 +59,7 @@ def cli() -> None:
       ddpfsdp demo compare --procs 2       DDP, ZeRO-1, FSDP grad-op and full, one table
       ddpfsdp calc --params 7B --gpus 8    per-GPU memory and traffic for every strategy
       ddpfsdp drill                        napkin-math sizing problems, graded by the model
+      ddpfsdp interview                    a design scenario, step by step, with a debrief
       ddpfsdp progress                     mastery by topic, weakest first
       ddpfsdp doctor                       what this machine can run
     """

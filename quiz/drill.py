@@ -2,7 +2,7 @@
 
 Each problem picks a real configuration (a model size, a GPU, a cluster, a precision and an
 optimizer, all from the named presets below), asks for one figure, and computes the answer with
-the analytic model's quiz functions (`calc.QUIZ_FUNCTIONS`): nothing here types in a number. A
+the analytic model's quiz functions (`QUIZ_FUNCTIONS`): nothing here types in a number. A
 problem carries the function's name and arguments, so anyone can recompute it, and the working:
 the formula with this problem's numbers in it, shown when an answer misses.
 
@@ -21,7 +21,16 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ddpfsdp.demos.theory import calc
+from ddpfsdp.demos.theory.activations import transformer_activation_bytes
+from ddpfsdp.demos.theory.buckets import DDP_BUCKET_CAP_MB, ddp_bucket_bytes
+from ddpfsdp.demos.theory.comm import step_comm
+from ddpfsdp.demos.theory.gpt_layout import gpt_param_numels
+from ddpfsdp.demos.theory import presets
+from ddpfsdp.demos.theory.precision import OPTIMIZER_STATES, PRECISIONS, bytes_per_param_breakdown
+from ddpfsdp.demos.theory.quiz_answers import QUIZ_FUNCTIONS, q_min_gpus, q_min_zero_stage, q_sampler_count
+from ddpfsdp.demos.theory.sampler import sampler_indices
+from ddpfsdp.demos.theory.sharding import STRATEGIES, STRATEGY_SHARDS, STRATEGY_TITLES, ZERO_STAGES, resolve_group_size
+from ddpfsdp.demos.theory.state import model_state
 from ddpfsdp.quiz import grading
 from ddpfsdp.quiz.grading import Grade, QuantityError
 from ddpfsdp.quiz.loader import BYTE_UNITS, UNITS
@@ -29,48 +38,11 @@ from ddpfsdp.quiz.loader import BYTE_UNITS, UNITS
 # --- named presets -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ModelPreset:
-    """A model as interviews quote it (its headline size) and a GPT-style decoder of its shape.
-
-    The shape feeds the kinds that need tensors or activations (DDP buckets, activation memory):
-    a pre-norm decoder with LayerNorm and a 4d GELU MLP (the project's GPT), at the layer count,
-    width and vocabulary of the named model. Its parameter count is near, not equal to, the
-    headline size, because the named models use other MLPs and attention layouts.
-    """
-
-    name: str
-    params: int
-    layers: int
-    d_model: int
-    vocab: int
-    seq_len: int
-
-    @property
-    def shape_params(self) -> int:
-        return sum(calc.gpt_param_numels(self.layers, self.d_model, self.vocab, self.seq_len))
-
-
-MODELS: dict[str, ModelPreset] = {
-    preset.name: preset
-    for preset in (
-        ModelPreset("GPT-3-XL-like", 1_300_000_000, layers=24, d_model=2048, vocab=50257, seq_len=2048),
-        ModelPreset("Llama-2-7B-like", 7_000_000_000, layers=32, d_model=4096, vocab=32000, seq_len=4096),
-        ModelPreset("Llama-2-13B-like", 13_000_000_000, layers=40, d_model=5120, vocab=32000, seq_len=4096),
-        ModelPreset("Llama-2-70B-like", 70_000_000_000, layers=80, d_model=8192, vocab=32000, seq_len=4096),
-        ModelPreset("Llama-3.1-405B-like", 405_000_000_000, layers=126, d_model=16384, vocab=128256, seq_len=8192),
-    )
-}
+# Models and GPUs are the interview's presets too; they live with the analytic model.
+MODELS = presets.MODELS
 
 # Memory as sold, in decimal GB; the drill budgets model state against it.
-GPUS: dict[str, int] = {
-    "L4-24GB": 24 * 10**9,
-    "A100-40GB": 40 * 10**9,
-    "A100-80GB": 80 * 10**9,
-    "H100-80GB": 80 * 10**9,
-    "H200-141GB": 141 * 10**9,
-    "MI300X-192GB": 192 * 10**9,
-}
+GPUS: dict[str, int] = {name: gpu.memory_bytes for name, gpu in presets.GPUS.items()}
 
 GPUS_PER_NODE = 8
 
@@ -120,7 +92,7 @@ class Problem:
     answer: float  # in base units: bytes, or a count
     unit: str  # the unit it is asked in: a byte unit such as "GB", or "" for a count
     tolerance: float  # relative; 0 means the exact count
-    fn: str  # a key of calc.QUIZ_FUNCTIONS
+    fn: str  # a key of QUIZ_FUNCTIONS
     args: dict[str, Any]
     working: str  # the formula with this problem's numbers, shown when an answer misses
 
@@ -190,15 +162,15 @@ def _pick(rng: random.Random, options: Sequence[Any], weights: Sequence[float] |
 
 
 def _training_setup(rng: random.Random) -> tuple[str, str]:
-    precision = _pick(rng, tuple(calc.PRECISIONS), (1, 3, 2, 1))
-    optimizer = _pick(rng, tuple(calc.OPTIMIZER_STATES), (4, 2, 1, 1))
+    precision = _pick(rng, tuple(PRECISIONS), (1, 3, 2, 1))
+    optimizer = _pick(rng, tuple(OPTIMIZER_STATES), (4, 2, 1, 1))
     return precision, optimizer
 
 
 def _state_lines(params: int, gpus: int, strategy: str, precision: str, optimizer: str) -> str:
-    per = calc.bytes_per_param_breakdown(precision, optimizer)
-    group = calc.resolve_group_size(strategy, gpus)
-    state = calc.model_state(params, gpus, strategy, precision, optimizer, group)
+    per = bytes_per_param_breakdown(precision, optimizer)
+    group = resolve_group_size(strategy, gpus)
+    state = model_state(params, gpus, strategy, precision, optimizer, group)
     sharded_by = {"zero1": ("optimizer",), "zero2": ("grads", "optimizer"), "zero3": ("params", "grads", "optimizer")}
     splits = {
         key: group if strategy == "hsdp" else (gpus if key in sharded_by.get(strategy, ()) else 1)
@@ -218,7 +190,7 @@ def _model_state(rng: random.Random):
     model = _pick(rng, list(MODELS.values()))
     cluster = _pick(rng, tuple(CLUSTERS))
     gpus = CLUSTERS[cluster]
-    strategy = _pick(rng, calc.STRATEGIES if gpus > GPUS_PER_NODE else calc.STRATEGIES[:-1])
+    strategy = _pick(rng, STRATEGIES if gpus > GPUS_PER_NODE else STRATEGIES[:-1])
     precision, optimizer = _training_setup(rng)
     args = {"params": model.params, "gpus": gpus, "strategy": strategy, "precision": precision, "optimizer": optimizer}
     prompt = (
@@ -227,13 +199,13 @@ def _model_state(rng: random.Random):
         "How much **model state** does each GPU hold between steps (parameters + gradients + optimizer "
         "state; no activations, buffers or working set)? Answer in GB (1e9 bytes)."
     )
-    per = calc.bytes_per_param_breakdown(precision, optimizer)
+    per = bytes_per_param_breakdown(precision, optimizer)
 
     def working(answer: float) -> str:
         return (
             f"Bytes per parameter under {precision} with {optimizer}: params {per['params']} + grads {per['grads']} "
-            f"+ optimizer {per['optimizer']} = {per['total']}. {calc.STRATEGY_TITLES[strategy]} "
-            f"({calc.STRATEGY_SHARDS[strategy]}) divides each by how many ways it is sharded: "
+            f"+ optimizer {per['optimizer']} = {per['total']}. {STRATEGY_TITLES[strategy]} "
+            f"({STRATEGY_SHARDS[strategy]}) divides each by how many ways it is sharded: "
             + _state_lines(model.params, gpus, strategy, precision, optimizer)
             + "."
         )
@@ -250,7 +222,7 @@ def _fit_stage(rng: random.Random):
         precision, optimizer = _training_setup(rng)
         args = {"params": model.params, "gpus": gpus, "gpu_mem": GPUS[gpu], "precision": precision, "optimizer": optimizer}
         try:
-            stage = calc.q_min_zero_stage(**args)
+            stage = q_min_zero_stage(**args)
         except ValueError:
             continue  # nothing fits this one; draw a configuration where some stage does
         # Plain DDP fitting is worth asking now and then, not most of the time.
@@ -266,11 +238,11 @@ def _fit_stage(rng: random.Random):
 
     def working(answer: float) -> str:
         rows = []
-        for stage, strategy in enumerate(calc.ZERO_STAGES):
-            held = calc.model_state(model.params, gpus, strategy, precision, optimizer)["model_state_bytes"]
+        for stage, strategy in enumerate(ZERO_STAGES):
+            held = model_state(model.params, gpus, strategy, precision, optimizer)["model_state_bytes"]
             verdict = "fits" if held <= GPUS[gpu] else "does not fit"
-            rows.append(f"stage {stage} ({calc.STRATEGY_TITLES[strategy]}): {_gb(held)} {verdict}")
-        per = calc.bytes_per_param_breakdown(precision, optimizer)
+            rows.append(f"stage {stage} ({STRATEGY_TITLES[strategy]}): {_gb(held)} {verdict}")
+        per = bytes_per_param_breakdown(precision, optimizer)
         return (
             f"Per parameter: params {per['params']} + grads {per['grads']} + optimizer {per['optimizer']} bytes; "
             f"each stage shards one more of them over {gpus} GPUs. Against {_gb(GPUS[gpu])}: "
@@ -290,7 +262,7 @@ def _min_gpus(rng: random.Random):
         budget = round(GPUS[gpu] * share)
         args = {"params": model.params, "gpu_mem": budget, "strategy": "zero3", "precision": precision, "optimizer": optimizer}
         # One GPU being enough is worth asking now and then, not most of the time.
-        if calc.q_min_gpus(**args) > 1 or rng.random() < 0.25:
+        if q_min_gpus(**args) > 1 or rng.random() < 0.25:
             break
     prompt = (
         f"A **{model.name}** model ({model.params / 1e9:g}B parameters) trains with **ZeRO-3 / FSDP full "
@@ -299,7 +271,7 @@ def _min_gpus(rng: random.Random):
         f"{share:.0%} × {_gb(GPUS[gpu])} = {_gb(budget)} per GPU.\n\n"
         "What is the **fewest GPUs** on which it fits?"
     )
-    per = calc.bytes_per_param_breakdown(precision, optimizer)
+    per = bytes_per_param_breakdown(precision, optimizer)
 
     def working(answer: float) -> str:
         total = per["total"] * model.params
@@ -334,10 +306,10 @@ def _wire_bytes(rng: random.Random):
         )
         + ". Answer in GB."
     )
-    group = calc.resolve_group_size(strategy, gpus)
+    group = resolve_group_size(strategy, gpus)
 
     def working(answer: float) -> str:
-        ops = calc.step_comm(strategy, model.params, gpus, precision, group)
+        ops = step_comm(strategy, model.params, gpus, precision, group)
         parts = []
         for op, figures in ops.items():
             ranks = gpus // group if (strategy == "hsdp" and op == "all_reduce") else (group if strategy == "hsdp" else gpus)
@@ -374,14 +346,14 @@ def _ddp_buckets(rng: random.Random):
     )
 
     def working(answer: float) -> str:
-        numels = calc.gpt_param_numels(model.layers, d, model.vocab, model.seq_len)
-        sizes = calc.ddp_bucket_bytes([n * grad_bytes for n in reversed(numels)], cap)
+        numels = gpt_param_numels(model.layers, d, model.vocab, model.seq_len)
+        sizes = ddp_bucket_bytes([n * grad_bytes for n in reversed(numels)], cap)
         first = "1 MiB (bucket_cap_mb left at its default)" if cap is None else f"{cap} MiB (an explicit bucket_cap_mb applies to the first bucket too)"
-        cap_bytes = (cap or calc.DDP_BUCKET_CAP_MB) * 2**20
+        cap_bytes = (cap or DDP_BUCKET_CAP_MB) * 2**20
         total = sum(numels) * grad_bytes
         return (
             f"A bucket closes as soon as it holds at least its cap, and a tensor is never split: first bucket "
-            f"{first}, then {cap or calc.DDP_BUCKET_CAP_MB} MiB. In backward order: head d×vocab = {_mib(d * model.vocab * grad_bytes)}, "
+            f"{first}, then {cap or DDP_BUCKET_CAP_MB} MiB. In backward order: head d×vocab = {_mib(d * model.vocab * grad_bytes)}, "
             f"then per block MLP down 4d² = {_mib(4 * d * d * grad_bytes)}, up 4d² = {_mib(4 * d * d * grad_bytes)}, "
             f"projection d² = {_mib(d * d * grad_bytes)}, qkv 3d² = {_mib(3 * d * d * grad_bytes)} (plus small biases "
             f"and LayerNorms), embeddings last. Bucket sizes in MiB: {_ends(sizes)}: {len(sizes)} buckets. "
@@ -404,7 +376,7 @@ def _sampler_index(rng: random.Random):
     length = rng.randint(replicas + 1, 12 * replicas + 5)
     rank = rng.randrange(replicas)
     drop_last = rng.random() < 0.4
-    per_rank = calc.q_sampler_count(dataset_len=length, num_replicas=replicas, drop_last=drop_last)
+    per_rank = q_sampler_count(dataset_len=length, num_replicas=replicas, drop_last=drop_last)
     # The last draw is where padding and trimming show; ask it half the time.
     position = per_rank if rng.random() < 0.5 else rng.randint(1, per_rank)
     args = {"dataset_len": length, "num_replicas": replicas, "rank": rank, "position": position, "drop_last": drop_last}
@@ -415,7 +387,7 @@ def _sampler_index(rng: random.Random):
     )
 
     def working(answer: float) -> str:
-        indices = calc.sampler_indices(length, replicas, rank, drop_last)
+        indices = sampler_indices(length, replicas, rank, drop_last)
         total = per_rank * replicas
         if drop_last and length % replicas:
             sizing = (
@@ -450,7 +422,7 @@ def _activations(rng: random.Random):
         "layers": model.layers, "d_model": model.d_model, "vocab": model.vocab, "seq_len": seq,
         "batch_size": batch, "precision": precision, "checkpoint_activations": checkpoint,
     }
-    spec = calc.PRECISIONS[precision]
+    spec = PRECISIONS[precision]
     loss_bytes = 2 if precision == "bf16" else 4
     prompt = (
         f"A GPT-style decoder shaped like **{model.name}** ({model.layers} layers, d = {model.d_model}, vocabulary "
@@ -465,7 +437,7 @@ def _activations(rng: random.Random):
     )
 
     def working(answer: float) -> str:
-        parts = calc.transformer_activation_bytes(
+        parts = transformer_activation_bytes(
             layers=model.layers, d_model=model.d_model, tokens=seq, batch_size=batch, head_outputs=model.vocab,
             head_tokens=seq, precision=precision, checkpoint_activations=checkpoint,
         )
@@ -502,7 +474,7 @@ KINDS: dict[str, Kind] = {
 
 
 def compute(fn: str, args: dict[str, Any]) -> float:
-    return calc.QUIZ_FUNCTIONS[fn](**args)
+    return QUIZ_FUNCTIONS[fn](**args)
 
 
 def check_kinds(kinds: Iterable[str] | None) -> tuple[str, ...]:

@@ -18,7 +18,8 @@ from ddpfsdp.quiz import drill as drills
 from ddpfsdp.quiz import scheduler
 from ddpfsdp.quiz.grading import QuantityError
 from ddpfsdp.quiz.plain import open_store
-from ddpfsdp.quiz.plain_io import Quit, Skip, plain_console, read_answer
+from ddpfsdp.quiz.plain_console import plain_console
+from ddpfsdp.quiz.plain_input import Quit, Skip, read
 from ddpfsdp.quiz.store import Store, utc_now
 
 
@@ -50,7 +51,7 @@ def run_drill_plain(
         try:
             while True:
                 try:
-                    grade = drills.grade(problem, read_answer(console, "Your answer"))
+                    grade = drills.grade(problem, read(console))
                     break
                 except QuantityError as error:
                     console.print(f"[red]{error}[/]", markup=True, highlight=False)
@@ -62,7 +63,8 @@ def run_drill_plain(
             break
         elapsed_s = time.monotonic() - started
         try:
-            scheduler.record_drill(store, kind=problem.kind, topic=problem.topic, grade=grade, time_s=elapsed_s, now=clock())
+            scheduler.record_answer(store, scheduler.drill_card(problem.kind, problem.topic), grade,
+                                    time_s=elapsed_s, now=clock(), mode="drill")
         except Exception as error:  # noqa: BLE001 - the person must hear about it, and keep going
             console.print(f"[red]This answer could not be saved: {error}[/]")
         answered += 1

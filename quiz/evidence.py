@@ -121,6 +121,9 @@ def age(then: datetime, now: datetime) -> str:
 
 def gloo_caveat(result: dict[str, Any]) -> str | None:
     config = result.get("config") or {}
+    if result.get("demo") == "fault":
+        return ("Run on CPU processes with gloo, the fixed program first: the error texts are gloo's; NCCL reports "
+                "the same bugs in its own words.")
     if config.get("simulated"):
         return ("Simulated, not measured on hardware: real sharding, real collectives issued and the real "
                 "allocation pattern of one step; no time, no NCCL, no fragmentation, so no throughput.")
@@ -130,6 +133,18 @@ def gloo_caveat(result: dict[str, Any]) -> str | None:
 
 
 # --- figures to show ---------------------------------------------------------------------------
+
+
+def fault_sides(result: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
+    """A failure-lab result's two runs, broken then fixed: (phase, program, symptom lines) each; [] otherwise."""
+    block = result.get("fault")
+    if not isinstance(block, dict):
+        return []
+    sides = []
+    for phase in ("broken", "fixed"):
+        run = block.get(phase) if isinstance(block.get(phase), dict) else {}
+        sides.append((phase, str(run.get("program") or ""), [str(line) for line in run.get("symptom") or []]))
+    return sides
 
 
 def runs(result: dict[str, Any]) -> dict[str, dict[str, Any]]:

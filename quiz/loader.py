@@ -11,7 +11,6 @@ This module is imported by the CLI and the plain mode: it must not import torch 
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -148,7 +147,7 @@ def default_answers_dir() -> Path:
 
 
 def quiz_functions() -> dict[str, Callable[..., float]]:
-    from ddpfsdp.demos.theory.calc import QUIZ_FUNCTIONS
+    from ddpfsdp.demos.theory.quiz_answers import QUIZ_FUNCTIONS
 
     return QUIZ_FUNCTIONS
 
@@ -415,7 +414,7 @@ def _load_numeric(raw: Mapping[str, Any], path: Path, qid: str, functions: _Lazy
     try:
         available = functions.get()
     except ImportError as error:
-        raise BankError(path, f"the analytic model (ddpfsdp.demos.theory.calc) cannot be imported: {error}", question=qid, field="calc.fn") from None
+        raise BankError(path, f"the analytic model (ddpfsdp.demos.theory.quiz_answers) cannot be imported: {error}", question=qid, field="calc.fn") from None
     if not isinstance(fn_name, str) or fn_name not in available:
         raise BankError(path, f"unknown calc function {fn_name!r}; choose one of {', '.join(sorted(available))}", question=qid, field="calc.fn")
     try:
@@ -440,57 +439,3 @@ def _load_numeric(raw: Mapping[str, Any], path: Path, qid: str, functions: _Lazy
         if demo is None:
             raise BankError(path, "a measured quantity needs a demo that measures it", question=qid, field="measure")
     return {"calc": Calc(fn_name, dict(args)), "value": float(value), "unit": unit, "tolerance": float(tolerance), "measure": measure}
-
-
-def _cache_key(bank_dir: Path, answers_dir: Path) -> str:
-    """Changes whenever a bank file, an answer file, or the code that validates them changes."""
-    import hashlib
-    import sys
-
-    import ddpfsdp.demos.registry as registry
-
-    parts = [sys.version, str(bank_dir), str(answers_dir)]
-    watched = [*sorted(bank_dir.glob("*.toml")), *sorted(answers_dir.glob("*.md")), Path(__file__), Path(registry.__file__)]
-    calc_dir = Path(registry.__file__).parent
-    watched += [calc_dir / "calc.py", calc_dir / "units.py", calc_dir / "presets.py"]
-    for path in watched:
-        try:
-            stat = path.stat()
-        except OSError:
-            parts.append(f"{path}:missing")
-            continue
-        parts.append(f"{path}:{stat.st_size}:{stat.st_mtime_ns}")
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
-
-
-def load_bank_cached(bank_dir: Path | str | None = None, answers_dir: Path | str | None = None, *, cache_dir: Path | None = None) -> Bank:
-    """`load_bank`, reusing the last validated bank when no file it was built from has changed.
-
-    Parsing and validating the whole bank takes a good part of the app's start-up budget; the cache
-    is keyed on every bank and answer file's size and mtime and on the validating code, so a changed
-    file is always validated again. A cache that cannot be read is ignored and rewritten.
-    """
-    import pickle
-
-    from ddpfsdp.quiz.paths import data_dir
-
-    bank_dir = Path(bank_dir) if bank_dir is not None else default_bank_dir()
-    answers_dir = Path(answers_dir) if answers_dir is not None else default_answers_dir()
-    cache = (cache_dir or data_dir()) / "bank-cache.pickle"
-    key = _cache_key(bank_dir, answers_dir)
-    try:
-        with cache.open("rb") as handle:
-            stored_key, bank = pickle.load(handle)
-        if stored_key == key and isinstance(bank, Bank):
-            return bank
-    except Exception:  # noqa: BLE001 - any unreadable cache is simply rebuilt
-        pass
-    bank = load_bank(bank_dir, answers_dir)
-    try:
-        partial = cache.with_name(cache.name + f".{os.getpid()}")
-        with partial.open("wb") as handle:
-            pickle.dump((key, bank), handle, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(partial, cache)
-    except OSError:
-        pass
-    return bank

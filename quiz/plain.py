@@ -19,7 +19,8 @@ from ddpfsdp.quiz import evidence as ev
 from ddpfsdp.quiz import grading, scheduler
 from ddpfsdp.quiz.grading import Grade
 from ddpfsdp.quiz.loader import Bank, Question
-from ddpfsdp.quiz.plain_io import Quit, Skip, plain_console, read_answer
+from ddpfsdp.quiz.plain_console import plain_console
+from ddpfsdp.quiz.plain_input import Quit, Skip, read
 from ddpfsdp.quiz.store import Store, StoreError, utc_now
 
 
@@ -107,7 +108,7 @@ def _ask(console: Console, q: Question, index: int, total: int, rng: random.Rand
             console.print(f"  {number}. {choice}", markup=False)
         ask = "Your answer (a number)" if q.kind == "single" else "Your answers (numbers separated by spaces)"
         while True:
-            picked = _digits(read_answer(console, ask), len(order))
+            picked = _digits(read(console, ask), len(order))
             if picked is not None and (q.kind == "multi" or len(picked) == 1):
                 break
             console.print(f"[red]Type {'one number' if q.kind == 'single' else 'numbers'} from 1 to {len(order)}.[/]")
@@ -118,7 +119,7 @@ def _ask(console: Console, q: Question, index: int, total: int, rng: random.Rand
         for number, step in enumerate(order, start=1):
             console.print(f"  {number}. {step}", markup=False)
         while True:
-            picked = _digits(read_answer(console, "The steps in order (e.g. 3 1 2)"), len(order))
+            picked = _digits(read(console, "The steps in order (e.g. 3 1 2)"), len(order))
             if picked is not None and sorted(picked) == list(range(len(order))):
                 break
             console.print(f"[red]Give each number from 1 to {len(order)} once, in order.[/]")
@@ -127,18 +128,18 @@ def _ask(console: Console, q: Question, index: int, total: int, rng: random.Rand
         console.print(f"[dim]{grading.input_hint(q.unit)}[/]")
         while True:
             try:
-                grade = grading.grade_numeric(q, read_answer(console, "Your answer"))
+                grade = grading.grade_numeric(q, read(console, "Your answer"))
                 break
             except grading.QuantityError as error:
                 console.print(f"[red]{error}[/]")
     else:
-        notes = read_answer(console, "Answer aloud, or type notes; Enter reveals the model answer")
+        notes = read(console, "Answer aloud, or type notes; Enter reveals the model answer")
         console.print("[bold]What an interviewer listens for:[/]")
         for point in q.talking_points:
             console.print(f"  • {point}", markup=False)
         _show_answer(console, q)
         while True:
-            picked = _digits(read_answer(console, "Grade yourself: 1 Again, 2 Hard, 3 Good, 4 Easy"), 4)
+            picked = _digits(read(console, "Grade yourself: 1 Again, 2 Hard, 3 Good, 4 Easy"), 4)
             if picked is not None and len(picked) == 1:
                 break
             console.print("[red]Type 1, 2, 3 or 4.[/]")

@@ -1,9 +1,9 @@
 """Spaced repetition with FSRS, what to ask next, and mastery by topic.
 
-Objective answers (single, multi, numeric, order) are rated from correctness and the time taken: a
-wrong answer is Again; a right one is Easy when quick, Good at a normal pace, Hard when slow, with the
-pace judged against what a kind of question usually needs. An `explain` answer uses the person's own
-self-grade. Mastery of a question is the probability FSRS gives of recalling it now, counted only when
+Objective answers (single, multi, numeric, order, sizing drills, interview steps) are rated from
+correctness and the time taken: a wrong answer is Again; a right one is Easy when quick, Good at a
+normal pace, Hard when slow, with the pace judged against what a kind of question usually needs. An
+`explain` answer (a question or an interview's closing step) uses the person's own self-grade. Mastery of a question is the probability FSRS gives of recalling it now, counted only when
 the last answer was right; a topic's mastery is the mean over its questions, unseen ones counting 0.
 
 No torch or textual here.
@@ -23,35 +23,68 @@ from ddpfsdp.quiz.loader import Bank, Question
 from ddpfsdp.quiz.store import Store
 
 # Seconds a prepared person needs for a question of each kind; quick is under half, slow over twice.
-EXPECTED_TIME_S = {"single": 20.0, "multi": 35.0, "numeric": 60.0, "order": 40.0, "explain": 120.0, "drill": 90.0}
+EXPECTED_TIME_S = {"single": 20.0, "multi": 35.0, "numeric": 60.0, "order": 40.0, "explain": 120.0, "drill": 90.0,
+                   "interview": 120.0}
 
 DRILL_PREFIX = "drill:"
 """Drill results are attempts at the card `drill:<kind>`: one card per kind of sizing problem."""
+
+INTERVIEW_PREFIX = "interview:"
+"""Interview steps are attempts at the card `interview:<step kind>`: one card per kind of step."""
+
+GENERATED_PREFIXES = (DRILL_PREFIX, INTERVIEW_PREFIX)
+"""Cards of generated problems, which count toward the topic their attempts name."""
 
 # Fuzzing spreads reviews of large decks; this bank is small, and a deterministic schedule is easier
 # to reason about (and to test).
 _SCHEDULER = Scheduler(enable_fuzzing=False)
 
 
-def rating_for(question: Question, grade: Grade, time_s: float) -> Rating:
-    if question.kind == "explain":
-        if grade.self_grade is None:
-            raise ValueError("an explain answer is rated by its self-grade")
+@dataclass(frozen=True)
+class CardRef:
+    """What an attempt is at: its card, the topic it counts toward, the kind saved with it, and the
+    time a prepared person needs for it (the pace its rating is judged against)."""
+
+    card_id: str
+    topic: str
+    kind: str
+    expected_s: float
+
+
+def card_of(question: Question) -> CardRef:
+    """A bank question's card: harder levels are given more time."""
+    expected_s = EXPECTED_TIME_S[question.kind] * (1 + 0.25 * (question.level - 1))
+    return CardRef(question.id, question.topic, question.kind, expected_s)
+
+
+def drill_card(kind: str, topic: str) -> CardRef:
+    return CardRef(DRILL_PREFIX + kind, topic, "drill", EXPECTED_TIME_S["drill"])
+
+
+def interview_card(kind: str, topic: str) -> CardRef:
+    return CardRef(INTERVIEW_PREFIX + kind, topic, "interview", EXPECTED_TIME_S["interview"])
+
+
+def rating_for(item: Question | CardRef, grade: Grade, time_s: float) -> Rating:
+    """A self-grade as given; otherwise Again when wrong, else Easy, Good or Hard by the pace."""
+    ref = item if isinstance(item, CardRef) else card_of(item)
+    if grade.self_grade is not None:
         return Rating(SELF_GRADES.index(grade.self_grade) + 1)
+    if ref.kind == "explain":
+        raise ValueError("an explain answer is rated by its self-grade")
     if not grade.correct:
         return Rating.Again
-    expected_s = EXPECTED_TIME_S[question.kind] * (1 + 0.25 * (question.level - 1))
-    if time_s < 0.5 * expected_s:
+    if time_s < 0.5 * ref.expected_s:
         return Rating.Easy
-    if time_s > 2.0 * expected_s:
+    if time_s > 2.0 * ref.expected_s:
         return Rating.Hard
     return Rating.Good
 
 
 def _card_id(question_id: str) -> int:
     # A stable id per question (fsrs would otherwise derive one from the clock and sleep 1 ms).
-    if question_id.startswith(DRILL_PREFIX):
-        # Every drill card shares the prefix, so its id comes from the kind's name.
+    if question_id.startswith(GENERATED_PREFIXES):
+        # Generated cards share their prefix, so their id comes from the whole name.
         return int.from_bytes(hashlib.sha256(question_id.encode()).digest()[:7], "big")
     return int.from_bytes(question_id.encode()[:7].ljust(7, b"\0"), "big")
 
@@ -65,21 +98,23 @@ def load_card(store: Store, question_id: str, now: datetime) -> Card:
 
 def record_answer(
     store: Store,
-    question: Question,
+    item: Question | CardRef,
     grade: Grade,
     *,
     time_s: float,
     now: datetime,
     mode: str = "practice",
 ) -> tuple[int, Card, Rating]:
-    """Rate the answer, move the card, and commit attempt and card together."""
-    rating = rating_for(question, grade, time_s)
-    card = load_card(store, question.id, now)
+    """Rate an answer to a question, a drill or an interview step, move its card, and commit the
+    attempt and the card together."""
+    ref = item if isinstance(item, CardRef) else card_of(item)
+    rating = rating_for(ref, grade, time_s)
+    card = load_card(store, ref.card_id, now)
     card, _log = _SCHEDULER.review_card(card, rating, review_datetime=now, review_duration=int(time_s * 1000))
     attempt_id = store.record_attempt(
-        question_id=question.id,
-        topic=question.topic,
-        kind=question.kind,
+        question_id=ref.card_id,
+        topic=ref.topic,
+        kind=ref.kind,
         answer=grade.given,
         correct=grade.correct,
         score=grade.score,
@@ -89,44 +124,6 @@ def record_answer(
         card_json=card.to_json(),
         due=card.due,
         mode=mode,
-    )
-    return attempt_id, card, rating
-
-
-def record_drill(
-    store: Store,
-    *,
-    kind: str,
-    topic: str,
-    grade: Grade,
-    time_s: float,
-    now: datetime,
-) -> tuple[int, Card, Rating]:
-    """Save a sizing-drill answer as an attempt at its kind's card, rated as a numeric answer is."""
-    if not grade.correct:
-        rating = Rating.Again
-    elif time_s < 0.5 * EXPECTED_TIME_S["drill"]:
-        rating = Rating.Easy
-    elif time_s > 2.0 * EXPECTED_TIME_S["drill"]:
-        rating = Rating.Hard
-    else:
-        rating = Rating.Good
-    card_key = DRILL_PREFIX + kind
-    card = load_card(store, card_key, now)
-    card, _log = _SCHEDULER.review_card(card, rating, review_datetime=now, review_duration=int(time_s * 1000))
-    attempt_id = store.record_attempt(
-        question_id=card_key,
-        topic=topic,
-        kind="drill",
-        answer=grade.given,
-        correct=grade.correct,
-        score=grade.score,
-        time_s=time_s,
-        rating=int(rating),
-        answered_at=now,
-        card_json=card.to_json(),
-        due=card.due,
-        mode="drill",
     )
     return attempt_id, card, rating
 
@@ -153,24 +150,37 @@ def practice_queue(bank: Bank, store: Store, now: datetime, topic: str | None = 
 
 MOCK_SIZE = 8
 MOCK_MINUTES = 20
+MOCK_MAX_EXPLAIN = 2
 
 
 def mock_interview(bank: Bank, rng: random.Random, size: int = MOCK_SIZE) -> list[Question]:
-    """A mixed set across topics, at least two `explain` questions where the bank has them, harder last."""
-    questions = list(bank.questions.values())
-    explain = [q for q in questions if q.kind == "explain"]
-    others = [q for q in questions if q.kind != "explain"]
-    rng.shuffle(explain)
-    rng.shuffle(others)
-    picked = explain[: min(2, len(explain))]
-    # Round-robin over topics so one large topic does not dominate.
-    by_topic: dict[str, list[Question]] = {}
-    for question in others + explain[len(picked):]:
-        by_topic.setdefault(question.topic, []).append(question)
-    while len(picked) < size and any(by_topic.values()):
-        for topic in list(by_topic):
-            if by_topic[topic] and len(picked) < size:
-                picked.append(by_topic[topic].pop())
+    """A mixed set, harder last: one question of every kind the bank has first, then the rest from
+    topics not yet asked, at most `MOCK_MAX_EXPLAIN` of them `explain`.
+
+    Picking a kind, or filling, takes a question from a topic the set does not have yet when there is
+    one, so 8 questions cover 8 topics where the bank has them.
+    """
+    pool = list(bank.questions.values())
+    rng.shuffle(pool)
+    picked: list[Question] = []
+
+    def take(wanted) -> None:
+        topics = {q.topic for q in picked}
+        explains = sum(q.kind == "explain" for q in picked)
+        fits = [q for q in pool if q not in picked and wanted(q) and (q.kind != "explain" or explains < MOCK_MAX_EXPLAIN)]
+        fresh = [q for q in fits if q.topic not in topics]
+        if fresh or fits:
+            picked.append((fresh or fits)[0])
+
+    kinds = sorted({q.kind for q in pool})
+    rng.shuffle(kinds)
+    for kind in kinds[:size]:
+        take(lambda q, kind=kind: q.kind == kind)
+    while len(picked) < min(size, len(pool)):
+        before = len(picked)
+        take(lambda q: True)
+        if len(picked) == before:
+            break
     picked.sort(key=lambda q: (q.level, q.kind == "explain"))
     return picked
 
@@ -190,6 +200,7 @@ class TopicProgress:
     mastery: float  # 0..1
     due: int
     drills: int = 0  # drill kinds of this topic tried, each counted as one more card
+    interview_steps: int = 0  # kinds of interview step of this topic tried, each one more card
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -208,19 +219,18 @@ def question_mastery(card: Card | None, last_correct: bool, now: datetime) -> fl
 def progress(bank: Bank, store: Store, now: datetime) -> list[TopicProgress]:
     """Per topic, weakest first (lowest mastery, then lowest accuracy).
 
-    Each drill kind tried counts as one more card of its topic: its attempts join the topic's
-    accuracy and its card joins the topic's mastery.
+    Each drill kind and each kind of interview step tried counts as one more card of the topic its
+    attempts name: its attempts join the topic's accuracy and its card joins the topic's mastery.
     """
     cards = store.cards()
-    attempts = store.attempts()
     last_correct: dict[str, bool] = {}
     per_topic: dict[str, list[bool]] = {}
-    drill_topic: dict[str, str] = {}
-    for attempt in attempts:
+    generated: dict[str, str] = {}  # card -> topic, for drill and interview cards
+    for attempt in store.attempts():
         if attempt.question_id in bank.questions:
             topic_id = bank.questions[attempt.question_id].topic
-        elif attempt.question_id.startswith(DRILL_PREFIX) and attempt.topic in bank.topics:
-            topic_id = drill_topic[attempt.question_id] = attempt.topic
+        elif attempt.question_id.startswith(GENERATED_PREFIXES) and attempt.topic in bank.topics:
+            topic_id = generated[attempt.question_id] = attempt.topic
         else:
             continue
         last_correct[attempt.question_id] = attempt.correct
@@ -228,10 +238,10 @@ def progress(bank: Bank, store: Store, now: datetime) -> list[TopicProgress]:
     report = []
     for topic in bank.topics.values():
         ids = topic.question_ids
-        drills = [card for card, topic_id in drill_topic.items() if topic_id == topic.id]
+        extra = [card for card, topic_id in generated.items() if topic_id == topic.id]
         masteries = [
             question_mastery(Card.from_json(cards[q][0]) if q in cards else None, last_correct.get(q, False), now)
-            for q in (*ids, *drills)
+            for q in (*ids, *extra)
         ]
         results = per_topic.get(topic.id, [])
         report.append(
@@ -245,7 +255,8 @@ def progress(bank: Bank, store: Store, now: datetime) -> list[TopicProgress]:
                 accuracy=(sum(results) / len(results)) if results else None,
                 mastery=sum(masteries) / len(masteries) if masteries else 0.0,
                 due=sum(1 for q in ids if q in cards and cards[q][1] <= now),
-                drills=len(drills),
+                drills=sum(1 for card in extra if card.startswith(DRILL_PREFIX)),
+                interview_steps=sum(1 for card in extra if card.startswith(INTERVIEW_PREFIX)),
             )
         )
     # At equal mastery a topic answered badly is weaker than one not tried yet.

@@ -189,7 +189,7 @@ class Store:
         # isolation_level=None: transactions are opened explicitly (BEGIN IMMEDIATE) around each write.
         db = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
         try:
-            db.execute("PRAGMA busy_timeout = %d" % int(BUSY_TIMEOUT_S * 1000))
+            db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             if str(path) != ":memory:":
                 mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if str(mode).lower() != "wal":

@@ -157,3 +157,30 @@ def write_quiz_bank(root):
 def quiz_bank(tmp_path):
     """(bank_dir, answers_dir) of a small fixture bank with every question kind."""
     return write_quiz_bank(tmp_path / "quiz")
+
+
+def widget_text(widget, width: int = 96) -> str:
+    """What a Static widget shows, as one line of plain words."""
+    import io
+
+    from rich.console import Console
+
+    console = Console(width=width, file=io.StringIO(), color_system=None)
+    console.print(widget.content)
+    return " ".join(console.file.getvalue().split())
+
+
+async def open_feedback(pilot, question_id):
+    """Go to `question_id` in the running app, answer it right, and return the feedback's evidence panel."""
+    from ddpfsdp.quiz.screens.feedback import FeedbackScreen
+
+    app = pilot.app
+    await pilot.pause()
+    while app.screen.question.id != question_id:
+        await pilot.press("n")
+        await pilot.pause()
+    screen = app.screen
+    await pilot.press(str(screen.display_choices.index(screen.question.answer) + 1), "enter")
+    await pilot.pause()
+    assert isinstance(app.screen, FeedbackScreen)
+    return app.screen.query_one("#evidence")

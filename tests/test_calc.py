@@ -9,7 +9,17 @@ import sys
 
 import pytest
 
-from ddpfsdp.demos.theory import calc
+from ddpfsdp.demos.collectives import wire_factor
+from ddpfsdp.demos.theory.activations import gpt_activation_bytes
+from ddpfsdp.demos.theory.comm import step_comm
+from ddpfsdp.demos.theory.estimate import estimate
+from ddpfsdp.demos.theory.gpt_layout import gpt_unit_params
+from ddpfsdp.demos.theory.precision import bytes_per_param_breakdown
+from ddpfsdp.demos.theory.quiz_answers import QUIZ_FUNCTIONS
+from ddpfsdp.demos.theory.run import theory_for_run
+from ddpfsdp.demos.theory.sharding import resolve_group_size
+from ddpfsdp.demos.theory.state import model_state
+from ddpfsdp.demos.theory.working_set import working_set
 
 from ddpfsdp.demos.train import presets
 
@@ -29,17 +39,17 @@ PSI = 7_500_000_000  # the ZeRO paper's 7.5B example: N = 64, K = 12, mixed-prec
     ],
 )
 def test_zero_paper_7_5b_table(strategy, paper_gb, exact_bytes):
-    state = calc.model_state(PSI, 64, strategy, "bf16-master", "adam")
+    state = model_state(PSI, 64, strategy, "bf16-master", "adam")
     assert state["model_state_bytes"] == exact_bytes
     assert round(state["model_state_bytes"] / 1e9, 1) == paper_gb
     assert state["model_state_bytes"] == state["params_bytes"] + state["grads_bytes"] + state["optimizer_bytes"]
 
 
 def test_zero_paper_table_through_estimate_and_quiz():
-    result = calc.estimate(params="7.5B", gpus=64, precision="bf16-master", optimizer="adam")
+    result = estimate(params="7.5B", gpus=64, precision="bf16-master", optimizer="adam")
     table = {name: row["model_state_bytes"] for name, row in result["strategies"].items()}
     assert table["ddp"] == 120e9 and table["zero3"] == 1.875e9
-    answer = calc.QUIZ_FUNCTIONS["model_state_bytes"](
+    answer = QUIZ_FUNCTIONS["model_state_bytes"](
         params="7.5B", gpus=64, strategy="zero3", precision="bf16-master", optimizer="adam"
     )
     assert answer == 1_875_000_000
@@ -65,21 +75,21 @@ def test_zero_paper_table_through_estimate_and_quiz():
     ],
 )
 def test_bytes_per_param(precision, optimizer, expected):
-    breakdown = calc.bytes_per_param_breakdown(precision, optimizer)
+    breakdown = bytes_per_param_breakdown(precision, optimizer)
     assert (breakdown["params"], breakdown["grads"], breakdown["optimizer"]) == expected
-    assert calc.QUIZ_FUNCTIONS["bytes_per_param"](precision=precision, optimizer=optimizer) == sum(expected)
+    assert QUIZ_FUNCTIONS["bytes_per_param"](precision=precision, optimizer=optimizer) == sum(expected)
 
 
 def test_mixed_precision_does_not_shrink_model_state():
-    fp32 = calc.model_state(10**9, 1, "ddp", "fp32", "adamw")
-    mixed = calc.model_state(10**9, 1, "ddp", "bf16-mixed", "adamw")
+    fp32 = model_state(10**9, 1, "ddp", "fp32", "adamw")
+    mixed = model_state(10**9, 1, "ddp", "bf16-mixed", "adamw")
     assert fp32 == mixed
 
 
 def test_zero1_saves_more_under_bf16_master_than_bf16_mixed():
     def saving(precision):
-        ddp = calc.model_state(PSI, 8, "ddp", precision, "adam")["model_state_bytes"]
-        zero1 = calc.model_state(PSI, 8, "zero1", precision, "adam")["model_state_bytes"]
+        ddp = model_state(PSI, 8, "ddp", precision, "adam")["model_state_bytes"]
+        zero1 = model_state(PSI, 8, "zero1", precision, "adam")["model_state_bytes"]
         return 1 - zero1 / ddp
 
     assert saving("bf16-master") == pytest.approx(0.75 * 7 / 8)
@@ -90,7 +100,7 @@ def test_zero1_saves_more_under_bf16_master_than_bf16_mixed():
 def test_unknown_names_are_refused_with_the_choices(bad):
     args = {"strategy": "ddp", "precision": "fp32", "optimizer": "adam"} | bad
     with pytest.raises(ValueError) as error:
-        calc.model_state(10, 2, args["strategy"], args["precision"], args["optimizer"])
+        model_state(10, 2, args["strategy"], args["precision"], args["optimizer"])
     assert "choose one of" in str(error.value)
 
 
@@ -98,55 +108,55 @@ def test_unknown_names_are_refused_with_the_choices(bad):
 
 
 def test_shards_round_up_like_fsdp_padding():
-    state = calc.model_state(10, 4, "zero3", "fp32", "adam")  # ceil(10 / 4) = 3 elements per rank
+    state = model_state(10, 4, "zero3", "fp32", "adam")  # ceil(10 / 4) = 3 elements per rank
     assert (state["params_bytes"], state["grads_bytes"], state["optimizer_bytes"]) == (12, 12, 24)
 
 
 def test_what_each_strategy_shards():
-    full = calc.model_state(8000, 1, "ddp", "fp32", "adam")
+    full = model_state(8000, 1, "ddp", "fp32", "adam")
     for strategy, divided in {
         "ddp": (),
         "zero1": ("optimizer",),
         "zero2": ("grads", "optimizer"),
         "zero3": ("params", "grads", "optimizer"),
     }.items():
-        state = calc.model_state(8000, 8, strategy, "fp32", "adam")
+        state = model_state(8000, 8, strategy, "fp32", "adam")
         for kind in ("params", "grads", "optimizer"):
             expected = full[f"{kind}_bytes"] // (8 if kind in divided else 1)
             assert state[f"{kind}_bytes"] == expected, (strategy, kind)
 
 
 def test_hsdp_shards_within_the_group_only():
-    hsdp = calc.model_state(PSI, 64, "hsdp", "bf16-master", "adam", group_size=8)
-    zero3_on_8 = calc.model_state(PSI, 8, "zero3", "bf16-master", "adam")
+    hsdp = model_state(PSI, 64, "hsdp", "bf16-master", "adam", group_size=8)
+    zero3_on_8 = model_state(PSI, 8, "zero3", "bf16-master", "adam")
     assert hsdp == zero3_on_8
-    assert calc.model_state(PSI, 8, "hsdp", "fp32", "adam", group_size=8) == calc.model_state(
+    assert model_state(PSI, 8, "hsdp", "fp32", "adam", group_size=8) == model_state(
         PSI, 8, "zero3", "fp32", "adam"
     )
 
 
 def test_hsdp_comm_all_reduces_the_shard_across_groups():
     params, gpus, group = 8_000_000, 16, 4
-    ops = calc.step_comm("hsdp", params, gpus, "fp32", group_size=group)
+    ops = step_comm("hsdp", params, gpus, "fp32", group_size=group)
     replicas = gpus // group
     assert ops["all_reduce"]["bytes"] == params // group * 4
     assert ops["all_reduce"]["wire_bytes_per_rank"] == round(params // group * 4 * 2 * (replicas - 1) / replicas)
     assert ops["reduce_scatter"]["wire_bytes_per_rank"] == round(params * 4 * (group - 1) / group)
     assert ops["all_gather"]["wire_bytes_per_rank"] == round(2 * params * 4 * (group - 1) / group)
-    one_group = calc.step_comm("hsdp", params, gpus, "fp32", group_size=gpus)
+    one_group = step_comm("hsdp", params, gpus, "fp32", group_size=gpus)
     assert "all_reduce" not in one_group
-    assert one_group == calc.step_comm("zero3", params, gpus, "fp32")
+    assert one_group == step_comm("zero3", params, gpus, "fp32")
 
 
 @pytest.mark.parametrize(("gpus", "group"), [(12, 5), (8, 16), (8, 0), (8, "x")])
 def test_hsdp_group_size_must_divide_the_gpus(gpus, group):
     with pytest.raises(ValueError):
-        calc.model_state(100, gpus, "hsdp", "fp32", "adam", group_size=group)
+        model_state(100, gpus, "hsdp", "fp32", "adam", group_size=group)
 
 
 def test_hsdp_default_group_is_a_node_of_eight():
-    assert calc.resolve_group_size("hsdp", 64) == 8
-    assert calc.resolve_group_size("hsdp", 6) == 6
+    assert resolve_group_size("hsdp", 64) == 8
+    assert resolve_group_size("hsdp", 6) == 6
 
 
 # ----------------------------------------------------------------------------- communication
@@ -165,70 +175,73 @@ def test_hsdp_default_group_is_a_node_of_eight():
     ],
 )
 def test_ring_wire_factors(op, ranks, factor):
-    assert calc.wire_factor(op, ranks) == pytest.approx(factor)
-    assert calc.QUIZ_FUNCTIONS["wire_bytes_per_rank"](op=op, bytes="1GB", ranks=str(ranks)) == round(1e9 * factor)
+    assert wire_factor(op, ranks) == pytest.approx(factor)
+    assert QUIZ_FUNCTIONS["wire_bytes_per_rank"](op=op, bytes="1GB", ranks=str(ranks)) == round(1e9 * factor)
 
 
 def test_unknown_collective_is_refused():
-    with pytest.raises(ValueError, match="all_reduce"):
-        calc.wire_factor("all_to_all", 4)
+    # The model answers about the four collectives data parallelism issues; all_to_all is not one.
+    with pytest.raises(ValueError, match="choose one of all_reduce, all_gather, reduce_scatter, broadcast$"):
+        QUIZ_FUNCTIONS["wire_bytes_per_rank"](op="all_to_all", bytes="1GB", ranks=4)
+    with pytest.raises(ValueError, match="unknown collective 'allreduce'"):
+        wire_factor("allreduce", 4)
 
 
 @pytest.mark.parametrize("gpus", [2, 4, 8, 64])
 def test_fsdp_full_sends_one_and_a_half_times_ddp(gpus):
-    assert calc.QUIZ_FUNCTIONS["comm_ratio"](strategy="zero3", gpus=gpus) == pytest.approx(1.5)
-    assert calc.QUIZ_FUNCTIONS["comm_ratio"](strategy="zero1", gpus=gpus) == pytest.approx(1.0)
-    assert calc.QUIZ_FUNCTIONS["comm_ratio"](strategy="zero2", gpus=gpus) == pytest.approx(1.0)
+    assert QUIZ_FUNCTIONS["comm_ratio"](strategy="zero3", gpus=gpus) == pytest.approx(1.5)
+    assert QUIZ_FUNCTIONS["comm_ratio"](strategy="zero1", gpus=gpus) == pytest.approx(1.0)
+    assert QUIZ_FUNCTIONS["comm_ratio"](strategy="zero2", gpus=gpus) == pytest.approx(1.0)
 
 
 def test_ddp_all_reduces_and_fsdp_reduce_scatters():
-    ddp = calc.step_comm("ddp", 1000, 4, "fp32")
+    ddp = step_comm("ddp", 1000, 4, "fp32")
     assert set(ddp) == {"all_reduce"}
-    zero3 = calc.step_comm("zero3", 1000, 4, "fp32")
+    zero3 = step_comm("zero3", 1000, 4, "fp32")
     assert set(zero3) == {"all_gather", "reduce_scatter"}
     assert zero3["all_gather"]["bytes"] == 2 * zero3["reduce_scatter"]["bytes"]
 
 
 def test_bf16_mixed_gathers_bf16_and_reduces_fp32():
-    ops = calc.step_comm("zero3", 1000, 4, "bf16-mixed")
+    ops = step_comm("zero3", 1000, 4, "bf16-mixed")
     assert ops["all_gather"]["bytes"] == 2 * 1000 * 2
     assert ops["reduce_scatter"]["bytes"] == 1000 * 4
-    assert calc.step_comm("ddp", 1000, 4, "bf16-mixed")["all_reduce"]["bytes"] == 4000
+    assert step_comm("ddp", 1000, 4, "bf16-mixed")["all_reduce"]["bytes"] == 4000
 
 
 def test_fsdp_counts_follow_the_units():
     units = [300, 100, 100, 200, 0]  # embeddings, two blocks, head, an empty root
-    ops = calc.step_comm("zero3", sum(units), 4, "fp32", unit_params=units)
+    ops = step_comm("zero3", sum(units), 4, "fp32", unit_params=units)
     assert ops["reduce_scatter"]["count"] == 4
     assert ops["all_gather"]["count"] == 8  # forward and backward for every resharded unit
     # A root that holds parameters is not resharded after forward: one gather, not two.
-    root_only = calc.step_comm("zero3", 700, 4, "fp32", unit_params=[700])
+    root_only = step_comm("zero3", 700, 4, "fp32", unit_params=[700])
     assert root_only["all_gather"]["count"] == 1
     assert root_only["all_gather"]["bytes"] == 700 * 4
-    assert calc.step_comm("ddp", 700, 4, "fp32")["all_reduce"]["count"] is None
+    assert step_comm("ddp", 700, 4, "fp32")["all_reduce"]["count"] is None
 
 
 # ----------------------------------------------------------------------------- working set and activations
 
 
 def test_fsdp_working_set_is_the_largest_unit_times_units_alive():
-    work = calc.working_set("zero3", 1000, "fp32", [300, 100, 100, 200, 0])
+    work = working_set("zero3", 1000, "fp32", [300, 100, 100, 200, 0])
     assert work["largest_unit_params"] == 300
     assert work["working_set_bytes"] == 2 * 300 * (4 + 4)
-    mixed = calc.working_set("zero3", 1000, "bf16-mixed", [300, 100, 100, 200, 0])
+    mixed = working_set("zero3", 1000, "bf16-mixed", [300, 100, 100, 200, 0])
     assert mixed["parts"]["unsharded_unit_params"] == 2 * 300 * 2
 
 
 def test_ddp_working_set_counts_buckets_and_autocast_copies():
-    assert calc.working_set("ddp", 1000, "fp32")["working_set_bytes"] == 4000
-    assert calc.working_set("ddp", 1000, "fp32", gradient_as_bucket_view=True)["working_set_bytes"] == 0
-    assert calc.working_set("ddp", 1000, "bf16-mixed")["parts"]["autocast_weight_copies"] == 2000
+    assert working_set("ddp", 1000, "fp32")["working_set_bytes"] == 4000
+    assert working_set("ddp", 1000, "fp32", gradient_as_bucket_view=True)["working_set_bytes"] == 0
+    assert working_set("ddp", 1000, "bf16-mixed")["parts"]["autocast_weight_copies"] == 2000
 
 
 def test_gpt_units_cover_the_model():
     for preset in presets.GPT_PRESETS:
         for wrap in ("block", "layer", "model"):
-            assert sum(calc.gpt_unit_params(preset, wrap=wrap)) == presets.model_params("gpt", preset)
+            assert sum(gpt_unit_params(preset, wrap=wrap)) == presets.model_params("gpt", preset)
 
 
 def test_activations_follow_the_stated_formula():
@@ -237,23 +250,23 @@ def test_activations_follow_the_stated_formula():
     block = elements * (2 * 4 + 14 * 4)  # fp32: residual 4 bytes, compute 4 bytes
     log_softmax = 2 * 64 * 512 * 4
     head = elements * (4 + 4) + log_softmax
-    plain = calc.gpt_activation_bytes("tiny", 2, precision="fp32")
+    plain = gpt_activation_bytes("tiny", 2, precision="fp32")
     assert plain["block_bytes"] == block
     assert plain["saved_bytes"] == 4 * block + head
     assert plain["activation_bytes"] == 4 * block + head + log_softmax  # + its gradient
-    checkpointed = calc.gpt_activation_bytes("tiny", 2, checkpoint_activations=True, precision="fp32")
+    checkpointed = gpt_activation_bytes("tiny", 2, checkpoint_activations=True, precision="fp32")
     assert checkpointed["saved_bytes"] == 4 * elements * 4 + head
     assert checkpointed["activation_bytes"] == 4 * elements * 4 + head + max(block, log_softmax)
 
 
 def test_activations_scale_with_batch_and_shrink_with_checkpointing_and_bf16():
-    one = calc.gpt_activation_bytes("base", 1)["activation_bytes"]
-    four = calc.gpt_activation_bytes("base", 4)["activation_bytes"]
+    one = gpt_activation_bytes("base", 1)["activation_bytes"]
+    four = gpt_activation_bytes("base", 4)["activation_bytes"]
     assert four == 4 * one
-    assert calc.gpt_activation_bytes("base", 4, checkpoint_activations=True)["activation_bytes"] < four / 2
-    assert calc.gpt_activation_bytes("base", 4, precision="bf16")["activation_bytes"] < four * 0.6
+    assert gpt_activation_bytes("base", 4, checkpoint_activations=True)["activation_bytes"] < four / 2
+    assert gpt_activation_bytes("base", 4, precision="bf16")["activation_bytes"] < four * 0.6
     # Under autocast the residual stream stays fp32: 36 bytes per block element, not 32.
-    mixed = calc.gpt_activation_bytes("base", 1, precision="bf16-mixed")["block_bytes"]
+    mixed = gpt_activation_bytes("base", 1, precision="bf16-mixed")["block_bytes"]
     assert mixed == 1024 * 768 * 36
 
 
@@ -261,7 +274,7 @@ def test_activations_scale_with_batch_and_shrink_with_checkpointing_and_bf16():
 
 
 def test_estimate_document_shape():
-    result = calc.estimate(params="7B", gpus=8, gpu_mem="80GB")
+    result = estimate(params="7B", gpus=8, gpu_mem="80GB")
     assert result["schema"] == "ddpfsdp.calc/1"
     assert result["theory"] is True
     for key in ("params", "gpus", "group_size", "precision", "optimizer", "batch_size", "seq_len", "checkpoint_activations"):
@@ -283,7 +296,7 @@ def test_estimate_document_shape():
 
 
 def test_estimate_from_a_preset_adds_activations():
-    result = calc.estimate(model="base", gpus=4, batch_size=2)
+    result = estimate(model="base", gpus=4, batch_size=2)
     assert result["inputs"]["params"] == presets.model_params("gpt", "base")
     assert result["inputs"]["seq_len"] == 1024
     activations = {row["activation_bytes"] for row in result["strategies"].values()}
@@ -292,7 +305,7 @@ def test_estimate_from_a_preset_adds_activations():
 
 
 def test_estimate_notes_teach_precision():
-    notes = " ".join(calc.estimate(params="1B", gpus=8, precision="bf16-master", optimizer="adam")["notes"])
+    notes = " ".join(estimate(params="1B", gpus=8, precision="bf16-master", optimizer="adam")["notes"])
     assert "does not shrink model state" in notes
     assert "12 of 16" in notes and "8 of 16" in notes
     assert "Theory" in notes and "GiB = 2**30" in notes
@@ -313,18 +326,18 @@ def test_estimate_notes_teach_precision():
 )
 def test_estimate_refuses_bad_input(kwargs):
     with pytest.raises(ValueError):
-        calc.estimate(**kwargs)
+        estimate(**kwargs)
 
 
 # ----------------------------------------------------------------------------- a demo's own run
 
 
 def test_theory_for_ddp_and_zero1_runs():
-    ddp = calc.theory_for_run(strategy="ddp", params=1000, world_size=2, precision="fp32", optimizer="adamw")
+    ddp = theory_for_run(strategy="ddp", params=1000, world_size=2, precision="fp32", optimizer="adamw")
     assert ddp["strategy"] == "ddp"
     assert (ddp["params_bytes"], ddp["grads_bytes"], ddp["optimizer_bytes"]) == (4000, 4000, 8000)
     assert ddp["comm"]["all_reduce"]["wire_bytes_per_rank"] == 4000
-    zero1 = calc.theory_for_run(strategy="zero1", params=1000, world_size=2, precision="fp32", optimizer="adamw")
+    zero1 = theory_for_run(strategy="zero1", params=1000, world_size=2, precision="fp32", optimizer="adamw")
     assert zero1["optimizer_bytes"] == 4000 and zero1["params_bytes"] == 4000
     # ZeroRedundancyOptimizer: DDP's all-reduce, then each rank broadcasts what it updated.
     assert set(zero1["comm"]) == {"all_reduce", "broadcast"}
@@ -334,8 +347,8 @@ def test_theory_for_ddp_and_zero1_runs():
 def test_theory_for_fsdp_full_and_grad_op():
     units = [400, 250, 250, 100, 0]
     common = dict(params=1000, world_size=2, precision="fp32", optimizer="adamw", unit_params=units)
-    full = calc.theory_for_run(strategy="fsdp", sharding="full", **common)
-    grad_op = calc.theory_for_run(strategy="fsdp", sharding="SHARD_GRAD_OP", **common)
+    full = theory_for_run(strategy="fsdp", sharding="full", **common)
+    grad_op = theory_for_run(strategy="fsdp", sharding="SHARD_GRAD_OP", **common)
     assert full["strategy"] == "zero3"
     assert full["model_state_bytes"] == 16 * 1000 // 2
     # grad-op rests like ZeRO-3 and keeps the full parameters through forward and backward.
@@ -349,16 +362,16 @@ def test_theory_for_fsdp_full_and_grad_op():
 
 
 def test_theory_for_hybrid_sharding():
-    run = calc.theory_for_run(
+    run = theory_for_run(
         strategy="fsdp", sharding="hybrid", params=1200, world_size=4, replicas=2, precision="fp32", optimizer="sgd"
     )
     assert run["strategy"] == "hsdp"
     assert run["params_bytes"] == 600 * 4  # sharded over a group of 2
     assert run["comm"]["all_reduce"]["bytes"] == 600 * 4
     with pytest.raises(ValueError):
-        calc.theory_for_run(strategy="fsdp", sharding="hybrid", params=1, world_size=4, replicas=3, precision="fp32", optimizer="sgd")
+        theory_for_run(strategy="fsdp", sharding="hybrid", params=1, world_size=4, replicas=3, precision="fp32", optimizer="sgd")
     with pytest.raises(ValueError, match="grad-op"):
-        calc.theory_for_run(strategy="fsdp", sharding="half", params=1, world_size=2, precision="fp32", optimizer="sgd")
+        theory_for_run(strategy="fsdp", sharding="half", params=1, world_size=2, precision="fp32", optimizer="sgd")
 
 
 # ----------------------------------------------------------------------------- quiz functions
@@ -389,12 +402,12 @@ STRING_ARGS = {
 
 
 def test_quiz_functions_cover_the_contract():
-    assert set(calc.QUIZ_FUNCTIONS) == set(STRING_ARGS)
+    assert set(QUIZ_FUNCTIONS) == set(STRING_ARGS)
 
 
 @pytest.mark.parametrize("name", sorted(STRING_ARGS))
 def test_every_quiz_function_takes_string_keywords(name):
-    function = calc.QUIZ_FUNCTIONS[name]
+    function = QUIZ_FUNCTIONS[name]
     parameters = inspect.signature(function).parameters
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters.values())
     value = function(**STRING_ARGS[name])
@@ -402,7 +415,7 @@ def test_every_quiz_function_takes_string_keywords(name):
 
 
 def test_quiz_answers():
-    q = calc.QUIZ_FUNCTIONS
+    q = QUIZ_FUNCTIONS
     assert q["param_count"](model="base") == presets.model_params("gpt", "base")
     assert q["model_state_bytes"](**STRING_ARGS["model_state_bytes"]) == 16 * 7 * 10**9 // 8
     # 70B at 16 B/param = 1.12 TB; 80 GB GPUs under ZeRO-3 need ceil(1120/80) = 14.
@@ -421,15 +434,16 @@ def test_quiz_answers():
 
 def test_max_params_is_the_edge_of_fitting():
     args = dict(gpus=8, strategy="zero1", precision="bf16-master", optimizer="adam")
-    largest = calc.QUIZ_FUNCTIONS["max_params"](gpu_mem="80GB", **args)
-    fits = lambda n: calc.model_state(n, 8, "zero1", "bf16-master", "adam")["model_state_bytes"] <= 80e9  # noqa: E731
+    largest = QUIZ_FUNCTIONS["max_params"](gpu_mem="80GB", **args)
+    fits = lambda n: model_state(n, 8, "zero1", "bf16-master", "adam")["model_state_bytes"] <= 80e9  # noqa: E731
     assert fits(largest) and not fits(largest + 1)
 
 
-def test_importing_calc_does_not_import_torch():
+def test_importing_the_analytic_model_does_not_import_torch():
     code = (
-        "import sys, ddpfsdp.demos.theory.calc, ddpfsdp.demos.units;"
-        "ddpfsdp.demos.theory.calc.estimate(model='base', gpus=8);"
+        "import sys, importlib, pkgutil, ddpfsdp.demos.theory as theory;"
+        "[importlib.import_module(m.name) for m in pkgutil.iter_modules(theory.__path__, 'ddpfsdp.demos.theory.')];"
+        "from ddpfsdp.demos.theory.estimate import estimate; estimate(model='base', gpus=8);"
         "print(','.join(m for m in ('torch', 'numpy', 'textual') if m in sys.modules))"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -439,8 +453,8 @@ def test_importing_calc_does_not_import_torch():
 
 def test_ddp_broadcasts_module_buffers_every_forward():
     common = dict(params=1000, world_size=4, precision="fp32", optimizer="sgd")
-    assert "broadcast" not in calc.theory_for_run(strategy="ddp", **common)["comm"]
-    ddp = calc.theory_for_run(strategy="ddp", buffer_bytes=800, **common)
+    assert "broadcast" not in theory_for_run(strategy="ddp", **common)["comm"]
+    ddp = theory_for_run(strategy="ddp", buffer_bytes=800, **common)
     assert ddp["comm"]["broadcast"] == {"count": None, "bytes": 800, "wire_bytes_per_rank": 600}
-    zero1 = calc.theory_for_run(strategy="zero1", buffer_bytes=800, **common)
+    zero1 = theory_for_run(strategy="zero1", buffer_bytes=800, **common)
     assert zero1["comm"]["broadcast"]["bytes"] == 4000 + 800

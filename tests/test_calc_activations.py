@@ -13,9 +13,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ddpfsdp.demos.theory import calc  # noqa: E402
-
-from ddpfsdp.demos.train import presets
+from ddpfsdp.demos.theory.activations import gpt_activation_bytes  # noqa: E402
+from ddpfsdp.demos.train import presets  # noqa: E402
 from ddpfsdp.demos.train.models import build_model  # noqa: E402
 
 
@@ -67,5 +66,5 @@ def saved_activation_bytes(preset: str, batch_size: int, precision: str, checkpo
 )
 def test_saved_activations_match_the_estimate(preset, batch_size, precision, checkpoint):
     measured = saved_activation_bytes(preset, batch_size, precision, checkpoint)
-    estimate = calc.gpt_activation_bytes(preset, batch_size, checkpoint_activations=checkpoint, precision=precision)
+    estimate = gpt_activation_bytes(preset, batch_size, checkpoint_activations=checkpoint, precision=precision)
     assert measured == pytest.approx(estimate["saved_bytes"], rel=0.02), (measured, estimate)

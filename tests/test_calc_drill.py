@@ -9,7 +9,10 @@ import textwrap
 
 import pytest
 
-from ddpfsdp.demos.theory import calc
+from ddpfsdp.demos.theory.buckets import DDP_BUCKET_CAP_MB, DDP_FIRST_BUCKET_BYTES, ddp_bucket_bytes
+from ddpfsdp.demos.theory.gpt_layout import gpt_param_numels
+from ddpfsdp.demos.theory.quiz_answers import q_ddp_buckets, q_min_zero_stage, q_sampler_index
+from ddpfsdp.demos.theory.sampler import sampler_indices
 
 
 @pytest.mark.parametrize("drop_last", [False, True])
@@ -22,19 +25,19 @@ def test_sampler_indices_match_distributed_sampler(drop_last):
                 continue  # torch gives every rank nothing here; the drill never asks it
             for rank in range(replicas):
                 sampler = DistributedSampler(range(length), num_replicas=replicas, rank=rank, shuffle=False, drop_last=drop_last)
-                assert calc.sampler_indices(length, replicas, rank, drop_last) == list(sampler), (length, replicas, rank)
+                assert sampler_indices(length, replicas, rank, drop_last) == list(sampler), (length, replicas, rank)
 
 
 def test_sampler_pads_from_the_start_and_drop_last_trims():
-    assert calc.sampler_indices(10, 4, 1) == [1, 5, 9]
-    assert calc.sampler_indices(10, 4, 3) == [3, 7, 1]  # 10, 11 wrap to 0, 1
-    assert calc.sampler_indices(10, 4, 3, drop_last=True) == [3, 7]
-    assert calc.sampler_indices(3, 8, 7) == [1]  # padding longer than the data repeats it
-    assert calc.q_sampler_index(dataset_len=10, num_replicas=4, rank=3, position=3) == 1
+    assert sampler_indices(10, 4, 1) == [1, 5, 9]
+    assert sampler_indices(10, 4, 3) == [3, 7, 1]  # 10, 11 wrap to 0, 1
+    assert sampler_indices(10, 4, 3, drop_last=True) == [3, 7]
+    assert sampler_indices(3, 8, 7) == [1]  # padding longer than the data repeats it
+    assert q_sampler_index(dataset_len=10, num_replicas=4, rank=3, position=3) == 1
     with pytest.raises(ValueError, match="past the end"):
-        calc.q_sampler_index(dataset_len=10, num_replicas=4, rank=3, position=4, drop_last=True)
+        q_sampler_index(dataset_len=10, num_replicas=4, rank=3, position=4, drop_last=True)
     with pytest.raises(ValueError, match="rank 4"):
-        calc.sampler_indices(10, 4, 4)
+        sampler_indices(10, 4, 4)
 
 
 def test_bucket_rule_matches_torchs_bucket_assignment():
@@ -46,22 +49,22 @@ def test_bucket_rule_matches_torchs_bucket_assignment():
         numels = [rng.choice([1, 17, 4096, 70_000, 300_000, 2_000_000, 7_000_000]) for _ in range(rng.randint(1, 25))]
         tensors = [torch.empty(n) for n in numels]
         for cap_mb in (None, 2, 25):
-            cap = (cap_mb or calc.DDP_BUCKET_CAP_MB) * 2**20
-            first = calc.DDP_FIRST_BUCKET_BYTES if cap_mb is None else cap
+            cap = (cap_mb or DDP_BUCKET_CAP_MB) * 2**20
+            first = DDP_FIRST_BUCKET_BYTES if cap_mb is None else cap
             # The rebuild path: tensors in the order their gradients arrived, limits [first, cap].
             buckets, _ = dist._compute_bucket_assignment_by_size(
                 tensors, [first, cap], [False] * len(tensors), list(range(len(tensors)))
             )
             torch_sizes = [sum(numels[i] * 4 for i in bucket) for bucket in buckets]
-            assert calc.ddp_bucket_bytes([n * 4 for n in numels], cap_mb) == torch_sizes
+            assert ddp_bucket_bytes([n * 4 for n in numels], cap_mb) == torch_sizes
 
 
 def test_first_bucket_is_1mib_only_with_the_default_cap():
     import torch.distributed as dist
     from torch.nn.parallel import distributed
 
-    assert dist._DEFAULT_FIRST_BUCKET_BYTES == calc.DDP_FIRST_BUCKET_BYTES
-    assert distributed._DEFAULT_BUCKET_CAP_MB == calc.DDP_BUCKET_CAP_MB
+    assert dist._DEFAULT_FIRST_BUCKET_BYTES == DDP_FIRST_BUCKET_BYTES
+    assert distributed._DEFAULT_BUCKET_CAP_MB == DDP_BUCKET_CAP_MB
     default = distributed._BucketCapacityConfig.create(None, None, False)
     explicit = distributed._BucketCapacityConfig.create(25, None, False)
     assert default.first_bucket_bytes_cap == 2**20
@@ -74,7 +77,7 @@ def test_gpt_param_numels_follow_the_models_registration_order():
 
     shape = GPT_PRESETS["small"]
     model = build_model("gpt", "small", seed=0, device="meta")
-    assert calc.gpt_param_numels(shape.layers, shape.d_model, shape.vocab, shape.seq_len) == [p.numel() for p in model.parameters()]
+    assert gpt_param_numels(shape.layers, shape.d_model, shape.vocab, shape.seq_len) == [p.numel() for p in model.parameters()]
 
 
 _DDP_REBUILD = textwrap.dedent(
@@ -123,16 +126,16 @@ def test_bucket_rule_matches_a_real_ddp_rebuild():
     for cap, run in measured.items():
         cap_mb = None if cap == "None" else float(cap)
         # A Sequential's gradients arrive in reverse registration order.
-        assert calc.ddp_bucket_bytes(list(reversed(run["params"])), cap_mb) == run["rebuilt"], cap
+        assert ddp_bucket_bytes(list(reversed(run["params"])), cap_mb) == run["rebuilt"], cap
     assert len(measured["None"]["rebuilt"]) != len(measured["2"]["rebuilt"])
 
 
 def test_min_zero_stage_and_buckets_answers():
     # 7B, bf16-mixed AdamW (16 B/param) on 16 GPUs of 40 GB: DDP 112, ZeRO-1 59.5, ZeRO-2 33.25 GB.
-    assert calc.q_min_zero_stage(params="7B", gpus=16, gpu_mem="40GB", precision="bf16-mixed", optimizer="adamw") == 2
-    assert calc.q_min_zero_stage(params="7B", gpus=16, gpu_mem="120GB", precision="bf16-mixed", optimizer="adamw") == 0
+    assert q_min_zero_stage(params="7B", gpus=16, gpu_mem="40GB", precision="bf16-mixed", optimizer="adamw") == 2
+    assert q_min_zero_stage(params="7B", gpus=16, gpu_mem="120GB", precision="bf16-mixed", optimizer="adamw") == 0
     with pytest.raises(ValueError, match="even ZeRO-3"):
-        calc.q_min_zero_stage(params="405B", gpus=8, gpu_mem="24GB", precision="fp32", optimizer="adamw")
+        q_min_zero_stage(params="405B", gpus=8, gpu_mem="24GB", precision="fp32", optimizer="adamw")
     # Every big matrix of a d=4096 block is larger than 25 MiB, so each takes its own bucket:
     # head, 4 per block, and the embeddings at the end (with the first block's LayerNorm).
-    assert calc.q_ddp_buckets(layers=32, d_model=4096, vocab=32000, seq_len=4096, grad_bytes=4) == 1 + 4 * 32 + 2
+    assert q_ddp_buckets(layers=32, d_model=4096, vocab=32000, seq_len=4096, grad_bytes=4) == 1 + 4 * 32 + 2

@@ -15,7 +15,13 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from ddpfsdp.demos.theory import calc
+from ddpfsdp.demos.theory.estimate import estimate
+from ddpfsdp.demos.theory.gpt_layout import gpt_shape_of
+from ddpfsdp.demos.theory.offload import offload_refusal, offload_strategies
+from ddpfsdp.demos.theory.quiz_answers import QUIZ_FUNCTIONS
+from ddpfsdp.demos.theory.sharding import STRATEGIES
+from ddpfsdp.demos.theory.state import model_state
+from ddpfsdp.demos.theory.working_set import DEFAULT_UNITS
 from ddpfsdp.demos.theory import deepspeed_accounting as ds
 from ddpfsdp.quiz.cli import cli
 
@@ -56,7 +62,7 @@ def test_deepspeed_zero3_t5_3b_table(offload, zero_init):
     )
     assert (gib(host), gib(gpu)) == (per_cpu, per_gpu)
     assert layer == 4 * 32 * 10**6
-    document = calc.estimate(params="2851M", gpus=8, accounting="deepspeed", largest_layer="32M",
+    document = estimate(params="2851M", gpus=8, accounting="deepspeed", largest_layer="32M",
                              offload=offload, zero_init=zero_init, strategies=["zero3"])
     row = document["strategies"]["zero3"]
     # With no activations the table's total is DeepSpeed's per-GPU figure, to the byte.
@@ -70,7 +76,7 @@ def test_deepspeed_zero2_t5_3b_with_optimizer_offload():
     stage_1_and_2.py estimate_zero2_model_states_mem_needs: 2P on the GPU, max(4N, 16) * P * 1.5 host."""
     host, gpu = ds.zero2_mem_needs(2851 * 10**6, 8, 1, cpu_offload=True)
     assert (gib(host), gib(gpu)) == (127.45, 5.31)
-    row = calc.estimate(params="2851M", gpus=8, accounting="deepspeed", offload="optimizer")["strategies"]["zero2"]
+    row = estimate(params="2851M", gpus=8, accounting="deepspeed", offload="optimizer")["strategies"]["zero2"]
     assert (row["total_bytes"], row["host_bytes"]) == (gpu, host)
 
 
@@ -84,7 +90,7 @@ def test_deepspeed_zero2_without_offload_follows_the_code_not_the_older_page():
     assert gpu == 2 * params + int(18 * params / 8)
     assert (gib(host), gib(gpu)) == (127.45, 11.28)
     assert gib(4 * params + 16 * params // 8) == 15.93  # the page's stale figure, for the record
-    document = calc.estimate(params="2851M", gpus=8, accounting="deepspeed")
+    document = estimate(params="2851M", gpus=8, accounting="deepspeed")
     assert document["strategies"]["zero2"]["total_bytes"] == gpu
 
 
@@ -93,7 +99,7 @@ def test_deepspeed_zero3_t5_large_cases(offload, mib):
     """DeepSpeed v0.19.5, docs/code-docs/source/memory.rst, GPU RAM example for ZeRO-3 (t5-large:
     737.67M params, 32.90M largest layer, 4 GPUs): case1 3291MB, case2 125MB, case3 477MB (bytes >> 20),
     the formulas of deepspeed/runtime/zero/stage3.py estimate_zero3_model_states_mem_needs."""
-    gpu = calc.QUIZ_FUNCTIONS["deepspeed_gpu_bytes"](
+    gpu = QUIZ_FUNCTIONS["deepspeed_gpu_bytes"](
         params="737.67M", gpus="4", strategy="zero3", offload=offload, largest_layer="32.90M", gpus_per_node="4"
     )
     assert gpu >> 20 == mib
@@ -104,7 +110,7 @@ def test_deepspeed_zero3_across_nodes_divides_the_host_share():
     per node with zero.Init is 18P (offload_param) or 16P (offload_optimizer) / nodes, x 1.5."""
     params = 70 * 10**9
     for offload, per_param in (("all", 18), ("optimizer", 16)):
-        host = calc.QUIZ_FUNCTIONS["deepspeed_host_bytes"](
+        host = QUIZ_FUNCTIONS["deepspeed_host_bytes"](
             params="70B", gpus="32", strategy="zero3", offload=offload, largest_layer="1B", gpus_per_node="8"
         )
         assert host == int(params * per_param / 4 * 1.5)
@@ -113,7 +119,7 @@ def test_deepspeed_zero3_across_nodes_divides_the_host_share():
 def test_deepspeed_parts_add_up_to_its_figure():
     for strategy, offloads in (("zero2", ("none", "optimizer")), ("zero3", ("none", "optimizer", "all"))):
         for offload in offloads:
-            row = calc.estimate(params="7B", gpus=64, accounting="deepspeed", offload=offload,
+            row = estimate(params="7B", gpus=64, accounting="deepspeed", offload=offload,
                                 strategies=[strategy])["strategies"][strategy]
             assert row["params_bytes"] + row["grads_bytes"] + row["optimizer_bytes"] == row["model_state_bytes"]
             assert row["model_state_bytes"] + row["working_set_bytes"] == row["deepspeed_gpu_bytes"]
@@ -123,42 +129,42 @@ def test_the_two_accountings_differ_by_the_fp32_gradient_copy():
     """ZeRO-3, no offload, same largest term removed: DeepSpeed 18P/N against ours 16P/N (bf16-master);
     ZeRO-2: 2P + 18P/N against 2P + 14P/N."""
     params, gpus = 8 * 10**9, 64
-    ours = calc.estimate(params=params, gpus=gpus, precision="bf16-master", optimizer="adam")["strategies"]
-    theirs = calc.estimate(params=params, gpus=gpus, accounting="deepspeed")["strategies"]
+    ours = estimate(params=params, gpus=gpus, precision="bf16-master", optimizer="adam")["strategies"]
+    theirs = estimate(params=params, gpus=gpus, accounting="deepspeed")["strategies"]
     assert ours["zero3"]["model_state_bytes"] == 16 * params // gpus
     assert theirs["zero3"]["model_state_bytes"] == 18 * params // gpus
     assert ours["zero2"]["model_state_bytes"] == 2 * params + 14 * params // gpus
     assert theirs["zero2"]["model_state_bytes"] == 2 * params + 18 * params // gpus
     # Working term: one layer's 16-bit params and grads against two units' params and grads.
-    unit = params // calc.DEFAULT_UNITS
+    unit = params // DEFAULT_UNITS
     assert theirs["zero3"]["working_set_bytes"] == 4 * unit
     assert ours["zero3"]["working_set_bytes"] == 2 * unit * (2 + 2)
 
 
 def test_deepspeed_largest_layer_of_a_preset_is_its_largest_module():
-    shape = calc._gpt_shape("large")
-    document = calc.estimate(model="large", gpus=8, accounting="deepspeed")
+    shape = gpt_shape_of("large")
+    document = estimate(model="large", gpus=8, accounting="deepspeed")
     # The token embedding (vocab x d) outweighs any Linear of a block (4d x d).
     assert document["inputs"]["largest_layer_params"] == shape.vocab * shape.d_model
     assert document["strategies"]["zero3"]["working_set_bytes"] == 4 * shape.vocab * shape.d_model
-    given = calc.estimate(params="7B", gpus=8, accounting="deepspeed", largest_layer="100M")
+    given = estimate(params="7B", gpus=8, accounting="deepspeed", largest_layer="100M")
     assert given["inputs"]["largest_layer_params"] == 100 * 10**6
-    default = calc.estimate(params="7B", gpus=8, accounting="deepspeed", units=7)
+    default = estimate(params="7B", gpus=8, accounting="deepspeed", units=7)
     assert default["inputs"]["largest_layer_params"] == 10**9
 
 
 def test_deepspeed_accounting_shows_only_what_it_covers_and_counts_its_precision():
-    document = calc.estimate(params="7B", gpus=8, accounting="deepspeed")
+    document = estimate(params="7B", gpus=8, accounting="deepspeed")
     assert set(document["strategies"]) == {"zero2", "zero3"}
     assert document["inputs"]["precision"] == "bf16-master"
     with pytest.raises(ValueError, match="mixed-precision Adam"):
-        calc.estimate(params="7B", accounting="deepspeed", precision="fp32")
+        estimate(params="7B", accounting="deepspeed", precision="fp32")
     with pytest.raises(ValueError, match="mixed-precision Adam"):
-        calc.estimate(params="7B", accounting="deepspeed", optimizer="sgd")
+        estimate(params="7B", accounting="deepspeed", optimizer="sgd")
     with pytest.raises(ValueError, match="only ZeRO-2 and ZeRO-3"):
-        calc.estimate(params="7B", accounting="deepspeed", strategies=["zero1"])
+        estimate(params="7B", accounting="deepspeed", strategies=["zero1"])
     with pytest.raises(ValueError, match="deepspeed accounting"):
-        calc.estimate(params="7B", largest_layer="1M")
+        estimate(params="7B", largest_layer="1M")
 
 
 # ----------------------------------------------------------------------------- offload, ddpfsdp accounting
@@ -166,8 +172,8 @@ def test_deepspeed_accounting_shows_only_what_it_covers_and_counts_its_precision
 
 def test_offload_all_moves_the_shards_to_the_host():
     params, gpus = 7 * 10**9, 16
-    plain = calc.estimate(params=params, gpus=gpus)["strategies"]["zero3"]
-    moved = calc.estimate(params=params, gpus=gpus, offload="all")["strategies"]["zero3"]
+    plain = estimate(params=params, gpus=gpus)["strategies"]["zero3"]
+    moved = estimate(params=params, gpus=gpus, offload="all")["strategies"]["zero3"]
     assert moved["params_bytes"] == moved["grads_bytes"] == moved["optimizer_bytes"] == moved["model_state_bytes"] == 0
     assert moved["host_bytes_per_gpu"] == plain["model_state_bytes"] == 16 * params // gpus
     assert moved["host_bytes"] == 8 * moved["host_bytes_per_gpu"]  # 8 processes share a node's RAM
@@ -180,19 +186,19 @@ def test_offload_all_pcie_traffic_follows_fsdp2():
     """FSDP2 copies each parameter shard host-to-device before every all-gather (forward, and backward
     after resharding; the root is not resharded) and each gradient shard device-to-host."""
     params, gpus = 3_200_000_000, 8
-    row = calc.estimate(params=params, gpus=gpus, offload="all", units=32)["strategies"]["zero3"]
+    row = estimate(params=params, gpus=gpus, offload="all", units=32)["strategies"]["zero3"]
     shard = params // gpus
     assert row["pcie"]["host_to_device_bytes"] == 2 * shard * 4  # fp32 shards under bf16-mixed, twice
     assert row["pcie"]["device_to_host_bytes"] == shard * 4
     assert row["pcie_bytes_per_step"] == 3 * shard * 4
-    assert calc.QUIZ_FUNCTIONS["pcie_bytes_per_step"](
+    assert QUIZ_FUNCTIONS["pcie_bytes_per_step"](
         params=params, gpus=gpus, strategy="zero3", precision="bf16-mixed", offload="all", units=32
     ) == row["pcie_bytes_per_step"]
 
 
 def test_offload_optimizer_moves_the_optimizer_and_the_gradient_shard():
     params, gpus = 7 * 10**9, 8
-    table = calc.estimate(params=params, gpus=gpus, precision="bf16-master", optimizer="adam", offload="optimizer")["strategies"]
+    table = estimate(params=params, gpus=gpus, precision="bf16-master", optimizer="adam", offload="optimizer")["strategies"]
     shard = params // gpus
     assert set(table) == {"zero1", "zero2", "zero3"}
     zero2 = table["zero2"]
@@ -206,43 +212,43 @@ def test_offload_optimizer_moves_the_optimizer_and_the_gradient_shard():
 
 
 def test_offload_admits_only_what_an_implementation_does():
-    assert calc.offload_strategies("none") == calc.STRATEGIES
-    assert calc.offload_strategies("optimizer") == ("zero1", "zero2", "zero3")
-    assert calc.offload_strategies("all") == ("zero3", "hsdp")
+    assert offload_strategies("none") == STRATEGIES
+    assert offload_strategies("optimizer") == ("zero1", "zero2", "zero3")
+    assert offload_strategies("all") == ("zero3", "hsdp")
     for strategy, offload, instead in [
         ("ddp", "all", "zero3 with --offload all"),
         ("ddp", "optimizer", "--offload optimizer"),
         ("zero2", "all", "offload_param needs stage 3"),
         ("hsdp", "optimizer", "no optimizer-only offload"),
     ]:
-        assert instead in calc.offload_refusal(strategy, offload)
+        assert instead in offload_refusal(strategy, offload)
         with pytest.raises(ValueError, match="instead|use"):
-            calc.estimate(params="7B", offload=offload, strategies=[strategy])
+            estimate(params="7B", offload=offload, strategies=[strategy])
 
 
 def test_host_ram_per_node_counts_the_processes_on_one_node():
-    small = calc.estimate(params="1B", gpus=4, offload="all", strategies=["zero3"])
+    small = estimate(params="1B", gpus=4, offload="all", strategies=["zero3"])
     assert small["inputs"]["gpus_per_node"] == 4 and small["inputs"]["nodes"] == 1
     row = small["strategies"]["zero3"]
     assert row["host_bytes"] == 4 * row["host_bytes_per_gpu"] == 16 * 10**9
-    wide = calc.estimate(params="1B", gpus=32, gpus_per_node=4, offload="all", strategies=["zero3"])
+    wide = estimate(params="1B", gpus=32, gpus_per_node=4, offload="all", strategies=["zero3"])
     assert wide["inputs"]["nodes"] == 8
     assert wide["strategies"]["zero3"]["host_bytes"] == 4 * 16 * 10**9 // 32
-    assert calc.QUIZ_FUNCTIONS["host_bytes"](
+    assert QUIZ_FUNCTIONS["host_bytes"](
         params="1B", gpus="32", strategy="zero3", precision="bf16-mixed", optimizer="adamw", offload="all", gpus_per_node="4"
     ) == 2 * 10**9
     with pytest.raises(ValueError, match="whole number of nodes"):
-        calc.estimate(params="1B", gpus=12, offload="all")
+        estimate(params="1B", gpus=12, offload="all")
     # Without host figures, a partly filled node is harmless.
-    assert calc.estimate(params="1B", gpus=12)["inputs"]["nodes"] == 2
+    assert estimate(params="1B", gpus=12)["inputs"]["nodes"] == 2
 
 
 def test_no_offload_keeps_every_figure_and_holds_nothing_on_the_host():
-    document = calc.estimate(params="7B", gpus=8)
-    assert set(document["strategies"]) == set(calc.STRATEGIES)
+    document = estimate(params="7B", gpus=8)
+    assert set(document["strategies"]) == set(STRATEGIES)
     for name, row in document["strategies"].items():
         assert row["host_bytes"] == 0 and row["pcie_bytes_per_step"] == 0
-        assert row["model_state_bytes"] == calc.model_state(7 * 10**9, 8, name, "bf16-mixed", "adamw", document["inputs"]["group_size"] if name == "hsdp" else None)["model_state_bytes"]
+        assert row["model_state_bytes"] == model_state(7 * 10**9, 8, name, "bf16-mixed", "adamw", document["inputs"]["group_size"] if name == "hsdp" else None)["model_state_bytes"]
 
 
 # ----------------------------------------------------------------------------- the CLI

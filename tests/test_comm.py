@@ -8,7 +8,7 @@ import pytest
 
 from conftest import run_script_on_ranks
 
-from ddpfsdp.demos.measure.comm import wire_factor
+from ddpfsdp.demos.collectives import wire_factor
 
 RANKS_SCRIPT = textwrap.dedent(
     """
@@ -84,8 +84,12 @@ def test_wire_factors():
     assert wire_factor("all_gather", 4) == pytest.approx(3 / 4)
     assert wire_factor("reduce_scatter", 2) == pytest.approx(1 / 2)
     assert wire_factor("all_reduce", 1) == 0.0
+    assert wire_factor("all_to_all", 4) == pytest.approx(3 / 4)  # each rank keeps its own quarter
+    assert wire_factor("send", 1) == 1.0 and wire_factor("recv", 8) == 0.0
     with pytest.raises(ValueError, match="all_reduce"):
         wire_factor("allreduce", 2)
+    with pytest.raises(ValueError, match="at least 1"):
+        wire_factor("all_gather", 0)
 
 
 @pytest.mark.dist

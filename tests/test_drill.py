@@ -1,17 +1,16 @@
-"""Sizing drills: generated problems, each answer recomputed through the analytic model, graded with
-units, the working shown on a miss; the CLI's --json and --plain, and the results in progress."""
+"""Sizing drills: generated problems, each answer worked out again by hand and by torch itself, graded
+with units, the working shown on a miss; the CLI's --json and --plain, and the results in progress."""
 
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
+from fractions import Fraction
 
 import pytest
 from click.testing import CliRunner
 
-from ddpfsdp.demos.theory import calc
 from ddpfsdp.quiz import drill as drills
 from ddpfsdp.quiz.cli import cli
 from ddpfsdp.quiz.grading import QuantityError
@@ -19,42 +18,123 @@ from ddpfsdp.quiz.loader import UNITS
 from ddpfsdp.quiz.store import Store
 
 
-def _by_the_model(fn: str, args: dict) -> float:
-    """The answer computed straight from the analytic model's building blocks, not its quiz functions."""
+# Bytes per parameter, written out from the recipes (the ZeRO paper, section 3.1, and PyTorch's
+# autocast / FSDP2 MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)):
+# precision -> (param, grad, each optimizer state, fp32 master copy, all-gathered param, reduced grad)
+BYTES = {
+    "fp32": (4, 4, 4, 0, 4, 4),
+    "bf16-mixed": (4, 4, 4, 0, 2, 4),
+    "bf16-master": (2, 2, 4, 4, 2, 2),
+    "bf16": (2, 2, 2, 0, 2, 2),
+}
+STATES = {"adamw": 2, "adam": 2, "sgd-momentum": 1, "sgd": 0}  # Adam's two moments, SGD's momentum buffer
+# Activation bytes per element: (residual stream r, compute c, the loss's log-softmax)
+ACTIVATION_BYTES = {"fp32": (4, 4, 4), "bf16-mixed": (4, 2, 4), "bf16": (2, 2, 2)}
+
+
+def _held(params: int, gpus: int, strategy: str, precision: str, optimizer: str) -> int:
+    """Model state per GPU: each kind's bytes over the GPUs that share it (ceil: FSDP pads shards).
+    HSDP shards within a node of 8, as the drill's clusters are built."""
+    param, grad, state, master, _, _ = BYTES[precision]
+    optimizer_bytes = master + STATES[optimizer] * state
+    group = 8 if gpus % 8 == 0 else gpus
+    ways = {"ddp": (1, 1, 1), "zero1": (1, 1, gpus), "zero2": (1, gpus, gpus), "zero3": (gpus,) * 3,
+            "hsdp": (group,) * 3}[strategy]
+    return sum(-(-params // w) * b for w, b in zip(ways, (param, grad, optimizer_bytes)))
+
+
+def _sent(buffer_bytes: int, ranks: int, all_reduce: bool = False) -> int:
+    """What one rank sends on a ring: 2(n-1)/n of the buffer for all-reduce, else (n-1)/n; exact,
+    then rounded to a byte."""
+    return round(Fraction(buffer_bytes * (ranks - 1) * (2 if all_reduce else 1), ranks))
+
+
+def _wire(params: int, gpus: int, strategy: str, precision: str) -> int:
+    """Wire bytes per rank per step: DDP all-reduces the gradients; ZeRO-1/2 reduce-scatter them and
+    all-gather the held parameters; ZeRO-3 all-gathers twice and reduce-scatters once; HSDP does so
+    in a node of 8 and all-reduces its gradient shard across the nodes."""
+    param, _, _, _, gathered, reduced = BYTES[precision]
+    if strategy == "ddp":
+        return _sent(params * reduced, gpus, all_reduce=True)
+    if strategy in ("zero1", "zero2"):
+        return _sent(params * reduced, gpus) + _sent(params * param, gpus)
+    group = gpus if strategy == "zero3" else (8 if gpus % 8 == 0 else gpus)
+    sent = _sent(2 * params * gathered, group) + _sent(params * reduced, group)
+    if strategy == "hsdp" and gpus > group:
+        sent += _sent(-(-params // group) * reduced, gpus // group, all_reduce=True)
+    return sent
+
+
+def _gpt_numels(layers: int, d: int, vocab: int, seq_len: int) -> list[int]:
+    """The project's GPT's tensors in registration order: token and position embeddings; per block
+    LayerNorm (2), qkv (3d x d, 3d), projection (d x d, d), LayerNorm (2), MLP up (4d x d, 4d) and
+    down (d x 4d, d); the final LayerNorm and the untied head (vocab x d, no bias)."""
+    block = [d, d, 3 * d * d, 3 * d, d * d, d, d, d, 4 * d * d, 4 * d, 4 * d * d, d]
+    return [vocab * d, seq_len * d, *block * layers, d, d, vocab * d]
+
+
+def _torch_buckets(args: dict) -> int:
+    """The buckets torch itself assigns on DDP's rebuild: gradients in the order they are ready
+    (the reverse of registration), a 1 MiB first bucket only under the default cap."""
+    import torch
+    import torch.distributed as dist
+
+    dtype = {4: torch.float32, 2: torch.bfloat16}[args["grad_bytes"]]
+    numels = _gpt_numels(args["layers"], args["d_model"], args["vocab"], args["seq_len"])
+    grads = [torch.empty(n, dtype=dtype, device="meta") for n in reversed(numels)]
+    cap = (args["bucket_cap_mb"] or 25) * 2**20
+    first = 2**20 if args["bucket_cap_mb"] is None else cap
+    buckets, _ = dist._compute_bucket_assignment_by_size(grads, [first, cap], [False] * len(grads), list(range(len(grads))))
+    return len(buckets)
+
+
+def _activation_peak(args: dict) -> int:
+    """Each block saves b*s*d*(2r + 14c) (fused attention, no dropout: Korthikanti et al.'s count
+    without masks); checkpointed, a block keeps its input (b*s*d*r) and one block is recomputed at a
+    time. The head keeps b*s*d*(r + c) and the log-softmax; the peak, early in backward, adds the
+    log-softmax's gradient (or, checkpointed, the recomputed block if that is larger)."""
+    r, c, loss = ACTIVATION_BYTES[args["precision"]]
+    elements = args["batch_size"] * args["seq_len"] * args["d_model"]
+    block = elements * (2 * r + 14 * c)
+    log_softmax = args["batch_size"] * args["seq_len"] * args["vocab"] * loss
+    head = elements * (r + c) + log_softmax
+    if args["checkpoint_activations"]:
+        return args["layers"] * elements * r + head + max(log_softmax, block)
+    return args["layers"] * block + head + log_softmax
+
+
+def _by_hand(fn: str, args: dict) -> float:
+    """The answer worked out without the analytic model: from the recipes above, and from torch's
+    own bucket assignment and DistributedSampler."""
     if fn == "model_state_bytes":
-        group = calc.resolve_group_size(args["strategy"], args["gpus"])
-        return calc.model_state(args["params"], args["gpus"], args["strategy"], args["precision"], args["optimizer"], group)["model_state_bytes"]
+        return _held(args["params"], args["gpus"], args["strategy"], args["precision"], args["optimizer"])
     if fn == "min_zero_stage":
-        held = [
-            calc.model_state(args["params"], args["gpus"], strategy, args["precision"], args["optimizer"])["model_state_bytes"]
-            for strategy in ("ddp", "zero1", "zero2", "zero3")
-        ]
+        held = [_held(args["params"], args["gpus"], strategy, args["precision"], args["optimizer"])
+                for strategy in ("ddp", "zero1", "zero2", "zero3")]
         return next(stage for stage, size in enumerate(held) if size <= args["gpu_mem"])
     if fn == "min_gpus":
-        state = lambda n: calc.model_state(args["params"], n, "zero3", args["precision"], args["optimizer"])["model_state_bytes"]  # noqa: E731
-        # The napkin bound, then the exact smallest count near it (shards round up per GPU).
-        per_param = calc.bytes_per_param_breakdown(args["precision"], args["optimizer"])["total"]
-        guess = max(1, math.ceil(per_param * args["params"] / args["gpu_mem"]) - 2)
-        while state(guess) > args["gpu_mem"]:
-            guess += 1
-        assert guess == 1 or state(guess - 1) > args["gpu_mem"]
-        return guess
+        def fits(n: int) -> bool:
+            return _held(args["params"], n, "zero3", args["precision"], args["optimizer"]) <= args["gpu_mem"]
+
+        total = _held(args["params"], 1, "zero3", args["precision"], args["optimizer"])
+        gpus = max(1, total // args["gpu_mem"] - 1)  # the napkin bound, then the exact count near it
+        while not fits(gpus):
+            gpus += 1
+        assert gpus == 1 or not fits(gpus - 1)
+        return gpus
     if fn == "step_wire_bytes":
-        group = calc.resolve_group_size(args["strategy"], args["gpus"])
-        return calc.total_wire_bytes(calc.step_comm(args["strategy"], args["params"], args["gpus"], args["precision"], group))
+        return _wire(args["params"], args["gpus"], args["strategy"], args["precision"])
     if fn == "ddp_buckets":
-        numels = calc.gpt_param_numels(args["layers"], args["d_model"], args["vocab"], args["seq_len"])
-        return len(calc.ddp_bucket_bytes([n * args["grad_bytes"] for n in reversed(numels)], args["bucket_cap_mb"]))
+        return _torch_buckets(args)
     if fn == "sampler_index":
-        indices = calc.sampler_indices(args["dataset_len"], args["num_replicas"], args["rank"], args["drop_last"])
-        return indices[args["position"] - 1]
+        from torch.utils.data import DistributedSampler
+
+        sampler = DistributedSampler(range(args["dataset_len"]), num_replicas=args["num_replicas"], rank=args["rank"],
+                                     shuffle=False, drop_last=args["drop_last"])
+        return list(sampler)[args["position"] - 1]
     if fn == "transformer_activation_bytes":
-        return calc.transformer_activation_bytes(
-            layers=args["layers"], d_model=args["d_model"], tokens=args["seq_len"], batch_size=args["batch_size"],
-            head_outputs=args["vocab"], head_tokens=args["seq_len"], precision=args["precision"],
-            checkpoint_activations=args["checkpoint_activations"],
-        )["activation_bytes"]
-    raise AssertionError(f"no recomputation for {fn}")
+        return _activation_peak(args)
+    raise AssertionError(f"no hand computation for {fn}")
 
 
 def test_every_answer_over_200_seeds_agrees_with_the_model_and_no_prompt_repeats():
@@ -74,7 +154,7 @@ def test_every_answer_over_200_seeds_agrees_with_the_model_and_no_prompt_repeats
 
 
 def _agrees(problem: drills.Problem) -> bool:
-    return problem.answer == _by_the_model(problem.fn, problem.args)
+    return problem.answer == _by_hand(problem.fn, problem.args)
 
 
 def test_a_broken_problem_fails_the_recomputation():
@@ -142,12 +222,13 @@ def test_an_answer_that_is_not_a_number_asks_again_with_a_hint():
 def test_the_working_puts_the_numbers_in_the_formula():
     problem = next(p for p in drills.generate(5, 40, ["sampler-index"]) if not p.args["drop_last"] and p.args["dataset_len"] % p.args["num_replicas"])
     args = problem.args
-    per_rank = math.ceil(args["dataset_len"] / args["num_replicas"])
+    per_rank = -(-args["dataset_len"] // args["num_replicas"])
     assert f"ceil({args['dataset_len']} / {args['num_replicas']}) = {per_rank}" in problem.working
     assert "padded" in problem.working
     state = _one("model-state", 9)
-    per = calc.bytes_per_param_breakdown(state.args["precision"], state.args["optimizer"])
-    assert f"= {per['total']}." in state.working and state.answer_text in state.working
+    param, grad, each_state, master, _, _ = BYTES[state.args["precision"]]
+    total = param + grad + master + STATES[state.args["optimizer"]] * each_state
+    assert f"= {total}." in state.working and state.answer_text in state.working
 
 
 def test_unknown_kinds_are_refused():
@@ -167,7 +248,7 @@ def test_json_prints_n_problems_with_their_calc_the_same_for_the_same_seed():
     for p in problems:
         assert {"id", "kind", "prompt", "answer", "unit", "tolerance", "calc", "working"} <= set(p)
         assert isinstance(p["answer"], (int, float)) and p["unit"] in ("bytes", "count")
-        assert calc.QUIZ_FUNCTIONS[p["calc"]["fn"]](**p["calc"]["args"]) == p["answer"]
+        assert _by_hand(p["calc"]["fn"], p["calc"]["args"]) == p["answer"]
     again = runner.invoke(cli, ["drill", "--json", "--count", "9", "--seed", "5"])
     assert again.output == first.output
     only = json.loads(runner.invoke(cli, ["drill", "--json", "--count", "4", "--seed", "1", "--kind", "ddp-buckets", "--kind", "activations"]).output)

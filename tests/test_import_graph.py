@@ -7,14 +7,11 @@ too. The walk covers every module of the installed `ddpfsdp` package.
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import pkgutil
 from pathlib import Path
 
-import ddpfsdp.answers
-import ddpfsdp.demos
-import ddpfsdp.quiz
+from ddpfsdp.quiz.bank_cache import imported_names
 
 ROOTS = ("ddpfsdp.quiz", "ddpfsdp.demos", "ddpfsdp.answers")
 
@@ -30,26 +27,6 @@ def package_modules(roots: tuple[str, ...] = ROOTS) -> dict[str, Path]:
             if spec is not None and spec.origin and spec.origin.endswith(".py"):
                 modules[info.name] = Path(spec.origin)
     return modules
-
-
-def imported_names(name: str, path: Path) -> set[str]:
-    """Dotted names a module imports, relative imports resolved; `from a import b` gives a.b and a."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - node.level + 1]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
-            names.add(module)
-            names.update(f"{module}.{alias.name}" for alias in node.names)
-    return names
 
 
 def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
@@ -125,3 +102,37 @@ def test_a_cycle_in_a_package_is_found(tmp_path, monkeypatch):
     assert cycles(import_graph(modules)) == [["cyclic.a", "cyclic.c", "cyclic.inner.b"]]
     (package / "c.py").write_text("")
     assert cycles(import_graph(package_modules(("cyclic",)))) == []
+
+
+# The failure lab's room (demos/faults/__init__.py says the same): what it may import, and who may
+# import it. Its ranks are meant to fail, so it keeps to the launcher's process bookkeeping and never
+# reaches into training, theory or the concept demos.
+FAULTS_ROOM = "ddpfsdp.demos.faults"
+FAULTS_MAY_IMPORT = ("ddpfsdp.demos.faults", "ddpfsdp.demos.checks", "ddpfsdp.demos.worker", "ddpfsdp.demos.launch",
+                     "ddpfsdp.demos.measure.memory")
+FAULTS_IMPORTED_BY = ("ddpfsdp.demos.registry", "ddpfsdp.quiz")
+
+
+def room_violations(graph: dict[str, set[str]]) -> list[str]:
+    found = []
+    for name, targets in sorted(graph.items()):
+        inside = name == FAULTS_ROOM or name.startswith(FAULTS_ROOM + ".")
+        for target in sorted(targets):
+            leaves = inside and not target.startswith(FAULTS_MAY_IMPORT)
+            enters = not inside and target.startswith(FAULTS_ROOM) and not name.startswith(FAULTS_IMPORTED_BY)
+            if leaves or enters:
+                found.append(f"{name} imports {target}")
+    return found
+
+
+def test_the_failure_lab_keeps_to_its_room():
+    modules = package_modules()
+    assert "ddpfsdp.demos.faults.runner" in modules
+    assert room_violations(import_graph(modules)) == []
+
+
+def test_a_failure_lab_module_reaching_into_training_is_found():
+    graph = {"ddpfsdp.demos.faults.data": {"ddpfsdp.demos.train.models", "ddpfsdp.demos.checks"},
+             "ddpfsdp.demos.concepts.sampler": {"ddpfsdp.demos.faults.catalog"}}
+    assert room_violations(graph) == ["ddpfsdp.demos.concepts.sampler imports ddpfsdp.demos.faults.catalog",
+                                      "ddpfsdp.demos.faults.data imports ddpfsdp.demos.train.models"]

@@ -138,27 +138,6 @@ def test_loader_imports_neither_torch_nor_textual():
     assert proc.stdout.strip() == ""
 
 
-def test_cached_bank_is_reused_and_revalidated_when_a_file_changes(quiz_bank, tmp_path):
-    import os
-
-    from ddpfsdp.quiz.loader import load_bank_cached
-
-    bank_dir, answers_dir = quiz_bank
-    first = load_bank_cached(bank_dir, answers_dir, cache_dir=tmp_path)
-    assert (tmp_path / "bank-cache.pickle").exists()
-    again = load_bank_cached(bank_dir, answers_dir, cache_dir=tmp_path)
-    assert again.questions.keys() == first.questions.keys()
-    path = bank_dir / "ddp.toml"
-    path.write_text(path.read_text().replace('kind = "explain"', 'kind = "essay"'))
-    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000_000))
-    with pytest.raises(BankError, match="unknown kind"):
-        load_bank_cached(bank_dir, answers_dir, cache_dir=tmp_path)
-    (tmp_path / "bank-cache.pickle").write_bytes(b"garbage")
-    path.write_text(path.read_text().replace('kind = "essay"', 'kind = "explain"'))
-    assert load_bank_cached(bank_dir, answers_dir, cache_dir=tmp_path).questions.keys() == first.questions.keys()
-
-
-
 def test_why_is_loaded_parallel_to_choices(quiz_bank):
     question = load_bank(*quiz_bank).questions["ddp-grad-sync"]
     assert len(question.why) == len(question.choices)

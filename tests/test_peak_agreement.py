@@ -38,7 +38,7 @@ SCRIPT = textwrap.dedent(
     ctx.emit = lambda *args, **kwargs: None
     out = {}
     for strategy, sharding in (("ddp", None), ("zero1", None), ("fsdp", "full")):
-        run = train(ctx, RunSpec(strategy=strategy, sharding=sharding, batch_size=2, steps=4, warmup=1))
+        run = train(ctx, RunSpec(strategy=strategy, sharding=sharding, model="tiny", batch_size=2, steps=4, warmup=1))
         if run is not None:
             out[strategy] = run["memory"]["ranks"]
         gc.collect()

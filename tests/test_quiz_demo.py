@@ -4,35 +4,15 @@ no process behind."""
 from __future__ import annotations
 
 import asyncio
-import io
 
 import pytest
-from rich.console import Console
+from conftest import open_feedback, widget_text
 
 from ddpfsdp.quiz.app import make_app
 from ddpfsdp.quiz.screens.feedback import FeedbackScreen
 from ddpfsdp.quiz.store import Store
 
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(300)]
-
-
-def _text(widget) -> str:
-    console = Console(width=96, file=io.StringIO(), color_system=None)
-    console.print(widget.content)
-    return " ".join(console.file.getvalue().split())
-
-
-async def _feedback_for(pilot, question_id):
-    app = pilot.app
-    await pilot.pause()
-    while app.screen.question.id != question_id:
-        await pilot.press("n")
-        await pilot.pause()
-    screen = app.screen
-    await pilot.press(str(screen.display_choices.index(screen.question.answer) + 1), "enter")
-    await pilot.pause()
-    assert isinstance(app.screen, FeedbackScreen)
-    return app.screen.query_one("#evidence")
 
 
 async def test_run_a_demo_from_the_app_and_see_its_table(quiz_bank):
@@ -47,16 +27,16 @@ async def test_run_a_demo_from_the_app_and_see_its_table(quiz_bank):
     bank_dir, answers_dir = quiz_bank
     app = make_app(bank_dir=bank_dir, answers_dir=answers_dir, seed=3, topic="ddp", demo_runner=runner)
     async with app.run_test(size=(100, 40)) as pilot:
-        panel = await _feedback_for(pilot, "ddp-grad-sync")
-        assert "Not measured on this machine yet" in _text(panel.query_one("#evidence-saved"))
+        panel = await open_feedback(pilot, "ddp-grad-sync")
+        assert "Not measured on this machine yet" in widget_text(panel.query_one("#evidence-saved"))
         await pilot.press("r")
         await pilot.pause()
         assert panel.running
         await app.workers.wait_for_complete()
         await pilot.pause()
-        status = _text(panel.query_one("#evidence-status"))
+        status = widget_text(panel.query_one("#evidence-status"))
         assert "Finished" in status and "saved" in status, status
-        shown = _text(panel.query_one("#evidence-saved"))
+        shown = widget_text(panel.query_one("#evidence-saved"))
         assert "Measured just now" in shown and "2 CPU processes (gloo)" in shown
         assert "ddp_uses_all_reduce" in shown and "✔" in shown
         assert "Measured, rank 0" in shown and "samples/s" in shown
@@ -80,21 +60,21 @@ async def test_cancel_a_running_demo_leaves_no_process(quiz_bank):
     bank_dir, answers_dir = quiz_bank
     app = make_app(bank_dir=bank_dir, answers_dir=answers_dir, seed=3, topic="ddp", demo_runner=runner)
     async with app.run_test(size=(100, 40)) as pilot:
-        panel = await _feedback_for(pilot, "ddp-grad-sync")
+        panel = await open_feedback(pilot, "ddp-grad-sync")
         await pilot.press("r")
         for _ in range(600):  # until the ranks report their first step
             await asyncio.sleep(0.1)
-            if "step" in _text(panel.query_one("#evidence-status")):
+            if "step" in widget_text(panel.query_one("#evidence-status")):
                 break
         else:
-            pytest.fail("the demo never reported progress: " + _text(panel.query_one("#evidence-status")))
+            pytest.fail("the demo never reported progress: " + widget_text(panel.query_one("#evidence-status")))
         await pilot.press("escape")
         for _ in range(300):
             await asyncio.sleep(0.1)
             if not panel.running:
                 break
         await pilot.pause()
-        status = _text(panel.query_one("#evidence-status"))
+        status = widget_text(panel.query_one("#evidence-status"))
         assert "Cancelled" in status and "every rank was stopped" in status
         assert isinstance(app.screen, FeedbackScreen)  # Escape cancelled the run, it did not leave
     run = runs[0]

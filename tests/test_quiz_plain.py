@@ -121,7 +121,7 @@ def test_plain_skip_is_acknowledged(quiz_bank):
 def _drill_plain(monkeypatch, lines: list[str], **kwargs) -> str:
     """run_drill_plain in this process, typing `lines`; what it printed."""
     from ddpfsdp.quiz.drill_plain import run_drill_plain
-    from ddpfsdp.quiz.plain_io import plain_console
+    from ddpfsdp.quiz.plain_console import plain_console
 
     out = io.StringIO()
     monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(lines) + "\n"))
@@ -157,6 +157,6 @@ def test_drill_plain_lines_carry_no_padding(monkeypatch):
     ],
 )
 def test_trim_line_drops_trailing_spaces_and_keeps_style_codes(line, trimmed):
-    from ddpfsdp.quiz.plain_io import trim_line
+    from ddpfsdp.quiz.plain_console import trim_line
 
     assert trim_line(line) == trimmed

@@ -78,6 +78,37 @@ def test_mock_interview_mixes_topics_and_includes_explain(bank):
     assert {q.topic for q in picked} == {"ddp", "fsdp-wrap"}
 
 
+def test_the_mock_mixes_kinds_and_topics_with_at_most_two_explain_harder_last():
+    bank = load_bank()  # the real bank: its explain questions sort last, where the old draw took all 8
+    for seed in range(20):
+        picked = scheduler.mock_interview(bank, random.Random(seed))
+        kinds = [q.kind for q in picked]
+        assert len(picked) == 8 == len({q.id for q in picked}), seed
+        assert kinds.count("explain") <= 2, (seed, kinds)
+        assert len(set(kinds)) >= 4, (seed, kinds)
+        assert len({q.topic for q in picked}) >= 5, seed
+        assert [q.level for q in picked] == sorted(q.level for q in picked), seed
+
+
+def test_drills_and_interview_steps_are_rated_at_their_own_pace():
+    from ddpfsdp.quiz.grading import Grade
+
+    right, wrong = Grade(True, 1.0, "", "", {}), Grade(False, 0.0, "", "", {})
+    drill = scheduler.drill_card("model-state", "memory")  # 90 s expected: quick under 45, slow over 180
+    assert (drill.card_id, drill.kind) == ("drill:model-state", "drill")
+    assert scheduler.rating_for(drill, right, 40) == Rating.Easy
+    assert scheduler.rating_for(drill, right, 100) == Rating.Good
+    assert scheduler.rating_for(drill, right, 200) == Rating.Hard
+    assert scheduler.rating_for(drill, wrong, 40) == Rating.Again
+    step = scheduler.interview_card("comm-time", "comm")  # 120 s expected
+    assert scheduler.rating_for(step, right, 100) == Rating.Good and scheduler.rating_for(step, right, 50) == Rating.Easy
+    store = Store.memory()
+    _, card, rating = scheduler.record_answer(store, step, right, time_s=100, now=T0, mode="interview")
+    [attempt] = store.attempts()
+    assert (attempt.question_id, attempt.kind, attempt.mode, rating) == ("interview:comm-time", "interview", "interview", Rating.Good)
+    assert json.loads(store.card_json("interview:comm-time"))["due"] == card.due.isoformat()
+
+
 def test_progress_weakest_first_and_mastery_decays(bank):
     store = Store.memory()
     for question in bank.in_topic("fsdp-wrap"):

@@ -14,7 +14,9 @@ import sys
 import click
 import pytest
 
-from ddpfsdp.demos.theory import calc
+from ddpfsdp.demos.collectives import wire_factor
+from ddpfsdp.demos.theory.estimate import estimate
+from ddpfsdp.demos.theory.run import theory_for_run
 from ddpfsdp.demos.train import presets
 
 TINY = {"world": 8, "model": "tiny", "batch_size": 4, "simulate": True}
@@ -130,7 +132,7 @@ def test_simulated_world_of_8_is_the_real_2_process_run_scaled_by_theory():
         config = sim["config"]
         scale = {}
         for kind in STATE:
-            at = {world: calc.theory_for_run(strategy=config["strategy"], sharding=config["sharding"],
+            at = {world: theory_for_run(strategy=config["strategy"], sharding=config["sharding"],
                                              params=config["params"], world_size=world,
                                              precision=config["precision"], optimizer=config["optimizer"])
                   for world in (2, 8)}
@@ -143,7 +145,7 @@ def test_simulated_world_of_8_is_the_real_2_process_run_scaled_by_theory():
         real_ops, sim_ops = real[name]["comm"]["per_step"], sim["comm"]["per_step"]
         assert set(real_ops) == set(sim_ops), name
         for op, measured in sim_ops.items():
-            factor = calc.wire_factor(op, 8) / calc.wire_factor(op, 2)
+            factor = wire_factor(op, 8) / wire_factor(op, 2)
             if name.startswith("fsdp") or op == "all_reduce":
                 # The same buffers on any world size: FSDP per unit, DDP's gradients (in buckets).
                 assert measured["bytes"] == real_ops[op]["bytes"], (name, op)
@@ -158,7 +160,7 @@ def test_simulated_world_of_8_is_the_real_2_process_run_scaled_by_theory():
 
 
 def _calc_row(strategy: str, world: int, precision: str, params: int, group_size: int | None = None) -> dict:
-    return calc.estimate(params=params, gpus=world, precision=precision, group_size=group_size)["strategies"][strategy]
+    return estimate(params=params, gpus=world, precision=precision, group_size=group_size)["strategies"][strategy]
 
 
 @pytest.mark.timeout(300)
@@ -241,13 +243,13 @@ def test_what_the_fake_run_cannot_handle_is_refused_with_what_to_try(demo, extra
 
 
 def test_ddp_that_fits_the_stated_gpu_memory_is_simulated():
-    from ddpfsdp.demos.train.demo import validate_simulated
+    from ddpfsdp.demos.train.options import validate_simulated
 
     validate_simulated("ddp", {**TINY, "gpu_mem": "80GB"})
 
 
 def test_simulate_only_options_need_simulate():
-    from ddpfsdp.demos.train.demo import validate_fsdp
+    from ddpfsdp.demos.train.options import validate_fsdp
 
     with pytest.raises(click.UsageError, match="add --simulate"):
         validate_fsdp({"world": 64, "params": "7B"}, 2)
@@ -264,7 +266,7 @@ def test_a_refusal_on_the_command_line_has_no_traceback():
 
 
 def test_validation_does_not_import_torch():
-    code = ("import sys; from ddpfsdp.demos.train.demo import validate_fsdp; "
+    code = ("import sys; from ddpfsdp.demos.train.options import validate_fsdp; "
             "validate_fsdp({'simulate': True, 'world': 64, 'params': '7B'}, 1); print('torch' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from ddpfsdp.demos.train.strategies import ROOT_UNIT, canonical_sharding
+from ddpfsdp.demos.train.spec import RunSpec, canonical_sharding
+from ddpfsdp.demos.train.strategies import ROOT_UNIT
 
 # Starting the process groups dominates; on a busy 2-core machine it can pass the default limit.
 pytestmark = pytest.mark.timeout(600)
@@ -52,7 +53,7 @@ TWO_RANKS = {
     "resnet-fsdp2-bf16-mixed": ("resnet", dict(strategy="fsdp", precision="bf16-mixed", wrap="layer"), False),
     "resnet-zero1-bf16-mixed": ("resnet", dict(strategy="zero1", precision="bf16-mixed"), False),
     "resnet-fsdp1-bf16-mixed": ("resnet", dict(strategy="fsdp", precision="bf16-mixed", fsdp_api=1), False),
-    # Unset command-line options arrive as None and mean the defaults; click passes fsdp_api as text.
+    # Options left None mean RunSpec's defaults, and a number given as text is read as one.
     "fsdp-defaults": ("gpt", dict(strategy="fsdp", sharding=None, wrap=None, fsdp_api="2", precision=None,
                                   optimizer=None, lr=None, replicas=None), False),
 }
@@ -72,6 +73,12 @@ def _full(t: torch.Tensor) -> torch.Tensor:
     return t.full_tensor() if hasattr(t, "full_tensor") else t
 
 
+def _spec_of(options: dict) -> RunSpec:
+    """The RunSpec of a case's prepare() options ("strategy" and RunSpec's option names)."""
+    rest = {k: v for k, v in options.items() if k != "strategy"}
+    return RunSpec.from_options(rest, options["strategy"])
+
+
 def _train(arch: str, options: dict, checkpoint: bool, rank: int, world_size: int) -> dict:
     from ddpfsdp.demos.train.data import compute_loss, make_loader
     from ddpfsdp.demos.train.models import build_model, count_params
@@ -80,7 +87,7 @@ def _train(arch: str, options: dict, checkpoint: bool, rank: int, world_size: in
     model = build_model(arch, "tiny", seed=SEED)
     model.checkpoint_activations = checkpoint
     total = count_params(model)
-    prepared = prepare(model, device=torch.device("cpu"), world_size=world_size, **options)
+    prepared = prepare(model, _spec_of(options), device=torch.device("cpu"), world_size=world_size)
     loader, sampler = make_loader(arch, model, batch_size=BATCH, rank=rank, world_size=world_size, seed=SEED,
                                   num_samples=BATCH * world_size * STEPS)
     sampler.set_epoch(0)
@@ -309,4 +316,4 @@ def test_bad_choices_are_value_errors():
         (dict(strategy="fsdp", sharding="hybrid", replicas=3), "choose one of 1, 2, 4"),
     ]:
         with pytest.raises(ValueError, match=message):
-            prepare(model, device="cpu", world_size=4, **options)
+            prepare(model, _spec_of(options), device="cpu", world_size=4)

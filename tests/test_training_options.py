@@ -10,7 +10,8 @@ import pytest
 
 from ddpfsdp.demos import registry
 
-from ddpfsdp.demos.train import demo as training
+from ddpfsdp.demos.train import options as training
+from ddpfsdp.demos.train.spec import RunSpec, canonical_sharding
 
 
 def _parse(params, args):
@@ -41,7 +42,7 @@ def test_defaults_leave_the_model_to_the_device():
                                               ("HYBRID_SHARD", "hybrid"), ("grad-op", "grad-op")])
 def test_fsdp1_sharding_names_are_accepted(alias, canonical):
     options = _parse(training.FSDP_OPTIONS, ["--sharding", alias])
-    assert training.canonical_sharding(options["sharding"]) == canonical
+    assert canonical_sharding(options["sharding"]) == canonical
 
 
 @pytest.mark.parametrize(
@@ -49,10 +50,6 @@ def test_fsdp1_sharding_names_are_accepted(alias, canonical):
     [
         (training.validate_ddp, ["--steps", "0"], 2, "--steps must be at least 5 with --warmup 2"),
         (training.validate_ddp, ["--steps", "5", "--warmup", "3"], 2, "--steps must be at least 6"),
-        (training.validate_ddp, ["--warmup", "0"], 2, "--warmup must be at least 1"),
-        (training.validate_ddp, ["--batch-size", "0"], 2, "--batch-size must be at least 1"),
-        (training.validate_ddp, ["--lr", "0"], 2, "--lr must be positive"),
-        (training.validate_ddp, ["--bucket-mb", "0"], 2, "--bucket-mb must be positive"),
         (training.validate_ddp, [], 1, "at least 2 ranks"),
         (training.validate_ddp, ["--model", "huge"], 2, "choose one of tiny"),
         (training.validate_ddp, ["--arch", "resnet", "--heads", "4"], 2, "heads cannot be set for resnet"),
@@ -73,6 +70,35 @@ def test_bad_input_is_a_usage_error_naming_what_is_allowed(validate, args, world
         validate(options, world_size)
 
 
+@pytest.mark.parametrize("params, args, message", [
+    (training.DDP_OPTIONS, ["--warmup", "0"], "0 is not in the range x>=1"),
+    (training.DDP_OPTIONS, ["--batch-size", "0"], "0 is not in the range x>=1"),
+    (training.DDP_OPTIONS, ["--lr", "0"], "0.0 is not in the range x>0"),
+    (training.DDP_OPTIONS, ["--bucket-mb", "-1"], "-1.0 is not in the range x>0"),
+    (training.DDP_OPTIONS, ["--layers", "0"], "0 is not in the range x>=1"),
+    (training.FSDP_OPTIONS, ["--replicas", "0"], "0 is not in the range x>=1"),
+    (training.FSDP_OPTIONS, ["--fsdp-api", "3"], "3 is not in the range 1<=x<=2"),
+    (training.COMPARE_OPTIONS, ["--wrap", "unit"], "'unit' is not one of 'block', 'layer', 'model'"),
+])
+def test_values_out_of_bounds_are_refused_by_click_while_parsing(params, args, message):
+    with pytest.raises(click.BadParameter, match=message):
+        _parse(params, args)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"warmup": 0}, "--warmup must be at least 1, got 0"),
+    ({"batch_size": 0}, "--batch-size must be at least 1, got 0"),
+    ({"lr": 0.0}, "--lr must be positive, got 0.0"),
+    ({"bucket_mb": -1.0}, "--bucket-mb must be positive, got -1.0"),
+    ({"precision": "fp16"}, "unknown precision 'fp16'; choose one of fp32, bf16-mixed, bf16"),
+    ({"steps": 4, "warmup": 3}, "--steps must be at least 6 with --warmup 3"),
+    ({"batch": 4}, "unknown option\\(s\\) batch"),
+])
+def test_options_given_in_code_get_the_same_checks(options, message):
+    with pytest.raises(click.UsageError, match=message):
+        training.validate_ddp(options, 2)
+
+
 def test_hybrid_that_splits_is_accepted():
     training.validate_fsdp(_parse(training.FSDP_OPTIONS, ["--sharding", "hybrid", "--replicas", "2"]), 4)
 
@@ -86,13 +112,14 @@ def test_registry_points_at_these_options_and_hooks():
     for name in ("ddp", "zero1", "fsdp", "compare"):
         demo = registry.get(name)
         module, attr = demo.options.split(":")
-        assert module == "ddpfsdp.demos.train.demo" and hasattr(training, attr)
+        assert module == "ddpfsdp.demos.train.options" and hasattr(training, attr)
         assert hasattr(training, demo.validate.split(":")[1])
-        assert hasattr(training, demo.module.split(":")[1])
+        assert demo.module.startswith("ddpfsdp.demos.train.demo:")
 
 
 def test_options_module_and_report_do_not_import_torch():
-    code = ("import sys, ddpfsdp.demos.train.demo, ddpfsdp.demos.measure.report, ddpfsdp.demos.train.claims; "
+    code = ("import sys, ddpfsdp.demos.train.demo, ddpfsdp.demos.train.options, ddpfsdp.demos.measure.report, "
+            "ddpfsdp.demos.train.claims; "
             "print('torch' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -100,8 +127,9 @@ def test_options_module_and_report_do_not_import_torch():
 
 
 def test_default_steps_depend_on_the_device_and_cover_the_warmup():
-    assert training.steps_for({"warmup": 2, "steps": None}, "cpu") == 8
-    assert training.steps_for({"warmup": 2, "steps": None}, "cuda") == 20
-    assert training.steps_for({"warmup": 9, "steps": None}, "cpu") == 12
-    assert training.steps_for({"warmup": 2, "steps": 5}, "cpu") == 5
+    steps = lambda device, **options: RunSpec.from_options(options, "ddp").resolved(device).steps  # noqa: E731
+    assert steps("cpu") == 8
+    assert steps("cuda") == 20
+    assert steps("cpu", warmup=9) == 12  # 9 warm-up, 1 timed, 2 measured
+    assert steps("cpu", steps=5) == 5
     training.validate_ddp(_parse(training.DDP_OPTIONS, ["--warmup", "9"]), 2)

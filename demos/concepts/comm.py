@@ -30,7 +30,7 @@ FSDP_TOLERANCE = 0.05  # FSDP pads each parameter's shard to a multiple of N row
 
 
 def run(ctx: Any, *, model: str | None, batch_size: int, seed: int) -> dict | None:
-    from ddpfsdp.demos.theory.calc import theory_for_run
+    from ddpfsdp.demos.theory.run import theory_for_run
     from ddpfsdp.demos.concepts import trial
 
     model = trial.resolve_model(ctx, model)

@@ -62,10 +62,11 @@ def rank_batches(ctx: Any, shape: Any, *, batch_size: int, seed: int, count: int
     return batches
 
 
-def setup(ctx: Any, *, model: str, strategy: str, batch_size: int, seed: int, sharding: str = "full",
-          wrap: str = "block", checkpoint_activations: bool = False, optimizer: str = "adamw",
-          lr: float = 1e-3, batch_count: int = 1) -> Setup:
+def setup(ctx: Any, *, model: str, strategy: str, batch_size: int, seed: int, checkpoint_activations: bool = False,
+          batch_count: int = 1, **run: Any) -> Setup:
+    """`run`: the wrapping's options (sharding, wrap, optimizer, lr, ...), defaults from RunSpec."""
     from ddpfsdp.demos.train.models import build_model, count_params
+    from ddpfsdp.demos.train.spec import RunSpec
     from ddpfsdp.demos.train.strategies import prepare
 
     net = build_model("gpt", model, seed=seed)
@@ -73,8 +74,7 @@ def setup(ctx: Any, *, model: str, strategy: str, batch_size: int, seed: int, sh
     params = count_params(net)
     blocks = list(net.blocks)
     batches = rank_batches(ctx, net.shape, batch_size=batch_size, seed=seed, count=batch_count)
-    prepared = prepare(net, strategy=strategy, device=ctx.device, world_size=ctx.world_size, sharding=sharding,
-                       wrap=wrap, optimizer=optimizer, lr=lr)
+    prepared = prepare(net, RunSpec.from_options(run, strategy), device=ctx.device, world_size=ctx.world_size)
     return Setup(prepared, batches, params, blocks)
 
 

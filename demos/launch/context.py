@@ -37,7 +37,7 @@ class DemoContext:
     _stdout: Any = field(default=None, repr=False)
 
     @classmethod
-    def from_env(cls, device: Any, backend: str) -> "DemoContext":
+    def from_env(cls, device: Any, backend: str) -> DemoContext:
         import torch.distributed as dist
 
         fail_rank = os.environ.get(FAIL_RANK_ENV)

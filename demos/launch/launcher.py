@@ -107,6 +107,18 @@ def processes_with_env(name: str, value: str) -> list[int]:
     return found
 
 
+def kill_run(run_id: str, wait_s: float = 1.0) -> None:
+    """SIGKILL every live process of a run (found by RUN_ID_ENV) and wait up to `wait_s` for them to go."""
+    for pid in processes_with_env(RUN_ID_ENV, run_id):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + wait_s
+    while processes_with_env(RUN_ID_ENV, run_id) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def validated_options(demo: str, args: list[str], world_size: int) -> dict[str, Any]:
     """The demo's options parsed from `args` and checked for this world size, before anything starts."""
     import click
@@ -356,14 +368,7 @@ class DemoRun:
         self.returncode = proc.returncode
 
     def _kill_leftovers(self) -> None:
-        for pid in processes_with_env(RUN_ID_ENV, self.run_id):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + 1.0
-        while processes_with_env(RUN_ID_ENV, self.run_id) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        kill_run(self.run_id)
 
     def _finish(self) -> None:
         proc = self._proc

@@ -32,6 +32,8 @@ from typing import Any, Iterable
 
 import torch
 
+from ddpfsdp.demos.measure.memory import state_optimizers
+
 CATEGORIES = (
     "params",
     "unsharded_params",
@@ -88,12 +90,6 @@ def _storage_keys(tensors: Iterable[torch.Tensor]) -> set[int]:
     return {t.untyped_storage().data_ptr() for t in tensors if isinstance(t, torch.Tensor)}
 
 
-def _optimizers(optimizer: Any) -> list[Any]:
-    # ZeroRedundancyOptimizer keeps this rank's shard of the state in an inner optimizer.
-    inner = getattr(optimizer, "optim", None)
-    return [optimizer, inner] if isinstance(inner, torch.optim.Optimizer) else [optimizer]
-
-
 class PeakBreakdown:
     """Runs torch's memory tracker over one step and keeps the categories, phase and module of its peak."""
 
@@ -128,7 +124,7 @@ class PeakBreakdown:
 
             return FSDPMemTracker(self.model, self.optimizer), "torch FSDPMemTracker"
         tracker = MemTracker()
-        tracker.track_external(self.model, *_optimizers(self.optimizer))
+        tracker.track_external(self.model, *state_optimizers(self.optimizer))
         # Only buffers that are not model state: handing MemTracker a parameter as external
         # would re-file it as "Other".
         state = _storage_keys(self.model.parameters())
@@ -186,7 +182,7 @@ class PeakBreakdown:
             handle.remove()
         self._hook_handles = []
 
-    def __enter__(self) -> "PeakBreakdown":
+    def __enter__(self) -> PeakBreakdown:
         try:
             tracker, self.source = self._make_tracker()
             self._watch_peak(tracker)

@@ -8,9 +8,7 @@ than the world) are counted with their own n.
 
 Per op: `count`; `bytes`, the logical size of the full buffer (all_reduce and broadcast: the
 tensor; all_gather: the gathered output; reduce_scatter: the unreduced input); and
-`wire_bytes_per_rank`, what one rank sends on a ring:
-  all_reduce 2(n-1)/n, all_gather (n-1)/n, reduce_scatter (n-1)/n, broadcast (n-1)/n of `bytes`
-  (a pipelined ring broadcast; the root sends more than the others), send: `bytes`, recv: 0.
+`wire_bytes_per_rank`, what one rank sends on a ring (`collectives.wire_factor`).
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ import torch.distributed as dist
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send", "recv")
+from ddpfsdp.demos.collectives import OPS, wire_factor
 
 # c10d op name -> (our op name, which argument holds the full buffer)
 _C10D = {
@@ -61,20 +59,6 @@ _FUNCTIONAL = {
     "broadcast_": ("broadcast", False),
     "all_to_all_single": ("all_to_all", False),
 }
-
-
-def wire_factor(op: str, group_size: int) -> float:
-    """Bytes one rank sends per byte of the full buffer, on a ring of `group_size` ranks."""
-    n = group_size
-    if op == "send":
-        return 1.0
-    if op == "recv" or n <= 1:
-        return 0.0
-    if op == "all_reduce":
-        return 2 * (n - 1) / n
-    if op in ("all_gather", "reduce_scatter", "broadcast", "all_to_all"):
-        return (n - 1) / n
-    raise ValueError(f"unknown collective {op!r}; choose one of {', '.join(OPS)}")
 
 
 def _tensor_bytes(value: Any) -> int:

@@ -90,12 +90,6 @@ def exposed_share(rank: dict[str, Any]) -> float:
     return exposed_comm_s(rank) / duration if duration > 0 else 0.0
 
 
-def in_phase(rank: dict[str, Any], seq: int, phase: str) -> bool:
-    """Whether the host issued `seq` inside the step's `phase` span (forward, backward)."""
-    found = span(rank, phase)
-    return found is not None and found["seq_start"] < seq < found["seq_end"]
-
-
 def backward_collectives(rank: dict[str, Any], op: str) -> list[dict[str, Any]]:
     backward = span(rank, "backward")
     forward = span(rank, "forward")

@@ -24,7 +24,7 @@ import socket
 import statistics
 import time
 import warnings
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -68,17 +68,17 @@ def unique_storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
     return sum(storages(tensors).values())
 
 
-def _optimizer_state_tensors(optimizer: Any) -> Iterable[torch.Tensor]:
-    # ZeroRedundancyOptimizer keeps this rank's shard of the state in its inner optimizer.
-    optimizers = [optimizer]
+def state_optimizers(optimizer: Any) -> list[torch.optim.Optimizer]:
+    """The optimizer, and the inner one in which ZeroRedundancyOptimizer keeps this rank's shard of the state."""
     inner = getattr(optimizer, "optim", None)
-    if inner is not None and hasattr(inner, "state"):
-        optimizers.append(inner)
-    for opt in optimizers:
+    return [optimizer, inner] if isinstance(inner, torch.optim.Optimizer) else [optimizer]
+
+
+def optimizer_state_tensors(optimizer: Any) -> Iterator[torch.Tensor]:
+    """Every tensor of the optimizer's state on this rank (ZeRO-1: its shard)."""
+    for opt in state_optimizers(optimizer):
         for state in opt.state.values():
-            for value in state.values():
-                if isinstance(value, torch.Tensor):
-                    yield value
+            yield from (value for value in state.values() if isinstance(value, torch.Tensor))
 
 
 def model_state_bytes(model: torch.nn.Module, optimizer: Any) -> dict[str, int]:
@@ -87,7 +87,7 @@ def model_state_bytes(model: torch.nn.Module, optimizer: Any) -> dict[str, int]:
     return {
         "params": unique_storage_bytes(params),
         "grads": unique_storage_bytes(p.grad for p in params if p.grad is not None),
-        "optimizer": unique_storage_bytes(_optimizer_state_tensors(optimizer)),
+        "optimizer": unique_storage_bytes(optimizer_state_tensors(optimizer)),
     }
 
 
@@ -188,7 +188,7 @@ class PeakMemory:
             return "cuda max_memory_allocated"
         return "cpu live tensor bytes (profiler)"
 
-    def __enter__(self) -> "PeakMemory":
+    def __enter__(self) -> PeakMemory:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
@@ -283,10 +283,6 @@ def running_totals(prof: Any, with_addresses: bool = False) -> tuple:
     return (*totals, addresses) if with_addresses else totals
 
 
-def max_running_total(prof: Any) -> int:
-    return running_totals(prof)[0]
-
-
 class StepTimer:
     """Wall time of a run of steps, and of each step, at no cost to the steps themselves.
 
@@ -325,7 +321,7 @@ class StepTimer:
         else:
             self._times_s = [end - begin for begin, end in self._marks]
 
-    def step(self) -> "_Step":
+    def step(self) -> _Step:
         return _Step(self)
 
     def _mark(self) -> Any:

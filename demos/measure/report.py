@@ -12,10 +12,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ddpfsdp.demos import units
 from ddpfsdp.demos.measure import lanes
-
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send", "recv")
+from ddpfsdp.demos.measure.comm_table import comm_table
+from ddpfsdp.demos.units import format_iec
 
 # What a peak is made of, in the order a reader builds it up: state, communication buffers, the rest.
 PEAK_CATEGORIES = (
@@ -57,17 +56,12 @@ def peak_breakdown_table(result: dict[str, Any]) -> Table | None:
     present = [(key, label) for key, label in PEAK_CATEGORIES
                if any((r.get("peak_breakdown") or {}).get(key) for r in ranks)]
     for key, label in present:
-        table.add_row(label, *(format_bytes((r.get("peak_breakdown") or {}).get(key, 0)) for r in ranks))
+        table.add_row(label, *(format_iec((r.get("peak_breakdown") or {}).get(key, 0)) for r in ranks))
     table.add_row("[bold]sum (tracker's peak)[/bold]",
-                  *(format_bytes(sum((r.get("peak_breakdown") or {}).values())) for r in ranks))
-    table.add_row("[bold]measured peak[/bold]", *(format_bytes(r.get("peak")) for r in ranks))
+                  *(format_iec(sum((r.get("peak_breakdown") or {}).values())) for r in ranks))
+    table.add_row("[bold]measured peak[/bold]", *(format_iec(r.get("peak")) for r in ranks))
     table.add_row("where", *(peak_where(r) for r in ranks))
     return table
-
-
-def format_bytes(n: float | None) -> str:
-    """Binary units spelled out: 1.50 GiB, 12.30 MiB, 512 B."""
-    return "n/a" if n is None else units.format_bytes(n, "iec")
 
 
 def _rate(value: float | None, unit: str) -> str:
@@ -97,14 +91,14 @@ def memory_table(result: dict[str, Any]) -> Table:
         table.add_column(column, justify="right")
     for r, held in enumerate(ranks):
         state = sum(held.get(k) or 0 for k in ("params", "grads", "optimizer"))
-        table.add_row(str(r), format_bytes(held.get("params")), format_bytes(held.get("grads")),
-                      format_bytes(held.get("optimizer")), format_bytes(state), format_bytes(held.get("peak")))
+        table.add_row(str(r), format_iec(held.get("params")), format_iec(held.get("grads")),
+                      format_iec(held.get("optimizer")), format_iec(state), format_iec(held.get("peak")))
     if theory:
         table.add_row(
             "[dim]theory[/dim]",
-            *(f"[dim]{format_bytes(theory.get(k))}[/dim]" for k in ("params_bytes", "grads_bytes", "optimizer_bytes",
+            *(f"[dim]{format_iec(theory.get(k))}[/dim]" for k in ("params_bytes", "grads_bytes", "optimizer_bytes",
                                                                      "model_state_bytes")),
-            f"[dim]{format_bytes(theory.get('working_set_bytes'))} working set[/dim]",
+            f"[dim]{format_iec(theory.get('working_set_bytes'))} working set[/dim]",
         )
     return table
 
@@ -129,30 +123,6 @@ def throughput_lines(result: dict[str, Any]) -> list[str]:
     if t.get("note"):
         lines.append(f"[yellow]{t['note']}[/yellow]")
     return lines
-
-
-def comm_table(result: dict[str, Any]) -> Table:
-    measured = result["comm"]["per_step"]
-    theory = (result.get("theory") or {}).get("comm", {})
-    table = Table(title="Collectives in one training step (measured, per rank)",
-                  caption="wire: what a ring sends per rank; theory from the analytic model")
-    table.add_column("op", no_wrap=True)
-    for column in ("calls", "logical bytes", "wire bytes per rank", "theory: wire bytes per rank", "theory: calls"):
-        table.add_column(column, justify="right")
-    for op in OPS:
-        if op not in measured and op not in theory:
-            continue
-        m, t = measured.get(op, {}), theory.get(op, {})
-        calls = t.get("count")
-        table.add_row(
-            op,
-            str(m.get("count", 0)),
-            format_bytes(m.get("bytes", 0)),
-            format_bytes(m.get("wire_bytes_per_rank", 0)),
-            f"[dim]{format_bytes(t.get('wire_bytes_per_rank')) if t else 'none expected'}[/dim]",
-            f"[dim]{calls if calls is not None else 'by bucket' if t else '-'}[/dim]",
-        )
-    return table
 
 
 def loss_line(result: dict[str, Any]) -> str:
@@ -287,15 +257,15 @@ def compare_table(result: dict[str, Any]) -> Table:
         return run["memory"]["ranks"][0].get(kind)
 
     rows = [
-        ("params", lambda run: mem(run, "params"), format_bytes),
-        ("grads", lambda run: mem(run, "grads"), format_bytes),
-        ("optimizer state", lambda run: mem(run, "optimizer"), format_bytes),
-        ("peak", lambda run: mem(run, "peak"), format_bytes),
-        *((f"  peak: {label}", lambda run, key=key: (mem(run, "peak_breakdown") or {}).get(key), format_bytes)
+        ("params", lambda run: mem(run, "params"), format_iec),
+        ("grads", lambda run: mem(run, "grads"), format_iec),
+        ("optimizer state", lambda run: mem(run, "optimizer"), format_iec),
+        ("peak", lambda run: mem(run, "peak"), format_iec),
+        *((f"  peak: {label}", lambda run, key=key: (mem(run, "peak_breakdown") or {}).get(key), format_iec)
           for key, label in PEAK_CATEGORIES
           if any((mem(run, "peak_breakdown") or {}).get(key) for run in runs.values())),
         ("samples/s", lambda run: run["throughput"].get("samples_per_s"), lambda v: _rate(v, "")),
-        ("wire bytes per step", _wire, format_bytes),
+        ("wire bytes per step", _wire, format_iec),
         ("exposed comm (share of step)", _exposed, _percent),
     ]
     for label, get, fmt in rows:
@@ -326,7 +296,7 @@ def params_over_step_lines(runs: dict[str, Any], width: int = TIMELINE_WIDTH) ->
     values = [held for rank in series.values() for _, held, _ in rank["params"]]
     scale = (0.0, float(max(values)))
     label = max(len(name) for name in series)
-    lines = [f"Parameter bytes held over the recorded step, rank 0 (measured; full height {format_bytes(scale[1])}):"]
+    lines = [f"Parameter bytes held over the recorded step, rank 0 (measured; full height {format_iec(scale[1])}):"]
     for name, rank in series.items():
         params = [[t, held] for t, held, _ in rank["params"]]
         lines.append(f"  {name:<{label}} |{_spark(params, rank.get('duration_s') or 0.0, width, scale)}|")

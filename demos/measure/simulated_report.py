@@ -12,17 +12,14 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ddpfsdp.demos import units
+from ddpfsdp.demos.measure.comm_table import comm_table
+from ddpfsdp.demos.units import format_iec
 
 SIMULATED_NOTE = (
     "Simulated: the real strategy code on fake tensors over a fake process group, in one process. "
     "It measures real sharding, the real collectives issued and the real allocation pattern of one "
     "step; it cannot measure time, NCCL or allocator fragmentation, so no throughput is reported."
 )
-
-
-def _bytes(n: float | None) -> str:
-    return "n/a" if n is None else units.format_bytes(n, "iec")
 
 
 def _percent(value: float | None) -> str:
@@ -41,8 +38,8 @@ def peak_line(run: dict[str, Any]) -> str:
     if peak.get("unit") and peak.get("unit") != module:
         where += f" (unit {peak['unit']})"
     parts = sorted((peak.get("categories") or {}).items(), key=lambda item: -item[1])
-    held = ", ".join(f"{name} {_bytes(size)}" for name, size in parts)
-    return f"Peak of one step (simulated): {_bytes(peak.get('bytes'))} in {peak.get('phase') or 'n/a'}, {where}; held then: {held}"
+    held = ", ".join(f"{name} {format_iec(size)}" for name, size in parts)
+    return f"Peak of one step (simulated): {format_iec(peak.get('bytes'))} in {peak.get('phase') or 'n/a'}, {where}; held then: {held}"
 
 
 def fit_line(run: dict[str, Any]) -> str | None:
@@ -52,7 +49,7 @@ def fit_line(run: dict[str, Any]) -> str | None:
     if not limit or peak is None:
         return None
     verdict = "fits in" if peak <= limit else "does NOT fit in"
-    return (f"The simulated peak {_bytes(peak)} {verdict} --gpu-mem {_bytes(limit)} ({peak / limit:.0%}); "
+    return (f"The simulated peak {format_iec(peak)} {verdict} --gpu-mem {format_iec(limit)} ({peak / limit:.0%}); "
             "the CUDA context, NCCL buffers and fragmentation come on top")
 
 
@@ -61,7 +58,7 @@ def largest_unit_line(run: dict[str, Any]) -> str | None:
     if not unit:
         return None
     params = f"{unit['params']:,} parameters, " if unit.get("params") else ""
-    return (f"Largest FSDP unit: {unit['name']} ({params}{_bytes(unit['unsharded_bytes'])} unsharded, "
+    return (f"Largest FSDP unit: {unit['name']} ({params}{format_iec(unit['unsharded_bytes'])} unsharded, "
             "as its all-gather brings it into being)")
 
 
@@ -71,24 +68,8 @@ def versus_table(run: dict[str, Any], world_size: int) -> Table:
     for column in ("figure", "simulated", "theory", "difference"):
         table.add_column(column, justify="left" if column == "figure" else "right")
     for row in run.get("versus_theory") or []:
-        table.add_row(row["figure"], _bytes(row["simulated"]), f"[dim]{_bytes(row['theory'])}[/dim]",
+        table.add_row(row["figure"], format_iec(row["simulated"]), f"[dim]{format_iec(row['theory'])}[/dim]",
                       _percent(row["diff_percent"]))
-    return table
-
-
-def comm_table(run: dict[str, Any]) -> Table:
-    measured = run["comm"]["per_step"]
-    theory = (run.get("theory") or {}).get("comm", {})
-    table = Table(title="Collectives issued in one step (simulated, per rank)",
-                  caption="wire: what a ring sends per rank; nothing was sent, the calls and sizes are the real ones")
-    table.add_column("op", no_wrap=True)
-    for column in ("calls", "logical bytes", "wire bytes per rank", "theory: calls"):
-        table.add_column(column, justify="right")
-    for op in sorted(set(measured) | set(theory)):
-        m, t = measured.get(op, {}), theory.get(op, {})
-        calls = t.get("count")
-        table.add_row(op, str(m.get("count", 0)), _bytes(m.get("bytes", 0)), _bytes(m.get("wire_bytes_per_rank", 0)),
-                      f"[dim]{calls if calls is not None else 'by bucket' if t else 'none expected'}[/dim]")
     return table
 
 
@@ -113,7 +94,7 @@ def render_simulated(result: dict[str, Any], console: Console | None = None) -> 
     for line in (fit_line(result), largest_unit_line(result)):
         if line:
             console.print(line)
-    console.print(comm_table(result))
+    console.print(comm_table(result, simulated=True))
     console.print(f"[yellow]{SIMULATED_NOTE}[/yellow]")
     if result.get("wall_s") is not None:
         console.print(f"Simulation time: {result['wall_s']:.1f} s (not a training time)")
@@ -136,12 +117,12 @@ def render_simulated_compare(result: dict[str, Any], console: Console) -> None:
     def row_for(run: dict[str, Any], figure: str) -> str:
         for row in run.get("versus_theory") or []:
             if row["figure"] == figure:
-                return f"{_bytes(row['simulated'])} [dim]({_bytes(row['theory'])})[/dim]"
+                return f"{format_iec(row['simulated'])} [dim]({format_iec(row['theory'])})[/dim]"
         return "n/a"
 
     for figure in ("params", "grads", "optimizer state", "model state", "wire bytes per step"):
         table.add_row(figure, *(row_for(run, figure) for run in runs.values()))
-    table.add_row("peak of one step", *(_bytes(run["memory"]["peak"]["bytes"]) for run in runs.values()))
+    table.add_row("peak of one step", *(format_iec(run["memory"]["peak"]["bytes"]) for run in runs.values()))
     table.add_row("peak in", *(run["memory"]["peak"].get("phase") or "n/a" for run in runs.values()))
     checks = []
     for run in runs.values():

@@ -41,7 +41,12 @@ from typing import Any
 import torch
 
 from ddpfsdp.demos.measure.comm import CommCounter, classify
-from ddpfsdp.demos.measure.memory import cpu_allocation_events, live_tensor_bytes, unique_storage_bytes
+from ddpfsdp.demos.measure.memory import (
+    cpu_allocation_events,
+    live_tensor_bytes,
+    state_optimizers,
+    unique_storage_bytes,
+)
 
 MAX_MEMORY_SAMPLES = 400  # enough for a chart's width; peaks and troughs of each slice are kept
 
@@ -223,7 +228,7 @@ class TimelineRecorder(CommCounter):
     def _install(self) -> None:
         for name, module, outer in self.units:
             self._handles += self._unit_hooks(name, module, outer)
-        optimizer = getattr(self.optimizer, "optim", None) or self.optimizer  # ZeRO-1: the inner update
+        optimizer = state_optimizers(self.optimizer)[-1]  # ZeRO-1: the inner optimizer runs the update
         if optimizer is not None and hasattr(optimizer, "register_step_pre_hook"):
             self._handles.append(optimizer.register_step_pre_hook(lambda *a: self.begin("optimizer", "optimizer")))
             self._handles.append(optimizer.register_step_post_hook(lambda *a: self.end("optimizer", "optimizer")))
@@ -302,7 +307,7 @@ class TimelineRecorder(CommCounter):
 
     # --- context -------------------------------------------------------------------------------
 
-    def __enter__(self) -> "TimelineRecorder":
+    def __enter__(self) -> TimelineRecorder:
         self._install()
         if self.cuda:
             torch.cuda.synchronize(self.device)

@@ -1,6 +1,32 @@
-"""Theory: the analytic model (`calc`) and the launch guard (`guard`) that asks it whether a run fits.
+"""Theory: the analytic model, one module per concern, and the launch guard that asks it whether a run fits.
 
-Everything here is computed from counts and byte sizes; nothing is measured, and nothing imports
-torch, so the CLI and the quiz can use it at once. It may import the top-level `units` and the
-torch-free model shapes in `train.presets`.
+    precision      bytes per element under each precision recipe, per parameter with each optimizer
+    sharding       the strategies, what each shards and how many ways (the ZeRO stages, HSDP)
+    state          model state per GPU: parameters, gradients, optimizer state between steps
+    working_set    what exists only during a step: DDP buckets, unsharded FSDP units
+    activations    what autograd saves for backward, with and without checkpointing
+    gpt_layout     a GPT preset's tensors, FSDP units and largest module, from its shape
+    comm           collectives per step per rank, on rings (`demos.collectives.wire_factor`)
+    offload        what moves to host RAM, who implements it, what crosses PCIe; GPUs per node
+    buckets        DDP's gradient buckets
+    sampler        DistributedSampler's indices
+    accounting     whose convention counts the bytes: ours, or DeepSpeed's
+    deepspeed_accounting   DeepSpeed 0.19's estimator, formula by formula
+    inputs         one configuration of the whole table, as given and as read
+    rows           one strategy's column of the table
+    notes          the table's prose, computed from the configuration
+    estimate       the whole table: the `ddpfsdp.calc/1` document that `ddpfsdp calc` prints
+    run            the figures for a demo's own run, as PyTorch runs it
+    quiz_answers   `QUIZ_FUNCTIONS`: how every numeric question and drill computes its answer
+    steptime       a step in time: compute from FLOPs, ring collectives over a link, exposed communication
+    planning       the plans an interview asks for: the lowest stage that fits, checkpointing, HSDP's group
+    presets        the models, GPUs, links and clusters interviews quote, each figure with its source
+    arguments      counts and flags as people write them ("7B", "yes")
+    guard          before a launch: does the run fit on this machine?
+
+A new strategy is named, titled and given what it shards in `sharding`, then its working set
+(`working_set`) and its traffic (`comm`); `rows` puts it in the table. Everything here is computed from counts and
+byte sizes; nothing is measured, and nothing imports torch, so the CLI and the quiz can use it at
+once. It may import the top-level `units` and `collectives`, the torch-free model shapes in
+`train.presets` and a run's options in `train.spec`.
 """

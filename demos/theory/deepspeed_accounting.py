@@ -1,6 +1,6 @@
 """DeepSpeed's memory estimator for ZeRO-2 and ZeRO-3, as a second accounting convention beside ours.
 
-Theory, like `calc`: these are the formulas of DeepSpeed 0.19's
+Theory, like the rest of `theory`: these are the formulas of DeepSpeed 0.19's
 `deepspeed.runtime.zero.stage_1_and_2.estimate_zero2_model_states_mem_needs` and
 `deepspeed.runtime.zero.stage3.estimate_zero3_model_states_mem_needs` (unchanged since 0.14.3 for
 ZeRO-2), written out here so `ddpfsdp calc --accounting deepspeed` can print them without
@@ -25,7 +25,7 @@ Host RAM per node, times `additional_buffer_factor` (1.5, "to be conservative"):
             offload_optimizer    16P / nodes with zero.Init, else max(4n, 16 / nodes) * P
             + offload_param      18P / nodes with zero.Init, else max(4n, 18 / nodes) * P
 
-Where ours differs (`calc`, precision bf16-master): ZeRO-2 2P + 14P/N and ZeRO-3 16P/N. We count
+Where ours differs (`state` and `working_set`, precision bf16-master): ZeRO-2 2P + 14P/N and ZeRO-3 16P/N. We count
 the gradient shard once, in the dtype it is held in (2 bytes), as FSDP holds it; DeepSpeed also
 counts an fp32 copy of it (4 bytes), because its optimizer converts the gradients of a whole
 parameter group to fp32 before the update. And our ZeRO-3 working term is two FSDP units (the one

@@ -1,10 +1,11 @@
 """Before a training demo launches: will it fit? An estimate per rank against what the device has free.
 
-The estimate is the analytic model's (`ddpfsdp.demos.theory.calc`): model state, the step's working set,
+The estimate is the analytic model's (`ddpfsdp.demos.theory`): model state, the step's working set,
 activations, plus a fixed runtime overhead per process. It is compared with free GPU memory
 (CUDA) or the available RAM shared by the CPU processes, less a safety margin. When it does not
 fit, the verdict names a configuration that would (FSDP full sharding, activation checkpointing,
 a smaller batch, more GPUs, a smaller model), and the caller refuses to launch unless forced.
+A demo's options are read as its RunSpec (`train.spec`): an option left out takes the run's default.
 
 Pure Python at import; torch is imported only to ask CUDA what is free, and then in a child
 process, so the launcher never holds a CUDA context on the GPUs its ranks are about to use.
@@ -18,7 +19,12 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddpfsdp.demos.theory import calc
+from ddpfsdp.demos.theory.activations import gpt_activation_bytes, transformer_activation_bytes
+from ddpfsdp.demos.theory.gpt_layout import gpt_unit_params
+from ddpfsdp.demos.theory.precision import precision_for
+from ddpfsdp.demos.theory.run import theory_for_run
+from ddpfsdp.demos.train import presets
+from ddpfsdp.demos.train.spec import TRAINING_DEMOS, RunSpec, demo_runs
 from ddpfsdp.demos.units import format_bytes
 
 SAFETY_MARGIN = 0.10
@@ -27,9 +33,6 @@ SAFETY_MARGIN = 0.10
 PROCESS_OVERHEAD_BYTES = {"cuda": 2**30, "cpu": 512 * 2**20}
 """Per process, beyond tensors: CUDA context and NCCL buffers on a GPU; the interpreter and torch on CPU."""
 
-TRAINING_DEMOS = ("ddp", "zero1", "fsdp", "compare")
-
-_FALLBACK_DEFAULT_PRESETS = {"gpt": {"cpu": "small", "cuda": "base"}}
 
 
 @dataclass(frozen=True)
@@ -51,42 +54,11 @@ class Verdict:
 # ----------------------------------------------------------------------------- the estimate
 
 
-def _presets():
-    from ddpfsdp.demos.train import presets
-
-    return presets
-
-
-def _preset_name(arch: str, options: dict[str, Any], device: str) -> str:
-    if options.get("model"):
-        return str(options["model"])
-    presets = _presets()
-    kind = "cpu" if device == "cpu" else "cuda"
-    if hasattr(presets, "default_preset"):
-        return presets.default_preset(arch, kind)
-    return _FALLBACK_DEFAULT_PRESETS.get(arch, {}).get(kind, "small")
-
-
-def _overrides(arch: str, options: dict[str, Any]) -> dict[str, int]:
-    presets = _presets()
-    allowed = getattr(presets, "OVERRIDES", {}).get(arch, ("layers", "d_model", "heads", "seq_len"))
-    return {key: options[key] for key in allowed if options.get(key) is not None}
-
-
-def _shape(arch: str, preset: str, overrides: dict[str, int]):
-    presets = _presets()
-    if hasattr(presets, "shape_for"):
-        return presets.shape_for(arch, preset, **overrides)
-    if arch == "gpt":
-        return presets.gpt_shape(preset, **overrides)
-    return None
-
-
 def _resnet_activation_bytes(shape: Any, batch_size: int, precision: str) -> int:
     """A rough count of what a ResNet saves for backward, per sample: per BasicBlock its input,
     the two convolutions' outputs (BatchNorm inputs), the ReLU output and the block's output
     (plus the shortcut's BatchNorm input where the shape changes); the stem's three tensors."""
-    element = calc.precision_for(precision).compute_bytes
+    element = precision_for(precision).compute_bytes
     side = shape.image_size // (2 if shape.imagenet_stem else 1)
     elements = shape.channels * shape.image_size**2 + 3 * shape.widths[0] * side**2
     if shape.imagenet_stem:
@@ -99,74 +71,56 @@ def _resnet_activation_bytes(shape: Any, batch_size: int, precision: str) -> int
     return batch_size * elements * element
 
 
-def _units_and_activations(arch: str, shape: Any, options: dict[str, Any], precision: str) -> tuple[list[int], int]:
-    batch_size = int(options.get("batch_size") or 8)
-    checkpoint = bool(options.get("checkpoint_activations"))
-    wrap = options.get("wrap") or "block"
+def model_activation_bytes(arch: str, shape: Any, batch_size: int, checkpoint_activations: bool,
+                           precision: str) -> int | None:
+    """The analytic model's activation bytes of one micro-batch of a GPT or ViT shape; None for
+    another architecture, whose activations the analytic model does not estimate."""
     if arch == "gpt":
-        units = calc.gpt_unit_params(shape, wrap=wrap)
-        activations = calc.gpt_activation_bytes(shape, batch_size, None, checkpoint, precision)["activation_bytes"]
-        return units, activations
+        return gpt_activation_bytes(shape, batch_size, None, checkpoint_activations, precision)["activation_bytes"]
     if arch == "vit":
-        blocks = [shape.block_params] * shape.layers
-        units = [shape.params] if wrap == "model" else [shape.embedding_params, *blocks, shape.head_params, 0]
-        activations = calc.transformer_activation_bytes(
-            layers=shape.layers,
-            d_model=shape.d_model,
-            tokens=shape.tokens,
-            batch_size=batch_size,
-            head_outputs=shape.classes,
-            head_tokens=1,
-            precision=precision,
-            checkpoint_activations=checkpoint,
+        # The classifier reads the class token only: one token of `classes` logits per sample.
+        return transformer_activation_bytes(
+            layers=shape.layers, d_model=shape.d_model, tokens=shape.tokens, batch_size=batch_size,
+            head_outputs=shape.classes, head_tokens=1, precision=precision,
+            checkpoint_activations=checkpoint_activations,
         )["activation_bytes"]
+    return None
+
+
+def _units_and_activations(run: RunSpec, shape: Any) -> tuple[list[int], int]:
+    """The parameters of each FSDP unit, and the activations: the analytic model's, or for a ResNet a rough count."""
+    activations = model_activation_bytes(run.arch, shape, run.batch_size, run.checkpoint_activations, run.precision)
+    if run.arch == "gpt":
+        return gpt_unit_params(shape, wrap=run.wrap), activations
+    if run.arch == "vit":
+        blocks = [shape.block_params] * shape.layers
+        units = [shape.params] if run.wrap == "model" else [shape.embedding_params, *blocks, shape.head_params, 0]
         return units, activations
-    if arch == "resnet":
-        blocks = [shape.basic_block_params(*block) for block in shape.block_shapes()]
-        units = [shape.params] if wrap == "model" else [shape.stem_params, *blocks, shape.head_params, 0]
-        return units, _resnet_activation_bytes(shape, batch_size, precision)
-    raise ValueError(f"no activation model for {arch}")
-
-
-def _runs(demo: str, options: dict[str, Any]) -> list[dict[str, Any]]:
-    """The (strategy, sharding) pairs a demo trains with; compare trains four in turn."""
-    if demo in ("ddp", "zero1"):
-        return [{"strategy": demo}]
-    if demo == "fsdp":
-        return [{"strategy": "fsdp", "sharding": options.get("sharding") or "full"}]
-    return [
-        {"strategy": "ddp"},
-        {"strategy": "zero1"},
-        {"strategy": "fsdp", "sharding": "grad-op"},
-        {"strategy": "fsdp", "sharding": "full"},
-    ]
+    blocks = [shape.basic_block_params(*block) for block in shape.block_shapes()]
+    units = [shape.params] if run.wrap == "model" else [shape.stem_params, *blocks, shape.head_params, 0]
+    return units, _resnet_activation_bytes(shape, run.batch_size, run.precision)
 
 
 def estimate_rank_bytes(demo: str, options: dict[str, Any], *, device: str, world_size: int) -> dict[str, Any]:
     """The per-rank estimate for a training demo's options: {"total_bytes", "parts", "model", ...}.
 
-    Raises ValueError when the model cannot be sized (an architecture without a parameter count).
+    Options left out take RunSpec's defaults. Raises ValueError for options RunSpec does not allow.
     """
-    arch = options.get("arch") or "gpt"
-    preset = _preset_name(arch, options, device)
-    overrides = _overrides(arch, options)
-    params = _presets().model_params(arch, preset, **overrides)
-    shape = _shape(arch, preset, overrides)
-    if shape is None:
-        raise ValueError(f"no shape for {arch} {preset}")
-    precision = options.get("precision") or "fp32"
-    optimizer = options.get("optimizer") or "adamw"
-    units, activations = _units_and_activations(arch, shape, options, precision)
+    runs = [run.resolved(device) for run in demo_runs(demo, options)]
+    first = runs[0]  # compare's runs differ in strategy only
+    shape = presets.shape_for(first.arch, first.model, **first.overrides)
+    units, activations = _units_and_activations(first, shape)
     overhead = PROCESS_OVERHEAD_BYTES["cpu" if device == "cpu" else "cuda"]
     worst: dict[str, Any] | None = None
-    for run in _runs(demo, options):
-        theory = calc.theory_for_run(
-            **run,
-            params=params,
+    for run in runs:
+        theory = theory_for_run(
+            strategy=run.strategy,
+            sharding=run.sharding,
+            params=shape.params,
             world_size=world_size,
-            precision=precision,
-            optimizer=optimizer,
-            replicas=options.get("replicas"),
+            precision=run.precision,
+            optimizer=run.optimizer,
+            replicas=run.replicas,
             unit_params=units,
         )
         parts = {
@@ -179,7 +133,7 @@ def estimate_rank_bytes(demo: str, options: dict[str, Any], *, device: str, worl
         if worst is None or total > worst["total_bytes"]:
             worst = {"total_bytes": total, "parts": parts, "strategy": theory["strategy"]}
     assert worst is not None
-    return {**worst, "arch": arch, "model": preset, "params": params}
+    return {**worst, "arch": first.arch, "model": first.model, "params": shape.params}
 
 
 # ----------------------------------------------------------------------------- what is free
@@ -239,18 +193,16 @@ def _flags(options: dict[str, Any], changed: dict[str, Any]) -> str:
     return " ".join(words)
 
 
-def _candidates(demo: str, options: dict[str, Any], device: str, world_size: int, preset: str, arch: str):
+def _candidates(demo: str, run: RunSpec, device: str, world_size: int):
     """Configurations to try, most similar first: (demo, changed options, world size)."""
-    base = {"model": preset}
-    if demo == "ddp":
-        yield "fsdp", {**base, "sharding": "full"}, world_size
-    elif demo == "fsdp" and (options.get("sharding") or "full") not in ("full", "full_shard", "FULL_SHARD"):
+    base = {"model": run.model}
+    if demo == "ddp" or (demo == "fsdp" and run.sharding != "full"):
         yield "fsdp", {**base, "sharding": "full"}, world_size
     sharded = {"sharding": "full"} if demo in ("ddp", "fsdp") else {}
     target = "fsdp" if demo == "ddp" else demo
-    if not options.get("checkpoint_activations"):
+    if not run.checkpoint_activations:
         yield target, {**base, **sharded, "checkpoint_activations": True}, world_size
-    batch = int(options.get("batch_size") or 8)
+    batch = run.batch_size
     checkpoint = {"checkpoint_activations": True}
     while batch > 1:
         batch //= 2
@@ -262,18 +214,17 @@ def _candidates(demo: str, options: dict[str, Any], device: str, world_size: int
     if device == "cpu" and world_size > 2:
         # CPU processes share one RAM: fewer of them leaves each one more.
         yield target, {**base, **sharded, **checkpoint, "batch_size": 1}, 2
-    presets = getattr(_presets(), "PRESETS", {}).get(arch)
-    if presets is None and arch == "gpt":
-        presets = _presets().GPT_PRESETS
-    names = list(presets or [])
-    if preset in names:
-        for smaller in reversed(names[: names.index(preset)]):
+    names = list(presets.PRESETS[run.arch])
+    if run.model in names:
+        for smaller in reversed(names[: names.index(run.model)]):
             yield target, {"model": smaller, **sharded, **checkpoint, "batch_size": 1}, world_size
 
 
-def _suggest(demo, options, device, world_size, available, preset, arch) -> tuple[str | None, int | None]:
+def _suggest(demo: str, options: dict[str, Any], device: str, world_size: int,
+             available: int) -> tuple[str | None, int | None]:
     launch_flag = "--procs" if device == "cpu" else "--gpus"
-    for target, changed, ranks in _candidates(demo, options, device, world_size, preset, arch):
+    run = demo_runs(demo, options)[0].resolved(device)
+    for target, changed, ranks in _candidates(demo, run, device, world_size):
         trial = {**options, **changed}
         if target == "fsdp" and demo == "ddp":
             trial.pop("bucket_mb", None)
@@ -346,9 +297,7 @@ def check_launch(
             f"{described}; fits in {format_bytes(usable, 'GiB')} usable of {format_bytes(available, 'GiB')} {where}.",
             forced=force, breakdown=estimate["parts"],
         )
-    suggestion, suggested_bytes = _suggest(
-        demo, options, device, world_size, available, estimate["model"], estimate["arch"]
-    )
+    suggestion, suggested_bytes = _suggest(demo, options, device, world_size, available)
     advice = (
         f" Try: {suggestion} (estimate {format_bytes(suggested_bytes, 'GiB')} per rank)."
         if suggestion
@@ -365,4 +314,5 @@ def check_launch(
     )
 
 
-__all__ = ["Verdict", "check_launch", "estimate_rank_bytes", "available_rank_bytes", "SAFETY_MARGIN"]
+__all__ = ["Verdict", "check_launch", "estimate_rank_bytes", "available_rank_bytes", "model_activation_bytes",
+           "SAFETY_MARGIN"]

@@ -19,15 +19,15 @@ from __future__ import annotations
 import gc
 import socket
 import time
-from dataclasses import asdict
-from typing import Any, Iterator
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from ddpfsdp.demos.measure.breakdown import PeakBreakdown
 from ddpfsdp.demos.measure.comm import CommCounter
-from ddpfsdp.demos.measure.timeline import TimelineRecorder
 from ddpfsdp.demos.measure.memory import (
     PeakMemory,
     StepTimer,
@@ -36,6 +36,7 @@ from ddpfsdp.demos.measure.memory import (
     peak_flops_per_s,
     unique_storage_bytes,
 )
+from ddpfsdp.demos.measure.timeline import TimelineRecorder
 from ddpfsdp.demos.train.spec import RunSpec
 
 SAMPLES_PER_RANK_STEPS = 8  # the dataset holds this many steps of batches; epochs repeat it reshuffled
@@ -80,81 +81,71 @@ def _batches(loader: Any, sampler: Any) -> Iterator[Any]:
         epoch += 1
 
 
-def _sharded_row_bytes(model: torch.nn.Module) -> int:
-    """One dim-0 row of every parameter: how far a rank's shard can sit from 1/N of a tensor.
+@dataclass
+class _Progress:
+    """Where this run's steps stand in the progress bar (compare runs four in one bar)."""
 
-    FSDP2 shards each parameter on dim 0 in ceil(rows/N) chunks: a rank holds up to one padded row
-    more than rows/N (padding) or up to one row less (the last ranks of an uneven split).
-    """
-    total = 0
-    for p in model.parameters():
-        rows = p.shape[0] if p.dim() else 1
-        total += (p.numel() // max(rows, 1)) * p.element_size()
-    return total
+    label: str | None
+    step_offset: int
+    total_steps: int
 
 
-def _largest_param_bytes(model: torch.nn.Module) -> int:
-    return max((p.numel() * p.element_size() for p in model.parameters()), default=0)
+class _Trainer:
+    """One run on this rank, in the order it runs: set-up (here), warm-up, timed steps, the
+    communication step, the memory step; each step's loss kept on the device."""
 
+    def __init__(self, ctx: Any, spec: RunSpec, progress: _Progress) -> None:
+        from ddpfsdp.demos.train.data import make_loader
+        from ddpfsdp.demos.train.models import (
+            build_model,
+            count_params,
+            largest_param_bytes,
+            shard_row_bytes,
+        )
+        from ddpfsdp.demos.train.presets import shape_for
+        from ddpfsdp.demos.train.strategies import prepare
 
-def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int = 0,
-          total_steps: int | None = None) -> dict[str, Any] | None:
-    """Train one run; rank 0 gets {"config", "memory", "throughput", "comm", "loss", ...}."""
-    from ddpfsdp.demos.train.data import compute_loss, make_loader, tokens_per_sample
-    from ddpfsdp.demos.train.models import build_model, count_params
-    from ddpfsdp.demos.train.presets import shape_for
-    from ddpfsdp.demos.train.strategies import prepare, timeline_units
+        self.ctx, self.spec, self.progress = ctx, spec, progress
+        self.device = ctx.device
+        self.on_cpu = self.device.type == "cpu"
+        self.shape = shape_for(spec.arch, spec.model, **spec.overrides)
+        torch.manual_seed(spec.seed)
+        self.model = build_model(spec.arch, spec.model, seed=spec.seed, **spec.overrides)
+        self.params = count_params(self.model)
+        # Of the unsharded model, before any wrapping: what the analytic model's allowances need.
+        self.model_facts = {
+            "unsharded_params": unique_storage_bytes(self.model.parameters()),
+            "shard_row_bytes": shard_row_bytes(self.model),
+            "largest_param_bytes": largest_param_bytes(self.model),
+            "param_tensors": len(list(self.model.parameters())),
+            "buffers": unique_storage_bytes(self.model.buffers()),
+        }
+        if spec.checkpoint_activations:
+            self.model.checkpoint_activations = True
+        self.prepared = prepare(self.model, spec, device=self.device, world_size=ctx.world_size)
+        self.train_model, self.optimizer = self.prepared.model, self.prepared.optimizer
+        loader, sampler = make_loader(
+            spec.arch,
+            self.shape,
+            batch_size=spec.batch_size,
+            rank=ctx.rank,
+            world_size=ctx.world_size,
+            seed=spec.seed,
+            num_samples=spec.batch_size * ctx.world_size * min(spec.steps, SAMPLES_PER_RANK_STEPS),
+        )
+        self.batches = _batches(loader, sampler)
+        self.losses: list[torch.Tensor] = []
+        self.index = 0
+        self.phases_s: dict[str, float] = {}
 
-    started = time.perf_counter()
-    device = ctx.device
-    before_run = PeakMemory.before_run(device)
-    total_steps = total_steps or spec.steps
-    shape = shape_for(spec.arch, spec.model, **spec.overrides)
-    torch.manual_seed(spec.seed)
-    model = build_model(spec.arch, spec.model, seed=spec.seed, **spec.overrides)
-    params = count_params(model)
-    unsharded_bytes = unique_storage_bytes(model.parameters())
-    row_bytes = _sharded_row_bytes(model)
-    largest_bytes = _largest_param_bytes(model)
-    param_tensors = len(list(model.parameters()))
-    buffer_bytes = unique_storage_bytes(model.buffers())
-    if spec.checkpoint_activations:
-        model.checkpoint_activations = True
-    prepared = prepare(
-        model,
-        strategy=spec.strategy,
-        device=device,
-        world_size=ctx.world_size,
-        sharding=spec.sharding,
-        wrap=spec.wrap,
-        fsdp_api=spec.fsdp_api,
-        precision=spec.precision,
-        optimizer=spec.optimizer,
-        lr=spec.lr,
-        bucket_mb=spec.bucket_mb,
-        replicas=spec.replicas,
-        prefetch=spec.prefetch,
-    )
-    train_model, optimizer = prepared.model, prepared.optimizer
-    loader, sampler = make_loader(
-        spec.arch,
-        shape,
-        batch_size=spec.batch_size,
-        rank=ctx.rank,
-        world_size=ctx.world_size,
-        seed=spec.seed,
-        num_samples=spec.batch_size * ctx.world_size * min(spec.steps, SAMPLES_PER_RANK_STEPS),
-    )
-    batches = _batches(loader, sampler)
-    losses: list[torch.Tensor] = []
-    on_cpu = device.type == "cpu"
+    def step(self, after_forward=None, after_update=None, recorder=None) -> torch.Tensor:
+        from ddpfsdp.demos.train.data import compute_loss
 
-    def step(after_forward=None, after_update=None, recorder=None) -> torch.Tensor:
-        batch = next(batches)
+        batch = next(self.batches)
         if recorder is not None:
             recorder.begin("forward", "forward")
-        with prepared.autocast():
-            loss = compute_loss(spec.arch, train_model, batch)
+        with self.prepared.autocast():
+            loss = compute_loss(self.spec.arch, self.train_model, batch)
         if recorder is not None:
             recorder.end("forward", "forward")
             recorder.before_backward(loss)
@@ -163,166 +154,199 @@ def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int
         loss.backward()
         if recorder is not None:
             recorder.sample_params("step after backward")
-        optimizer.step()
+        self.optimizer.step()
         if after_update is not None:
             after_update()
-        optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad(set_to_none=True)
         return loss.detach()
 
-    def report(index: int, phase: str, loss: torch.Tensor | None) -> None:
+    def _done(self, phase: str, loss: torch.Tensor, shown: torch.Tensor | None) -> None:
+        """Keep the step's loss and tell the progress bar (with the loss, where reading it is free)."""
+        self.losses.append(loss)
         metrics: dict[str, Any] = {"phase": phase}
-        if label:
-            metrics["run"] = label
-        if loss is not None:
-            metrics["loss"] = float(loss)
-        ctx.step(step_offset + index, total_steps, **metrics)
+        if self.progress.label:
+            metrics["run"] = self.progress.label
+        if shown is not None:
+            metrics["loss"] = float(shown)
+        self.ctx.step(self.progress.step_offset + self.index, self.progress.total_steps, **metrics)
+        self.index += 1
 
-    phases_s: dict[str, float] = {}
-    mark = time.perf_counter()
-    index = 0
-    for _ in range(spec.warmup):
-        loss = step()
-        losses.append(loss)
-        report(index, "warm-up", loss)
-        index += 1
+    def warm_up(self) -> None:
+        mark = time.perf_counter()
+        for _ in range(self.spec.warmup):
+            loss = self.step()
+            self._done("warm-up", loss, loss)
+        self.phases_s["warm-up"] = time.perf_counter() - mark
 
-    phases_s["warm-up"] = time.perf_counter() - mark
-    timer = StepTimer(device)
-    timer.start()
-    for _ in range(spec.timed_steps):
-        with timer.step():
-            loss = step()
-        losses.append(loss)
-        # Reading a CUDA loss would make the host wait for the GPU every step; on CPU it is free.
-        report(index, "timed", loss if on_cpu else None)
-        index += 1
-    timer.stop()
-    phases_s["timed"] = timer.wall_s
+    def timed_steps(self) -> StepTimer:
+        timer = StepTimer(self.device)
+        timer.start()
+        for _ in range(self.spec.timed_steps):
+            with timer.step():
+                loss = self.step()
+            # Reading a CUDA loss would make the host wait for the GPU every step; on CPU it is free.
+            self._done("timed", loss, loss if self.on_cpu else None)
+        timer.stop()
+        self.phases_s["timed"] = timer.wall_s
+        return timer
 
-    mark = time.perf_counter()
-    if spec.timeline:
-        followed = timeline_units(model, prepared)
-        hidden_bytes = ddp_reducer_bytes(train_model) if on_cpu else 0
-        comm = TimelineRecorder(device, train_model, followed, optimizer, hidden_bytes=hidden_bytes)
-    else:
-        followed = []
-        comm = CommCounter()
-    with comm:
-        loss = step(recorder=comm if spec.timeline else None)
-    timeline = comm.to_dict(ctx.rank) if spec.timeline else None
-    if spec.timeline:
-        comm.release()  # the model must be free to go when the run deletes it
-    losses.append(loss)
-    report(index, "comm", loss)
-    index += 1
-    phases_s["comm"] = time.perf_counter() - mark
-    mark = time.perf_counter()
+    def comm_step(self) -> dict[str, Any]:
+        """One step under the collective counter, recorded in time unless the timeline is off: the
+        counter (kept to the end of the run, as the buffers it saw are), the timeline, the units followed."""
+        from ddpfsdp.demos.train.strategies import timeline_units
 
-    held: dict[str, int] = {}
-    after_forward_bytes: dict[str, int] = {}
-    breakdown = PeakBreakdown(train_model, optimizer, strategy=spec.strategy, device=device,
-                              held=comm.live_buffers())
-    with PeakMemory(device, since=before_run) as peak, breakdown:
-        loss = step(
-            after_forward=lambda: after_forward_bytes.update(params=unique_storage_bytes(train_model.parameters())),
-            after_update=lambda: held.update(model_state_bytes(train_model, optimizer)),
-        )
-    losses.append(loss)
-    bucket_bytes = ddp_reducer_bytes(train_model)
-    report(index, "memory", loss)
-    phases_s["memory"] = time.perf_counter() - mark
+        mark = time.perf_counter()
+        if self.spec.timeline:
+            followed = timeline_units(self.model, self.prepared)
+            hidden_bytes = ddp_reducer_bytes(self.train_model) if self.on_cpu else 0
+            comm = TimelineRecorder(self.device, self.train_model, followed, self.optimizer, hidden_bytes=hidden_bytes)
+        else:
+            followed = []
+            comm = CommCounter()
+        with comm:
+            loss = self.step(recorder=comm if self.spec.timeline else None)
+        timeline = comm.to_dict(self.ctx.rank) if self.spec.timeline else None
+        if self.spec.timeline:
+            comm.release()  # the model must be free to go when the run deletes it
+        self._done("comm", loss, loss)
+        self.phases_s["comm"] = time.perf_counter() - mark
+        return {"counter": comm, "timeline": timeline, "units": [name for name, _, _ in followed]}
 
-    mean_losses = torch.stack(losses).float()
-    dist.all_reduce(mean_losses)
-    mean_losses = (mean_losses / ctx.world_size).tolist()
-
-    rank_figures = {
-        "rank": ctx.rank,
-        "hostname": socket.gethostname(),
-        "memory": {
+    def memory_step(self, live_buffers: list[torch.Tensor], before_run: Any) -> dict[str, Any]:
+        """One step under the peak tracker and torch's memory tracker: this rank's memory figures."""
+        mark = time.perf_counter()
+        held: dict[str, int] = {}
+        after_forward: dict[str, int] = {}
+        breakdown = PeakBreakdown(self.train_model, self.optimizer, strategy=self.spec.strategy, device=self.device,
+                                  held=live_buffers)
+        with PeakMemory(self.device, since=before_run) as peak, breakdown:
+            loss = self.step(
+                after_forward=lambda: after_forward.update(params=unique_storage_bytes(self.train_model.parameters())),
+                after_update=lambda: held.update(model_state_bytes(self.train_model, self.optimizer)),
+            )
+        bucket_bytes = ddp_reducer_bytes(self.train_model)
+        self._done("memory", loss, loss)
+        self.phases_s["memory"] = time.perf_counter() - mark
+        return {
             **held,
             "peak": peak.peak_bytes,
             "peak_kind": peak.peak_kind,
             "reserved": peak.reserved_bytes,
             "untracked_free": peak.untracked_free_bytes,
-            "params_after_forward": after_forward_bytes.get("params"),
+            "params_after_forward": after_forward.get("params"),
             "ddp_buckets": bucket_bytes,
             **breakdown.to_dict(peak_bytes=peak.peak_bytes, held=held, ddp_bucket_bytes=bucket_bytes),
-        },
+        }
+
+    def mean_losses(self) -> list[float]:
+        """Every step's loss, averaged over the ranks: one all-reduce for the whole run."""
+        losses = torch.stack(self.losses).float()
+        dist.all_reduce(losses)
+        return (losses / self.ctx.world_size).tolist()
+
+
+def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int = 0,
+          total_steps: int | None = None) -> dict[str, Any] | None:
+    """Train one run; rank 0 gets {"config", "memory", "throughput", "comm", "loss", ...}."""
+    started = time.perf_counter()
+    spec = spec.resolved(ctx.device.type)
+    before_run = PeakMemory.before_run(ctx.device)
+    trainer = _Trainer(ctx, spec, _Progress(label, step_offset, total_steps or spec.steps))
+    trainer.warm_up()
+    timer = trainer.timed_steps()
+    comm = trainer.comm_step()
+    counter = comm["counter"]
+    memory = trainer.memory_step(counter.live_buffers(), before_run)
+    rank_figures = {
+        "rank": ctx.rank,
+        "hostname": socket.gethostname(),
+        "memory": memory,
         "wall_s": timer.wall_s,
         "step_time_s": timer.summary(),
-        "comm": comm.per_op(),
-        "comm_group_sizes": comm.group_sizes(),
-        "timeline": timeline,
+        "comm": counter.per_op(),
+        "comm_group_sizes": counter.group_sizes(),
+        "timeline": comm["timeline"],
     }
-    units = list(getattr(prepared, "units", []) or [])
-    unit_params = list(getattr(prepared, "unit_params", []) or [])
-    description = prepared.describe()
-    peak_flops = peak_flops_per_s(device, spec.precision)
-
-    del prepared, train_model, optimizer, model, batches, loader, comm, breakdown, before_run
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
+    run = {
+        "shape": trainer.shape, "params": trainer.params, "model_facts": trainer.model_facts,
+        "description": trainer.prepared.describe(), "units": list(trainer.prepared.units),
+        "unit_params": list(trainer.prepared.unit_params), "followed": comm["units"],
+        "losses": trainer.mean_losses(), "phases_s": trainer.phases_s,
+    }
+    del trainer, comm, counter, before_run
+    _release(ctx.device)
 
     gathered = ctx.gather(rank_figures)
     if not ctx.is_main:
         return None
+    return _result(ctx, spec, run, gathered, label, started)
+
+
+def _release(device: torch.device) -> None:
+    """Let the run's model, optimizer and buffers go before the next run (compare trains four)."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _throughput(ctx: Any, spec: RunSpec, run: dict[str, Any], gathered: list[dict[str, Any]]) -> dict[str, Any]:
+    """Samples and tokens per second over every rank's timed steps, bounded by the slowest rank."""
+    from ddpfsdp.demos.train.data import tokens_per_sample
 
     timed_samples = spec.batch_size * ctx.world_size * spec.timed_steps
     slowest_wall_s = max(r["wall_s"] for r in gathered)
     samples_per_s = timed_samples / slowest_wall_s
-    tokens = tokens_per_sample(spec.arch, shape)
-    flops = flops_per_sample(spec.arch, shape, params)
+    tokens = tokens_per_sample(spec.arch, run["shape"])
+    flops = flops_per_sample(spec.arch, run["shape"], run["params"])
+    peak_flops = peak_flops_per_s(ctx.device, spec.precision)
     if peak_flops is not None and flops is not None:
         mfu: float | str = flops * samples_per_s / (peak_flops * ctx.world_size)
     else:
         mfu = "n/a"
-    rank0 = gathered[0]
-    throughput = {
+    return {
         "samples_per_s": samples_per_s,
         "tokens_per_s": samples_per_s * tokens if tokens else None,
-        "step_time_s": rank0["step_time_s"],
+        "step_time_s": gathered[0]["step_time_s"],
         "timed_steps": spec.timed_steps,
         "wall_s": slowest_wall_s,
         "mfu": mfu,
         "peak_flops_per_s": peak_flops,
-        "note": CPU_THROUGHPUT_NOTE if on_cpu else None,
+        "note": CPU_THROUGHPUT_NOTE if ctx.device.type == "cpu" else None,
     }
+
+
+def _result(ctx: Any, spec: RunSpec, run: dict[str, Any], gathered: list[dict[str, Any]], label: str | None,
+            started: float) -> dict[str, Any]:
+    """Rank 0's result of the run, from its own figures and every rank's."""
+    rank0 = gathered[0]
+    shape = run["shape"]
+    comm_step = spec.warmup + spec.timed_steps
     return {
         "label": label,
         "config": {
-            **{k: v for k, v in asdict(spec).items() if k != "overrides"},
-            **spec.overrides,
-            "params": params,
+            **spec.reported(),
+            "params": run["params"],
             "seq_len": getattr(shape, "seq_len", getattr(shape, "tokens", None)),
             "world_size": ctx.world_size,
-            "device": device.type,
+            "device": ctx.device.type,
             "backend": ctx.backend,
-            "description": description,
-            "units": units,
-            "unit_params": unit_params,
+            "description": run["description"],
+            "units": run["units"],
+            "unit_params": run["unit_params"],
         },
-        "memory": {
-            "ranks": [r["memory"] for r in gathered],
-            "unsharded_params": unsharded_bytes,
-            "shard_row_bytes": row_bytes,
-            "largest_param_bytes": largest_bytes,
-            "param_tensors": param_tensors,
-            "buffers": buffer_bytes,
-        },
-        "throughput": throughput,
+        "memory": {"ranks": [r["memory"] for r in gathered], **run["model_facts"]},
+        "throughput": _throughput(ctx, spec, run, gathered),
         "comm": {
             "per_step": rank0["comm"],
             "group_sizes": rank0["comm_group_sizes"],
             "ranks_agree": all(r["comm"] == rank0["comm"] for r in gathered),
-            "step": spec.warmup + spec.timed_steps,
+            "step": comm_step,
         },
         # the communication step, recorded in time on every rank (None when recording was off)
-        "timeline": {"step": spec.warmup + spec.timed_steps, "units": [name for name, _, _ in followed],
+        "timeline": {"step": comm_step, "units": run["followed"],
                      "ranks": [r["timeline"] for r in gathered]} if spec.timeline else None,
-        "loss": mean_losses,
+        "loss": run["losses"],
         "hosts": sorted({r["hostname"] for r in gathered}),
-        "phases_s": phases_s,  # rank 0's wall time per phase: what the measured steps cost
+        "phases_s": run["phases_s"],  # rank 0's wall time per phase: what the measured steps cost
         "wall_s": time.perf_counter() - started,
     }

@@ -386,6 +386,24 @@ def count_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+def shard_row_bytes(model: nn.Module) -> int:
+    """One dim-0 row of every parameter: how far a rank's shard can sit from 1/N of a tensor.
+
+    FSDP2 shards each parameter on dim 0 in ceil(rows/N) chunks: a rank holds up to one padded row
+    more than rows/N (padding) or up to one row less (the last ranks of an uneven split).
+    """
+    total = 0
+    for p in model.parameters():
+        rows = p.shape[0] if p.dim() else 1
+        total += (p.numel() // max(rows, 1)) * p.element_size()
+    return total
+
+
+def largest_param_bytes(model: nn.Module) -> int:
+    """The largest parameter: ZeRO-1 partitions whole tensors, so a rank's share can miss 1/N by one."""
+    return max((p.numel() * p.element_size() for p in model.parameters()), default=0)
+
+
 def iter_unit_names(model: nn.Module, modules: list[nn.Module]) -> Iterator[str]:
     """Qualified names of `modules` inside `model`, in the given order."""
     names = {id(module): name for name, module in model.named_modules()}

@@ -39,13 +39,13 @@ import torch
 import torch.distributed as dist
 
 from ddpfsdp.demos.measure.breakdown import TORCH_CATEGORIES
-from ddpfsdp.demos.train.presets import describe_gpt_shape, shape_for, sized_gpt_shape
+from ddpfsdp.demos.measure.memory import optimizer_state_tensors
+from ddpfsdp.demos.train.presets import describe_gpt_shape
+from ddpfsdp.demos.train.spec import COMPARE_RUNS, RunSpec, demo_runs
 
 FAKE_DEVICE = torch.device("cpu")
 SIMULATED_RANK = 0
 PHASES = ("forward", "backward", "optimizer step")
-COMPARE_RUNS = (("ddp", "ddp", None), ("zero1", "zero1", None), ("fsdp-grad-op", "fsdp", "grad-op"),
-                ("fsdp-full", "fsdp", "full"))
 
 
 # ----------------------------------------------------------------------------- the fake world
@@ -86,20 +86,12 @@ def held_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
     return sum(storage.nbytes() for storage in seen.values())
 
 
-def _optimizer_tensors(optimizer: Any) -> Iterator[torch.Tensor]:
-    # ZeroRedundancyOptimizer keeps this rank's shard of the state in its inner optimizer.
-    inner = getattr(optimizer, "optim", None)
-    for opt in (optimizer, inner) if inner is not None else (optimizer,):
-        for state in opt.state.values():
-            yield from (v for v in state.values() if isinstance(v, torch.Tensor))
-
-
 def model_state(model: torch.nn.Module, optimizer: Any) -> dict[str, int]:
     params = list(model.parameters())
     return {
         "params": held_bytes(params),
         "grads": held_bytes(p.grad for p in params),
-        "optimizer": held_bytes(_optimizer_tensors(optimizer)),
+        "optimizer": held_bytes(optimizer_state_tensors(optimizer)),
     }
 
 
@@ -158,22 +150,6 @@ def _relative(path: str | None, root: str) -> str | None:
 # ----------------------------------------------------------------------------- one simulated run
 
 
-def resolve_model(options: dict[str, Any]) -> tuple[str, str, dict[str, int], Any]:
-    """(arch, model name, overrides, shape) of the model a simulated run builds."""
-    arch = options.get("arch") or "gpt"
-    overrides = {k: options[k] for k in ("layers", "d_model", "heads", "seq_len") if options.get(k) is not None}
-    size = options.get("params")
-    if size:
-        shape = sized_gpt_shape(size)
-        sized = {"layers": shape.layers, "d_model": shape.d_model, "heads": shape.heads,
-                 "seq_len": shape.seq_len, "vocab": shape.vocab}
-        sized.update(overrides)
-        shape = shape_for("gpt", "base", **sized)
-        return "gpt", str(size).strip().upper(), sized, shape
-    model = options.get("model") or "tiny"
-    return arch, model, overrides, shape_for(arch, model, **overrides)
-
-
 @contextlib.contextmanager
 def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
     before = torch.get_default_dtype()
@@ -209,6 +185,8 @@ def _all_reduce_hook(world_size: int) -> Callable:
 def _shape_facts(model: torch.nn.Module, shard_size: int) -> dict[str, int]:
     """What the analytic model's allowances need: a dim-0 row of every parameter, the largest one,
     and the elements FSDP adds by padding each parameter's dim 0 to a multiple of the shard group."""
+    from ddpfsdp.demos.train.models import largest_param_bytes, shard_row_bytes
+
     params = list(model.parameters())
     padding = 0
     for p in params:
@@ -216,8 +194,8 @@ def _shape_facts(model: torch.nn.Module, shard_size: int) -> dict[str, int]:
         padding += (-rows % shard_size) * (p.numel() // max(rows, 1))
     return {
         "fsdp_padding_elements": padding,
-        "shard_row_bytes": sum((p.numel() // max(p.shape[0] if p.dim() else 1, 1)) * p.element_size() for p in params),
-        "largest_param_bytes": max((p.numel() * p.element_size() for p in params), default=0),
+        "shard_row_bytes": shard_row_bytes(model),
+        "largest_param_bytes": largest_param_bytes(model),
         "param_tensors": len(params),
         "unsharded_params": sum(p.numel() * p.element_size() for p in params),
         "buffers": sum(b.numel() * b.element_size() for b in model.buffers()),
@@ -245,120 +223,160 @@ def _unit_gathers(tracker: Any) -> dict[str, int]:
     return gathered
 
 
-def simulate_run(strategy: str, sharding: str | None, options: dict[str, Any], world_size: int,
-                 *, label: str | None = None, log: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """One simulated step of `strategy` on rank 0 of a fake world; the default group must exist."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
+def _build(run: RunSpec, world_size: int, mesh: Any) -> dict[str, Any]:
+    """Set-up, in fake mode: the model as the run names it, wrapped by the strategy, and a batch."""
+    from ddpfsdp.demos.train.models import build_structure
+    from ddpfsdp.demos.train.strategies import prepare
+
+    arch, model_name, overrides, shape = run.simulated_model()
+    # Built in its final dtype: casting fake parameters afterwards cannot swap them in.
+    model = build_structure(arch, "base" if run.params else model_name, device=FAKE_DEVICE, **overrides)
+    shard_size = world_size // run.replicas if run.sharding == "hybrid" else world_size
+    facts = _shape_facts(model, shard_size if run.strategy == "fsdp" else 1)
+    params = sum(p.numel() for p in model.parameters())
+    if run.checkpoint_activations:
+        model.checkpoint_activations = True
+    prepared = prepare(model, run, device=FAKE_DEVICE, world_size=world_size, mesh=mesh, init_sync=False)
+    if run.strategy in ("ddp", "zero1"):
+        prepared.model.register_comm_hook(None, _all_reduce_hook(world_size))
+    return {"arch": arch, "model_name": model_name, "overrides": overrides, "shape": shape, "model": model,
+            "facts": facts, "params": params, "prepared": prepared,
+            "batch": _fake_batch(arch, shape, run.batch_size)}
+
+
+def _forward(built: dict[str, Any]) -> torch.Tensor:
+    from ddpfsdp.demos.train.data import compute_loss
+
+    prepared = built["prepared"]
+    with prepared.autocast():
+        return compute_loss(built["arch"], prepared.model, built["batch"])
+
+
+def _warm_up(built: dict[str, Any], strategy: str) -> None:
+    """The first step creates the optimizer state; DDP's gradient sync is skipped (see the module's doc)."""
+    wrapped, optimizer = built["prepared"].model, built["prepared"].optimizer
+    no_sync = wrapped.no_sync() if strategy in ("ddp", "zero1") else contextlib.nullcontext()
+    with no_sync:
+        _forward(built).backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def _measured_step(built: dict[str, Any], strategy: str) -> dict[str, Any]:
+    """Forward, backward and optimizer step under the collective counter and torch's memory tracker."""
     from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
     from torch.distributed._tools.mem_tracker import MemTracker
 
     from ddpfsdp.demos.measure.comm import CommCounter
-    from ddpfsdp.demos.train.data import compute_loss
-    from ddpfsdp.demos.train.models import build_structure
-    from ddpfsdp.demos.train.strategies import device_mesh, prepare
-    from ddpfsdp.demos.units import parse_bytes
+
+    prepared, batch = built["prepared"], built["batch"]
+    wrapped, optimizer = prepared.model, prepared.optimizer
+    if strategy == "fsdp":
+        tracker = _locating(FSDPMemTracker)(wrapped, optimizer)
+        tracker.track_inputs(batch)
+    else:
+        tracker = _locating(MemTracker)()
+        tracker.track_external(wrapped, optimizer, *batch)
+    held: dict[str, int] = {}
+    with CommCounter() as comm, tracker:
+        loss = _forward(built)
+        params_after_forward = held_bytes(wrapped.parameters())
+        loss.backward()
+        optimizer.step()
+        held.update(model_state(wrapped, optimizer))
+        optimizer.zero_grad(set_to_none=True)
+    return {"held": held, "params_after_forward": params_after_forward, "comm": comm,
+            "tracker": tracker, "peak_snapshot": tracker.get_tracker_snapshot("peak"),
+            "gathers": _unit_gathers(tracker) if strategy == "fsdp" else {}}
+
+
+def simulate_run(run: RunSpec, world_size: int, *, label: str | None = None,
+                 log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """One simulated step of `run` on rank 0 of a fake world; the default group must exist."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from ddpfsdp.demos.train.strategies import device_mesh
 
     started = time.perf_counter()
     log = log or (lambda message: None)
-    arch, model_name, overrides, shape = resolve_model(options)
-    precision = options.get("precision") or "fp32"
-    replicas = options.get("replicas") or 2
-    batch_size = options.get("batch_size") or 4
     # The mesh's set-up reads a real rank table, so it is made before fake mode starts.
-    mesh = device_mesh(FAKE_DEVICE, world_size, sharding, replicas) if strategy == "fsdp" else None
-    with FakeTensorMode(), _default_dtype(torch.bfloat16 if precision == "bf16" else torch.float32):
-        # Built in its final dtype: casting fake parameters afterwards cannot swap them in.
-        model = build_structure(arch, "base" if options.get("params") else model_name, device=FAKE_DEVICE,
-                                **overrides)
-        shard_size = world_size // replicas if sharding == "hybrid" else world_size
-        facts = _shape_facts(model, shard_size if strategy == "fsdp" else 1)
-        params = sum(p.numel() for p in model.parameters())
-        if options.get("checkpoint_activations"):
-            model.checkpoint_activations = True
-        prepared = prepare(
-            model, strategy=strategy, device=FAKE_DEVICE, world_size=world_size, sharding=sharding,
-            wrap=options.get("wrap"), fsdp_api=2, precision=precision, optimizer=options.get("optimizer"),
-            lr=options.get("lr"), bucket_mb=options.get("bucket_mb"), replicas=replicas, mesh=mesh,
-            init_sync=False,
-        )
-        wrapped, optimizer = prepared.model, prepared.optimizer
-        if strategy in ("ddp", "zero1"):
-            wrapped.register_comm_hook(None, _all_reduce_hook(world_size))
-        batch = _fake_batch(arch, shape, batch_size)
+    mesh = device_mesh(FAKE_DEVICE, world_size, run.sharding, run.replicas) if run.strategy == "fsdp" else None
+    with FakeTensorMode(), _default_dtype(torch.bfloat16 if run.precision == "bf16" else torch.float32):
+        built = _build(run, world_size, mesh)
+        log(f"{label or run.strategy}: warm-up step (creates the optimizer state)")
+        _warm_up(built, run.strategy)
+        log(f"{label or run.strategy}: measured step on a fake world of {world_size}")
+        step = _measured_step(built, run.strategy)
+    return {
+        "label": label,
+        "config": _simulated_config(run, world_size, built),
+        "memory": _simulated_memory(run, built, step),
+        "comm": {"per_step": step["comm"].per_op(), "group_sizes": step["comm"].group_sizes(), "step": 2},
+        "wall_s": time.perf_counter() - started,
+    }
 
-        def forward() -> torch.Tensor:
-            with prepared.autocast():
-                return compute_loss(arch, wrapped, batch)
 
-        log(f"{label or strategy}: warm-up step (creates the optimizer state)")
-        no_sync = wrapped.no_sync() if strategy in ("ddp", "zero1") else contextlib.nullcontext()
-        with no_sync:
-            forward().backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+def _simulated_config(run: RunSpec, world_size: int, built: dict[str, Any]) -> dict[str, Any]:
+    from ddpfsdp.demos.units import parse_bytes
 
-        log(f"{label or strategy}: measured step on a fake world of {world_size}")
-        if strategy == "fsdp":
-            tracker = _locating(FSDPMemTracker)(wrapped, optimizer)
-            tracker.track_inputs(batch)
-        else:
-            tracker = _locating(MemTracker)()
-            tracker.track_external(wrapped, optimizer, *batch)
-        held: dict[str, int] = {}
-        with CommCounter() as comm, tracker:
-            loss = forward()
-            params_after_forward = held_bytes(wrapped.parameters())
-            loss.backward()
-            optimizer.step()
-            held.update(model_state(wrapped, optimizer))
-            optimizer.zero_grad(set_to_none=True)
-        peak_snapshot = tracker.get_tracker_snapshot("peak")
-        gathers = _unit_gathers(tracker) if strategy == "fsdp" else {}
+    prepared, shape = built["prepared"], built["shape"]
+    fsdp = run.strategy == "fsdp"
+    return {
+        "strategy": run.strategy,
+        "sharding": run.sharding,
+        "wrap": run.wrap if fsdp else None,
+        "fsdp_api": run.fsdp_api if fsdp else None,
+        "arch": built["arch"],
+        "model": built["model_name"],
+        "shape": describe_gpt_shape(shape) if built["arch"] == "gpt" else repr(shape),
+        **built["overrides"],
+        "params": built["params"],
+        "seq_len": getattr(shape, "seq_len", getattr(shape, "tokens", None)),
+        "world_size": world_size,
+        "replicas": run.replicas,
+        "device": FAKE_DEVICE.type,
+        "backend": "fake",
+        "simulated": True,
+        "precision": run.precision,
+        "optimizer": run.optimizer,
+        "batch_size": run.batch_size,
+        "checkpoint_activations": run.checkpoint_activations,
+        "bucket_mb": run.bucket_mb,
+        "gpu_mem_bytes": parse_bytes(run.gpu_mem) if run.gpu_mem else None,
+        "steps": 1,
+        "description": prepared.describe(),
+        "units": list(prepared.units),
+        "unit_params": list(prepared.unit_params),
+    }
 
-    peak_bytes = sum(snap["Total"] for snap in peak_snapshot.values())
+
+def _peak_categories(peak_snapshot: dict) -> dict[str, int]:
+    """The tracker's categories at the peak, summed over devices, by torch's own names."""
     categories: dict[str, int] = {}
     for snap in peak_snapshot.values():
         for kind, value in snap.items():
             if kind != "Total" and value:
                 name = getattr(kind, "value", str(kind))
                 categories[name] = categories.get(name, 0) + value
-    root = type(model).__name__.removeprefix("FSDP")
+    return categories
+
+
+def _largest_unit(gathers: dict[str, int], root: str, prepared: Any) -> dict[str, Any] | None:
+    if not gathers:
+        return None
+    named = {(_relative(name, root) if "." in name else "<root>"): size for name, size in gathers.items()}
+    name, size = max(named.items(), key=lambda item: item[1])
+    return {"name": name, "unsharded_bytes": size, "params": dict(zip(prepared.units, prepared.unit_params)).get(name)}
+
+
+def _simulated_memory(run: RunSpec, built: dict[str, Any], step: dict[str, Any]) -> dict[str, Any]:
+    """Rank 0's memory in the schema of a real run's rank, with where the step's peak was."""
+    tracker, units = step["tracker"], list(built["prepared"].units)
+    peak_bytes = sum(snap["Total"] for snap in step["peak_snapshot"].values())
+    categories = _peak_categories(step["peak_snapshot"])
+    root = type(built["model"]).__name__.removeprefix("FSDP")
     module = _relative(_innermost(tracker.peak_modules), root)
-    units = list(prepared.units)
-    largest_unit = None
-    if gathers:
-        named = {(_relative(name, root) if "." in name else "<root>"): size for name, size in gathers.items()}
-        name, size = max(named.items(), key=lambda item: item[1])
-        largest_unit = {"name": name, "unsharded_bytes": size,
-                        "params": dict(zip(units, prepared.unit_params)).get(name)}
-    tracker_name = "FSDPMemTracker" if strategy == "fsdp" else "MemTracker"
-    config = {
-        "strategy": strategy,
-        "sharding": sharding,
-        "wrap": (options.get("wrap") or "block") if strategy == "fsdp" else None,
-        "fsdp_api": 2 if strategy == "fsdp" else None,
-        "arch": arch,
-        "model": model_name,
-        "shape": describe_gpt_shape(shape) if arch == "gpt" else repr(shape),
-        **overrides,
-        "params": params,
-        "seq_len": getattr(shape, "seq_len", getattr(shape, "tokens", None)),
-        "world_size": world_size,
-        "replicas": replicas,
-        "device": FAKE_DEVICE.type,
-        "backend": "fake",
-        "simulated": True,
-        "precision": precision,
-        "optimizer": options.get("optimizer") or "adamw",
-        "batch_size": batch_size,
-        "checkpoint_activations": bool(options.get("checkpoint_activations")),
-        "bucket_mb": options.get("bucket_mb") or 25.0,
-        "gpu_mem_bytes": parse_bytes(options["gpu_mem"]) if options.get("gpu_mem") else None,
-        "steps": 1,
-        "description": prepared.describe(),
-        "units": units,
-        "unit_params": list(prepared.unit_params),
-    }
+    tracker_name = "FSDPMemTracker" if run.strategy == "fsdp" else "MemTracker"
     # The same schema as a real run's rank: categories in the project's names. "Other" here is not
     # DDP's buckets (the real demos' only external tensors) but whatever the tracker could not place.
     breakdown: dict[str, int] = {}
@@ -366,7 +384,7 @@ def simulate_run(strategy: str, sharding: str | None, options: dict[str, Any], w
         ours = "temporaries" if name == "Other" else TORCH_CATEGORIES.get(name, "temporaries")
         breakdown[ours] = breakdown.get(ours, 0) + value
     rank = {
-        **held,
+        **step["held"],
         "peak": peak_bytes,
         "peak_breakdown": breakdown,
         "peak_phase": tracker.peak_phase,
@@ -374,21 +392,15 @@ def simulate_run(strategy: str, sharding: str | None, options: dict[str, Any], w
         "tracker_peak": peak_bytes,
         "breakdown_source": f"torch.distributed._tools {tracker_name} (fake tensors)",
         "peak_kind": f"simulated: live tensor bytes of one step ({tracker_name} on fake tensors)",
-        "params_after_forward": params_after_forward,
+        "params_after_forward": step["params_after_forward"],
     }
     return {
-        "label": label,
-        "config": config,
-        "memory": {
-            "ranks": [rank],
-            "rank": SIMULATED_RANK,
-            "peak": {"bytes": peak_bytes, "module": module, "unit": _unit_of(module, units) if units else None,
-                     "phase": tracker.peak_phase, "categories": categories},
-            "largest_unit": largest_unit,
-            **facts,
-        },
-        "comm": {"per_step": comm.per_op(), "group_sizes": comm.group_sizes(), "step": 2},
-        "wall_s": time.perf_counter() - started,
+        "ranks": [rank],
+        "rank": SIMULATED_RANK,
+        "peak": {"bytes": peak_bytes, "module": module, "unit": _unit_of(module, units) if units else None,
+                 "phase": tracker.peak_phase, "categories": categories},
+        "largest_unit": _largest_unit(step["gathers"], root, built["prepared"]),
+        **built["facts"],
     }
 
 
@@ -399,7 +411,8 @@ def _judge(run: dict[str, Any]) -> None:
     """Add the analytic model's figures, the differences and the checks to a simulated run."""
     from ddpfsdp.demos.train import claims, simulated_claims as sc
     from ddpfsdp.demos.train.demo import _allowance, theory_of
-    from ddpfsdp.demos.theory.calc import precision_for, theory_for_run
+    from ddpfsdp.demos.theory.precision import precision_for
+    from ddpfsdp.demos.theory.run import theory_for_run
 
     theory = theory_of(run)
     config, memory = run["config"], run["memory"]
@@ -460,31 +473,35 @@ def _environment() -> dict[str, Any]:
 
 def simulate(demo: str, options: dict[str, Any], log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The result of a simulated `ddp`, `zero1`, `fsdp` or `compare` demo (schema ddpfsdp.demo/1)."""
-    from ddpfsdp.demos.train import claims
-    from ddpfsdp.demos.train.demo import canonical_sharding, validate_simulated
+    from ddpfsdp.demos.train.options import validate_simulated
 
     validate_simulated(demo, options)
-    world = options["world"]
+    runs = demo_runs(demo, options)
+    world = runs[0].world
     started = time.perf_counter()
     with fake_world(world):
         if demo == "compare":
-            runs = {}
-            for name, strategy, sharding in COMPARE_RUNS:
-                run = simulate_run(strategy, sharding, options, world, label=name, log=log)
-                _judge(run)
-                runs[name] = run
+            measured = {}
+            for (name, _, _), run in zip(COMPARE_RUNS, runs):
+                measured[name] = simulate_run(run, world, label=name, log=log)
+                _judge(measured[name])
         else:
-            sharding = canonical_sharding(options.get("sharding") or "full") if demo == "fsdp" else None
-            run = simulate_run(demo, sharding, options, world, log=log)
-            _judge(run)
+            one = simulate_run(runs[0], world, log=log)
+            _judge(one)
     envelope = {"schema": "ddpfsdp.demo/1", "demo": demo, "env": _environment()}
     if demo != "compare":
-        fields = {k: v for k, v in run.items() if k not in ("config", "label")}
-        return {**envelope, "config": run["config"], **fields, "wall_s": time.perf_counter() - started}
-    ddp, full, grad_op = runs["ddp"], runs["fsdp-full"], runs["fsdp-grad-op"]
-    ddp_rank0 = ddp["memory"]["ranks"][0]
+        fields = {k: v for k, v in one.items() if k not in ("config", "label")}
+        return {**envelope, "config": one["config"], **fields, "wall_s": time.perf_counter() - started}
+    return {**envelope, **_compared(measured, world), "wall_s": time.perf_counter() - started}
+
+
+def _compared(runs: dict[str, dict[str, Any]], world: int) -> dict[str, Any]:
+    """compare's config, runs and its own checks, across the four simulated runs."""
+    from ddpfsdp.demos.train import claims
     from ddpfsdp.demos.train.demo import _allowance
 
+    ddp, full, grad_op = runs["ddp"], runs["fsdp-full"], runs["fsdp-grad-op"]
+    ddp_rank0 = ddp["memory"]["ranks"][0]
     checks = [
         claims.fsdp_shards_model_state(full["memory"]["ranks"], {k: ddp_rank0[k] for k in claims.STATE_KINDS},
                                        world, _allowance(full, full["theory"]), name="fsdp_full_shards_everything"),
@@ -495,5 +512,4 @@ def simulate(demo: str, options: dict[str, Any], log: Callable[[str], None] | No
     config = {k: v for k, v in ddp["config"].items()
               if k not in ("strategy", "sharding", "description", "units", "unit_params", "wrap", "fsdp_api")}
     config["strategies"] = [name for name, _, _ in COMPARE_RUNS]
-    return {**envelope, "config": config, "runs": runs, "checks": [c.to_dict() for c in checks],
-            "wall_s": time.perf_counter() - started}
+    return {"config": config, "runs": runs, "checks": [c.to_dict() for c in checks]}

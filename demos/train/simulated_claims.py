@@ -1,7 +1,7 @@
 """The claims a simulated run checks against the analytic model, as pure functions of its numbers.
 
 A simulated run measures rank 0's shards, the collectives it issues and its allocations on fake
-tensors; these checks hold those figures against `ddpfsdp.demos.theory.calc` for the same
+tensors; these checks hold those figures against `ddpfsdp.demos.theory.run` for the same
 configuration, and a test feeds each one numbers that break it.
 """
 

@@ -1,40 +1,270 @@
-"""What one training run is: its configuration, and how its steps are spent.
+"""What one training run is: every option of the `ddp`, `zero1`, `fsdp` and `compare` demos, typed, with
+its default and its allowed values, each stated once.
 
-Torch-free, so the CLI can validate a demo's options (the step counts among them) before any rank
-starts, and both the demo (`train.demo`) and the loop (`train.loop`) read the same definition.
+    run = RunSpec.from_options({"precision": "bf16-mixed"}, "fsdp").resolved("cpu")
+
+Everything reads this: the command line (`train.options` builds each click option from a field here:
+flag, type, default, choices, bounds and help), the checks of those options, the launch guard
+(`theory.guard`), `strategies.prepare`, `compare`, the training loop and the simulation
+(`train.simulate`). Torch-free and click-free, so the CLI can check a demo's options before any rank
+starts.
+
+Adding an option is one field of `RunSpec`: `name: type = option(default, "help", ...)` with its
+choices or bounds and the demos that take it (`demos=`). The flag `--name` on those demos, click's
+check of its type and bounds, the worker's parsing and RunSpec's own check follow from it, and the
+result's config reports it (unless `reported=False`). Only what relates it to other options goes in
+`train.options.validate`, and what it changes in a run goes where the run uses it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import Field, dataclass, field, fields, replace
+from typing import Any, Mapping
 
+from ddpfsdp.demos.train import presets
+
+ARCHS = ("gpt", "vit", "resnet")
+STRATEGIES = ("ddp", "zero1", "fsdp")
+# Canonical sharding names; FSDP1's (FULL_SHARD, ...) and any case are accepted for them.
+SHARDINGS = ("full", "grad-op", "hybrid", "no-shard")
+FSDP1_SHARDINGS = {"FULL_SHARD": "full", "SHARD_GRAD_OP": "grad-op", "HYBRID_SHARD": "hybrid", "NO_SHARD": "no-shard"}
+# What --sharding offers (no-shard is DDP by another name; the concept demos use it, the CLI does not).
+SHARDING_FLAGS = ("full", "grad-op", "hybrid", "FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD")
+WRAPS = ("block", "layer", "model")
+PRECISIONS = ("fp32", "bf16-mixed", "bf16")
+OPTIMIZERS = ("adamw", "sgd")
+FSDP_APIS = (1, 2)
+# default: FSDP2 as it comes (all-gathers issued at each unit's pre-forward; in backward the next
+#   unit's all-gather issued from the current unit's pre-backward), FSDP1 with BACKWARD_PRE;
+# forward: also prefetch the next unit in forward (FSDP2 set_modules_to_forward_prefetch, FSDP1
+#   forward_prefetch=True); off: no backward prefetch (FSDP1 backward_prefetch=None). FSDP2 has no
+#   off switch: set_modules_to_backward_prefetch([]) leaves its default in place (_fsdp_state.py).
+PREFETCHES = ("default", "forward", "off")
+OVERRIDE_NAMES = ("layers", "d_model", "heads", "seq_len")  # a preset's shape, changed from the command line
+
+TRAINING_DEMOS = ("ddp", "zero1", "fsdp", "compare")
+# compare trains each in turn, on one model and seed: (name, strategy, sharding)
+COMPARE_RUNS = (("ddp", "ddp", None), ("zero1", "zero1", None), ("fsdp-grad-op", "fsdp", "grad-op"),
+                ("fsdp-full", "fsdp", "full"))
+
+DEFAULT_STEPS = {"cpu": 8, "cuda": 20}  # when --steps is left unset; at least min_steps(warmup)
 MEASURED_STEPS = 2  # after the timed steps: one under the collective counter, one under the memory tracker
+MIN_TIMED_STEPS = 1
+MIN_WARMUP_STEPS = 1  # DDP issues extra broadcasts on its second iteration; the comm step must come later
+SIMULATED_MODEL = "tiny"  # a simulated run's model when neither --model nor --params names one
+MAX_SIMULATED_WORLD = 65536
 
 
-@dataclass
+def min_steps(warmup: int) -> int:
+    return max(warmup, MIN_WARMUP_STEPS) + MIN_TIMED_STEPS + MEASURED_STEPS
+
+
+def canonical_sharding(name: str) -> str:
+    """full | grad-op | hybrid | no-shard, from those names or FSDP1's (FULL_SHARD, ...), in any case."""
+    key = str(name).strip().lower().replace("_", "-")
+    aliases = {fsdp1.lower().replace("_", "-"): ours for fsdp1, ours in FSDP1_SHARDINGS.items()}
+    key = aliases.get(key, key)
+    if key not in SHARDINGS:
+        raise ValueError(f"unknown sharding {name!r}; choose one of {', '.join([*SHARDINGS, *FSDP1_SHARDINGS])}")
+    return key
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How an option reads on the command line, and what values it allows."""
+
+    help: str
+    demos: tuple[str, ...] = TRAINING_DEMOS
+    choices: tuple[Any, ...] = ()  # the values allowed (the command line offers `offered` where it differs)
+    offered: tuple[str, ...] = ()
+    minimum: float | None = None
+    above_minimum: bool = False  # the minimum itself is not allowed (a positive number)
+    negatable: bool = False  # --name/--no-name
+    path: bool = False  # a file to write
+    reported: bool = True  # the result's config carries it
+    simulate_only: bool = False  # means something only with --simulate
+
+    def check(self, name: str, value: Any) -> None:
+        """Raise ValueError, naming the flag and what it allows, for a value outside them."""
+        if value is None:
+            return
+        if self.choices and value not in self.choices:
+            raise ValueError(f"unknown {name} {value!r}; choose one of {', '.join(str(c) for c in self.choices)}")
+        if self.minimum is None:
+            return
+        if self.above_minimum and not value > self.minimum:
+            bound = "positive" if self.minimum == 0 else f"above {self.minimum:g}"
+            raise ValueError(f"--{flag_name(name)} must be {bound}, got {value}")
+        if value < self.minimum:
+            raise ValueError(f"--{flag_name(name)} must be at least {self.minimum:g}, got {value}")
+
+
+def option(default: Any, help_text: str, **flag: Any) -> Any:
+    """A RunSpec field that is also a command-line option (see Flag for the keywords)."""
+    return field(default=default, metadata={"flag": Flag(help_text, **flag)})
+
+
+def flag_name(name: str) -> str:
+    return name.replace("_", "-")
+
+
+def _models_help() -> str:
+    names = "; ".join(f"{', '.join(presets.PRESETS[arch])} ({arch})" for arch in ARCHS)
+    pairs: dict[tuple[str, str], list[str]] = {}
+    for arch in ARCHS:
+        pairs.setdefault((presets.default_preset(arch, "cpu"), presets.default_preset(arch, "cuda")), []).append(arch)
+    defaults = ", ".join(f"{cpu} / {gpu} ({', '.join(archs)})" for (cpu, gpu), archs in pairs.items())
+    return f"Preset: {names}. Default on CPU / GPU: {defaults}."
+
+
+_FSDP = ("fsdp",)
+_SIMULATED = {"reported": False, "simulate_only": True}
+_BUCKETED = ("ddp", "zero1", "compare")  # the demos that train with DDP's gradient buckets
+
+
+@dataclass(frozen=True)
 class RunSpec:
-    """One training run's configuration (a demo's options, with the model resolved)."""
+    """One training run's configuration: the demo's options, and the strategy it trains with."""
 
-    strategy: str  # ddp | zero1 | fsdp
-    arch: str = "gpt"
-    model: str = "tiny"
-    overrides: dict[str, int] = field(default_factory=dict)
-    batch_size: int = 8
-    steps: int = 8
-    warmup: int = 2
-    precision: str = "fp32"
-    optimizer: str = "adamw"
-    lr: float = 1e-3
-    seed: int = 0
-    checkpoint_activations: bool = False
-    sharding: str | None = None
-    wrap: str = "block"
-    fsdp_api: int = 2
-    replicas: int = 2
-    bucket_mb: float = 25.0
-    prefetch: str = "default"  # fsdp: default | forward (explicit forward prefetch) | off (FSDP1 only)
-    timeline: bool = True  # record the communication step in time (the timed steps never are)
+    strategy: str  # ddp | zero1 | fsdp: set by the demo (compare trains each of COMPARE_RUNS in turn)
+    arch: str = option("gpt", "Model family: a GPT decoder, a ViT classifier or a BasicBlock ResNet.", choices=ARCHS)
+    model: str | None = option(None, _models_help())  # None: the device's default, filled in by `resolved`
+    layers: int | None = option(None, "Override the preset's number of blocks.", minimum=1)
+    d_model: int | None = option(None, "Override the preset's hidden size.", minimum=1)
+    heads: int | None = option(None, "Override the preset's attention heads.", minimum=1)
+    seq_len: int | None = option(None, "Override the preset's sequence length (gpt).", minimum=1)
+    batch_size: int = option(4, "Samples per rank per step.", minimum=1)
+    steps: int | None = option(
+        None, "Training steps in all: warm-up, timed, then one communication and one memory step. "
+              f"Default: {DEFAULT_STEPS['cpu']} on CPU, {DEFAULT_STEPS['cuda']} on GPU.")
+    warmup: int = option(2, "Steps before timing starts (DDP rebuilds its buckets after the first).",
+                         minimum=MIN_WARMUP_STEPS)
+    precision: str = option("fp32", "fp32; bf16-mixed (autocast for DDP, MixedPrecisionPolicy for FSDP); "
+                                     "bf16 throughout.", choices=PRECISIONS)
+    optimizer: str = option("adamw", "AdamW (two fp32 states per parameter) or SGD (no state).", choices=OPTIMIZERS)
+    lr: float = option(1e-3, "Learning rate.", minimum=0, above_minimum=True)
+    seed: int = option(0, "Seed of the weights and the data.")
+    checkpoint_activations: bool = option(False, "Recompute each block's activations in backward instead of "
+                                                 "keeping them.")
+    timeline: bool = option(True, "Record the communication step in time on every rank (the timed steps never are).",
+                            negatable=True)
+    trace: str | None = option(None, "Write the recorded step as Chrome trace-event JSON (open it in ui.perfetto.dev).",
+                               path=True, reported=False)
+    bucket_mb: float = option(25.0, "DDP's bucket_cap_mb: gradients all-reduced per bucket.", demos=_BUCKETED,
+                              minimum=0, above_minimum=True)
+    sharding: str | None = option(
+        "full", "full (reshard after forward), grad-op (keep unsharded params until backward ends), hybrid (shard "
+                "within groups, replicate across them). FSDP1 names are accepted.", demos=_FSDP, offered=SHARDING_FLAGS)
+    wrap: str = option("block", "FSDP units: each block then the root, each attention/MLP layer, or the root only.",
+                       demos=("fsdp", "compare"), choices=WRAPS)
+    fsdp_api: int = option(2, "2: fully_shard (per-parameter DTensor shards); 1: FullyShardedDataParallel (flat "
+                              "parameters).", demos=_FSDP, choices=FSDP_APIS)
+    replicas: int = option(2, "hybrid: how many replicas of the sharded model (the world size must divide by it).",
+                           demos=_FSDP, minimum=1)
+    prefetch: str = option("default", "default: FSDP's own prefetching; forward: also prefetch the next unit in "
+                                      "forward; off: no backward prefetch (FSDP1 only: FSDP2 has no switch for it).",
+                           demos=_FSDP, choices=PREFETCHES)
+    # One process plays rank 0 of a world of --world ranks on fake tensors (train.simulate).
+    simulate: bool = option(False, "Simulate instead of running: the same strategy code on fake tensors over a fake "
+                                   "process group, in one process, no GPU. Measures sharding, collectives and "
+                                   "allocations, not time.", reported=False)
+    world: int | None = option(None, "The number of ranks to simulate (e.g. 64).", **_SIMULATED)
+    params: str | None = option(None, f"A named GPT size instead of --model: {', '.join(presets.GPT_SIZES)}.",
+                                **_SIMULATED)
+    gpu_mem: str | None = option(None, "Memory of one GPU (80GB, 80GiB); ddp and zero1 refuse a replica that "
+                                       "cannot fit in it.", **_SIMULATED)
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {self.strategy!r}; choose one of {', '.join(STRATEGIES)}")
+        # Only FSDP shards: the other strategies report no sharding.
+        sharding = canonical_sharding(self.sharding or "full") if self.strategy == "fsdp" else None
+        object.__setattr__(self, "sharding", sharding)
+        for item in option_fields():
+            item.metadata["flag"].check(item.name, getattr(self, item.name))
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], strategy: str, sharding: str | None = None) -> RunSpec:
+        """The run of a demo's parsed options; a missing option, or one left None, takes its default.
+
+        `sharding` replaces the options' own (compare names the sharding of each of its runs).
+        Raises ValueError for an option RunSpec does not have or a value it does not allow.
+        """
+        known = {item.name: item for item in option_fields()}
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise ValueError(f"unknown option(s) {', '.join(unknown)}; a training run has {', '.join(known)}")
+        given = {name: _typed(known[name], value) for name, value in options.items() if value is not None}
+        if sharding is not None:
+            given["sharding"] = sharding
+        return cls(strategy=strategy, **given)
+
+    def resolved(self, device_type: str) -> RunSpec:
+        """The model and the step count left to the device ("cpu", or "cuda" for any accelerator)."""
+        kind = "cpu" if device_type == "cpu" else "cuda"
+        steps = self.steps if self.steps is not None else max(DEFAULT_STEPS[kind], min_steps(self.warmup))
+        return replace(self, model=self.model or presets.default_preset(self.arch, kind), steps=steps)
+
+    @property
+    def overrides(self) -> dict[str, int]:
+        """The preset's shape changed from the command line: only what was given."""
+        return {name: getattr(self, name) for name in OVERRIDE_NAMES if getattr(self, name) is not None}
 
     @property
     def timed_steps(self) -> int:
+        assert self.steps is not None, "resolve the run for its device first"
         return self.steps - self.warmup - MEASURED_STEPS
+
+    def simulated_model(self) -> tuple[str, str, dict[str, int], Any]:
+        """(arch, model name, shape overrides, shape) of the model a simulated run builds: a named GPT
+        size (--params) with any overrides on top of it, else --model (SIMULATED_MODEL by default).
+
+        Raises ValueError for a size or a shape that does not exist.
+        """
+        if self.params:
+            sized = {**vars(presets.sized_gpt_shape(self.params)), **self.overrides}
+            return "gpt", self.params.strip().upper(), sized, presets.shape_for("gpt", "base", **sized)
+        model = self.model or SIMULATED_MODEL
+        return self.arch, model, self.overrides, presets.shape_for(self.arch, model, **self.overrides)
+
+    def reported(self) -> dict[str, Any]:
+        """What a result's config says of the run: the strategy and every reported option, the shape
+        overrides only where given."""
+        config: dict[str, Any] = {"strategy": self.strategy}
+        for item in option_fields():
+            value = getattr(self, item.name)
+            if item.metadata["flag"].reported and not (item.name in OVERRIDE_NAMES and value is None):
+                config[item.name] = value
+        return config
+
+
+def option_fields(demo: str | None = None) -> list[Field]:
+    """RunSpec's options in command-line order; with `demo`, only those that demo takes."""
+    return [item for item in fields(RunSpec)
+            if "flag" in item.metadata and (demo is None or demo in item.metadata["flag"].demos)]
+
+
+def demo_runs(demo: str, options: Mapping[str, Any]) -> list[RunSpec]:
+    """The runs a training demo trains from its options: one, or compare's four in turn."""
+    if demo == "compare":
+        return [RunSpec.from_options(options, strategy, sharding) for _, strategy, sharding in COMPARE_RUNS]
+    return [RunSpec.from_options(options, demo)]
+
+
+def value_type(item: Field) -> type:
+    """The type of an option's values (int, float, str or bool), read from its annotation."""
+    return {"int": int, "float": float, "str": str, "bool": bool}[str(item.type).split(" |")[0]]
+
+
+def _typed(item: Field, value: Any) -> Any:
+    """A value as the option's type (an int given as text, say); one that does not convert is left to the check."""
+    kind = value_type(item)
+    if kind in (int, float) and isinstance(value, str):
+        try:
+            return kind(value)
+        except ValueError:
+            raise ValueError(f"--{flag_name(item.name)} must be a number, got {value!r}") from None
+    return value
+
+
+DEFAULTS = {item.name: item.default for item in option_fields()}

@@ -1,7 +1,8 @@
 """Wrapping a model for data-parallel training: DDP, ZeRO-1, FSDP2 (`fully_shard`) and FSDP1.
 
-`prepare(model, strategy=..., ...)` returns the wrapped model and its optimizer, plus the facts a
-demo reports about the wrapping (the FSDP units and the parameters each one all-gathers).
+`prepare(model, run, device=..., world_size=...)` wraps a model as its RunSpec (`train.spec`) says and
+returns the wrapped model and its optimizer, plus the facts a demo reports about the wrapping (the
+FSDP units and the parameters each one all-gathers).
 
 What each strategy does in a step:
   ddp    every rank holds everything; gradients are all-reduced in buckets during backward.
@@ -29,37 +30,9 @@ from typing import Any
 import torch
 from torch import nn
 
-STRATEGIES = ("ddp", "zero1", "fsdp")
-SHARDINGS = ("full", "grad-op", "hybrid", "no-shard")
-WRAPS = ("block", "layer", "model")
-PRECISIONS = ("fp32", "bf16-mixed", "bf16")
-OPTIMIZERS = ("adamw", "sgd")
-FSDP_APIS = (1, 2)
-# default: FSDP2 as it comes (all-gathers issued at each unit's pre-forward; in backward the next
-#   unit's all-gather issued from the current unit's pre-backward), FSDP1 with BACKWARD_PRE;
-# forward: also prefetch the next unit in forward (FSDP2 set_modules_to_forward_prefetch, FSDP1
-#   forward_prefetch=True); off: no backward prefetch (FSDP1 backward_prefetch=None). FSDP2 has no
-#   off switch: set_modules_to_backward_prefetch([]) leaves its default in place (_fsdp_state.py).
-PREFETCHES = ("default", "forward", "off")
+from ddpfsdp.demos.train.spec import RunSpec
+
 ROOT_UNIT = "<root>"
-
-_FSDP1_NAMES = {
-    "full_shard": "full",
-    "shard_grad_op": "grad-op",
-    "hybrid_shard": "hybrid",
-    "no_shard": "no-shard",
-}
-
-
-def canonical_sharding(name: str) -> str:
-    """full | grad-op | hybrid | no-shard, from those names or FSDP1's (FULL_SHARD, ...), any case."""
-    key = str(name).strip().lower()
-    if key in SHARDINGS:
-        return key
-    if key in _FSDP1_NAMES:
-        return _FSDP1_NAMES[key]
-    allowed = ", ".join([*SHARDINGS, *(n.upper() for n in _FSDP1_NAMES)])
-    raise ValueError(f"unknown sharding {name!r}; choose one of {allowed}")
 
 
 @dataclass
@@ -105,29 +78,15 @@ class Prepared:
         return f"{what}; precision {self.precision}; {optimizer} lr {self.lr:g}"
 
 
-def prepare(
-    model: nn.Module,
-    *,
-    strategy: str,
-    device: torch.device | str,
-    world_size: int,
-    sharding: str | None = "full",
-    wrap: str | None = "block",
-    fsdp_api: int | str | None = 2,
-    precision: str | None = "fp32",
-    optimizer: str | None = "adamw",
-    lr: float | None = 1e-3,
-    bucket_mb: float | None = 25,
-    replicas: int | None = 2,
-    prefetch: str | None = "default",
-    mesh: Any = None,
-    init_sync: bool = True,
-) -> Prepared:
-    """Wrap `model` for `strategy` and build its optimizer over the wrapped parameters.
+def prepare(model: nn.Module, run: RunSpec, *, device: torch.device | str, world_size: int, mesh: Any = None,
+            init_sync: bool = True) -> Prepared:
+    """Wrap `model` for `run.strategy` and build its optimizer over the wrapped parameters.
 
     Call on every rank after the default process group is initialised. The model is expected on
     the CPU (as `build_model` returns it); it is moved to `device` here (FSDP2 moves each unit as
-    it shards it, so the whole unsharded model never sits on the accelerator).
+    it shards it, so the whole unsharded model never sits on the accelerator). Of `run`, the
+    options of the wrapping and the optimizer are read: precision, optimizer, lr, bucket_mb (DDP
+    and ZeRO-1), sharding, wrap, fsdp_api, replicas and prefetch (FSDP).
 
     `mesh`: a DeviceMesh made by the caller (`device_mesh`); None makes it here. A simulated run
     passes its own, made outside fake-tensor mode, where the mesh's set-up can read real tensors.
@@ -135,66 +94,50 @@ def prepare(
     at wrap time; a simulated run has one rank and weights without data, so it turns them off.
     """
     device = torch.device(device)
-    # Options left unset on the command line arrive as None: they mean the defaults above.
-    sharding = "full" if sharding is None else sharding
-    wrap = "block" if wrap is None else wrap
-    fsdp_api = 2 if fsdp_api is None else fsdp_api
-    precision = "fp32" if precision is None else precision
-    optimizer = "adamw" if optimizer is None else optimizer
-    lr = 1e-3 if lr is None else lr
-    bucket_mb = 25 if bucket_mb is None else bucket_mb
-    replicas = 2 if replicas is None else replicas
-    prefetch = "default" if prefetch is None else prefetch
-    _check_choice("strategy", strategy, STRATEGIES)
-    _check_choice("prefetch", prefetch, PREFETCHES)
-    _check_choice("precision", precision, PRECISIONS)
-    _check_choice("optimizer", optimizer, OPTIMIZERS)
-    common = dict(strategy=strategy, device=device, world_size=world_size, precision=precision,
-                  optimizer_name=optimizer, lr=lr)
-    if precision == "bf16" and any(p.dtype != torch.bfloat16 for p in model.parameters()):
+    common = dict(strategy=run.strategy, device=device, world_size=world_size, precision=run.precision,
+                  optimizer_name=run.optimizer, lr=run.lr)
+    if run.precision == "bf16" and any(p.dtype != torch.bfloat16 for p in model.parameters()):
         model = model.to(torch.bfloat16)  # a model built in bf16 (a simulated one) needs no cast
-
-    if strategy in ("ddp", "zero1"):
-        wrapped = _wrap_ddp(model, device, bucket_mb, init_sync)
-        if strategy == "ddp":
-            opt = _optimizer(optimizer, wrapped.parameters(), lr)
+    if run.strategy in ("ddp", "zero1"):
+        wrapped = _wrap_ddp(model, device, run.bucket_mb, init_sync)
+        if run.strategy == "ddp":
+            opt = _optimizer(run.optimizer, wrapped.parameters(), run.lr)
         else:
             from torch.distributed.optim import ZeroRedundancyOptimizer
 
-            opt = ZeroRedundancyOptimizer(wrapped.parameters(), optimizer_class=_optimizer_class(optimizer), lr=lr)
-        return Prepared(wrapped, opt, bucket_mb=bucket_mb, **common)
+            opt = ZeroRedundancyOptimizer(wrapped.parameters(), optimizer_class=_optimizer_class(run.optimizer),
+                                          lr=run.lr)
+        return Prepared(wrapped, opt, bucket_mb=run.bucket_mb, **common)
+    wrapped, mesh, units, unit_params = _shard(model, run, device, world_size, mesh)
+    opt = _optimizer(run.optimizer, wrapped.parameters(), run.lr)
+    return Prepared(wrapped, opt, sharding=run.sharding, wrap=run.wrap, fsdp_api=run.fsdp_api, mesh=mesh,
+                    units=units, unit_params=unit_params, **common)
 
-    sharding = canonical_sharding(sharding)
-    _check_choice("wrap", wrap, WRAPS)
-    _check_choice("fsdp_api", int(fsdp_api) if str(fsdp_api).isdigit() else fsdp_api, FSDP_APIS)
+
+def _shard(model: nn.Module, run: RunSpec, device: torch.device, world_size: int,
+           mesh: Any) -> tuple[nn.Module, Any, list[str], list[int]]:
+    """FSDP2 or FSDP1 over `run`'s units: (wrapped model, mesh, unit names, parameters per unit)."""
+    sharding, replicas = run.sharding, run.replicas
     if sharding == "hybrid" and (replicas < 1 or world_size % replicas):
         raise ValueError(
             f"hybrid sharding needs replicas dividing the world size {world_size}; got {replicas} "
             f"(choose one of {', '.join(str(r) for r in range(1, world_size + 1) if world_size % r == 0)})"
         )
-    unit_modules = _unit_modules(model, wrap)
-    if int(fsdp_api) == 2:
-        mesh = mesh if mesh is not None else device_mesh(device, world_size, sharding, replicas)
-        units, unit_params = _unit_report(model, unit_modules)
-        if prefetch == "off":
+    unit_modules = _unit_modules(model, run.wrap)
+    if run.fsdp_api == 2:
+        if run.prefetch == "off":
             raise ValueError("FSDP2 always prefetches the next unit in backward (torch has no switch for it); "
                              "prefetch 'off' needs FSDP1 (fsdp_api 1)")
-        wrapped = _wrap_fsdp2(model, unit_modules, mesh, sharding, precision)
-        if prefetch == "forward":
+        mesh = mesh if mesh is not None else device_mesh(device, world_size, sharding, replicas)
+        units, unit_params = _unit_report(model, unit_modules)
+        wrapped = _wrap_fsdp2(model, unit_modules, mesh, sharding, run.precision)
+        if run.prefetch == "forward":
             _forward_prefetch_fsdp2(model, unit_modules)
-    else:
-        if mesh is None and sharding == "hybrid":
-            mesh = device_mesh(device, world_size, sharding, replicas)
-        wrapped = _wrap_fsdp1(model, device, wrap, sharding, precision, mesh, prefetch)
-        units, unit_params = _fsdp1_unit_report(wrapped)
-    opt = _optimizer(optimizer, wrapped.parameters(), lr)
-    return Prepared(wrapped, opt, sharding=sharding, wrap=wrap, fsdp_api=int(fsdp_api), mesh=mesh,
-                    units=units, unit_params=unit_params, **common)
-
-
-def _check_choice(what: str, value: Any, allowed: tuple) -> None:
-    if value not in allowed:
-        raise ValueError(f"unknown {what} {value!r}; choose one of {', '.join(str(a) for a in allowed)}")
+        return wrapped, mesh, units, unit_params
+    if mesh is None and sharding == "hybrid":
+        mesh = device_mesh(device, world_size, sharding, replicas)
+    wrapped = _wrap_fsdp1(model, device, run.wrap, sharding, run.precision, mesh, run.prefetch)
+    return (wrapped, mesh, *_fsdp1_unit_report(wrapped))
 
 
 def _optimizer_class(name: str) -> type[torch.optim.Optimizer]:

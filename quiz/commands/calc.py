@@ -6,11 +6,14 @@ import json
 
 import click
 
-PRECISION_NAMES = ("fp32", "bf16-mixed", "bf16-master", "bf16")
-OPTIMIZER_NAMES = ("adamw", "adam", "sgd-momentum", "sgd")
+from ddpfsdp.demos.theory.accounting import ACCOUNTINGS, DEEPSPEED_OPTIMIZERS, DEEPSPEED_PRECISION, accounting_refusal
+from ddpfsdp.demos.theory.inputs import CalcOptions
+from ddpfsdp.demos.theory.offload import OFFLOADS, node_layout, offload_refusal
+from ddpfsdp.demos.theory.precision import OPTIMIZER_STATES, PRECISIONS
+from ddpfsdp.demos.units import parse_bytes, parse_count
+
+# The names a person types; the model knows more aliases (`sharding.STRATEGY_ALIASES`).
 STRATEGY_NAMES = ("ddp", "zero1", "zero2", "zero3", "hsdp", "fsdp", "fsdp-full", "hybrid")
-OFFLOAD_NAMES = ("none", "optimizer", "all")
-ACCOUNTING_NAMES = ("ddpfsdp", "deepspeed")
 
 
 @click.command()
@@ -20,7 +23,7 @@ ACCOUNTING_NAMES = ("ddpfsdp", "deepspeed")
     metavar="PRESET",
     help="A GPT preset (tiny, small, base, large, xl) instead of --params; adds activations and real FSDP units.",
 )
-@click.option("--gpus", type=click.IntRange(min=1), default=8, show_default=True, help="GPUs in the job (N).")
+@click.option("--gpus", type=click.IntRange(min=1), default=CalcOptions.gpus, show_default=True, help="GPUs in the job (N).")
 @click.option(
     "--group-size",
     type=click.IntRange(min=1),
@@ -28,18 +31,18 @@ ACCOUNTING_NAMES = ("ddpfsdp", "deepspeed")
 )
 @click.option(
     "--precision",
-    type=click.Choice(PRECISION_NAMES, case_sensitive=False),
+    type=click.Choice(tuple(PRECISIONS), case_sensitive=False),
     help="fp32; bf16-mixed (PyTorch: fp32 state, bf16 compute); bf16-master (ZeRO paper: 2+2+12 with Adam); bf16. "
     "[default: bf16-mixed; bf16-master with --accounting deepspeed]",
 )
 @click.option(
     "--optimizer",
-    type=click.Choice(OPTIMIZER_NAMES, case_sensitive=False),
-    default="adamw",
+    type=click.Choice(tuple(OPTIMIZER_STATES), case_sensitive=False),
+    default=CalcOptions.optimizer,
     show_default=True,
     help="adam/adamw keep 2 states per parameter, sgd-momentum 1, sgd none.",
 )
-@click.option("--batch-size", type=click.IntRange(min=1), default=1, show_default=True, help="Micro-batch per GPU (sequences).")
+@click.option("--batch-size", type=click.IntRange(min=1), default=CalcOptions.batch_size, show_default=True, help="Micro-batch per GPU (sequences).")
 @click.option("--seq-len", type=click.IntRange(min=1), help="Sequence length. [default: the preset's]")
 @click.option("--checkpoint-activations", is_flag=True, help="Estimate activations with each block checkpointed.")
 @click.option("--gpu-mem", default="80GB", show_default=True, metavar="SIZE", help="Memory per GPU: 80GB, 79.6GiB, 4e10.")
@@ -66,8 +69,8 @@ ACCOUNTING_NAMES = ("ddpfsdp", "deepspeed")
 )
 @click.option(
     "--offload",
-    type=click.Choice(OFFLOAD_NAMES, case_sensitive=False),
-    default="none",
+    type=click.Choice(OFFLOADS, case_sensitive=False),
+    default=CalcOptions.offload,
     show_default=True,
     help="Model state kept in host RAM. optimizer: optimizer state + the step on the CPU (DeepSpeed "
     "offload_optimizer; ZeRO-1/2/3). all: params, grads and optimizer state of the shards (FSDP2 "
@@ -77,14 +80,14 @@ ACCOUNTING_NAMES = ("ddpfsdp", "deepspeed")
 @click.option(
     "--gpus-per-node",
     type=click.IntRange(min=1),
-    default=8,
+    default=CalcOptions.gpus_per_node,
     show_default=True,
     help="GPUs (processes) sharing one host's RAM; host bytes are per node.",
 )
 @click.option(
     "--accounting",
-    type=click.Choice(ACCOUNTING_NAMES, case_sensitive=False),
-    default="ddpfsdp",
+    type=click.Choice(ACCOUNTINGS, case_sensitive=False),
+    default=CalcOptions.accounting,
     show_default=True,
     help="ddpfsdp: this project's counts. deepspeed: DeepSpeed 0.19's estimate_zero2/zero3_model_states_mem_needs "
     "(ZeRO-2 and ZeRO-3, mixed-precision Adam): 18 bytes per sharded parameter where ours counts 14 "
@@ -99,7 +102,7 @@ ACCOUNTING_NAMES = ("ddpfsdp", "deepspeed")
 )
 @click.option(
     "--zero-init/--no-zero-init",
-    default=True,
+    default=CalcOptions.zero_init,
     show_default=True,
     help="DeepSpeed ZeRO-3 host RAM with or without zero.Init (--accounting deepspeed).",
 )
@@ -150,20 +153,42 @@ def calc(
       ddpfsdp calc --params 13B --gpus 16 --offload all --strategy zero3
       ddpfsdp calc --params 2851M --gpus 8 --accounting deepspeed --largest-layer 32M --offload optimizer
     """
-    from ddpfsdp.demos.theory import calc as model_calc
-    from ddpfsdp.demos import units as unit_parsing
+    from ddpfsdp.demos.theory.estimate import estimate_for
 
+    _check_values(params, model, gpu_mem, gpus, group_size)
+    options = CalcOptions(
+        params=params, model=model.lower() if model else None, gpus=gpus, group_size=group_size,
+        precision=precision.lower() if precision else None, optimizer=optimizer.lower(), batch_size=batch_size,
+        seq_len=seq_len, checkpoint_activations=checkpoint_activations, gpu_mem=gpu_mem, units=units,
+        offload=offload.lower(), accounting=accounting.lower(), gpus_per_node=gpus_per_node,
+        largest_layer=largest_layer, strategies=[name.lower() for name in strategies] or None, zero_init=zero_init,
+    )
+    _check_combinations(options)
+    try:
+        result = estimate_for(options)
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
+
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    _render(result, display_unit)
+    click.echo(_simulate_hint(params, model, gpus, group_size, result["inputs"]["precision"]))
+
+
+def _check_values(params: str | None, model: str | None, gpu_mem: str, gpus: int, group_size: int | None) -> None:
+    """Refuse a count, size, preset or group size that cannot be read, naming the option at fault."""
     if params is None and model is None:
         raise click.UsageError("give --params (e.g. 7B, 7.5e9, 350M) or --model (tiny, small, base, large, xl)")
     if params is not None and model is not None:
         raise click.UsageError("give --params or --model, not both")
     try:
         if params is not None:
-            unit_parsing.parse_count(params)
+            parse_count(params)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--params") from None
     try:
-        unit_parsing.parse_bytes(gpu_mem)
+        parse_bytes(gpu_mem)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--gpu-mem") from None
     if model is not None:
@@ -179,45 +204,14 @@ def calc(
             f"e.g. {', '.join(str(d) for d in _divisors(gpus))}",
             param_hint="--group-size",
         ) from None
-    _check_combinations(model_calc, unit_parsing, strategies, offload.lower(), accounting.lower(), precision,
-                        optimizer.lower(), largest_layer, gpus, gpus_per_node)
-    try:
-        result = model_calc.estimate(
-            params=params,
-            model=model.lower() if model else None,
-            gpus=gpus,
-            group_size=group_size,
-            precision=precision.lower() if precision else None,
-            optimizer=optimizer.lower(),
-            batch_size=batch_size,
-            seq_len=seq_len,
-            checkpoint_activations=checkpoint_activations,
-            gpu_mem=gpu_mem,
-            units=units,
-            offload=offload.lower(),
-            accounting=accounting.lower(),
-            gpus_per_node=gpus_per_node,
-            largest_layer=largest_layer,
-            strategies=[name.lower() for name in strategies] or None,
-            zero_init=zero_init,
-        )
-    except ValueError as error:
-        raise click.UsageError(str(error)) from None
-
-    if as_json:
-        click.echo(json.dumps(result, indent=2))
-        return
-    _render(result, display_unit)
-    click.echo(_simulate_hint(params, model, gpus, group_size, result["inputs"]["precision"]))
 
 
-def _check_combinations(model_calc, unit_parsing, strategies, offload, accounting, precision, optimizer,
-                        largest_layer, gpus, gpus_per_node) -> None:
+def _check_combinations(options: CalcOptions) -> None:
     """Refuse what no implementation does, naming the option at fault and what to use instead."""
-    deepspeed = accounting == "deepspeed"
+    deepspeed = options.accounting == "deepspeed"
     if deepspeed and (
-        (precision and precision.lower() != model_calc.DEEPSPEED_PRECISION)
-        or optimizer not in model_calc.DEEPSPEED_OPTIMIZERS
+        (options.precision and options.precision != DEEPSPEED_PRECISION)
+        or options.optimizer not in DEEPSPEED_OPTIMIZERS
     ):
         raise click.BadParameter(
             "DeepSpeed's estimator counts only mixed-precision Adam (16-bit params and grads, fp32 master "
@@ -225,7 +219,7 @@ def _check_combinations(model_calc, unit_parsing, strategies, offload, accountin
             "or use --accounting ddpfsdp",
             param_hint="--accounting",
         )
-    if largest_layer is not None:
+    if options.largest_layer is not None:
         if not deepspeed:
             raise click.BadParameter(
                 "the largest layer is DeepSpeed's ZeRO-3 working term: add --accounting deepspeed "
@@ -233,19 +227,19 @@ def _check_combinations(model_calc, unit_parsing, strategies, offload, accountin
                 param_hint="--largest-layer",
             )
         try:
-            unit_parsing.parse_count(largest_layer)
+            parse_count(options.largest_layer)
         except ValueError as error:
             raise click.BadParameter(str(error), param_hint="--largest-layer") from None
-    for name in strategies:
-        refusal = model_calc.accounting_refusal(name, accounting)
+    for name in options.strategies or ():
+        refusal = accounting_refusal(name, options.accounting)
         if refusal:
             raise click.BadParameter(refusal, param_hint="--accounting") from None
-        refusal = model_calc.offload_refusal(name, offload)
+        refusal = offload_refusal(name, options.offload)
         if refusal:
-            raise click.BadParameter(f"{refusal} (--strategy {name.lower()})", param_hint="--offload") from None
-    if deepspeed or offload != "none":
+            raise click.BadParameter(f"{refusal} (--strategy {name})", param_hint="--offload") from None
+    if deepspeed or options.offload != "none":
         try:
-            model_calc.node_layout(gpus, gpus_per_node)
+            node_layout(options.gpus, options.gpus_per_node)
         except ValueError as error:
             raise click.BadParameter(str(error), param_hint="--gpus-per-node") from None
 

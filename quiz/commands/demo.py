@@ -109,20 +109,50 @@ def _save(demo: registry.Demo, args: list[str], result: dict[str, Any], console)
 
 def _run(demo: registry.Demo, command: click.Command, **params: Any) -> None:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from ddpfsdp.demos.launch.launcher import DemoRun, LaunchError
 
     ctx = click.get_current_context()
     options = {k: v for k, v in params.items() if k not in LAUNCH_PARAMS}
     args = demo_args(command, ctx)
+    _check_before_placing(demo, options, params, ctx)
     as_json = params["as_json"]
     out = Console()
     err = Console(stderr=True)
+    run = _start(demo, args, params, ctx)
+    _guard(demo, run.placement, options, params["force"], out)
+    status = err if as_json else out
+    status.print(f"[bold]{demo.name}[/] on {run.placement.describe()}: {demo.summary}")
+    _follow(demo, run, status, quiet=as_json and not sys.stderr.isatty(), err=err)
+    if not run.ok:
+        raise click.ClickException(_failure_message(demo, run, params["verbose"]))
+    result = run.result
+    assert result is not None
+    _save(demo, args, result, err if as_json else out)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        _render(demo, result, out)
+
+
+def _check_before_placing(demo: registry.Demo, options: dict[str, Any], params: dict[str, Any],
+                          ctx: click.Context) -> None:
+    """Refuse what needs no world size before the run is placed: placing it imports torch (seconds)."""
+    from ddpfsdp.demos.worker import load
+
     if options.get("simulate") and (params["gpus"] is not None or params["procs"] is not None):
         raise click.UsageError("--simulate runs one process for all --world ranks; leave out --gpus and --procs", ctx)
+    if demo.validate:
+        try:
+            load(demo.validate)(options, None)
+        except click.UsageError as exc:
+            raise click.UsageError(exc.message, ctx) from None
+
+
+def _start(demo: registry.Demo, args: list[str], params: dict[str, Any], ctx: click.Context):
+    """The run, placed and with its options checked for its world size (not yet started)."""
+    from ddpfsdp.demos.launch.launcher import DemoRun, LaunchError
+
     try:
-        run = DemoRun(
+        return DemoRun(
             demo.name,
             args,
             gpus=params["gpus"],
@@ -135,21 +165,25 @@ def _run(demo: registry.Demo, command: click.Command, **params: Any) -> None:
     except LaunchError as exc:
         raise click.UsageError(str(exc), ctx) from None
 
-    placement = run.placement
+
+def _guard(demo: registry.Demo, placement: Any, options: dict[str, Any], force: bool, out) -> None:
+    """Refuse a training run the analytic model says will not fit, unless forced; warn when forced."""
     # A simulated run allocates nothing real, so there is nothing for the launch guard to estimate.
-    if demo.kind == "training" and placement.device != "fake":
-        from ddpfsdp.demos.theory.guard import check_launch
+    if demo.kind != "training" or placement.device == "fake":
+        return
+    from ddpfsdp.demos.theory.guard import check_launch
 
-        verdict = check_launch(
-            demo.name, options, device=placement.device, world_size=placement.world_size, force=params["force"]
-        )
-        if not verdict.proceed:
-            raise click.ClickException(verdict.message)  # it names the estimate, a fit and --force
-        if not verdict.fits:
-            out.print(f"[yellow]warning:[/] {verdict.message}")
+    verdict = check_launch(demo.name, options, device=placement.device, world_size=placement.world_size, force=force)
+    if not verdict.proceed:
+        raise click.ClickException(verdict.message)  # it names the estimate, a fit and --force
+    if not verdict.fits:
+        out.print(f"[yellow]warning:[/] {verdict.message}")
 
-    status = err if as_json else out
-    status.print(f"[bold]{demo.name}[/] on {placement.describe()}: {demo.summary}")
+
+def _follow(demo: registry.Demo, run: Any, status, *, quiet: bool, err) -> None:
+    """Start the run and show its events as a progress bar until it ends; Ctrl+C stops every rank."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     progress = Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
@@ -158,68 +192,61 @@ def _run(demo: registry.Demo, command: click.Command, **params: Any) -> None:
         TimeElapsedColumn(),
         console=status,
         transient=True,
-        disable=as_json and not sys.stderr.isatty(),
+        disable=quiet,
     )
     try:
         with progress:
             task = progress.add_task("starting ranks", total=None, metrics="")
             for event in run.events():
-                kind = event["event"]
-                if kind == "progress":
-                    metrics = "  ".join(
-                        f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
-                        for k, v in event.items()
-                        if k not in ("event", "step", "steps")
-                    )
-                    progress.update(
-                        task,
-                        description=demo.name,
-                        completed=event["step"] + 1,
-                        total=event["steps"],
-                        metrics=metrics,
-                    )
-                elif kind == "log":
-                    progress.console.print(event["message"], markup=False, highlight=False)
-                elif kind == "start":
-                    progress.update(task, description="running")
+                _show(demo, event, progress, task)
     except KeyboardInterrupt:
         run.cancel()
         left = run.leftover_pids()
         err.print(
-            f"Cancelled: all {placement.world_size} ranks stopped."
+            f"Cancelled: all {run.placement.world_size} ranks stopped."
             if not left
             else f"Cancelled, but processes {left} are still alive."
         )
         sys.exit(130)
 
-    if not run.ok:
-        error = run.error or {}
-        rank = error.get("rank")
-        who = f"rank {rank} failed" if rank is not None else "the run failed"
-        tail = (error.get("traceback") or "").strip().splitlines()[-15:]
-        cause = run.root_cause
-        if cause is not None and cause.message and cause.rank is not None and cause.rank != rank:
-            # Another rank died first without a word; what this rank reported followed from it.
-            message = [f"{demo.name}: {cause.message}", f"Then {who}: {error.get('message', 'no message')}"]
-            tail = list(cause.rank_lines)
-        else:
-            message = [f"{demo.name}: {who}: {error.get('message', 'no message')}"]
-        if tail:
-            message += ["", *tail]
-        message.append(f"(exit status {run.returncode}; every rank has been stopped)")
-        if params["verbose"]:
-            message += ["", "The launcher's output:", run.launcher_output]
-        else:
-            message.append("Run again with --verbose for the launcher's full output.")
-        raise click.ClickException("\n".join(message))
 
-    result = run.result
-    assert result is not None
-    _save(demo, args, result, err if as_json else out)
-    if as_json:
-        click.echo(json.dumps(result, indent=2))
+def _show(demo: registry.Demo, event: dict[str, Any], progress, task) -> None:
+    kind = event["event"]
+    if kind == "progress":
+        metrics = "  ".join(
+            f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+            for k, v in event.items()
+            if k not in ("event", "step", "steps")
+        )
+        progress.update(task, description=demo.name, completed=event["step"] + 1, total=event["steps"],
+                        metrics=metrics)
+    elif kind == "log":
+        progress.console.print(event["message"], markup=False, highlight=False)
+    elif kind == "start":
+        progress.update(task, description="running")
+
+
+def _failure_message(demo: registry.Demo, run: Any, verbose: bool) -> str:
+    """What failed, on which rank, with its last lines; the first rank to die when it was another."""
+    error = run.error or {}
+    rank = error.get("rank")
+    who = f"rank {rank} failed" if rank is not None else "the run failed"
+    tail = (error.get("traceback") or "").strip().splitlines()[-15:]
+    cause = run.root_cause
+    if cause is not None and cause.message and cause.rank is not None and cause.rank != rank:
+        # Another rank died first without a word; what this rank reported followed from it.
+        message = [f"{demo.name}: {cause.message}", f"Then {who}: {error.get('message', 'no message')}"]
+        tail = list(cause.rank_lines)
     else:
-        _render(demo, result, out)
+        message = [f"{demo.name}: {who}: {error.get('message', 'no message')}"]
+    if tail:
+        message += ["", *tail]
+    message.append(f"(exit status {run.returncode}; every rank has been stopped)")
+    if verbose:
+        message += ["", "The launcher's output:", run.launcher_output]
+    else:
+        message.append("Run again with --verbose for the launcher's full output.")
+    return "\n".join(message)
 
 
 def _make_command(demo: registry.Demo) -> click.Command:
@@ -243,6 +270,10 @@ class DemoGroup(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         demo = registry.DEMOS.get(cmd_name)
+        if demo is not None and demo.command:  # a demo that starts its own ranks brings its own command
+            from ddpfsdp.demos.worker import load
+
+            return load(demo.command)
         return _make_command(demo) if demo else None
 
 

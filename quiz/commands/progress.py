@@ -10,11 +10,14 @@ import click
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def progress(as_json: bool) -> None:
-    """Show attempts, accuracy, mastery and cards due by topic, weakest first, and sizing drills by kind.
+    """Show attempts, accuracy, mastery and cards due by topic, weakest first, and sizing drills by kind;
+    then readiness per interview skill and per topic, and the three things to study next.
 
-    Each drill kind you have tried counts as one more card of its topic (`ddpfsdp drill`).
+    Each drill kind and each kind of interview step you have tried counts as one more card of its
+    topic (`ddpfsdp drill`, `ddpfsdp interview`). Readiness is half FSRS mastery, half your recent
+    mock-interview and interview scores.
     """
-    from ddpfsdp.quiz import scheduler
+    from ddpfsdp.quiz import readiness, scheduler
     from ddpfsdp.quiz.loader import BankError, load_bank
     from ddpfsdp.quiz.store import Store, StoreError, utc_now
 
@@ -32,6 +35,7 @@ def progress(as_json: bool) -> None:
         now = utc_now()
         report = scheduler.progress(bank, store, now)
         drill_report = scheduler.drill_progress(store, now)
+        ready = readiness.report(bank, store, now)
         attempts = store.attempts()
     total = len(attempts)
     correct = sum(a.correct for a in attempts)
@@ -45,6 +49,7 @@ def progress(as_json: bool) -> None:
             "due": due,
             "topics": [p.to_dict() for p in report],
             "drills": [d.to_dict() for d in drill_report],
+            "readiness": readiness.to_dict(ready),
         }, indent=2))
         return
 
@@ -74,6 +79,7 @@ def progress(as_json: bool) -> None:
     console.print(table)
     if drill_report:
         console.print(_drill_table(drill_report))
+    console.print(readiness.render(ready))
     summary = f"{total} attempts" + (f", {correct / total:.0%} correct" if total else "") + f"; {due} cards due now."
     if not total:
         summary += " Start with `ddpfsdp quiz`."

@@ -19,6 +19,7 @@ class HomeScreen(Screen):
         Binding("r", "review", "Review due"),
         Binding("m", "mock", "Mock interview"),
         Binding("s", "drill", "Sizing drill"),
+        Binding("i", "interview", "Interview"),
         Binding("p", "progress", "Progress"),
         Binding("?", "app.help", "Help"),
         Binding("q", "app.quit", "Quit"),
@@ -30,6 +31,8 @@ class HomeScreen(Screen):
             "item-review": ActionRow("Review due"),
             "item-mock": ActionRow("Mock interview"),
             "item-drill": ActionRow("Sizing drill"),
+            "item-interview": ActionRow("Design interview", "a scenario step by step: memory, strategy, traffic, "
+                                        "step time, follow-ups, a debrief"),
             **{f"topic-{t.id}": TopicRow(t.title, t.description) for t in bank.topics.values()},
             "item-progress": ActionRow("Progress by topic", "mastery, accuracy and what is due, weakest first"),
         }
@@ -94,6 +97,8 @@ class HomeScreen(Screen):
             self.action_mock()
         elif item_id == "item-drill":
             self.action_drill()
+        elif item_id == "item-interview":
+            self.action_interview()
         elif item_id == "item-progress":
             self.action_progress()
         elif item_id.startswith("topic-"):
@@ -107,6 +112,9 @@ class HomeScreen(Screen):
 
     def action_drill(self) -> None:
         self.app.start_drill()
+
+    def action_interview(self) -> None:
+        self.app.start_interview()
 
     def action_progress(self) -> None:
         from ddpfsdp.quiz.screens.progress import ProgressScreen

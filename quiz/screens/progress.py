@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
@@ -23,6 +23,7 @@ NUMBER_COLUMNS_WIDTH = 17 + 8 + 8 + 5 + 3 + 2 * 6
 
 class ProgressScreen(Screen):
     CSS_PATH = "pages.tcss"
+    DEFAULT_CSS = "#progress-readiness-scroll { height: 1fr; margin-top: 1; }"
     BINDINGS = [Binding("escape,q", "app.pop_screen", "Back"), Binding("?", "app.help", "Help")]
 
     def compose(self) -> ComposeResult:
@@ -30,6 +31,8 @@ class ProgressScreen(Screen):
             yield Static(Text("Progress by topic, weakest first", style="bold"), id="title")
             yield DataTable(id="progress-table", cursor_type="row", zebra_stripes=True)
             yield Static(id="progress-summary", classes="muted")
+            with VerticalScroll(id="progress-readiness-scroll"):
+                yield Static(id="progress-readiness")
         yield KeyBar()
 
     def on_mount(self) -> None:
@@ -63,6 +66,9 @@ class ProgressScreen(Screen):
             )
         summary += "  Mastery is the chance of recalling a question now (FSRS), counted only when its last answer was right."
         self.query_one("#progress-summary", Static).update(summary)
+        from ddpfsdp.quiz import readiness
+
+        self.query_one("#progress-readiness", Static).update(readiness.render(readiness.report(app.bank, app.store, app.now())))
         table.focus()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:

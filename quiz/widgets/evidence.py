@@ -46,8 +46,25 @@ def _common_unit(values: list[float]) -> str:
     return next((name for name in ("TiB", "GiB", "MiB", "KiB") if largest >= BYTE_UNITS[name]), "B")
 
 
+def fault_table(result: dict[str, Any]) -> Table | None:
+    """A failure-lab result: the broken run's symptom beside the fixed run's, as torch produced them."""
+    sides = ev.fault_sides(result)
+    if not sides:
+        return None
+    table = Table(title="The symptom, broken and fixed", title_justify="left", show_edge=False, expand=True, pad_edge=False)
+    for phase, program, _ in sides:
+        table.add_column(Text(f"{phase}: {program}", style="bold red" if phase == "broken" else "bold green"), ratio=1)
+    table.add_row(*(Text("\n".join(lines)) for _, _, lines in sides))
+    block = result.get("fault") or {}
+    table.caption = Text(f"Cause: {block.get('cause', '')}\nFix: {block.get('fix', '')}")  # not markup: "Join([model])"
+    table.caption_justify = "left"
+    return table
+
+
 def result_table(result: dict[str, Any]) -> Table | None:
-    """Memory per component, throughput and traffic per strategy; or a concept demo's own figures."""
+    """Memory per component, throughput and traffic per strategy; a fault's two runs; or a concept demo's figures."""
+    if ev.fault_sides(result):
+        return fault_table(result)
     runs = ev.runs(result)
     if not runs:
         return scalar_table(result)
@@ -160,7 +177,7 @@ class EvidencePanel(Vertical):
         link = self.question.demo
         try:
             self.saved = self.app.store.last_demo_result(link.name, list(link.args)) if self.app.store else None
-        except Exception as error:  # a store problem must not hide the question
+        except Exception as error:  # noqa: BLE001 - a store problem must not hide the question
             self.saved = None
             self.status(Text(f"Could not read saved results: {error}", style="red"))
         self.show_result(self.saved.result if self.saved else None)
@@ -271,11 +288,11 @@ class EvidencePanel(Vertical):
             if cancelled:
                 run.cancel()  # idempotent; returns once every rank is gone
             self.post_message(DemoFinished(demo, args, None if cancelled else run.result, None if cancelled else run.error, cancelled, time.monotonic() - started))
-        except Exception as error:  # the launcher could not start, or the stream broke
+        except Exception as error:  # noqa: BLE001 - the launcher could not start, or the stream broke
             if run is not None:
                 try:
                     run.cancel()
-                except Exception:
+                except Exception:  # noqa: BLE001 - the error being reported matters more than this one
                     pass
             message = {"event": "error", "rank": None, "message": f"{type(error).__name__}: {error}", "traceback": ""}
             self.post_message(DemoFinished(demo, args, None, message, False, time.monotonic() - started))
@@ -319,7 +336,7 @@ class EvidencePanel(Vertical):
             return
         try:
             self.app.store.save_demo_result(message.demo, list(message.args), message.result)
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - the result on screen matters more than the copy on disk
             self.app.notify(f"The result could not be saved: {error}", severity="error")
         self.status(Text(f"Finished in {message.elapsed_s:.1f} s; the result is saved.", style="green"))
         self.fresh = True

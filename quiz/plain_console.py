@@ -1,8 +1,7 @@
-"""Line-by-line input and output for the plain modes (`quiz --plain`, `drill --plain`).
+"""Writing for the plain modes: a console whose lines carry no trailing padding.
 
-One reader serves both: it asks, and turns `q` (or the end of input) and `s` into the two ways out
-of a question. The console writes lines without the padding rich adds to fill the terminal's width,
-so a screen reader or a pipe gets the words and nothing after them.
+rich pads some renderables (Markdown paragraphs, headings) with spaces to the console's width; a
+screen reader or a pipe should get the words and nothing after them.
 """
 
 from __future__ import annotations
@@ -12,30 +11,6 @@ import sys
 from typing import IO
 
 from rich.console import Console
-from rich.prompt import Prompt
-
-
-class Quit(Exception):
-    """The person typed q (or the input ended, or Ctrl+C)."""
-
-
-class Skip(Exception):
-    """The person typed s: leave this question unanswered."""
-
-
-def read_answer(console: Console, prompt: str) -> str:
-    """One line of input, stripped; raises Quit on q, Ctrl+C or the end of input, Skip on s."""
-    try:
-        text = Prompt.ask(prompt, console=console, default="", show_default=False)
-    except (EOFError, KeyboardInterrupt):
-        raise Quit from None
-    text = text.strip()
-    if text.lower() in ("q", "quit"):
-        raise Quit
-    if text.lower() in ("s", "skip"):
-        raise Skip
-    return text
-
 
 _ESCAPE_AT_END = re.compile(r"(?:\x1b\[[0-9;]*m)+$")
 

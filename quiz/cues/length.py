@@ -1,4 +1,4 @@
-"""Test-taking cues in the question bank: can a person who knows nothing pass by picking the longest option?
+"""The answer-length cue: can a person who knows nothing pass by picking the longest option?
 
 Measured over the single-choice questions: the share whose right answer is strictly the longest
 choice (a bank without the cue sits near 1 in the number of choices, 25% for four), and the mean
@@ -9,7 +9,7 @@ longest-answer share is above LONGEST_SHARE_LIMIT, or that has such a choice. Av
 choice must not pay either: the share of four-choice questions whose right answer is the k-th longest
 is printed for each k, and none may pass LENGTH_RANK_SHARE_LIMIT.
 
-Pure Python: the CLI imports it.
+Pure Python; `ddpfsdp quiz --check` always enforces it.
 """
 
 from __future__ import annotations

@@ -1,0 +1,38 @@
+"""A fault's result printed for a person: each run's symptom as torch produced it, then the cause and the fix.
+
+The symptom lines are printed as they are, without markup, so torch's text reaches the terminal
+unchanged. Imports no torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ddpfsdp.demos.faults.catalog import FAULTS
+
+_STYLE = {"broken": "bold red", "fixed": "bold green"}
+
+
+def list_lines() -> list[str]:
+    """`ddpfsdp demo fault --list`: one fault per line with its summary."""
+    width = max(map(len, FAULTS)) + 2
+    return [f"{name.ljust(width)}{fault.summary}" for name, fault in FAULTS.items()]
+
+
+def render_fault(result: dict[str, Any], console: Any) -> None:
+    from rich.markup import escape
+
+    block = {key: escape(value) if isinstance(value, str) else value for key, value in (result.get("fault") or {}).items()}
+    config = result.get("config") or {}
+    console.print(f"[bold]{block.get('name')}[/]: {block.get('summary')}")
+    console.print(f"[dim]{config.get('world_size')} CPU processes (gloo), process-group timeout {config.get('timeout_s'):g} s "
+                  f"per program; the fixed program ran first.[/]")
+    for phase in ("broken", "fixed"):
+        run = block.get(phase) or {}
+        wall = run.get("wall_s")
+        took = f" ({wall:.2f} s)" if isinstance(wall, (int, float)) else ""
+        console.print(f"\n[{_STYLE[phase]}]{phase.capitalize()}[/]{took}: {escape(str(run.get('program')))}")
+        for line in run.get("symptom") or []:
+            console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
+    console.print(f"\n[bold]Cause:[/] {block.get('cause')}")
+    console.print(f"[bold]Fix:[/] {block.get('fix')}")

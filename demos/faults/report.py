@@ -1,0 +1,96 @@
+"""A fault's result (schema ddpfsdp.demo/1) from its ranks' records: the symptom of each run, and the checks.
+
+The symptom of a run is a list of lines, in this order: each rank's error as torch raised it (or that
+none raised); for a hang, the flight-recorder table with the first divergence and what torch's
+analyzer said; then the fault's own measured lines. The CLI prints them, the evidence panel shows the
+broken run's beside the fixed run's, and the question bank quotes them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ddpfsdp.demos.faults import fr_table
+from ddpfsdp.demos.faults.fault import PHASES, Fault, phase_ranks
+
+SCHEMA = "ddpfsdp.demo/1"
+# The analyzer's lines worth quoting: where it found a problem and what it calls it.
+_ANALYZER_LINES = ("Collective sequence number", "error msg:", "Not all ranks joining", "missing ranks:")
+
+
+def _missing(rank: int, phase: str) -> dict[str, Any]:
+    return {"rank": rank, "phase": phase, "error": {"type": "NoRecord", "message": "this rank wrote no record: it was stopped before the program ended"},
+            "measured": {}, "wall_s": None, "flight_recorder": []}
+
+
+def error_lines(phase: dict[str, Any]) -> list[str]:
+    lines = []
+    for record in phase_ranks(phase):
+        error = record.get("error")
+        if error:
+            first, *rest = (error.get("message") or "").splitlines() or [""]
+            lines.append(f"rank {record['rank']}: {error.get('type')}: {first}")
+            lines.extend(f"    {line}" for line in rest)
+    return lines or ["no rank raised an error"]
+
+
+def analyzer_lines(analysis: dict[str, Any] | None) -> list[str]:
+    if not analysis:
+        return []
+    if not analysis.get("ran"):
+        return [f"torch's analyzer failed: {analysis.get('error')}"]
+    if not analysis.get("errors"):
+        return ["torch's analyzer: no mismatch in this run's process group"]
+    said = [line.strip() for line in analysis.get("log", []) if line.strip().startswith(_ANALYZER_LINES)]
+    return [f"torch's analyzer: {line}" for line in said]
+
+
+def entries_by_rank(phase: dict[str, Any]) -> dict[int, list[dict[str, Any]]]:
+    return {record["rank"]: list(record.get("flight_recorder") or []) for record in phase_ranks(phase)}
+
+
+def symptom_lines(fault: Fault, phase: dict[str, Any]) -> list[str]:
+    lines = error_lines(phase)
+    if fault.hangs:
+        entries = entries_by_rank(phase)
+        lines.append(fr_table.divergence_line(fr_table.divergence(entries), entries))
+        lines.extend(fr_table.table_lines(entries))
+        lines.extend(analyzer_lines(phase.get("analyzer")))
+    return lines + list(fault.describe(phase))
+
+
+def phase_result(fault: Fault, phase: str, records: list[dict[str, Any] | None], analysis: dict[str, Any] | None) -> dict[str, Any]:
+    ranks = [record if record is not None else _missing(rank, phase) for rank, record in enumerate(records)]
+    walls = [r["wall_s"] for r in ranks if isinstance(r.get("wall_s"), (int, float))]
+    result = {
+        "program": fault.broken if phase == "broken" else fault.fixed,
+        "wall_s": max(walls) if walls else None,
+        "ranks": ranks,
+        "analyzer": analysis,
+    }
+    result["symptom"] = symptom_lines(fault, result)
+    return result
+
+
+def build(fault: Fault, phases: dict[str, dict[str, Any]], *, config: dict[str, Any], env: dict[str, Any],
+          wall_s: float | None) -> dict[str, Any]:
+    """The result of one fault; `phases[p]` holds that phase's result from `phase_result`."""
+    block = {
+        "name": fault.name,
+        "summary": fault.summary,
+        "cause": fault.cause,
+        "fix": fault.fix,
+        "hangs": fault.hangs,
+        "timeout_s": config.get("timeout_s"),
+        **{phase: phases[phase] for phase in PHASES},
+    }
+    checks = [check.to_dict() for check in fault.judge(block)]
+    return {
+        "schema": SCHEMA,
+        "demo": "fault",
+        "config": {**config, "fault": fault.name},
+        "env": env,
+        "checks": checks,
+        "fault": block,
+        "wall_s": wall_s,
+    }

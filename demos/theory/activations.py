@@ -1,0 +1,93 @@
+"""Activations per GPU of a GPT-style decoder: what autograd saves in forward, and the peak early in
+backward, with and without activation checkpointing. Data parallelism does not shard them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ddpfsdp.demos.theory.gpt_layout import gpt_shape_of
+from ddpfsdp.demos.theory.precision import Precision, precision_for
+
+
+def _transformer_block_bytes(tokens: int, batch_size: int, d_model: int, spec: Precision) -> int:
+    """Bytes one pre-norm block saves for backward.
+
+    Per token, in elements of width d: the block input (residual stream) and the input of the
+    second LayerNorm (2, in `residual_bytes`), and in `compute_bytes`: the first LayerNorm's output
+    as the qkv projection's input (1), q, k, v (3), the attention output, which is also the output
+    projection's input (1), the second LayerNorm's output (1), the MLP's hidden layer before and
+    after GELU (4 + 4). That is 2r + 14c bytes per element of b*s*d (no dropout; with dropout
+    masks Korthikanti et al. count 34 bytes in 16-bit).
+    Attention is assumed fused (F.scaled_dot_product_attention, flash or memory-efficient): no
+    seq x seq score matrix is stored, and its output is laid out (b, s, heads, d/heads), so
+    merging the heads for the projection is a view, not a copy.
+    Under autocast the bf16 copies of the weights are saved too; they are counted in the working
+    set (`working_set`), not here.
+    """
+    elements = tokens * batch_size * d_model
+    return elements * (2 * spec.residual_bytes + 14 * spec.compute_bytes)
+
+
+def transformer_activation_bytes(
+    *,
+    layers: int,
+    d_model: int,
+    tokens: int,
+    batch_size: int,
+    head_outputs: int,
+    head_tokens: int,
+    precision: str,
+    checkpoint_activations: bool,
+) -> dict[str, int]:
+    """Estimated bytes of activations per GPU: what autograd holds at the end of forward
+    (`saved_bytes`) and the peak early in backward (`activation_bytes`).
+
+    Without checkpointing: every block's saved tensors, plus the head's. With checkpointing (each
+    block under torch.utils.checkpoint) only each block's input is kept; backward recomputes one
+    block at a time, so one block's full activations come back at once.
+    Head: the final LayerNorm's input and the projection's input (b*s*d each) and the log-softmax
+    output the loss saves (b * head_tokens * head_outputs, in fp32 except under pure bf16).
+    The peak adds, at the start of backward, the log-softmax's gradient (as large as its output),
+    or with checkpointing the recomputed block if that is larger.
+    Data parallelism does not shard activations: every strategy holds the same.
+    """
+    spec = precision_for(precision)
+    elements = tokens * batch_size * d_model
+    block = _transformer_block_bytes(tokens, batch_size, d_model, spec)
+    loss_bytes = 2 if spec.name in ("bf16", "bf16-master") else 4
+    log_softmax = batch_size * head_tokens * head_outputs * loss_bytes
+    head = elements * (spec.residual_bytes + spec.compute_bytes) + log_softmax
+    if checkpoint_activations:
+        saved = layers * elements * spec.residual_bytes + head
+        extra = max(log_softmax, block)
+    else:
+        saved = layers * block + head
+        extra = log_softmax
+    return {
+        "activation_bytes": saved + extra,
+        "saved_bytes": saved,
+        "block_bytes": block,
+        "head_bytes": head,
+    }
+
+
+def gpt_activation_bytes(
+    model: Any,
+    batch_size: int,
+    seq_len: int | None = None,
+    checkpoint_activations: bool = False,
+    precision: str = "fp32",
+    **overrides: int | None,
+) -> dict[str, int]:
+    """Activations of a GPT preset (or shape) for a micro-batch of `batch_size` sequences."""
+    shape = gpt_shape_of(model, seq_len, **overrides)
+    return transformer_activation_bytes(
+        layers=shape.layers,
+        d_model=shape.d_model,
+        tokens=shape.seq_len,
+        batch_size=batch_size,
+        head_outputs=shape.vocab,
+        head_tokens=shape.seq_len,
+        precision=precision,
+        checkpoint_activations=checkpoint_activations,
+    )

@@ -1,0 +1,50 @@
+"""Every strategy side by side for one configuration: the `ddpfsdp.calc/1` document that
+`ddpfsdp calc` prints, built in named steps (read the options, one row per strategy, the notes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ddpfsdp.demos.theory.inputs import CalcOptions, read_options
+from ddpfsdp.demos.theory.notes import estimate_notes
+from ddpfsdp.demos.theory.precision import bytes_per_param_breakdown
+from ddpfsdp.demos.theory.rows import strategy_row
+
+SCHEMA = "ddpfsdp.calc/1"
+
+
+def estimate(**options: Any) -> dict[str, Any]:
+    """Every strategy side by side for one configuration: the `ddpfsdp.calc/1` document (bytes).
+
+    `options` are the fields of `CalcOptions`, each with its default there.
+    Give `params` (a count, "7B") or `model` (a GPT preset, whose shape also gives FSDP units and
+    activations). With `params` alone, activations are not estimated (None) and FSDP units are
+    `units` equal parts (default `DEFAULT_UNITS`). `total_bytes` = model state + working set +
+    activations (where known); `fits` compares it with `gpu_mem` (None when no size is given).
+    `precision` defaults to bf16-mixed, and to bf16-master (the only one it counts) under the
+    deepspeed accounting.
+
+    `offload` (none, optimizer, all) moves model state to host RAM: each row's per-GPU figures
+    shrink, `host_bytes` is the host RAM per node (`gpus_per_node` processes) and
+    `pcie_bytes_per_step` what one GPU copies to and from the host per step. `strategies` limits the
+    table (default: every strategy the offload and the accounting admit); a strategy that admits
+    neither is refused with what to use instead. `accounting="deepspeed"` gives DeepSpeed 0.19's
+    estimator figures for ZeRO-2 and ZeRO-3 instead (`deepspeed_accounting`); `largest_layer`
+    (parameters) is its working term, by default the largest module of the preset's shape, or one
+    of the `units` equal units for a bare count; `zero_init` is its ZeRO-3 host-RAM switch.
+    """
+    return estimate_for(CalcOptions(**options))
+
+
+def estimate_for(options: CalcOptions) -> dict[str, Any]:
+    """`estimate` of a configuration already gathered in a `CalcOptions`."""
+    inputs = read_options(options)
+    table = {strategy: strategy_row(inputs, strategy) for strategy in inputs.strategies}
+    return {
+        "schema": SCHEMA,
+        "theory": True,
+        "inputs": inputs.document(),
+        "bytes_per_param": bytes_per_param_breakdown(inputs.precision.name, inputs.optimizer),
+        "strategies": table,
+        "notes": estimate_notes(inputs),
+    }

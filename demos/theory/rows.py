@@ -1,0 +1,81 @@
+"""One strategy's column of the table: its per-GPU memory under either accounting, its host RAM and
+PCIe traffic under offload, its collectives, and whether it fits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ddpfsdp.demos.theory.comm import step_comm, total_wire_bytes
+from ddpfsdp.demos.theory.inputs import CalcInputs
+from ddpfsdp.demos.theory.offload import OFFLOAD_SUPPORT, offload_refusal, offloaded_state
+from ddpfsdp.demos.theory.sharding import STRATEGY_SHARDS, STRATEGY_TITLES
+from ddpfsdp.demos.theory.working_set import working_set
+
+_STATE_KEYS = ("params_bytes", "grads_bytes", "optimizer_bytes", "model_state_bytes")
+
+
+def strategy_row(inputs: CalcInputs, strategy: str) -> dict[str, Any]:
+    """`strategy`'s figures for the configuration, in bytes; see `estimate` for what each means."""
+    size = inputs.group_size if strategy == "hsdp" else None
+    comm = step_comm(strategy, inputs.params, inputs.gpus, inputs.precision.name, size, inputs.unit_params)
+    activation = inputs.activations["activation_bytes"] if inputs.activations else None
+    state = offloaded_state(inputs.params, inputs.gpus, strategy, inputs.precision.name, inputs.optimizer,
+                            inputs.offload, size, inputs.unit_params)
+    row = deepspeed_row(inputs, strategy) if inputs.deepspeed else _ddpfsdp_row(inputs, strategy, state)
+    total = row["model_state_bytes"] + row["working_set_bytes"] + (activation or 0)
+    limit = inputs.gpu_mem_bytes
+    return {
+        "title": STRATEGY_TITLES[strategy],
+        "shards": STRATEGY_SHARDS[strategy],
+        **row,
+        "activation_bytes": activation,
+        "total_bytes": total,
+        "fits": None if limit is None else total <= limit,
+        "offload": inputs.offload,
+        "offloaded_by": OFFLOAD_SUPPORT[strategy].get(inputs.offload) if inputs.offload != "none" else None,
+        "pcie": state["pcie"],
+        "pcie_bytes_per_step": state["pcie_bytes_per_step"],
+        "comm": comm,
+        "wire_bytes_per_rank": total_wire_bytes(comm),
+    }
+
+
+def _ddpfsdp_row(inputs: CalcInputs, strategy: str, state: dict[str, Any]) -> dict[str, Any]:
+    """Memory as this project counts it: model state (offload applied), working set, host RAM."""
+    work = working_set(strategy, inputs.params, inputs.precision.name, inputs.unit_params)
+    return {
+        **{key: state[key] for key in _STATE_KEYS},
+        "working_set_bytes": work["working_set_bytes"],
+        "working_set": work["parts"],
+        "host_bytes": state["host_bytes_per_gpu"] * inputs.gpus_per_node,
+        "host_bytes_per_gpu": state["host_bytes_per_gpu"],
+    }
+
+
+def deepspeed_row(inputs: CalcInputs, strategy: str) -> dict[str, Any]:
+    """Memory as DeepSpeed 0.19's estimator counts it: its per-GPU and per-node figures, its parts."""
+    from ddpfsdp.demos.theory import deepspeed_accounting as ds
+
+    offload, count, per_node = inputs.offload, inputs.params, inputs.gpus_per_node
+    if offload not in ds.OFFLOAD_OPTIONS[strategy]:
+        raise ValueError(offload_refusal(strategy, offload) or f"DeepSpeed {strategy} has no offload {offload!r}")
+    if strategy == "zero2":
+        host, per_gpu = ds.zero2_mem_needs(count, per_node, inputs.nodes, cpu_offload=offload == "optimizer")
+        working = 0
+    else:
+        host, per_gpu, working = ds.zero3_mem_needs(
+            count, inputs.largest_layer_params, per_node, inputs.nodes,
+            cpu_offload=offload != "none", cpu_offload_params=offload == "all", zero_init=inputs.zero_init,
+        )
+    parts = ds.per_gpu_parts(strategy, offload, count, per_node * inputs.nodes)
+    assert parts["model_state_bytes"] + working == per_gpu, (strategy, offload)
+    return {
+        **parts,
+        "working_set_bytes": working,
+        "working_set": {"largest_layer_params_and_grads": working} if strategy == "zero3" else {},
+        "deepspeed_gpu_bytes": per_gpu,
+        "deepspeed_options": ds.OFFLOAD_OPTIONS[strategy][offload] + (
+            f", zero_init={int(inputs.zero_init)}" if strategy == "zero3" else ""),
+        "host_bytes": host,
+        "host_bytes_per_gpu": host // per_node,
+    }

@@ -1,0 +1,170 @@
+"""The analytic model's figures for a demo's own run, as PyTorch runs it: DDP, DDP with
+ZeroRedundancyOptimizer, and FSDP2 with each sharding; shown beside the run's measurements."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from ddpfsdp.demos.collectives import wire_factor
+from ddpfsdp.demos.theory.comm import op_figures, step_comm, total_wire_bytes
+from ddpfsdp.demos.theory.precision import Precision, check_optimizer, precision_for
+from ddpfsdp.demos.theory.state import model_state
+from ddpfsdp.demos.theory.working_set import PREFETCH_UNITS, working_set
+from ddpfsdp.demos.units import format_bytes
+
+FSDP_SHARDING_ALIASES: dict[str, str] = {
+    "full": "full",
+    "full_shard": "full",
+    "grad-op": "grad-op",
+    "shard_grad_op": "grad-op",
+    "hybrid": "hybrid",
+    "hybrid_shard": "hybrid",
+    "no-shard": "no-shard",
+    "no_shard": "no-shard",
+}
+
+
+class _Plan(NamedTuple):
+    """How a run maps onto the model: the strategy it is reported as, whose model state it holds
+    between steps, whose working set it has during one, and its collectives per step."""
+
+    name: str
+    state_of: str
+    work_of: str
+    comm: dict[str, dict[str, int | None]]
+
+
+def _fsdp_sharding(name: str | None) -> str:
+    key = (name or "full").strip().lower()
+    if key not in FSDP_SHARDING_ALIASES:
+        raise ValueError(
+            f"unknown sharding {name!r}; choose one of full, grad-op, hybrid "
+            "(or FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD)"
+        )
+    return FSDP_SHARDING_ALIASES[key]
+
+
+def theory_for_run(
+    *,
+    strategy: str,
+    sharding: str | None = None,
+    params: int,
+    world_size: int,
+    precision: str,
+    optimizer: str,
+    replicas: int | None = None,
+    unit_params: list[int] | None = None,
+    bucket_bytes: int | None = None,
+    gradient_as_bucket_view: bool = False,
+    buffer_bytes: int = 0,
+) -> dict[str, Any]:
+    """The model's per-rank figures for a demo's own configuration, as PyTorch runs it.
+
+    strategy: ddp (DistributedDataParallel), zero1 (DDP + ZeroRedundancyOptimizer: all-reduce of
+    gradients, then each rank broadcasts the parameters it updated), fsdp (FSDP2 fully_shard)
+    with sharding full (-> zero3), grad-op (reshard_after_forward=False) or hybrid (-> hsdp over
+    world_size/replicas GPUs per group). FSDP grad-op holds params, grads and optimizer state
+    sharded between steps, as ZeRO-3 does, and keeps every unit's parameters unsharded from its
+    forward all-gather until backward ends, as ZeRO-2 does throughout: its resting figures are
+    ZeRO-3's and its working set is the full parameters (plus the unit gradients awaiting their
+    reduce-scatter). `unit_params`: parameters per FSDP unit, root last. `bucket_bytes` (DDP's
+    bucket cap) is reported, not used: bucket counts depend on parameter order and sizes.
+    `buffer_bytes`: module buffers (BatchNorm statistics), which DDP broadcasts from rank 0 at
+    every forward (forward_sync_buffers=True, the default). DDP also broadcasts its rebuilt bucket
+    order once, in the second iteration: measure after at least two steps.
+    """
+    spec = precision_for(precision)
+    optimizer = check_optimizer(optimizer)
+    params = int(params)
+    world = int(world_size)
+    units = list(unit_params) if unit_params else None
+    notes = [
+        "Theory: the analytic model's figures for this run's configuration, shown beside the "
+        "measurement, never instead of it.",
+        f"{spec.name}: {spec.summary}.",
+    ]
+    if strategy == "ddp":
+        plan = _ddp(params, world, spec, buffer_bytes, bucket_bytes, notes)
+    elif strategy == "zero1":
+        plan = _zero1(params, world, spec, buffer_bytes, notes)
+    elif strategy == "fsdp":
+        plan = _fsdp(_fsdp_sharding(sharding), params, world, spec, replicas, units, notes)
+    else:
+        raise ValueError(f"unknown strategy {strategy!r}; choose one of ddp, zero1, fsdp")
+    group_size = world // int(replicas or 2) if plan.name == "hsdp" else None
+    state = model_state(params, world, plan.state_of, spec.name, optimizer, group_size)
+    return {
+        "strategy": plan.name,
+        **state,
+        "working_set_bytes": _working_set(plan.work_of, params, spec, units, gradient_as_bucket_view),
+        "comm": plan.comm,
+        "wire_bytes_per_rank": total_wire_bytes(plan.comm),
+        "notes": notes,
+    }
+
+
+def _ddp(params: int, world: int, spec: Precision, buffer_bytes: int, bucket_bytes: int | None,
+         notes: list[str]) -> _Plan:
+    comm = step_comm("ddp", params, world, spec.name)
+    if buffer_bytes:
+        comm["broadcast"] = op_figures(None, buffer_bytes, wire_factor("broadcast", world))
+    if bucket_bytes:
+        notes.append(
+            f"DDP all-reduces gradients in buckets of up to {format_bytes(bucket_bytes, 'MiB')}; "
+            "the number of calls depends on how parameters fill them."
+        )
+    return _Plan("ddp", "ddp", "ddp", comm)
+
+
+def _zero1(params: int, world: int, spec: Precision, buffer_bytes: int, notes: list[str]) -> _Plan:
+    comm = {
+        **step_comm("ddp", params, world, spec.name),
+        "broadcast": op_figures(None, params * spec.param_bytes + buffer_bytes, wire_factor("broadcast", world)),
+    }
+    notes.append(
+        "PyTorch's ZeroRedundancyOptimizer: DDP all-reduces the full gradients, each rank steps "
+        "the optimizer for its shard, then broadcasts the parameters it updated (3(N-1)/N of the "
+        "model per step, against the paper's 2(N-1)/N with reduce-scatter)."
+    )
+    return _Plan("zero1", "zero1", "zero1", comm)
+
+
+def _fsdp(sharding: str, params: int, world: int, spec: Precision, replicas: int | None,
+          units: list[int] | None, notes: list[str]) -> _Plan:
+    if sharding == "full":
+        return _Plan("zero3", "zero3", "zero3", step_comm("zero3", params, world, spec.name, unit_params=units))
+    if sharding == "grad-op":
+        calls = sum(1 for count in units if count > 0) if units else None
+        notes.append(
+            "FSDP grad-op (reshard_after_forward=False): shards rest like ZeRO-3, but each unit stays "
+            "unsharded from forward until backward ends, so there is one all-gather per unit per step "
+            "instead of two, and the full parameters are part of the working set."
+        )
+        return _Plan("zero2", "zero3", "zero2", {
+            "all_gather": op_figures(calls, params * spec.gather_bytes, wire_factor("all_gather", world)),
+            "reduce_scatter": op_figures(calls, params * spec.reduce_bytes, wire_factor("reduce_scatter", world)),
+        })
+    if sharding == "hybrid":
+        groups = int(replicas or 2)
+        if groups < 1 or world % groups:
+            raise ValueError(f"replicas {groups} must divide the world size {world}")
+        group = world // groups
+        notes.append(
+            f"HSDP: shards within groups of {group}, replicated across {groups} groups; "
+            "reduce-scatter and all-gather run in the group, an all-reduce of the shard across groups."
+        )
+        return _Plan("hsdp", "hsdp", "hsdp",
+                     step_comm("hsdp", params, world, spec.name, group_size=group, unit_params=units))
+    return _Plan("ddp", "ddp", "ddp", step_comm("ddp", params, world, spec.name))
+
+
+def _working_set(work_of: str, params: int, spec: Precision, units: list[int] | None,
+                 gradient_as_bucket_view: bool) -> int:
+    """The run's working set; FSDP grad-op's is ZeRO-2's with every unit's parameters gathered."""
+    if work_of == "zero2":
+        largest = max(units) if units else params
+        grads = min(PREFETCH_UNITS, len(units or [1])) * largest * spec.reduce_bytes
+        return params * spec.gather_bytes + grads
+    return working_set(
+        work_of, params, spec.name, units, gradient_as_bucket_view=gradient_as_bucket_view
+    )["working_set_bytes"]

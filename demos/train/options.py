@@ -1,0 +1,230 @@
+"""The training demos' command line, made from the run's spec, and the checks of what it is given.
+
+    ddpfsdp demo fsdp --procs 2 --model tiny --sharding grad-op
+
+DDP_OPTIONS, FSDP_OPTIONS and COMPARE_OPTIONS are click parameters made from RunSpec's fields
+(`train.spec`): flag, type, default, choices, bounds and help come from there, so the CLI, the
+worker and the launch guard parse a demo's options the same way, with one default each. Click
+refuses a value of the wrong type, outside an option's choices or below its bound while it parses.
+`validate_*` then relate the options to each other: given no world size (the CLI calls them so
+before it places the run, which imports torch), everything the world size does not decide; given
+one, that too. Only click is imported here, never torch.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import Field
+from typing import Any
+
+import click
+
+from ddpfsdp.demos.train import presets
+from ddpfsdp.demos.train.spec import (
+    MAX_SIMULATED_WORLD,
+    MEASURED_STEPS,
+    MIN_TIMED_STEPS,
+    RunSpec,
+    demo_runs,
+    flag_name,
+    min_steps,
+    option_fields,
+    value_type,
+)
+
+# ----------------------------------------------------------------------------- the options
+
+
+def _click_type(item: Field) -> click.ParamType:
+    flag, kind = item.metadata["flag"], value_type(item)
+    if flag.path:
+        return click.Path(dir_okay=False, writable=True)
+    if flag.offered:
+        return click.Choice(flag.offered, case_sensitive=False)
+    if flag.choices and kind is int:
+        low, high = min(flag.choices), max(flag.choices)
+        assert set(flag.choices) == set(range(low, high + 1)), f"{item.name}: choices must be a range of integers"
+        return click.IntRange(low, high)
+    if flag.choices:
+        return click.Choice(flag.choices)
+    if flag.minimum is not None:
+        bounded = click.IntRange if kind is int else click.FloatRange
+        return bounded(min=flag.minimum, min_open=flag.above_minimum)
+    return {int: click.INT, float: click.FLOAT, str: click.STRING}[kind]
+
+
+def click_option(item: Field) -> click.Option:
+    """The command-line option of one RunSpec field."""
+    flag = item.metadata["flag"]
+    name = f"--{flag_name(item.name)}"
+    help_text = f"With --simulate: {flag.help[0].lower()}{flag.help[1:]}" if flag.simulate_only else flag.help
+    if value_type(item) is bool:
+        declaration = f"{name}/--no-{flag_name(item.name)}" if flag.negatable else name
+        return click.Option([declaration], is_flag=True, default=item.default, show_default=flag.negatable,
+                            help=help_text)
+    return click.Option([name], type=_click_type(item), default=item.default, show_default=True, help=help_text)
+
+
+def options_for(demo: str) -> list[click.Option]:
+    """The click options of a training demo, in RunSpec's order."""
+    return [click_option(item) for item in option_fields(demo)]
+
+
+DDP_OPTIONS = options_for("ddp")  # ddp and zero1
+FSDP_OPTIONS = options_for("fsdp")
+COMPARE_OPTIONS = options_for("compare")
+
+
+# ----------------------------------------------------------------------------- the checks
+
+
+def _usage(message: str) -> click.UsageError:
+    return click.UsageError(message)
+
+
+def _runs(demo: str, options: dict[str, Any]) -> list[RunSpec]:
+    try:
+        return demo_runs(demo, options)
+    except ValueError as exc:
+        raise _usage(str(exc)) from None
+
+
+def validate_simulated(demo: str, options: dict[str, Any]) -> None:
+    """Refuse, with what to try, what the fake run cannot handle (no torch: the CLI checks first)."""
+    run = _runs(demo, options)[0]
+    world = run.world
+    if world is None or world < 2:
+        raise _usage(f"--simulate needs --world N, the ranks to simulate, at least 2 (e.g. --world 64); got {world}")
+    if world > MAX_SIMULATED_WORLD:
+        raise _usage(f"--world {world} is beyond what one process simulates (at most {MAX_SIMULATED_WORLD}); "
+                     "per-rank figures at that scale follow from `ddpfsdp calc --gpus N`")
+    if run.trace:
+        raise _usage("--trace records a real step in time; a simulated run computes nothing and takes no time. "
+                     "Record one on real ranks instead: ddpfsdp demo fsdp --procs 2 --trace PATH")
+    if run.prefetch != "default":
+        raise _usage(f"--prefetch {run.prefetch} changes when all-gathers are issued, which only a real "
+                     "step's timeline shows; leave it out with --simulate")
+    if run.fsdp_api != 2:
+        raise _usage("--fsdp-api 1 cannot be simulated: FSDP1 flattens parameters into one storage, which fake "
+                     "tensors do not have; simulate FSDP2 (--fsdp-api 2, the default)")
+    if run.params and (run.model or run.arch != "gpt"):
+        raise _usage("--params picks a GPT shape of that size; leave out --model and --arch, or give --model instead")
+    if run.params and run.params.strip().upper() not in presets.GPT_SIZES:
+        raise _usage(f"--params {run.params}: the simulated sizes are {', '.join(presets.GPT_SIZES)}; for "
+                     "another size give --model with --layers, --d-model and --heads")
+    try:
+        params = run.simulated_model()[3].params
+    except ValueError as exc:
+        raise _usage(f"{exc} (check --params or --model, and the overrides)") from None
+    if run.gpu_mem:
+        _check_replica_fits(demo, run, params)
+
+
+def _check_replica_fits(demo: str, run: RunSpec, params: int) -> None:
+    """DDP and ZeRO-1 keep a whole replica of parameters and gradients: refuse one above --gpu-mem."""
+    from ddpfsdp.demos.theory.state import model_state
+    from ddpfsdp.demos.units import format_bytes, parse_bytes
+
+    try:
+        limit = parse_bytes(run.gpu_mem)
+    except ValueError as exc:
+        raise _usage(f"--gpu-mem: {exc}") from None
+    if demo not in ("ddp", "zero1"):
+        return
+    state = model_state(params, run.world, demo, run.precision, run.optimizer)["model_state_bytes"]
+    if state > limit:
+        more = f" --params {run.params}" if run.params else ""
+        raise _usage(
+            f"{demo} keeps a full replica of the parameters and gradients on every rank: "
+            f"{format_bytes(state, 'GB')} of model state per rank for {params:,} parameters (theory), "
+            f"above --gpu-mem {format_bytes(limit, 'GB')} before any activation. Shard it instead: "
+            f"ddpfsdp demo fsdp --simulate --world {run.world}{more}"
+        )
+
+
+def validate(demo: str, options: dict[str, Any], world_size: int | None = None) -> None:
+    """Refuse a bad combination of a training demo's options with a message that says what to change.
+
+    `world_size`: the ranks the run is placed on; None checks everything it does not decide (a
+    simulated run's world is its own --world, known before placement).
+    """
+    runs = _runs(demo, options)
+    run = runs[0]
+    if run.simulate:
+        validate_simulated(demo, options)
+    else:
+        given = [f"--{flag_name(item.name)}" for item in option_fields()
+                 if item.metadata["flag"].simulate_only and getattr(run, item.name) is not None]
+        if given:
+            raise _usage(f"{', '.join(given)} only apply to a simulated run: add --simulate")
+    world = run.world if run.simulate else world_size
+    if world is not None and world < 2:
+        raise _usage(f"data parallelism needs at least 2 ranks, got {world}; run with --procs 2 or --gpus 2")
+    _check_steps(run)
+    _check_shape(run)
+    _check_trace(run)
+    for each in runs:
+        _check_fsdp(each, world)
+
+
+def _check_steps(run: RunSpec) -> None:
+    needed = min_steps(run.warmup)
+    if run.steps is not None and run.steps < needed:
+        raise _usage(
+            f"--steps must be at least {needed} with --warmup {run.warmup} ({run.warmup} warm-up + "
+            f"{MIN_TIMED_STEPS} timed + {MEASURED_STEPS} measured: one for communication, one for memory), "
+            f"got {run.steps}"
+        )
+
+
+def _check_shape(run: RunSpec) -> None:
+    """The model with its overrides exists: the one named, or the default of either device."""
+    try:
+        for device_type in ("cpu", "cuda"):
+            presets.shape_for(run.arch, run.resolved(device_type).model, **run.overrides)
+    except ValueError as exc:
+        raise _usage(f"{exc} (check --arch, --model and the overrides)") from None
+
+
+def _check_trace(run: RunSpec) -> None:
+    path = run.trace
+    if not path:
+        return
+    if not run.timeline:
+        raise _usage("--trace writes the recorded step, which --no-timeline turns off; drop one of the two")
+    folder = os.path.dirname(os.path.abspath(os.path.expanduser(path)))
+    if not os.path.isdir(folder):
+        raise _usage(f"--trace {path}: the folder {folder} does not exist; create it or write the trace elsewhere")
+    if not os.access(folder, os.W_OK):
+        raise _usage(f"--trace {path}: the folder {folder} is not writable; choose a path you can write to")
+
+
+def _check_fsdp(run: RunSpec, world: int | None) -> None:
+    if run.strategy != "fsdp":
+        return
+    if run.prefetch == "off" and run.fsdp_api == 2:
+        raise _usage("--prefetch off needs --fsdp-api 1: FSDP2 always prefetches the next unit in backward "
+                     "(torch has no switch for it); try --prefetch forward, or --fsdp-api 1 --prefetch off")
+    if run.sharding == "hybrid" and world is not None:
+        replicas = run.replicas
+        if replicas < 2 or world % replicas or world <= replicas:
+            raise _usage(
+                f"--sharding hybrid with --replicas {replicas} cannot split {world} ranks: replicas must be "
+                f"at least 2, divide the world size and be smaller than it (e.g. --procs 4 --replicas 2)"
+            )
+
+
+def validate_ddp(options: dict[str, Any], world_size: int | None = None) -> None:
+    validate("ddp", options, world_size)
+
+
+def validate_zero1(options: dict[str, Any], world_size: int | None = None) -> None:
+    validate("zero1", options, world_size)
+
+
+def validate_fsdp(options: dict[str, Any], world_size: int | None = None) -> None:
+    validate("fsdp", options, world_size)
+
+
+def validate_compare(options: dict[str, Any], world_size: int | None = None) -> None:
+    validate("compare", options, world_size)

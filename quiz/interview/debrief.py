@@ -1,0 +1,174 @@
+"""The debrief: a score per skill, and the simulated run that measures the scenario's configuration.
+
+The simulated demo (`ddpfsdp demo NAME --simulate --world N --params SIZE`) wraps a GPT of the
+nearest size it builds with the same strategy code the real demos run, on fake tensors over a fake
+process group, and measures rank 0's model state, collectives and peak. Where the simulation cannot
+be the scenario exactly (another size, a precision or optimizer the demos lack, PyTorch's own
+ZeRO-1 or ZeRO-2), the notes say so, and its figures are set beside the analytic model's figures
+for what was simulated as well as for the scenario. It measures no time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ddpfsdp.demos.theory import planning
+from ddpfsdp.demos.theory.precision import bytes_per_param_breakdown
+from ddpfsdp.demos.theory.quiz_answers import q_transformer_activation_bytes
+from ddpfsdp.demos.theory.state import model_state
+from ddpfsdp.demos.train.presets import GPT_SIZES
+from ddpfsdp.quiz.grading import Grade
+from ddpfsdp.quiz.interview.scenario import SKILLS, Scenario, Step
+
+# What each plan runs as in PyTorch: the demo, its extra options, and what differs from the paper.
+DEMOS: dict[str, tuple[str, tuple[str, ...], str]] = {
+    "ddp": ("ddp", (), ""),
+    "zero1": ("zero1", (), "PyTorch's ZeRO-1 (ZeroRedundancyOptimizer) all-reduces the gradients and broadcasts the "
+              "updated parameters, 3(N-1)/N of the model per rank where the paper's reduce-scatter and all-gather "
+              "send 2(N-1)/N; the column for what was simulated counts PyTorch's way."),
+    "zero2": ("fsdp", ("--sharding", "grad-op"), "PyTorch has no ZeRO-2 of its own; FSDP's grad-op sharding "
+              "(reshard_after_forward=False) is the nearest: it shards gradients and optimizer state as ZeRO-2 does, "
+              "but also rests parameters sharded between steps, as ZeRO-3 does."),
+    "zero3": ("fsdp", (), ""),
+}
+DEMO_PRECISIONS = ("fp32", "bf16-mixed", "bf16")
+DEMO_OPTIMIZERS = ("adamw", "sgd")
+
+
+@dataclass(frozen=True)
+class Simulation:
+    demo: str
+    args: tuple[str, ...]
+    size: str
+    notes: tuple[str, ...]
+
+    @property
+    def command(self) -> str:
+        return " ".join(("ddpfsdp", "demo", self.demo, *self.args))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "args": list(self.args), "command": self.command}
+
+
+def nearest_size(params: int) -> str:
+    """The simulated GPT size nearest the parameter count, on a log scale."""
+    return min(GPT_SIZES, key=lambda size: abs(math.log(GPT_SIZES[size].params / params)))
+
+
+def simulation(scenario: Scenario) -> Simulation:
+    setup = scenario.setup
+    size = nearest_size(setup.params)
+    demo, extra, strategy_note = DEMOS[scenario.plan]
+    precision = setup.precision if setup.precision in DEMO_PRECISIONS else "bf16-mixed"
+    optimizer = setup.optimizer if setup.optimizer in DEMO_OPTIMIZERS else "adamw"
+    args = ("--simulate", "--world", str(setup.gpus), "--params", size, "--precision", precision, "--optimizer",
+            optimizer, "--batch-size", str(setup.micro_batch), "--seq-len", str(setup.seq_len), *extra)
+    shape = GPT_SIZES[size]
+    notes = [f"The simulation builds this project's {size} GPT ({shape.layers} layers, d_model {shape.d_model}, "
+             f"vocabulary {shape.vocab:,}, at sequence length {setup.seq_len:,}) for the scenario's {setup.model} "
+             f"({setup.params / 1e9:g}B parameters)."]
+    if abs(math.log(shape.params / setup.params)) > math.log(1.5):
+        notes.append(f"{size} is the nearest size the simulation has, far from {setup.params / 1e9:g}B: compare its "
+                     "figures with the analytic model's for what was simulated, not with your answers.")
+    if precision != setup.precision:
+        notes.append(f"The demos have no {setup.precision}; the run uses {precision}, which holds "
+                     f"{bytes_per_param_breakdown(precision, optimizer)['total']} bytes per parameter with "
+                     f"{optimizer} against the scenario's {bytes_per_param_breakdown(setup.precision, setup.optimizer)['total']}, split differently.")
+    if optimizer != setup.optimizer:
+        notes.append(f"The demos have no {setup.optimizer}; {optimizer} keeps the same two moments per parameter.")
+    if strategy_note:
+        notes.append(strategy_note)
+    notes.append("A simulation measures memory and collectives, not time: the step-time answers have nothing "
+                 "here to compare with.")
+    return Simulation(demo=demo, args=args, size=size, notes=tuple(notes))
+
+
+# --- scores ----------------------------------------------------------------------------------------
+
+
+def skill_scores(steps: Sequence[Step], grades: dict[str, Grade]) -> dict[str, dict[str, Any]]:
+    """Per skill: the mean score over its steps (unanswered ones count 0), and how many were answered."""
+    scores: dict[str, dict[str, Any]] = {}
+    for skill, title in SKILLS.items():
+        own = [step for step in steps if step.skill == skill]
+        if not own:
+            continue
+        answered = [grades[step.id] for step in own if step.id in grades]
+        scores[skill] = {"title": title, "steps": len(own), "answered": len(answered),
+                         "score": sum(g.score for g in answered) / len(own)}
+    return scores
+
+
+def overall(steps: Sequence[Step], grades: dict[str, Grade]) -> float:
+    return sum(grades[s.id].score for s in steps if s.id in grades) / len(steps) if steps else 0.0
+
+
+# --- what the simulation measured, beside the answers ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    figure: str
+    yours: float | None  # what the person answered, where a step asked for this figure
+    scenario: float | None  # the analytic model for the scenario
+    simulated_theory: float | None  # the analytic model for what was simulated
+    measured: float | None  # what the simulation measured
+
+    @property
+    def difference(self) -> float | None:
+        """Measured against the model for what was simulated, as a fraction."""
+        if self.measured is None or not self.simulated_theory:
+            return None
+        return self.measured / self.simulated_theory - 1
+
+
+def _given(grades: dict[str, Grade], step: Step | None) -> float | None:
+    grade = grades.get(step.id) if step else None
+    value = grade.given.get("value") if grade is not None and isinstance(grade.given, dict) else None
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _first(scenario: Scenario, kind: str) -> Step | None:
+    return next((s for s in scenario.steps if s.kind == kind and s.change is None), None)
+
+
+def compare(scenario: Scenario, grades: dict[str, Grade], result: dict[str, Any]) -> list[Row]:
+    """Model state, bytes sent, activations and peak: your answer, the model's, and the simulation's."""
+    config = result.get("config") or {}
+    rank = ((result.get("memory") or {}).get("ranks") or [{}])[0]
+    theory = result.get("theory") or {}
+    setup = scenario.setup
+    state = {k: rank.get(k) for k in ("params", "grads", "optimizer")}
+    measured_state = sum(state.values()) if all(isinstance(v, (int, float)) for v in state.values()) else None
+    wire = [op.get("wire_bytes_per_rank") for op in ((result.get("comm") or {}).get("per_step") or {}).values()]
+    measured_wire = sum(wire) if wire and all(isinstance(w, (int, float)) for w in wire) else None
+    scenario_state = model_state(setup.params, setup.gpus, scenario.plan, setup.precision, setup.optimizer)
+    plan = planning.memory_plan(params=setup.params, gpus=setup.gpus, strategy=scenario.plan,
+                                precision=setup.precision, optimizer=setup.optimizer, gpu_mem=setup.gpu_mem_bytes,
+                                **setup.shape_args(), micro_batch=setup.micro_batch)
+    simulated_acts = _simulated_activations(config)
+    first = {kind: _first(scenario, kind) for kind in ("model-state", "wire-bytes", "activations")}
+    rows = [
+        Row(f"model state per GPU ({scenario.plan})", _given(grades, first["model-state"]) if scenario.plan == "ddp" else None,
+            scenario_state["model_state_bytes"], theory.get("model_state_bytes"), measured_state),
+        Row("bytes sent per rank per step", _given(grades, first["wire-bytes"]), first["wire-bytes"].answer,
+            theory.get("wire_bytes_per_rank"), measured_wire),
+        Row("activations at the peak", _given(grades, first["activations"]), first["activations"].answer,
+            simulated_acts, (rank.get("peak_breakdown") or {}).get("activations")),
+        Row("peak per GPU", None, plan["kept_total_bytes"],
+            None if simulated_acts is None or theory.get("model_state_bytes") is None
+            else theory["model_state_bytes"] + theory.get("working_set_bytes", 0) + simulated_acts,
+            rank.get("peak")),
+    ]
+    return rows
+
+
+def _simulated_activations(config: dict[str, Any]) -> float | None:
+    keys = ("layers", "d_model", "vocab", "seq_len", "batch_size", "precision")
+    if not all(config.get(k) for k in keys):
+        return None
+    return q_transformer_activation_bytes(**{k: config[k] for k in keys},
+                                               checkpoint_activations=bool(config.get("checkpoint_activations")))

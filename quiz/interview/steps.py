@@ -1,0 +1,244 @@
+"""The steps an interviewer takes in order: memory, the strategy that fits, traffic, time, activations.
+
+Each builder returns a Step whose answer the analytic model computes from the step's own function
+and arguments, with the working written from the same figures.
+"""
+
+from __future__ import annotations
+
+from ddpfsdp.demos.theory import planning, steptime
+from ddpfsdp.demos.collectives import wire_factor
+from ddpfsdp.demos.theory.activations import transformer_activation_bytes
+from ddpfsdp.demos.theory.buckets import DDP_BUCKET_CAP_MB
+from ddpfsdp.demos.theory.comm import step_comm
+from ddpfsdp.demos.theory.precision import bytes_per_param_breakdown, precision_for
+from ddpfsdp.demos.theory.sharding import ZERO_STAGES
+from ddpfsdp.demos.theory.state import model_state
+from ddpfsdp.quiz.interview.scenario import Option, Setup, Step, compute, new_step, gb, gib, pct, per_s, secs
+
+STRATEGY_NAMES: dict[str, str] = {
+    "ddp": "DDP",
+    "zero1": "ZeRO-1",
+    "zero2": "ZeRO-2",
+    "zero3": "ZeRO-3 / FSDP full sharding",
+    "hsdp": "HSDP",
+}
+
+OPTION_TEXTS: dict[str, str] = {
+    "ddp": "DDP: nothing sharded",
+    "zero1": "ZeRO-1: optimizer state sharded",
+    "zero2": "ZeRO-2: gradients and optimizer state sharded",
+    "zero3": "ZeRO-3 / FSDP full: parameters, gradients and optimizer state sharded",
+}
+
+HIDES_BEHIND = {
+    1.0: "forward and backward (FSDP prefetches the next unit's all-gather), all of the compute",
+    steptime.BACKWARD_SHARE: "backward only (gradients are reduced as backward produces them), 2/3 of the compute",
+}
+
+
+def _per_param(setup: Setup) -> str:
+    per = bytes_per_param_breakdown(setup.precision, setup.optimizer)
+    return f"params {per['params']} + grads {per['grads']} + optimizer {per['optimizer']} = {per['total']} bytes per parameter"
+
+
+def model_state_ddp(setup: Setup) -> Step:
+    args = {"params": setup.params, "gpus": setup.gpus, "strategy": "ddp", "precision": setup.precision,
+            "optimizer": setup.optimizer}
+    answer = compute("model_state_bytes", args)
+    return new_step("model-state", title="Model state under DDP",
+        prompt="Start with plain **DDP**. How much **model state** does each GPU hold between steps "
+        "(parameters + gradients + optimizer state; no activations)? Answer in GB (1e9 bytes).",
+        unit="GB", answer=answer, tolerance=0.05, fn="model_state_bytes", args=args,
+        working=f"{setup.precision} with {setup.optimizer}: {_per_param(setup)}. DDP shards nothing, so every GPU "
+        f"holds all of it: {bytes_per_param_breakdown(setup.precision, setup.optimizer)['total']} B × "
+        f"{setup.params / 1e9:g}e9 = {gb(answer)}, against {gb(setup.gpu_mem_bytes)} of memory.",
+    )
+
+
+def stage_options(setup: Setup) -> tuple[Option, ...]:
+    options = []
+    for stage, strategy in enumerate(ZERO_STAGES):
+        held = model_state(setup.params, setup.gpus, strategy, setup.precision, setup.optimizer)["model_state_bytes"]
+        verdict = "fits in" if held <= setup.gpu_mem_bytes else "does not fit in"
+        options.append(Option(OPTION_TEXTS[strategy], stage, f"{gb(held)} per GPU {verdict} {gb(setup.gpu_mem_bytes)}"))
+    full = model_state(setup.params, setup.gpus, "zero3", setup.precision, setup.optimizer)["model_state_bytes"]
+    options.append(Option(f"None: even ZeRO-3 does not fit on {setup.gpus} GPUs", planning.NONE_FITS,
+                          f"ZeRO-3 needs {gb(full)} per GPU" + (" and it fits, so this is wrong" if full <= setup.gpu_mem_bytes else "")))
+    return tuple(options)
+
+
+def choice(options: tuple[Option, ...], value: object) -> int:
+    """The number (from 1) of the option the analytic model's value picks."""
+    return next(number for number, option in enumerate(options, start=1) if option.value == value)
+
+
+def fit_strategy(setup: Setup, change: str | None = None) -> Step:
+    args = {"params": setup.params, "gpus": setup.gpus, "gpu_mem": setup.gpu_mem_bytes, "precision": setup.precision,
+            "optimizer": setup.optimizer}
+    options = stage_options(setup)
+    number = choice(options, compute("fit_stage", args))
+    return new_step("fit-strategy", title="The lowest strategy that fits",
+        prompt=f"Which is the **lowest** strategy whose per-GPU model state fits in {gb(setup.gpu_mem_bytes)}? "
+        "Ignore activations for now. Type the number of your choice.",
+        unit="choice", answer=number, fn="fit_stage", args=args, options=options, change=change,
+        working=f"Per GPU, {_per_param(setup)}, each stage sharding one more part over {setup.gpus} GPUs: "
+        + "; ".join(f"{o.text.split(':')[0]} {o.reason}" for o in options[:-1])
+        + f". The lowest that fits is option {number}.",
+    )
+
+
+def _ops_text(setup: Setup, strategy: str, group_size: int | None = None) -> str:
+    if strategy == "ddp":
+        return "DDP all-reduces the gradients"
+    if strategy in ("zero1", "zero2"):
+        return f"{STRATEGY_NAMES[strategy]} reduce-scatters the gradients and all-gathers the updated parameters"
+    text = (f"{STRATEGY_NAMES[strategy]} all-gathers each unit's parameters in forward and again in backward, "
+            "and reduce-scatters its gradients")
+    if strategy == "hsdp":
+        text += (f" inside each shard group of {group_size}, then all-reduces each rank's 1/{group_size} gradient "
+                 "shard across the groups")
+    return text
+
+
+def wire_bytes(setup: Setup, plan: str) -> Step:
+    args = {"params": setup.params, "gpus": setup.gpus, "strategy": plan, "precision": setup.precision}
+    answer = compute("step_wire_bytes", args)
+    ops = step_comm(plan, setup.params, setup.gpus, setup.precision)
+    parts = [f"{op.replace('_', '-')} of {gb(f['bytes'])} × {wire_factor(op, setup.gpus):.4g} = "
+             f"{gb(f['wire_bytes_per_rank'])}" for op, f in ops.items()]
+    return new_step("wire-bytes", title="Bytes each rank sends per step",
+        prompt=f"We go with **{STRATEGY_NAMES[plan]}**, the lowest that fits. {_ops_text(setup, plan)}. With ring "
+        "collectives (an all-reduce sends 2(n-1)/n of its buffer per rank; an all-gather or a reduce-scatter "
+        "(n-1)/n), how many bytes does **each rank send per step**? Answer in GB.",
+        unit="GB", answer=answer, tolerance=0.05, fn="step_wire_bytes", args=args,
+        working=f"Over {setup.gpus} ranks, in {setup.precision}: " + "; ".join(parts) + f"; sum {gb(answer)} per rank.",
+    )
+
+
+def compute_time(setup: Setup) -> Step:
+    args = {"params": setup.params, "tokens": setup.global_batch_tokens, "gpus": setup.gpus,
+            "peak_flops_per_s": setup.peak_flops_per_s, "mfu": setup.mfu}
+    answer = compute("compute_time_s", args)
+    flops = steptime.FLOPS_PER_PARAM_TOKEN * setup.params * setup.global_batch_tokens
+    rate = setup.gpus * setup.peak_flops_per_s * setup.mfu
+    return new_step("compute-time", title="Compute time per step",
+        prompt="Now time. Training costs about **6 FLOPs per parameter per token** (2 in forward, 4 in backward; "
+        f"leave attention's own FLOPs out). At {setup.mfu:.0%} MFU, how long does **one step's compute** take "
+        f"on each GPU (the whole global batch of {setup.global_batch_tokens:,} tokens, shared by {setup.gpus} GPUs)? "
+        "Answer in seconds.",
+        unit="s", answer=answer, tolerance=0.10, fn="compute_time_s", args=args,
+        working=f"6 × {setup.params:.3g} params × {setup.global_batch_tokens:,} tokens = {flops:.4g} FLOPs; "
+        f"{setup.gpus} GPUs × {setup.peak_flops_per_s:.4g} FLOP/s × {setup.mfu:.2f} = {rate:.4g} FLOP/s; "
+        f"{flops:.4g} / {rate:.4g} = {secs(answer)}.",
+    )
+
+
+def _timing_lines(setup: Setup, plan: str, group_size: int | None = None) -> list[str]:
+    lines = []
+    for op, t in steptime.step_comm_times(**setup.comm_args(plan, group_size)).items():
+        steps = f"{t['intra_steps']} × {setup.intra_latency_s * 1e6:g} µs"
+        if t["inter_steps"]:
+            steps += f" + {t['inter_steps']} × {setup.inter_latency_s * 1e6:g} µs"
+        lines.append(
+            f"{op.replace('_', '-')} over {t['ranks']} ranks on {per_s(t['bytes_per_s'])}: {t['calls']} calls × ({steps}) "
+            f"= {secs(t['latency_s'])}, plus {gb(t['wire_bytes'])} / {per_s(t['bytes_per_s'])} = {secs(t['bandwidth_s'])}; "
+            f"{secs(t['time_s'])}"
+        )
+    return lines
+
+
+def calls_text(setup: Setup, plan: str) -> str:
+    if plan in ("zero3", "hsdp"):
+        return (f"one call per FSDP unit ({setup.units} units: the embeddings, {setup.layers} blocks, the head), "
+                "the all-gather twice")
+    return f"one call per {DDP_BUCKET_CAP_MB} MiB gradient bucket (DDP's default cap)"
+
+
+RING_MODEL = (
+    "Each collective costs its ring steps times the step latency (2(n-1) steps for an all-reduce, n-1 for the others; "
+    "of them, 2(k-1) or k-1 cross between k nodes and pay the network's latency) plus its wire bytes over the "
+    "bandwidth; a ring that spans nodes runs at the network's bandwidth."
+)
+
+
+def comm_time(setup: Setup, plan: str, group_size: int | None = None, change: str | None = None) -> Step:
+    args = setup.comm_args(plan, group_size)
+    answer = compute("comm_time_s", args)
+    return new_step("comm-time", title="Communication time per step",
+        prompt=f"{RING_MODEL} Calls: {calls_text(setup, plan)}. How long does **one step's communication** take "
+        "if nothing overlaps? Answer in seconds.",
+        unit="s", answer=answer, tolerance=0.10, fn="comm_time_s", args=args, change=change,
+        working="; ".join(_timing_lines(setup, plan, group_size)) + f". Total {secs(answer)}.",
+    )
+
+
+def plan_name(plan: str, group_size: int | None = None) -> str:
+    return f"HSDP in groups of {group_size}" if plan == "hsdp" else STRATEGY_NAMES[plan]
+
+
+def exposed_share(setup: Setup, plan: str, change: str | None = None, group_size: int | None = None) -> Step:
+    args = setup.time_args(plan, group_size)
+    answer = compute("exposed_share", args)
+    hideable = steptime.HIDEABLE[plan]
+    compute_s = compute("compute_time_s", {k: args[k] for k in ("params", "tokens", "gpus", "peak_flops_per_s", "mfu")})
+    comm_s = compute("comm_time_s", setup.comm_args(plan, group_size))
+    shown = steptime.exposed(compute_s, comm_s, hideable)
+    return new_step("exposed-share", title="Exposed communication",
+        prompt=f"Collectives can run while the GPU computes. With {plan_name(plan, group_size)} they can hide behind "
+        f"{HIDES_BEHIND[hideable]}. What share of the step is **exposed communication** (nothing computing while "
+        "it runs), with that overlap? Answer in percent.",
+        unit="%", answer=answer, tolerance=0.05, fn="exposed_share", args=args, change=change,
+        working=f"Compute {secs(compute_s)}, communication {secs(comm_s)}; hidden behind {hideable:.3g} × "
+        f"{secs(compute_s)} = {secs(hideable * compute_s)}, so {secs(shown['exposed_s'])} shows: the step takes "
+        f"{secs(shown['step_s'])}, {pct(answer)} exposed. Without overlap: {secs(shown['step_no_overlap_s'])}, "
+        f"{pct(shown['exposed_share_no_overlap'])} exposed.",
+    )
+
+
+def activations(setup: Setup, change: str | None = None) -> Step:
+    args = {**setup.shape_args(), "batch_size": setup.micro_batch, "precision": setup.precision,
+            "checkpoint_activations": False}
+    answer = compute("transformer_activation_bytes", args)
+    spec = precision_for(setup.precision)
+    parts = transformer_activation_bytes(
+        layers=setup.layers, d_model=setup.d_model, tokens=setup.seq_len, batch_size=setup.micro_batch,
+        head_outputs=setup.vocab, head_tokens=setup.seq_len, precision=setup.precision, checkpoint_activations=False)
+    return new_step("activations", title="Activation memory",
+        prompt=f"Activations, without checkpointing. Use the analytic model: a block saves b·s·d·(2r + 14c) bytes "
+        f"(r = {spec.residual_bytes}, the residual stream's bytes; c = {spec.compute_bytes}, compute bytes; fused "
+        "attention keeps no s×s scores); the head keeps b·s·d·(r + c) and the loss's log-softmax b·s·vocab in fp32 "
+        "(bf16 under pure bf16 or bf16-master), and the peak, early in backward, adds the log-softmax's gradient. "
+        f"What is the **peak activation memory** per GPU for the micro-batch of {setup.micro_batch}? Answer in GiB.",
+        unit="GiB", answer=answer, tolerance=0.10, fn="transformer_activation_bytes", args=args, change=change,
+        working=f"block = {setup.micro_batch}·{setup.seq_len}·{setup.d_model}·(2·{spec.residual_bytes} + "
+        f"14·{spec.compute_bytes}) = {gib(parts['block_bytes'])}; {setup.layers} blocks + head "
+        f"{gib(parts['head_bytes'])} = {gib(parts['saved_bytes'])} saved; the peak adds the log-softmax gradient: "
+        f"{gib(answer)}.",
+    )
+
+
+def checkpoint(setup: Setup, plan: str) -> Step:
+    args = {"params": setup.params, "gpus": setup.gpus, "strategy": plan, "precision": setup.precision,
+            "optimizer": setup.optimizer, "gpu_mem": setup.gpu_mem_bytes, **setup.shape_args(),
+            "micro_batch": setup.micro_batch}
+    figures = planning.memory_plan(**args)
+    base = f"model state {gb(figures['model_state_bytes'])} + working set {gb(figures['working_set_bytes'])}"
+    options = (
+        Option("Keep every activation: no checkpointing", "keep",
+               f"{base} + activations {gb(figures['activations_kept_bytes'])} = {gb(figures['kept_total_bytes'])}"),
+        Option("Checkpoint every block: keep only block inputs, recompute in backward", "checkpoint",
+               f"{base} + checkpointed activations {gb(figures['activations_checkpointed_bytes'])} = "
+               f"{gb(figures['checkpointed_total_bytes'])}"),
+        Option("Neither fits: shrink the micro-batch", "smaller-batch",
+               f"even checkpointed, {gb(figures['checkpointed_total_bytes'])} against {gb(setup.gpu_mem_bytes)}"),
+    )
+    number = choice(options, compute("checkpoint_plan", args))
+    return new_step("checkpoint", title="Checkpoint or not",
+        prompt=f"With {STRATEGY_NAMES[plan]}, each GPU also holds a working set (gradient buckets, or the FSDP units "
+        f"being gathered and reduced). What is the cheapest way this micro-batch fits in {gb(setup.gpu_mem_bytes)}? "
+        "Type the number of your choice.",
+        unit="choice", answer=number, fn="checkpoint_plan", args=args, options=options,
+        working="; ".join(f"{o.text.split(':')[0]}: {o.reason}" for o in options[:2])
+        + f" (against {gb(setup.gpu_mem_bytes)}). The cheapest that fits is option {number}.",
+    )

@@ -1,0 +1,261 @@
+"""The interview in the app, driven with a pilot: from home, every kind of answer, a follow-up, the
+explanation, the debrief and `r`; leaving and Ctrl+C keep every finished step; and in plain mode a
+killed process or Ctrl+C loses none. The simulation itself is fed from a stored result here, except
+in the one test that runs it for real."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from ddpfsdp.quiz.app import make_app
+from ddpfsdp.quiz.interview import debrief
+from ddpfsdp.quiz.interview.generate import generate
+from ddpfsdp.quiz.screens.debrief import DebriefScreen
+from ddpfsdp.quiz.screens.home import HomeScreen
+from ddpfsdp.quiz.screens.interview import InterviewScreen
+from ddpfsdp.quiz.store import Store
+
+T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
+SIZE = (100, 40)
+STORED = json.loads((Path(__file__).parent / "data" / "interview_sim_13b_world8.json").read_text())
+
+
+def scenario_13b():
+    """13B on one node of 8 A100-40GB: ZeRO-3, the configuration of the stored simulation."""
+    return generate(0, family="scale", model="Llama-2-13B-like", cluster="DGX A100 40GB")
+
+
+class StoredRun:
+    """Stands in for the launcher: one log line, then the stored simulated result (or a wait until cancelled)."""
+
+    def __init__(self, demo: str, args: list[str], result: dict | None = STORED, block: bool = False):
+        self.demo, self.args, self.result, self.error = demo, args, result, None
+        self.cancelled = False
+        self._stop = threading.Event()
+        self._block = block
+
+    def events(self):
+        yield {"event": "log", "message": f"{self.demo} on a simulated world"}
+        if self._block:
+            self._stop.wait(10)
+
+    def cancel(self):
+        self.cancelled = True
+        self._stop.set()
+
+
+def right_text(step) -> str:
+    value = step.answer
+    return {"GB": f"{value / 1e9:.6g} GB", "GiB": f"{value / 2**30:.6g} GiB", "s": f"{value:.6g} s",
+            "%": f"{value * 100:.4g}%", "choice": str(int(value or 0)), "count": str(int(value or 0))}[step.unit]
+
+
+def plain(renderable) -> str:
+    console = Console(width=200, file=io.StringIO(), color_system=None)
+    console.print(renderable)
+    return " ".join(console.file.getvalue().split())
+
+
+def _app(quiz_bank, scenario=None, runs: list | None = None, **kwargs):
+    bank_dir, answers_dir = quiz_bank
+
+    def runner(demo, args):
+        run = StoredRun(demo, args, **kwargs)
+        if runs is not None:
+            runs.append(run)
+        return run
+
+    return make_app(bank_dir=bank_dir, answers_dir=answers_dir, seed=11, clock=lambda: T0, monotonic=lambda: 500.0,
+                    interview=scenario, demo_runner=runner)
+
+
+async def _type(pilot, text: str) -> None:
+    pilot.app.screen.query_one("#interview-input").value = text
+    await pilot.press("enter")
+    await pilot.pause()
+
+
+async def test_a_whole_interview_then_the_debrief_and_r(quiz_bank):
+    scenario = scenario_13b()
+    runs: list[StoredRun] = []
+    app = _app(quiz_bank, scenario, runs)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, InterviewScreen)
+        await _type(pilot, "lots")
+        assert "'lots' is not a number" in plain(screen.query_one("#interview-error").content)
+        assert screen.grade is None and app.store.attempts() == []
+        for step in scenario.steps:
+            assert screen.step is step
+            if step.change:
+                assert step.change in plain(screen.query_one("#interview-change").content)
+            if step.unit == "explain":
+                await pilot.press("enter")  # reveal the talking points
+                await pilot.pause()
+                assert step.talking_points[0][:40] in plain(screen.query_one("#interview-result").content)
+                await pilot.press("3")  # good
+            else:
+                await _type(pilot, "3" if step.kind == "fit-strategy" and step.change is None else right_text(step))
+            await pilot.pause()
+            shown = plain(screen.query_one("#interview-result").content)
+            assert ("✘ Not quite" in shown) == (step.kind == "fit-strategy" and step.change is None), (step.id, shown)
+            await pilot.press("enter")
+            await pilot.pause()
+        assert isinstance(app.screen, DebriefScreen)
+        skills = plain(app.screen.query_one("#debrief-skills").content)
+        assert "Strategy │ 1 │ 1 │ 0%" in skills and "Step time │ 5 │ 5 │ 100%" in skills
+        assert debrief.simulation(scenario).command in plain(app.screen.query_one("#debrief-simulation").content)
+        assert "Not simulated yet" in plain(app.screen.query_one("#debrief-status").content)
+        await pilot.press("r")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        measured = plain(app.screen.query_one("#debrief-measured").content)
+        assert "bytes sent per rank per step" in measured and "91.03 GB" in measured  # 7/8 of 104.04 GB, simulated
+        assert "saved" in plain(app.screen.query_one("#debrief-status").content)
+    assert [(run.demo, run.args) for run in runs] == [("fsdp", list(debrief.simulation(scenario).args))]
+    attempts = app.store.attempts()
+    assert len(attempts) == len(scenario.steps) and {a.mode for a in attempts} == {"interview"}
+    assert app.store.last_demo_result("fsdp", list(debrief.simulation(scenario).args)) is not None
+
+
+async def test_home_opens_an_interview_and_leaving_keeps_what_was_answered(quiz_bank):
+    app = _app(quiz_bank)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, HomeScreen)
+        await pilot.press("i")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, InterviewScreen)
+        await _type(pilot, right_text(screen.step))
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+        assert isinstance(app.screen, InterviewScreen)  # Ctrl+C explains, it does not throw anything away
+        assert any("already saved (1 so far)" in n.message for n in app._notifications)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, HomeScreen)
+        assert any("1 answered step is saved" in n.message for n in app._notifications)
+    assert [a.correct for a in app.store.attempts()] == [True]
+
+
+async def test_escape_cancels_a_running_simulation(quiz_bank):
+    scenario = scenario_13b()
+    runs: list[StoredRun] = []
+    app = _app(quiz_bank, None, runs, block=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        app.push_screen(DebriefScreen(scenario, {}))
+        await pilot.pause()
+        await pilot.press("r")
+        await pilot.pause(0.2)
+        assert app.screen.running
+        await pilot.press("escape")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert "Cancelled" in plain(app.screen.query_one("#debrief-status").content)
+        assert isinstance(app.screen, DebriefScreen)
+    assert runs[0].cancelled
+
+
+def test_the_interview_never_imports_torch_until_r(tmp_path):
+    # A fresh interpreter: the app's interview and debrief screens imported, and a whole interview taken
+    # (every step skipped) through to its debrief in plain mode, which renders what the app renders.
+    script = """
+import io, sys
+import ddpfsdp.quiz.app, ddpfsdp.quiz.screens.interview, ddpfsdp.quiz.screens.debrief
+from rich.console import Console
+from ddpfsdp.quiz.interview.generate import generate
+from ddpfsdp.quiz.interview.plain import run_interview_plain
+sys.stdin = io.StringIO("s\\n" * 11 + "\\n")
+run_interview_plain(generate(5), console=Console(file=io.StringIO()), runner=lambda demo, args: None)
+print("torch" in sys.modules)
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "DDPFSDP_HOME": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["False"]
+    with Store.open(tmp_path / "ddpfsdp.sqlite3") as store:
+        assert len(store.attempts()) == 11  # skipped steps are saved as misses
+
+
+def _plain_interview(tmp_path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "ddpfsdp.quiz.cli", "interview", "--plain", "--seed", "0", "--family", "scale",
+         "--model", "Llama-2-13B-like", "--cluster", "DGX A100 40GB"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+        env={**os.environ, "DDPFSDP_HOME": str(tmp_path), "PYTHONUNBUFFERED": "1", "COLUMNS": "100"},
+    )
+
+
+def _read_until(proc: subprocess.Popen, marker: str, timeout_s: float = 60) -> str:
+    seen = ""
+    deadline = time.monotonic() + timeout_s
+    while marker not in seen:
+        assert time.monotonic() < deadline, seen[-2000:]
+        char = proc.stdout.read(1)
+        assert char, seen[-2000:]
+        seen += char
+    return seen
+
+
+@pytest.mark.parametrize("how", ["kill -9", "ctrl+c"])
+def test_a_killed_or_interrupted_plain_interview_loses_no_finished_step(tmp_path, how):
+    proc = _plain_interview(tmp_path)
+    try:
+        _read_until(proc, "Your answer")
+        for text in ("208 GB", "4", "1 GB"):
+            proc.stdin.write(text + "\n")
+            proc.stdin.flush()
+        _read_until(proc, "Step 4 of 11")
+        _read_until(proc, "Your answer")
+        if how == "kill -9":
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+        else:
+            proc.send_signal(signal.SIGINT)
+            rest = proc.communicate(timeout=30)[0]
+            assert proc.returncode == 0
+            assert "Stopped at step 4 of 11. 3 answered steps are saved" in " ".join(rest.split())
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    with Store.open(tmp_path / "ddpfsdp.sqlite3") as store:
+        assert [(a.question_id, a.correct) for a in store.attempts()] == [
+            ("interview:model-state", True), ("interview:fit-strategy", True), ("interview:wire-bytes", False)]
+
+
+@pytest.mark.dist
+async def test_r_runs_the_real_simulation(quiz_bank):
+    """The one real simulated run: 1B DDP on a fake world of 8, launched from the debrief."""
+    bank_dir, answers_dir = quiz_bank
+    scenario = generate(2, family="scale", model="GPT-3-XL-like", cluster="DGX H100")
+    sim = debrief.simulation(scenario)
+    assert sim.command.startswith("ddpfsdp demo ddp --simulate --world 8 --params 1B")
+    app = make_app(bank_dir=bank_dir, answers_dir=answers_dir, seed=11, clock=lambda: T0)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        app.push_screen(DebriefScreen(scenario, {}))
+        await pilot.pause()
+        await pilot.press("r")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        status = plain(app.screen.query_one("#debrief-status").content)
+        assert "Ran just now" in status, status
+        measured = plain(app.screen.query_one("#debrief-measured").content)
+        assert "model state per GPU (ddp)" in measured and "15.91 GB" in measured  # 16 B x 994.5M params of the 1B shape at seq 2048
+    saved = app.store.last_demo_result("ddp", list(sim.args))
+    assert saved.result["config"]["simulated"] is True and saved.result["config"]["world_size"] == 8

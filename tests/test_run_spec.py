@@ -1,0 +1,138 @@
+"""A training run's one configuration: the CLI, RunSpec and the launch guard read the same defaults, and
+a bad demo option is refused by the command line before the run is placed (placing imports torch)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from ddpfsdp.demos.theory import guard
+from ddpfsdp.demos.train import options as cli_options
+from ddpfsdp.demos.train.spec import DEFAULTS, RunSpec, demo_runs, option_fields
+
+TRAINING = {"ddp": cli_options.DDP_OPTIONS, "zero1": cli_options.DDP_OPTIONS, "fsdp": cli_options.FSDP_OPTIONS,
+            "compare": cli_options.COMPARE_OPTIONS}
+
+# The defaults as the README and `--help` state them, written out by hand.
+DOCUMENTED = {
+    "arch": "gpt", "model": None, "layers": None, "d_model": None, "heads": None, "seq_len": None,
+    "batch_size": 4, "steps": None, "warmup": 2, "precision": "fp32", "optimizer": "adamw", "lr": 1e-3,
+    "seed": 0, "checkpoint_activations": False, "timeline": True, "trace": None, "bucket_mb": 25.0,
+    "sharding": "full", "wrap": "block", "fsdp_api": 2, "replicas": 2, "prefetch": "default",
+    "simulate": False, "world": None, "params": None, "gpu_mem": None,
+}
+
+
+def _parse(params: list[click.Parameter], args: list[str]) -> dict:
+    return click.Command("demo", params=list(params), callback=lambda **kw: kw).main(args, standalone_mode=False)
+
+
+def test_the_spec_holds_the_documented_defaults():
+    assert DEFAULTS == DOCUMENTED
+
+
+@pytest.mark.parametrize("demo", list(TRAINING))
+def test_the_command_line_defaults_are_the_specs(demo):
+    parsed = _parse(TRAINING[demo], [])
+    assert set(parsed) == {item.name for item in option_fields(demo)}
+    assert parsed == {name: DOCUMENTED[name] for name in parsed}
+    # The run the CLI's defaults make is the run RunSpec makes with nothing given.
+    for run in demo_runs(demo, parsed):
+        assert run == RunSpec.from_options({}, run.strategy, run.sharding)
+
+
+@pytest.mark.parametrize("demo", list(TRAINING))
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_the_guard_sizes_a_run_from_the_same_defaults(demo, device):
+    cli_defaults = _parse(TRAINING[demo], [])
+    left_out = guard.estimate_rank_bytes(demo, {}, device=device, world_size=4)
+    assert left_out == guard.estimate_rank_bytes(demo, cli_defaults, device=device, world_size=4)
+    # Defaults that drifted from the CLI's would change the estimate: a batch of 8 does.
+    assert left_out != guard.estimate_rank_bytes(demo, {"batch_size": 8}, device=device, world_size=4)
+    assert left_out["model"] == {"cpu": "small", "cuda": "base"}[device]
+
+
+def test_every_option_is_one_field_with_its_flag():
+    flags = {opt.opts[0] for opt in cli_options.FSDP_OPTIONS}
+    assert {"--d-model", "--fsdp-api", "--checkpoint-activations", "--gpu-mem"} <= flags
+    assert "--bucket-mb" not in flags and "--sharding" not in {o.opts[0] for o in cli_options.DDP_OPTIONS}
+    assert [o.opts[0] for o in cli_options.COMPARE_OPTIONS if o.name in ("bucket_mb", "wrap")] == ["--bucket-mb",
+                                                                                                   "--wrap"]
+
+
+def test_options_left_none_take_their_defaults_and_numbers_given_as_text_are_read():
+    run = RunSpec.from_options({"wrap": None, "precision": None, "fsdp_api": "1", "lr": "0.5"}, "fsdp")
+    assert (run.wrap, run.precision, run.fsdp_api, run.lr) == ("block", "fp32", 1, 0.5)
+
+
+def test_only_fsdp_reports_a_sharding_and_fsdp1_names_are_read():
+    assert RunSpec.from_options({"sharding": "hybrid"}, "ddp").sharding is None
+    assert RunSpec.from_options({"sharding": "SHARD_GRAD_OP"}, "fsdp").sharding == "grad-op"
+
+
+def test_a_result_reports_the_options_of_the_run_and_the_overrides_given():
+    config = RunSpec.from_options({"layers": 3, "model": "tiny"}, "ddp").resolved("cpu").reported()
+    assert config["layers"] == 3 and "heads" not in config and "d_model" not in config
+    assert {"trace", "simulate", "world", "params", "gpu_mem"}.isdisjoint(config)
+    assert config["steps"] == 8 and config["strategy"] == "ddp"
+
+
+def test_a_simulated_size_takes_overrides_on_top():
+    arch, name, overrides, shape = RunSpec.from_options({"params": "7b", "layers": 2}, "fsdp").simulated_model()
+    assert (arch, name) == ("gpt", "7B")
+    # 7B is 32 layers of d_model 4096 with 32 heads (presets.GPT_SIZES); --layers 2 replaces the layers only.
+    assert (shape.layers, shape.d_model, shape.heads) == (2, 4096, 32)
+    assert overrides["layers"] == 2
+
+
+# ----------------------------------------------------------------------------- bad input before placement
+
+
+@pytest.fixture
+def never_placed(monkeypatch):
+    """Fail the test if the CLI gets as far as placing the run (which imports torch)."""
+    from ddpfsdp.demos.launch import launcher
+
+    def placed(*args, **kwargs):
+        raise AssertionError("the run was placed: the bad option was not refused first")
+
+    monkeypatch.setattr(launcher, "resolve_placement", placed)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["ddp", "--bucket-mb", "-1"], "Invalid value for '--bucket-mb': -1.0 is not in the range x>0"),
+    (["ddp", "--batch-size", "0"], "Invalid value for '--batch-size': 0 is not in the range x>=1"),
+    (["fsdp", "--fsdp-api", "3"], "Invalid value for '--fsdp-api': 3 is not in the range 1<=x<=2"),
+    (["ddp", "--steps", "3"], "--steps must be at least 5 with --warmup 2"),
+    (["ddp", "--model", "huge"], "unknown model preset 'huge'"),
+    (["fsdp", "--prefetch", "off"], "--prefetch off needs --fsdp-api 1"),
+    (["compare", "--world", "8"], "--world only apply to a simulated run: add --simulate"),
+    (["fsdp", "--simulate", "--world", "8", "--sharding", "hybrid", "--replicas", "3"], "cannot split 8 ranks"),
+])
+def test_a_bad_demo_option_is_refused_before_the_run_is_placed(never_placed, args, message):
+    from ddpfsdp.quiz.commands.demo import demo
+
+    result = CliRunner().invoke(demo, args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_a_bad_bucket_size_is_refused_without_importing_torch():
+    code = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from ddpfsdp.quiz.cli import cli\n"
+        "result = CliRunner().invoke(cli, ['demo', 'ddp', '--bucket-mb', '-1'])\n"
+        "print(result.exit_code, 'torch' in sys.modules)\n"
+        "print(result.output)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    status, output = proc.stdout.split("\n", 1)
+    assert status == "2 False", proc.stdout
+    assert "Invalid value for '--bucket-mb': -1.0 is not in the range x>0" in output

@@ -1,0 +1,177 @@
+"""The step-time model against examples worked by hand (each one's arithmetic is written beside it)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ddpfsdp.demos.theory import planning, presets, steptime
+
+
+def test_compute_time_is_six_flops_per_parameter_and_token():
+    # 6 * 1e9 params * 1e6 tokens = 6e15 FLOPs; 8 GPUs * 1e15 FLOP/s * 0.5 MFU = 4e15 FLOP/s -> 1.5 s.
+    assert steptime.compute_time_s(1e9, 1e6, 8, 1e15, 0.5) == pytest.approx(1.5)
+    # 7e9 params, 2**22 tokens on 64 H100s at 40%: 6 * 7e9 * 4194304 = 1.76160768e17 FLOPs over
+    # 64 * 989e12 * 0.4 = 2.531840e16 FLOP/s: 1.76160768 / 2.53184 * 10 = 6.957816 s.
+    assert steptime.compute_time_s(7e9, 2**22, 64, 989e12, 0.4) == pytest.approx(6.957816, rel=1e-6)
+
+
+@pytest.mark.parametrize("mfu", [0, -0.1, 1.5])
+def test_compute_time_refuses_an_mfu_outside_its_range(mfu):
+    with pytest.raises(ValueError, match="MFU"):
+        steptime.compute_time_s(1e9, 1e6, 8, 1e15, mfu)
+
+
+def test_ring_steps_inside_a_node_and_across_nodes():
+    assert steptime.ring_steps("all_reduce", 4) == (6, 0)  # 2(n-1) = 6, all on NVLink
+    assert steptime.ring_steps("all_gather", 8) == (7, 0)  # n-1 = 7
+    assert steptime.ring_steps("all_reduce", 16, nodes=2) == (28, 2)  # 30 steps, 2(k-1) = 2 across
+    assert steptime.ring_steps("reduce_scatter", 8, nodes=8) == (0, 7)  # one rank per node: every step crosses
+    assert steptime.ring_steps("all_reduce", 1) == (0, 0)
+
+
+def test_collective_time_is_latency_plus_bytes_over_bandwidth():
+    # All-reduce of 1 GB over 4 ranks in 2 calls, 100 GB/s, 5 us a step:
+    # latency 2 calls * 6 steps * 5 us = 60 us; wire 2 * 3/4 * 1e9 = 1.5e9 B / 1e11 B/s = 15 ms.
+    timing = steptime.collective_time_s("all_reduce", 1e9, 4, bytes_per_s=100e9, intra_latency_s=5e-6, calls=2)
+    assert timing["latency_s"] == pytest.approx(60e-6)
+    assert timing["bandwidth_s"] == pytest.approx(0.015)
+    assert timing["time_s"] == pytest.approx(0.01506)
+    # 8 GB over 16 ranks on 2 nodes at 50 GB/s: 28 steps * 2 us + 2 steps * 10 us = 76 us;
+    # wire 2 * 15/16 * 8e9 = 15e9 B -> 0.3 s.
+    spanning = steptime.collective_time_s("all_reduce", 8e9, 16, bytes_per_s=50e9, intra_latency_s=2e-6,
+                                          inter_latency_s=10e-6, nodes=2)
+    assert spanning["latency_s"] == pytest.approx(76e-6)
+    assert spanning["time_s"] == pytest.approx(0.300076)
+
+
+def test_exposed_communication_with_and_without_overlap():
+    # 1.5 s of compute, 1.2 s of collectives hidden behind backward (2/3 of compute = 1.0 s):
+    # 0.2 s shows; the step takes 1.7 s, 0.2/1.7 = 11.76% exposed. Without overlap 1.2/2.7 = 44.4%.
+    shown = steptime.exposed(1.5, 1.2, 2 / 3)
+    assert shown["exposed_s"] == pytest.approx(0.2)
+    assert shown["step_s"] == pytest.approx(1.7)
+    assert shown["exposed_share"] == pytest.approx(0.2 / 1.7)
+    assert shown["step_no_overlap_s"] == pytest.approx(2.7)
+    assert shown["exposed_share_no_overlap"] == pytest.approx(1.2 / 2.7)
+    hidden = steptime.exposed(1.5, 0.5, 1.0)
+    assert hidden["exposed_s"] == 0 and hidden["exposed_share"] == 0 and hidden["step_s"] == 1.5
+
+
+def _two_nodes(**kwargs):
+    links = {"gpus_per_node": 8, "intra_bytes_per_s": 450e9, "intra_latency_s": 3.4e-6,
+             "inter_bytes_per_s": 50e9, "inter_latency_s": 14e-6}
+    return steptime.step_comm_times(**links, **kwargs)
+
+
+def test_ddp_on_two_nodes_runs_its_all_reduce_at_the_network_bandwidth():
+    # 1e9 fp32 gradients = 4e9 B, all-reduced over 16 ranks on 2 nodes at 50 GB/s.
+    # Calls: ceil(4e9 / 25 MiB = 26,214,400 B) = ceil(152.6) = 153 buckets.
+    # Latency per call: 28 NVLink steps * 3.4 us + 2 network steps * 14 us = 123.2 us; * 153 = 18.8496 ms.
+    # Bandwidth: 2 * 15/16 * 4e9 = 7.5e9 B / 50e9 B/s = 0.15 s. Total 0.1688496 s.
+    ops = _two_nodes(params=10**9, gpus=16, strategy="ddp", precision="fp32", units=10)
+    assert set(ops) == {"all_reduce"}
+    ring = ops["all_reduce"]
+    assert ring["calls"] == 153 and ring["bytes_per_s"] == 50e9
+    assert ring["latency_s"] == pytest.approx(0.0188496)
+    assert ring["time_s"] == pytest.approx(0.1688496)
+    assert steptime.q_comm_time_s(params=10**9, gpus=16, strategy="ddp", precision="fp32", units=10, gpus_per_node=8,
+                                  intra_bytes_per_s=450e9, intra_latency_s=3.4e-6, inter_bytes_per_s=50e9,
+                                  inter_latency_s=14e-6) == pytest.approx(0.1688496)
+
+
+def test_hsdp_shards_over_nvlink_and_all_reduces_the_shard_over_the_network():
+    # 1e9 params, bf16-mixed (gather in bf16 = 2 B, reduce in fp32 = 4 B), 16 GPUs, groups of 8, 10 units.
+    # all-gather: 2 * 1e9 * 2 B = 4e9 B in the group of 8 over NVLink: 20 calls * 7 steps * 3.4 us = 476 us;
+    #   7/8 * 4e9 = 3.5e9 B / 450e9 = 7.7778 ms.
+    # reduce-scatter: 1e9 * 4 B = 4e9 B: 10 calls * 7 * 3.4 us = 238 us; 3.5e9 / 450e9 = 7.7778 ms.
+    # all-reduce of each rank's 1/8 shard, 1.25e8 * 4 B = 5e8 B, across the 2 replicas on 2 nodes:
+    #   10 calls * 2 network steps * 14 us = 280 us; 2 * 1/2 * 5e8 = 5e8 B / 50e9 = 10 ms.
+    # Total: 0.476 + 7.7778 + 0.238 + 7.7778 + 0.280 + 10 = 26.5496 ms.
+    ops = _two_nodes(params=10**9, gpus=16, strategy="hsdp", precision="bf16-mixed", units=10, group_size=8)
+    assert ops["all_gather"]["calls"] == 20 and ops["all_gather"]["bytes_per_s"] == 450e9
+    assert ops["all_gather"]["latency_s"] == pytest.approx(476e-6)
+    assert ops["reduce_scatter"]["time_s"] == pytest.approx(238e-6 + 3.5e9 / 450e9)
+    assert ops["all_reduce"]["ranks"] == 2 and ops["all_reduce"]["bytes_per_s"] == 50e9
+    assert ops["all_reduce"]["time_s"] == pytest.approx(0.01028)
+    assert sum(op["time_s"] for op in ops.values()) == pytest.approx(0.0265496, rel=1e-5)
+
+
+def test_a_shard_group_larger_than_a_node_runs_at_the_network_bandwidth():
+    ops = _two_nodes(params=10**9, gpus=32, strategy="hsdp", precision="bf16-mixed", units=10, group_size=16)
+    assert ops["all_gather"]["nodes"] == 2 and ops["all_gather"]["bytes_per_s"] == 50e9
+
+
+def test_exposed_share_and_step_time_put_the_pieces_together():
+    # compute: 6 * 1e9 * 1e6 / (16 * 1e15 * 0.5) = 0.75 s; comm 0.1688496 s (DDP above), hideable 2/3 of
+    # 0.75 = 0.5 s, so nothing shows: share 0; without overlap 0.1688496 / 0.9188496 = 18.376%.
+    args = dict(params=10**9, gpus=16, strategy="ddp", precision="fp32", units=10, gpus_per_node=8,
+                intra_bytes_per_s=450e9, intra_latency_s=3.4e-6, inter_bytes_per_s=50e9, inter_latency_s=14e-6,
+                tokens=10**6, peak_flops_per_s=1e15, mfu=0.5)
+    assert steptime.q_exposed_share(**args) == 0
+    assert steptime.q_exposed_share(**args, overlap=False) == pytest.approx(0.1688496 / 0.9188496)
+    assert steptime.q_step_time_s(**args) == pytest.approx(0.75)
+    assert steptime.q_step_time_s(**args, overlap=False) == pytest.approx(0.9188496)
+
+
+def test_presets_name_their_figures_per_direction():
+    h100 = presets.CLUSTERS["DGX H100"]
+    assert h100.gpu.bf16_flops_per_s == 989e12 and h100.gpu.memory_bytes == 80 * 10**9
+    assert h100.intra.bytes_per_s == 450e9  # 900 GB/s both ways together
+    assert h100.inter.bytes_per_s == 50e9  # 400 Gb/s
+    assert presets.CLUSTERS["DGX A100 80GB"].intra.bytes_per_s == 300e9
+    assert presets.find(presets.CLUSTERS, "dgx h100", "cluster") is h100
+    with pytest.raises(ValueError, match="choose one of DGX H100"):
+        presets.find(presets.CLUSTERS, "DGX Z9000", "cluster")
+
+
+# --- plans the model picks (demos/theory/planning.py) ----------------------------------------------
+
+
+@pytest.mark.parametrize("gpu_mem, stage", [(80e9, 1), (40e9, 2), (24e9, 3), (10e9, planning.NONE_FITS)])
+def test_the_lowest_stage_that_fits(gpu_mem, stage):
+    # 7B on 8 GPUs, bf16-mixed with AdamW (4 + 4 + 8 bytes): DDP 16 * 7 = 112 GB; ZeRO-1 8 * 7 + 8 * 7 / 8 = 63 GB;
+    # ZeRO-2 4 * 7 + 12 * 7 / 8 = 38.5 GB; ZeRO-3 16 * 7 / 8 = 14 GB.
+    assert planning.q_fit_stage(params=7e9, gpus=8, gpu_mem=gpu_mem, precision="bf16-mixed", optimizer="adamw") == stage
+
+
+TINY = dict(params=113_920, gpus=2, strategy="ddp", precision="fp32", optimizer="adamw", layers=2, d_model=64,
+            vocab=100, seq_len=16, micro_batch=1)
+
+
+@pytest.mark.parametrize("gpu_mem, plan", [(2_500_000, "keep"), (2_400_000, "checkpoint"), (2_300_000, "smaller-batch")])
+def test_whether_to_checkpoint(gpu_mem, plan):
+    # A 2-layer GPT, d 64, vocabulary 100, sequence 16: embeddings 100*64 + 16*64 = 7,424; a block 12*64^2 + 13*64
+    # = 49,984; the head 64*100 + 2*64 = 6,528: 113,920 parameters. DDP in fp32 with AdamW: 16 B each = 1,822,720;
+    # its bucket copy of the gradients 4 B each = 455,680.
+    # Activations of 1 x 16 tokens: a block saves 16*64*(2*4 + 14*4) = 65,536; the head 1,024*(4 + 4) + the
+    # log-softmax 16*100*4 = 6,400, so 14,592; kept: 2*65,536 + 14,592 + 6,400 at the peak = 152,064.
+    # Checkpointed: 2 block inputs 2*1,024*4 + 14,592 = 22,784, plus a recomputed block 65,536 = 88,320.
+    figures = planning.memory_plan(**TINY, gpu_mem=gpu_mem)
+    assert figures["model_state_bytes"] == 1_822_720 and figures["working_set_bytes"] == 455_680
+    assert figures["activations_kept_bytes"] == 152_064 and figures["activations_checkpointed_bytes"] == 88_320
+    assert figures["kept_total_bytes"] == 2_430_464 and figures["checkpointed_total_bytes"] == 2_366_720
+    assert planning.q_checkpoint_plan(**TINY, gpu_mem=gpu_mem) == plan
+
+
+HSDP = dict(params=10**9, gpus=16, precision="bf16-mixed", optimizer="adamw", tokens=16, peak_flops_per_s=1e15,
+            mfu=0.5, units=10, gpus_per_node=8, intra_bytes_per_s=450e9, intra_latency_s=3.4e-6,
+            inter_bytes_per_s=1e9, inter_latency_s=14e-6)
+
+
+def test_the_best_hsdp_group_on_a_slow_network_is_a_node():
+    # 1e9 params, bf16-mixed, 2 nodes of 8 with a 1 GB/s network, compute negligible (16 tokens).
+    # G = 8: gathers and reductions on NVLink (0.476 + 7.7778 + 0.238 + 7.7778 ms, as above), then the 1/8 fp32 shard
+    #   (5e8 B) all-reduced across 2 nodes: 10 * 2 * 14 us = 0.28 ms + 5e8 / 1e9 = 0.5 s; 0.51655 s in all.
+    # G = 4: on NVLink 3/4 * 4e9 / 450e9 = 6.667 ms twice (+ 0.204 + 0.102 ms), then 1e9 B across 4 replicas on
+    #   2 nodes: 2 * 3/4 * 1e9 / 1e9 = 1.5 s + 10 * (4 * 3.4 + 2 * 14) us = 0.416 ms; 1.5138 s.
+    # G = 16: one group spanning both nodes at 1 GB/s: 15/16 * 4e9 / 1e9 = 3.75 s twice; 7.5018 s.
+    rows = {row["group_size"]: row for row in planning.hsdp_groups(**HSDP, gpu_mem=10**12)}
+    assert set(rows) == {2, 4, 8, 16}
+    assert rows[8]["comm_s"] == pytest.approx(0.51655, rel=1e-4)
+    assert rows[4]["comm_s"] == pytest.approx(1.5138, rel=1e-3)
+    assert rows[16]["comm_s"] == pytest.approx(7.5018, rel=1e-4)
+    assert planning.q_best_hsdp_group(**HSDP, gpu_mem=10**12) == 8
+    # Model state per GPU: 16 B * 1e9 / G: 2 GB at G = 8, 1 GB at G = 16; with 1.5 GB only 16 fits.
+    assert planning.q_best_hsdp_group(**HSDP, gpu_mem=1.5e9) == 16
+    with pytest.raises(ValueError, match="no HSDP group size fits"):
+        planning.q_best_hsdp_group(**HSDP, gpu_mem=0.5e9)
