@@ -86,21 +86,20 @@ def parse_quantity(text: str, unit: str) -> float:
         raise QuantityError(str(error)) from None
 
 
-def input_hint(unit: str) -> str:
-    if unit in BYTE_UNITS:
-        return f"type e.g. 16 {unit if unit != 'bytes' else 'GB'}, 14.9GiB or 1.5e10 (bytes); a bare small number is read in {unit}"
-    if unit == "x":
-        return "type a ratio such as 1.5 or 1.5x"
-    return "type a count such as 7B, 350M or 1.2e9"
-
-
 def input_placeholder(unit: str) -> str:
-    """The short form of `input_hint`, to fit inside an input box at 80 columns."""
+    """How to type an answer in `unit`, short enough for an input box at 80 columns."""
     if unit in BYTE_UNITS:
         return f"e.g. 16 {unit if unit != 'bytes' else 'GB'}, 14.9GiB or 1.5e10"
     if unit == "x":
         return "a ratio, e.g. 1.5 or 1.5x"
     return "a count, e.g. 7B, 350M or 1.2e9"
+
+
+def input_hint(unit: str) -> str:
+    """The placeholder as a sentence, with how a bare number is read."""
+    if unit in BYTE_UNITS:
+        return f"type {input_placeholder(unit)} (bytes); a bare small number is read in {unit}"
+    return f"type {input_placeholder(unit)}"
 
 
 def format_quantity(value: float, unit: str) -> str:

@@ -235,16 +235,22 @@ def test_no_length_rank_may_hold_the_right_answer_beyond_its_limit(shares, faili
     assert few.problems == []
 
 
-def test_a_choice_question_without_reasons_is_rejected(quiz_bank):
+@pytest.mark.parametrize(
+    "topic, starts, question, item",
+    [
+        ("ddp", 'why = [\n    "Right: the reducer', "ddp-grad-sync", "choice"),
+        ("fsdp-wrap", 'why = [\n    "Each rank holds only a shard', "wrap-forward-order", "step"),
+    ],
+)
+def test_a_question_without_reasons_is_rejected(quiz_bank, topic, starts, question, item):
     bank_dir, answers_dir = quiz_bank
-    path = bank_dir / "ddp.toml"
+    path = bank_dir / f"{topic}.toml"
     text = path.read_text()
-    start = text.index("why = [\n    \"Right: the reducer")
+    start = text.index(starts)
     path.write_text(text[:start] + text[text.index("]\n", start) + 2 :])
-    with pytest.raises(BankError, match="is missing; give one line per choice") as raised:
+    with pytest.raises(BankError, match=f"is missing; give one line per {item}") as raised:
         load_bank(bank_dir, answers_dir)
-    assert raised.value.field == "why" and raised.value.question == "ddp-grad-sync"
-
+    assert raised.value.field == "why" and raised.value.question == question
 
 
 def test_an_order_question_needs_one_reason_per_step(quiz_bank):
@@ -255,12 +261,3 @@ def test_an_order_question_needs_one_reason_per_step(quiz_bank):
     assert raised.value.field == "why" and raised.value.question == "wrap-forward-order"
 
 
-def test_an_order_question_without_reasons_is_rejected(quiz_bank):
-    bank_dir, answers_dir = quiz_bank
-    path = bank_dir / "fsdp-wrap.toml"
-    text = path.read_text()
-    start = text.index('why = [\n    "Each rank holds only a shard')
-    path.write_text(text[:start] + text[text.index("]\n", start) + 2 :])
-    with pytest.raises(BankError, match="is missing; give one line per step") as raised:
-        load_bank(bank_dir, answers_dir)
-    assert raised.value.field == "why" and raised.value.question == "wrap-forward-order"

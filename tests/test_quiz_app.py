@@ -497,6 +497,20 @@ async def test_the_mock_header_keeps_position_and_timer_on_question_and_feedback
         assert shown.rstrip().endswith("1 of 6  ⏱ 18:44 left"), shown
 
 
+async def test_a_mock_question_on_screen_when_time_runs_out_ends_the_mock(quiz_bank):
+    from ddpfsdp.quiz.screens.report import MockReportScreen
+
+    clock = Clock()
+    app = _app(quiz_bank, clock, mock=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, QuestionScreen)
+        clock.advance(20 * 60)
+        await pilot.pause(1.3)  # the header looks at the clock once a second
+        assert isinstance(app.screen, MockReportScreen)
+        assert "Time is up" in _text(app.screen.query_one("#report-summary"))
+
+
 async def test_mock_interview_time_runs_out(quiz_bank):
     clock = Clock()
     app = _app(quiz_bank, clock, mock=True)

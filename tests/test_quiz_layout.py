@@ -55,9 +55,13 @@ def test_an_action_row_keeps_its_name():
     assert line.plain == "Mock interview   8 mixed questions, explain…"
 
 
-async def test_home_at_80x24_shows_every_numbers_column_whole(quiz_bank):
+def _home(quiz_bank):
     bank_dir, answers_dir = quiz_bank
-    app = make_app(bank_dir=bank_dir, answers_dir=answers_dir, seed=1, clock=lambda: T0)
+    return make_app(bank_dir=bank_dir, answers_dir=answers_dir, seed=1, clock=lambda: T0)
+
+
+async def test_home_at_80x24_shows_every_numbers_column_whole(quiz_bank):
+    app = _home(quiz_bank)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         menu = app.screen.query_one(Menu)
@@ -69,8 +73,7 @@ async def test_home_at_80x24_shows_every_numbers_column_whole(quiz_bank):
 
 
 async def test_the_home_menu_moves_with_keys_and_chooses_with_enter_or_a_click(quiz_bank):
-    bank_dir, answers_dir = quiz_bank
-    app = make_app(bank_dir=bank_dir, answers_dir=answers_dir, seed=1, clock=lambda: T0)
+    app = _home(quiz_bank)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         menu = app.screen.query_one(Menu)
@@ -95,3 +98,25 @@ async def test_the_home_menu_moves_with_keys_and_chooses_with_enter_or_a_click(q
 def test_a_numeric_placeholder_fits_an_input_box_at_80_columns(unit):
     # At 80 columns the input's text area is 80 - 4 (page padding) - 4 (box border and padding) wide.
     assert cell_len(grading.input_placeholder(unit)) <= 72
+
+
+@pytest.mark.parametrize("width", [40, 80, 120])
+async def test_the_session_header_keeps_position_and_clock_whole_at_any_width(width):
+    from rich.text import Text
+    from textual.app import App
+
+    from ddpfsdp.quiz.widgets.session_header import SessionHeader
+
+    class Headers(App):
+        def compose(self):
+            title = Text("Interview · memory of a 70B model on 64 GPUs · what each rank holds at rest")
+            yield SessionHeader(title, position="step 2 of 6", elapsed_s=lambda: 192.4, id="up")
+            yield SessionHeader(title, position="3 of 8", remaining_s=lambda: 0.0, id="down")
+
+    app = Headers()
+    async with app.run_test(size=(width, 6)) as pilot:
+        await pilot.pause()
+        up, down = (app.query_one(f"#{name}").render().plain for name in ("up", "down"))
+        assert up.rstrip().endswith("step 2 of 6  ⏱ 03:12") and up.startswith("Interview")
+        assert down.rstrip().endswith("3 of 8  ⏱ time is up")
+        assert cell_len(up) <= width - 2 and cell_len(down) <= width - 2  # inside its padding

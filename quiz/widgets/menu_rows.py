@@ -174,7 +174,7 @@ class Menu(Widget, can_focus=True):
 
     def on_click(self, event: Click) -> None:
         line, index = event.y, 0
-        for index, key in enumerate(self.keys):
+        for index in range(len(self.rows)):
             top, height = self.row_span(index)
             if top <= line < top + height:
                 break

@@ -4,7 +4,9 @@ on the right.
 The right-hand part (the position, such as "3 of 8", and a timer when the session has a deadline) is
 always shown whole; the left-hand part gives way, cut after a whole word with an ellipsis. The same
 header sits on the question and on the feedback screen, so the timer never disappears while it runs.
-Any timed mode can use it: pass what to show, the position, and a function that says the seconds left.
+Any timed mode can use it: pass what to show, the position, and a function that says the seconds left
+(a countdown, such as the mock interview's) or the seconds taken (a clock that counts up, such as an
+interview's).
 """
 
 from __future__ import annotations
@@ -23,8 +25,12 @@ def clock_text(remaining_s: float) -> Text:
     """'⏱ 04:59 left', or 'time is up' once it has run out."""
     if remaining_s <= 0:
         return Text("⏱ time is up", style="bold red")
-    whole = int(remaining_s)
-    return Text(f"⏱ {whole // 60:02d}:{whole % 60:02d} left", style="bold yellow")
+    return Text(f"⏱ {_minutes(remaining_s)} left", style="bold yellow")
+
+
+def _minutes(seconds: float) -> str:
+    whole = int(seconds)
+    return f"{whole // 60:02d}:{whole % 60:02d}"
 
 
 class SessionHeader(Widget):
@@ -40,15 +46,17 @@ class SessionHeader(Widget):
 
         header: SessionHeader
 
-    def __init__(self, title: Text, *, position: str = "", remaining_s: Callable[[], float | None] | None = None, **kwargs):
+    def __init__(self, title: Text, *, position: str = "", remaining_s: Callable[[], float | None] | None = None,
+                 elapsed_s: Callable[[], float] | None = None, **kwargs):
         super().__init__(**kwargs)
         self.title = title
         self.position = position
         self.remaining_s = remaining_s or (lambda: None)
+        self.elapsed_s = elapsed_s
         self._time_up_posted = False
 
     def on_mount(self) -> None:
-        if self.remaining_s() is not None:
+        if self.remaining_s() is not None or self.elapsed_s is not None:
             self.set_interval(1.0, self._tick)
 
     def _tick(self) -> None:
@@ -61,10 +69,13 @@ class SessionHeader(Widget):
     def right_part(self) -> Text:
         right = Text(self.position, style="bold")
         remaining = self.remaining_s()
-        if remaining is not None:
+        clock = clock_text(remaining) if remaining is not None else None
+        if clock is None and self.elapsed_s is not None:
+            clock = Text(f"⏱ {_minutes(self.elapsed_s())}", style="bold yellow")
+        if clock is not None:
             if right:
                 right.append("  ")
-            right.append_text(clock_text(remaining))
+            right.append_text(clock)
         return right
 
     def render(self) -> Text:

@@ -87,7 +87,7 @@ def main() -> None:
         "bare": (f"{python} {shlex.quote(str(bare))}", "bare app ready"),
     }
     try:
-        for name, (command, marker) in starts.items():  # warm both: the bank cache, the disk cache
+        for command, marker in starts.values():  # warm both: the bank cache, the bytecode, the disk cache
             time_to_text(command, marker, size, env)
         times: dict[str, list[float]] = {name: [] for name in starts}
         for index in range(options.rounds):
