@@ -353,8 +353,42 @@ class HeldRun(FakeRun):
         yield from super().events()
 
 
-async def test_a_run_says_so_at_once_and_leaves_no_progress_or_blank_lines_after(quiz_bank):
+@pytest.mark.parametrize(
+    "args, no_gpu, foreseen",
+    [
+        (["--model", "tiny"], True, "2 ranks on cpu (gloo)"),
+        (["--model", "tiny"], False, None),  # GPU devices are there: only the launcher can tell
+        (["--simulate", "--world", "64", "--params", "7B"], False, "a simulated world of 64 ranks"),
+        (["--simulate", "--world=8"], True, "a simulated world of 8 ranks"),
+    ],
+)
+def test_where_a_run_goes_is_foreseen_only_where_it_is_certain(monkeypatch, args, no_gpu, foreseen):
+    from ddpfsdp.quiz import placement
+
+    monkeypatch.setattr(placement, "no_gpu_here", lambda: no_gpu)
+    assert placement.foreseen_placement(args) == foreseen
+
+
+def test_no_gpu_here_reads_the_device_nodes_and_cuda_visible_devices(monkeypatch):
+    from ddpfsdp.quiz import placement
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setattr(placement.glob, "glob", lambda pattern: ["/dev/nvidia0"])
+    assert placement.no_gpu_here()  # every GPU hidden
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert not placement.no_gpu_here()
+    monkeypatch.setattr(placement.glob, "glob", lambda pattern: [])
+    monkeypatch.setattr(placement.os.path, "exists", lambda path: False)
+    assert placement.no_gpu_here()
+
+
+@pytest.mark.parametrize("no_gpu", [True, False])
+async def test_a_run_says_so_at_once_and_leaves_no_progress_or_blank_lines_after(quiz_bank, monkeypatch, no_gpu):
     import time
+
+    from ddpfsdp.quiz import placement
+
+    monkeypatch.setattr(placement, "no_gpu_here", lambda: no_gpu)
 
     result = _saved_wrap_result()
     events = [{"event": "start", "world_size": 2, "device": "cpu", "backend": "gloo"}]
@@ -376,9 +410,10 @@ async def test_a_run_says_so_at_once_and_leaves_no_progress_or_blank_lines_after
         panel.status = lambda text: (said.append((time.monotonic(), str(text))), show_status(text))
         pressed = time.monotonic()
         await pilot.press("r")
-        # The key's own handler says the run is starting, before anything is launched.
+        # The key's own handler says the run is starting, before anything is launched: where it goes
+        # when that is certain without torch, else what is started.
         first_at, first = said[0]
-        assert first.startswith("Starting wrap --model tiny") and first.endswith("Esc cancels")
+        assert first == ("Starting 2 ranks on cpu (gloo)… Esc cancels" if no_gpu else "Starting wrap --model tiny… Esc cancels")
         assert first_at - pressed < 0.2
         status = panel.query_one("#evidence-status")
         while "Starting 2 ranks on cpu (gloo)" not in _text(status) and time.monotonic() - pressed < 10:

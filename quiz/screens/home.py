@@ -16,9 +16,10 @@ from ddpfsdp.quiz.widgets.key_bar import KeyBar
 
 class HomeScreen(Screen):
     BINDINGS = [
-        Binding("r", "review", "Review due"),
-        Binding("m", "mock", "Mock interview"),
-        Binding("s", "drill", "Sizing drill"),
+        # Short names, so every key fits one line at 80 columns.
+        Binding("r", "review", "Review"),
+        Binding("m", "mock", "Mock"),
+        Binding("s", "drill", "Drill"),
         Binding("i", "interview", "Interview"),
         Binding("p", "progress", "Progress"),
         Binding("?", "app.help", "Help"),

@@ -21,6 +21,7 @@ from textual.worker import get_current_worker
 from ddpfsdp.quiz import evidence as ev
 from ddpfsdp.quiz.loader import Question
 from ddpfsdp.quiz.messages import DemoFinished, DemoLaunching, DemoLog, DemoProgress, DemoStarted
+from ddpfsdp.quiz.placement import foreseen_placement
 from ddpfsdp.quiz.store import SavedResult
 
 
@@ -238,7 +239,9 @@ class EvidencePanel(Vertical):
         self.query_one(RichLog).clear()
         self.query_one(ProgressBar).update(total=None, progress=0)
         link = self.question.demo
-        self.status(Text(f"Starting {' '.join([link.name, *link.args])}… Esc cancels", style="bold"))
+        # Said at once; where the ranks go, when that is known before the launcher has imported torch.
+        where = foreseen_placement(link.args) or " ".join([link.name, *link.args])
+        self.status(Text(f"Starting {where}… Esc cancels", style="bold"))
         self.show_result(self.shown)  # the "press r" line gives way to the run
         self._run_demo(link.name, tuple(link.args))
 

@@ -1,0 +1,43 @@
+"""Where a demo started from the app will run, said before torch is imported.
+
+The launcher decides for certain (every visible CUDA GPU on NCCL, else 2 CPU processes on gloo), but
+it imports torch to ask CUDA, which takes seconds on a busy machine. Two cases are known at once:
+a simulated run (`--simulate --world N`: N ranks in one process), and a machine where no GPU device
+is there for torch to find (no /dev/nvidia* and no /dev/kfd, or CUDA_VISIBLE_DEVICES hides every
+GPU), which can only run on CPU processes. Anywhere else the app waits for the launcher's answer.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Sequence
+
+
+def no_gpu_here() -> bool:
+    """True when torch cannot see a GPU on this machine, whatever build it is."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return True
+    return not glob.glob("/dev/nvidia[0-9]*") and not os.path.exists("/dev/kfd")
+
+
+def foreseen_placement(args: Sequence[str]) -> str | None:
+    """'2 ranks on cpu (gloo)', 'a simulated world of 64 ranks', or None when only the launcher can tell."""
+    if "--simulate" in args:
+        world = _option(args, "--world")
+        return f"a simulated world of {world} ranks" if world else None
+    if no_gpu_here():
+        from ddpfsdp.demos.launch.hardware import DEFAULT_CPU_PROCS
+
+        return f"{DEFAULT_CPU_PROCS} ranks on cpu (gloo)"
+    return None
+
+
+def _option(args: Sequence[str], name: str) -> str | None:
+    """The value of `name` given as `name VALUE` or `name=VALUE`; None when it is not given."""
+    for index, arg in enumerate(args):
+        if arg == name and index + 1 < len(args):
+            return args[index + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
