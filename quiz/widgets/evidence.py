@@ -243,7 +243,9 @@ class EvidencePanel(Vertical):
         where = foreseen_placement(link.args) or " ".join([link.name, *link.args])
         self.status(Text(f"Starting {where}… Esc cancels", style="bold"))
         self.show_result(self.shown)  # the "press r" line gives way to the run
-        self._run_demo(link.name, tuple(link.args))
+        # Launched once this is on screen: the launcher imports torch in its thread, which would
+        # otherwise hold up the frame that says the run has started.
+        self.call_after_refresh(self._run_demo, link.name, tuple(link.args))
 
     def cancel(self) -> bool:
         """Stop a running demo; True when there was one. The ranks are stopped off the UI thread."""
