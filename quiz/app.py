@@ -19,17 +19,19 @@ from collections.abc import Callable  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from datetime import datetime  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
 
 from textual.app import App  # noqa: E402
 from textual.binding import Binding  # noqa: E402
 from textual.screen import ModalScreen, Screen  # noqa: E402
 
 from ddpfsdp.quiz import scheduler  # noqa: E402
-from ddpfsdp.quiz.grading import Grade  # noqa: E402
 from ddpfsdp.quiz.bank_cache import load_bank_cached  # noqa: E402
 from ddpfsdp.quiz.loader import Bank, BankError, Question  # noqa: E402
 from ddpfsdp.quiz.store import Store, StoreError, utc_now  # noqa: E402
+
+if TYPE_CHECKING:  # grading is imported with the first question, not for home
+    from ddpfsdp.quiz.grading import Grade
 
 log = logging.getLogger("ddpfsdp.quiz")
 

@@ -15,12 +15,15 @@ import hashlib
 import random
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from fsrs import Card, Rating, Scheduler, State
 
-from ddpfsdp.quiz.grading import SELF_GRADES, Grade
 from ddpfsdp.quiz.loader import Bank, Question
 from ddpfsdp.quiz.store import Store
+
+if TYPE_CHECKING:  # grading is imported when an answer is rated, not for home's progress
+    from ddpfsdp.quiz.grading import Grade
 
 # Seconds a prepared person needs for a question of each kind; quick is under half, slow over twice.
 EXPECTED_TIME_S = {"single": 20.0, "multi": 35.0, "numeric": 60.0, "order": 40.0, "explain": 120.0, "drill": 90.0,
@@ -69,6 +72,8 @@ def rating_for(item: Question | CardRef, grade: Grade, time_s: float) -> Rating:
     """A self-grade as given; otherwise Again when wrong, else Easy, Good or Hard by the pace."""
     ref = item if isinstance(item, CardRef) else card_of(item)
     if grade.self_grade is not None:
+        from ddpfsdp.quiz.grading import SELF_GRADES
+
         return Rating(SELF_GRADES.index(grade.self_grade) + 1)
     if ref.kind == "explain":
         raise ValueError("an explain answer is rated by its self-grade")

@@ -65,10 +65,11 @@ async def test_home_at_80x24_shows_every_numbers_column_whole(quiz_bank):
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         menu = app.screen.query_one(Menu)
-        shown = menu.render().plain.splitlines()
+        shown = menu.text_lines()
         first_line, _ = menu.row_span(menu.keys.index("topic-ddp"))
         assert "DDP basics" in shown[first_line] and shown[first_line].rstrip().endswith("0/4 seen")
-        assert all(cell_len(line) <= menu.content_region.width for line in shown)
+        assert all(cell_len(line) <= menu.text_width for line in shown)
+        assert menu.text_width == 80 - 4 - 2 - 2  # page padding, menu border, a blank cell each side
         assert app.screen.query_one("#home-summary").region.bottom <= 23  # above the keys, on screen
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Static
 
@@ -42,8 +42,7 @@ class HomeScreen(Screen):
         with Vertical(id="home", classes="page"):
             yield Static(Text("ddpfsdp quiz", style="bold"), id="title")
             yield Static("DDP and FSDP for ML-systems interviews: answer, read the model answer, measure the claim.", id="subtitle", classes="muted")
-            with VerticalScroll(id="menu"):
-                yield Menu(self.rows)
+            yield Menu(self.rows, id="menu")
             yield Static(summary, id="home-summary", classes="muted")
         yield KeyBar()
 

@@ -17,9 +17,10 @@ from rich.segment import Segment
 from rich.text import Text
 from textual.binding import Binding
 from textual.events import Click
-from textual.geometry import Region
+from textual.geometry import Region, Size
 from textual.message import Message
-from textual.widget import Widget
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
 from ddpfsdp.quiz.widgets.fitting import ellipsize
 from ddpfsdp.quiz.widgets.mastery import mastery_bar
@@ -92,15 +93,15 @@ def _segments(console: Console, lines: list[Text]) -> RenderResult:
         yield Segment.line()
 
 
-class Menu(Widget, can_focus=True):
-    """Rows to choose from, drawn as one widget: arrows or j/k move, Enter or a click chooses.
+class Menu(ScrollView, can_focus=True):
+    """Rows to choose from, drawn as one scrolling widget: arrows or j/k move, Enter or a click chooses.
 
-    It grows to its rows' height; put it in a scrolling container, and it keeps the highlighted row
-    in view.
+    Only the lines in view are drawn (line by line, as Textual's own lists do), and the highlighted
+    row is kept in view.
     """
 
     DEFAULT_CSS = """
-    Menu { height: auto; padding: 0 1; }
+    Menu { height: 1fr; overflow-x: hidden; }
     Menu > .menu--highlight { background: $block-cursor-background 30%; }
     Menu:focus > .menu--highlight { background: $block-cursor-background; color: $block-cursor-foreground; }
     """
@@ -112,6 +113,7 @@ class Menu(Widget, can_focus=True):
         Binding("end", "move_to(-1)", show=False),
         Binding("enter", "choose", "Choose", show=False),
     ]
+    MARGIN = 1  # blank cells each side of a row
 
     @dataclass
     class Chosen(Message):
@@ -123,41 +125,58 @@ class Menu(Widget, can_focus=True):
         self.highlighted = 0
         self._laid_out: tuple[int, list[list[Text]]] | None = None  # (width, each row's lines)
 
-    def update_rows(self) -> None:
-        """Draw the rows again after their figures changed."""
-        self._laid_out = None
-        self.refresh(layout=True)
-
-    def _lines(self, width: int) -> list[list[Text]]:
-        # Laid out once per width: the layout asks for the height several times before the first draw.
-        if self._laid_out is None or self._laid_out[0] != width:
-            self._laid_out = (width, [row.lines(width) for row in self.rows.values()])
-        return self._laid_out[1]
-
     @property
     def keys(self) -> list[str]:
         return list(self.rows)
 
-    def get_content_height(self, container, viewport, width: int) -> int:
-        return sum(len(lines) for lines in self._lines(width))
+    @property
+    def text_width(self) -> int:
+        return max(1, self.scrollable_content_region.width - 2 * self.MARGIN)
 
-    def render(self) -> Text:
-        width = self.content_region.width or self.size.width
-        highlight = self.get_component_rich_style("menu--highlight")
-        lines = []
-        for index, row_lines in enumerate(self._lines(width)):
-            for line in row_lines:
-                if index == self.highlighted:
-                    line = line.copy()
-                    line.pad_right(width - line.cell_len)
-                    line.stylize(highlight)
-                lines.append(line)
-        return Text("\n").join(lines)
+    def update_rows(self) -> None:
+        """Draw the rows again after their figures changed."""
+        self._laid_out = None
+        self._size_to_rows()
+        self.refresh()
+
+    def _lines(self, width: int) -> list[list[Text]]:
+        # Laid out once per width, not once per line drawn.
+        if self._laid_out is None or self._laid_out[0] != width:
+            self._laid_out = (width, [row.lines(width) for row in self.rows.values()])
+        return self._laid_out[1]
+
+    def _size_to_rows(self) -> None:
+        total = sum(len(lines) for lines in self._lines(self.text_width))
+        self.virtual_size = Size(self.scrollable_content_region.width, total)
+
+    def on_resize(self) -> None:
+        self._size_to_rows()
+
+    def text_lines(self) -> list[str]:
+        """Every line of the menu at its current width, scrolled or not, as plain text."""
+        return [line.plain for lines in self._lines(self.text_width) for line in lines]
 
     def row_span(self, index: int) -> tuple[int, int]:
         """(first line, number of lines) of row `index` at the current width."""
-        heights = [len(lines) for lines in self._lines(self.content_region.width or self.size.width)]
+        heights = [len(lines) for lines in self._lines(self.text_width)]
         return sum(heights[:index]), heights[index]
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        line_number = self.scroll_offset.y + y
+        for index, lines in enumerate(self._lines(self.text_width)):
+            if line_number < len(lines):
+                return self._strip(lines[line_number], index == self.highlighted, width)
+            line_number -= len(lines)
+        return Strip.blank(width, self.rich_style)
+
+    def _strip(self, line: Text, highlighted: bool, width: int) -> Strip:
+        text = Text(" " * self.MARGIN)
+        text.append_text(line)
+        text.pad_right(width - text.cell_len)
+        if highlighted:
+            text.stylize(self.get_component_rich_style("menu--highlight"))
+        return Strip(text.render(self.app.console), width).apply_style(self.rich_style)
 
     def action_move(self, delta: int) -> None:
         self.action_move_to((self.highlighted + delta) % len(self.rows))
@@ -166,14 +185,13 @@ class Menu(Widget, can_focus=True):
         self.highlighted = index % len(self.rows)
         self.refresh()
         top, height = self.row_span(self.highlighted)
-        if self.parent is not None and hasattr(self.parent, "scroll_to_region"):
-            self.parent.scroll_to_region(Region(0, top, self.size.width, height), animate=False)
+        self.scroll_to_region(Region(0, top, self.size.width, height), animate=False)
 
     def action_choose(self) -> None:
         self.post_message(self.Chosen(self.keys[self.highlighted]))
 
     def on_click(self, event: Click) -> None:
-        line, index = event.y, 0
+        line, index = event.y + self.scroll_offset.y, 0
         for index in range(len(self.rows)):
             top, height = self.row_span(index)
             if top <= line < top + height:
