@@ -85,8 +85,8 @@ def result_table(result: dict[str, Any]) -> Table | None:
     table = Table(title=f"{who} ({unit}; sent: wire bytes per step)", title_justify="left", show_edge=False,
                   expand=True, pad_edge=False)
     table.add_column("strategy", no_wrap=True, overflow="ellipsis")
-    for column in ("params", "grads", "optim.", "peak", "sent", "sample/s"):
-        table.add_column(column, justify="right", no_wrap=True, ratio=1)
+    for column in ("params", "grads", "optim.", "peak", "sent", "samples/s"):
+        table.add_column(column, justify="right", no_wrap=True)
     for name, values, speed in rows:
         cells = ["–" if v is None else f"{v / BYTE_UNITS[unit]:,.2f}" for v in values]
         table.add_row(name, *cells, "–" if speed is None else f"{speed:,.1f}")
