@@ -132,6 +132,7 @@ class _Trainer:
             world_size=ctx.world_size,
             seed=spec.seed,
             num_samples=spec.batch_size * ctx.world_size * min(spec.steps, SAMPLES_PER_RANK_STEPS),
+            device=self.device,
         )
         self.batches = _batches(loader, sampler)
         self.losses: list[torch.Tensor] = []
