@@ -55,7 +55,7 @@ _TRAINING_CHECKS = {
     "model_state_matches_theory": "model-state bytes each rank holds match the analytic model (1%, plus shard padding)",
     "comm_matches_theory": "wire bytes per step per op match the analytic model (5%)",
     "timeline_records_every_collective": "the recorded step holds, on every rank, each collective counted in it, issued and completed",
-    "peak_within_bounds": "each rank's peak is at least its model state and at most model state + the analytic working set and activations + 10%",
+    "peak_within_bounds": "each rank's peak is at least its model state and at most model state + the analytic working set and activations + 10% (on a GPU, + its cuBLAS workspaces)",
 }
 
 # Carried only by a run with --simulate (one process, fake tensors, a fake process group of --world ranks).

@@ -234,6 +234,7 @@ class _Trainer:
             "peak_kind": peak.peak_kind,
             "reserved": peak.reserved_bytes,
             "untracked_free": peak.untracked_free_bytes,
+            "blas_workspaces": peak.blas_workspace_bytes,
             "params_after_forward": after_forward.get("params"),
             "ddp_buckets": bucket_bytes,
             **breakdown.to_dict(peak_bytes=peak.peak_bytes, held=held, ddp_bucket_bytes=bucket_bytes),
