@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from ddpfsdp.demos.faults.catalog import CLAIMS as FAULT_CLAIMS
 from ddpfsdp.demos.faults.catalog import SUMMARY as FAULT_SUMMARY
 
+DATA_PARALLEL_MIN_RANKS = 2  # what these demos show happens between ranks: data parallelism, collectives
+
 
 @dataclass(frozen=True)
 class Demo:
@@ -40,7 +42,7 @@ class Demo:
     options: str = ""  # "module:ATTR": the click parameters of this demo
     validate: str | None = None
     render: str | None = None
-    min_world_size: int = 2
+    min_world_size: int = DATA_PARALLEL_MIN_RANKS  # fewer are refused before launch, with commands that give enough
     command: str | None = None
     runner: str | None = None
 
@@ -227,6 +229,7 @@ DEMOS: dict[str, Demo] = {
             "ddpfsdp.demos.concepts.checkpoint:run",
             "concept",
             render="ddpfsdp.demos.concepts.render:render_checkpoint",
+            min_world_size=1,  # activation memory and recomputation are one rank's own: one GPU shows them
             checks={
                 "checkpoint_lowers_peak": "checkpointing activations lowers peak memory",
                 "checkpoint_recomputes_forward": "checkpointing runs the blocks' forward again during backward",
