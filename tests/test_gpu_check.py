@@ -70,6 +70,7 @@ def test_dry_run_lists_every_item_without_torch(tmp_path):
     for name in set(gc.CONCEPTS) - {"checkpoint"}:
         assert f"skip  demo {name} on 1 GPU: what it shows happens between ranks" in out, name
     assert "skip  demo compare on 1 GPU: data parallelism needs 2 ranks" in out
+    assert out.startswith("The GPU check on a machine with 1 GPU would run")
     report = json.loads((tmp_path / "gpu-check.json").read_text())
     assert report["schema"] == "ddpfsdp.gpu_check/1" and report["dry_run"] is True
     statuses = {entry["key"]: entry["status"] for entry in report["items"]}

@@ -584,14 +584,15 @@ def _machine(verdict: Verdict) -> dict[str, Any]:
     return {k: verdict.numbers.get(k) for k in ("torch", "build", "gpus", "nccl")}
 
 
-def dry_run(gpus: int, out: Path) -> list[tuple[Item, Verdict, Outcome | None]]:
+def dry_run(gpus: int, out: Path, only: str | None = None) -> list[tuple[Item, Verdict, Outcome | None]]:
     items = plan(gpus, out, Path(tempfile.gettempdir()) / "gpu-check-work")
-    print(f"The GPU check on a machine with {gpus} GPU(s) would run, in this order:")
+    print(f"The GPU check on a machine with {_gpus(gpus)} would run, in this order:")
     rows = []
     for item in items:
-        if item.skip:
-            print(f"  skip  {item.title}: {item.skip}")
-            rows.append((item, Verdict("skip", {}, item.skip), None))
+        skip = item.skip or (f"left out by --only {only}" if only and only not in item.key else None)
+        if skip:
+            print(f"  skip  {item.title}: {skip}")
+            rows.append((item, Verdict("skip", {}, skip), None))
         else:
             print(f"  {item.budget_s:4.0f}s {item.title}\n        {shlex.join(item.argv)}")
             rows.append((item, Verdict("not run", {}, "dry run"), None))
@@ -651,7 +652,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--gpus must be at least 1")
     if args.dry_run:
         gpus = args.gpus or 1
-        rows = dry_run(gpus, out)
+        rows = dry_run(gpus, out, args.only)
         header = {"dry_run": True, "gpus": gpus, "machine": {}, "budget_s": args.budget_s, "wall_s": 0.0}
     else:
         rows, header = run_all(args.gpus, out, args.budget_s, args.only)
