@@ -26,7 +26,7 @@ from ddpfsdp.demos.theory.buckets import DDP_BUCKET_CAP_MB, ddp_bucket_bytes
 from ddpfsdp.demos.theory.comm import step_comm
 from ddpfsdp.demos.theory.gpt_layout import gpt_param_numels
 from ddpfsdp.demos.theory import presets
-from ddpfsdp.demos.theory.implementations import implementation
+from ddpfsdp.demos.theory.implementations import implementation, stage_implementations
 from ddpfsdp.demos.theory.precision import OPTIMIZER_STATES, PRECISIONS
 from ddpfsdp.demos.theory.quiz_answers import QUIZ_FUNCTIONS, q_min_gpus, q_min_zero_stage, q_sampler_count
 from ddpfsdp.demos.theory.sampler import sampler_indices
@@ -239,7 +239,7 @@ def _fit_stage(rng: random.Random):
         # Plain DDP fitting is worth asking now and then, not most of the time.
         if stage > 0 or rng.random() < 0.25:
             break
-    stages = "; ".join(f"{stage}: {implementation(name, precision).name}" for stage, name in enumerate(ZERO_STAGES))
+    stages = stage_implementations(precision)
     prompt = (
         f"You must train a **{model.name}** model ({model.params / 1e9:g}B parameters) on {cluster} of "
         f"**{gpu}** ({gpus} GPUs, {_gb(GPUS[gpu])} each), in {PRECISION_TEXT[precision]}, with "
