@@ -42,7 +42,7 @@ def teaching_notes(precision: str, optimizer: str, gpus: int, group_size: int | 
         "GB = 1e9 bytes, GiB = 2**30 bytes.",
         f"{spec.name}: {spec.summary}. Per parameter: params {per['params']} + grads {per['grads']} "
         f"+ optimizer {per['optimizer']} = {per['total']} bytes ({optimizer}: "
-        f"{OPTIMIZER_STATES[optimizer]} state tensor(s)); each column's own figure is its bytes_per_param.",
+        f"{OPTIMIZER_STATES[optimizer]} state tensor(s)), the recipe's; each column's own is its bytes_per_param in --json.",
         f"Mixed precision does not shrink model state: PyTorch's bf16-mixed holds {mixed['params']} + "
         f"{mixed['grads']} + {mixed['optimizer']} = {mixed['total']} bytes per parameter with "
         f"{optimizer}, as fp32 does ({fp32['total']}); autocast and MixedPrecisionPolicy only add bf16 "
@@ -109,14 +109,14 @@ def implementation_notes(inputs: CalcInputs) -> list[str]:
         comm = step_comm(name, inputs.params, inputs.gpus, inputs.precision.name,
                          inputs.group_size if name == "hsdp" else None, inputs.unit_params, inputs.offload)
         whole = shard_ways(name, "params", inputs.gpus, inputs.group_size) == 1
-        clause = (f"{STRATEGY_TITLES[name]} follows {held.name}: {format_bytes(state['params_bytes'])} of "
+        clause = (f"{STRATEGY_TITLES[name]} follows {held.name}; it holds {format_bytes(state['params_bytes'])} of "
                   f"{_DTYPES[held.param_bytes]} parameters {'whole' if whole else 'as shards'}")
         if held.master_bytes:
             clause += f", plus an {_DTYPES[held.master_bytes]} master copy in the optimizer"
         sent = comm.get("broadcast") or comm.get("all_gather")
         if sent is not None and name in _SENDS:
-            clause += f"; {_SENDS[name].format(dtype=_DTYPES[held.gather_bytes])} ({format_bytes(sent['bytes'])})"
-        clauses.append(clause + f"; gradients reduced in {_DTYPES[held.reduce_bytes]}")
+            clause += f", {_SENDS[name].format(dtype=_DTYPES[held.gather_bytes])} ({format_bytes(sent['bytes'])})"
+        clauses.append(clause + f", and reduces gradients in {_DTYPES[held.reduce_bytes]}")
     notes = [f"What each column follows under {inputs.precision.name}, and where they differ. " + ". ".join(clauses) + "."]
     if any(name in ("zero1", "zero2") for name in inputs.strategies):
         notes.append(
