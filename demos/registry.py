@@ -92,7 +92,7 @@ DEMOS: dict[str, Demo] = {
         ),
         Demo(
             "zero1",
-            "real ZeRO-1 training: DDP's all-reduce plus ZeroRedundancyOptimizer, which shards only the optimizer state",
+            "real ZeRO-1 as PyTorch implements it: DDP's all-reduce plus ZeroRedundancyOptimizer, which shards only the optimizer state and broadcasts the updated parameters",
             "ddpfsdp.demos.train.demo:run_zero1",
             "training",
             options="ddpfsdp.demos.train.options:DDP_OPTIONS",
