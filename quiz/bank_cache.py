@@ -2,20 +2,20 @@
 
 A bank is built from its topic files, its answer files, and code: the loader that validates them
 and the analytic model that computes every numeric answer. Which code is found, not listed: the
-ddpfsdp modules reachable from this module's imports, read from their sources (an import inside a
-function counts, so the lazily imported model, units, presets and demo registry are found) with
-the packages that run on the way. The cache stores that list with the bank, so a start-up only
-reads the size and mtime of each file on it; any new import lands in a file already on the list,
-whose mtime then changes. No torch or textual here: plain mode and the CLI import it.
+files of every ddpfsdp module loaded once a validating load has run (the model, units, presets and
+demo registry it imports, a lazily imported one too, as the bank's numeric answers call it). The
+cache stores that list with the bank, so a start-up only reads the size and mtime of each file on
+it; a new import lands in a file already on the list, whose mtime then changes. No torch or textual
+here: plain mode and the CLI import it.
 """
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import os
 import pickle
 import sys
+import time
 from pathlib import Path
 
 import ddpfsdp.answers
@@ -25,67 +25,20 @@ from ddpfsdp.quiz.loader import Bank, default_answers_dir, default_bank_dir, loa
 
 CACHE_NAME = "bank-cache.pickle"
 
-_ROOTS: dict[str, Path] = {
-    package.__name__: Path(package.__file__).parent for package in (ddpfsdp.quiz, ddpfsdp.demos, ddpfsdp.answers)
-}
+_ROOTS: tuple[Path, ...] = tuple(
+    Path(package.__file__).parent for package in (ddpfsdp.quiz, ddpfsdp.demos, ddpfsdp.answers)
+)
 
 
-def imported_names(name: str, path: Path) -> set[str]:
-    """Dotted names a module imports, relative imports resolved; `from a import b` gives a.b and a.
-
-    Every import statement counts, wherever it stands (a deferred import inside a function too).
-    """
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - node.level + 1]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
-            names.add(module)
-            names.update(f"{module}.{alias.name}" for alias in node.names)
-    return names
-
-
-def _source_of(name: str) -> Path | None:
-    """The source file of ddpfsdp module `name`, found without importing it; None for a name that
-    is not a module of the package (a function, a class, another library)."""
-    for root, folder in _ROOTS.items():
-        if name == root or name.startswith(root + "."):
-            base = folder.joinpath(*name[len(root) + 1 :].split(".")) if name != root else folder
-            for candidate in (base / "__init__.py", base.with_suffix(".py")):
-                if candidate.is_file():
-                    return candidate
-    return None
-
-
-def code_modules(start: str = __name__) -> dict[str, Path]:
-    """`start` and every ddpfsdp module reachable from its imports, by name, with its source file."""
-    found: dict[str, Path] = {}
-    waiting = [start]
-    while waiting:
-        name = waiting.pop()
-        if name in found:
-            continue
-        path = _source_of(name)
-        if path is None:
-            continue
-        found[name] = path
-        parts = name.split(".")
-        waiting.extend(".".join(parts[:end]) for end in range(2, len(parts)))  # its packages run first
-        waiting.extend(imported for imported in imported_names(name, path) if imported.startswith("ddpfsdp."))
-    return found
-
-
-def code_files() -> list[Path]:
-    """The source files of the code a cached bank depends on: this module's reach."""
-    return sorted(set(code_modules().values()))
+def loaded_code_files() -> list[Path]:
+    """The source files of the ddpfsdp modules this process has loaded: after a validating load,
+    every piece of code the bank was built with (and whatever the process had loaded before)."""
+    files = set()
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if name.startswith("ddpfsdp.") and path and any(Path(path).is_relative_to(root) for root in _ROOTS):
+            files.add(Path(path))
+    return sorted(files)
 
 
 def _fingerprint(bank_dir: Path, answers_dir: Path, code: list[str]) -> str:
@@ -100,6 +53,11 @@ def _fingerprint(bank_dir: Path, answers_dir: Path, code: list[str]) -> str:
             continue
         parts.append(f"{path}:{stat.st_size}:{stat.st_mtime_ns}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _changed_since(started_ns: int, bank_dir: Path, answers_dir: Path, code: list[str]) -> bool:
+    files = [*bank_dir.glob("*.toml"), *answers_dir.glob("*.md"), *map(Path, code)]
+    return any(path.stat().st_mtime_ns >= started_ns for path in files if path.exists())
 
 
 def _cached(cache: Path, bank_dir: Path, answers_dir: Path) -> Bank | None:
@@ -131,9 +89,12 @@ def load_bank_cached(bank_dir: Path | str | None = None, answers_dir: Path | str
     bank = _cached(cache, bank_dir, answers_dir)
     if bank is not None:
         return bank
-    code = [str(path) for path in code_files()]
-    key = _fingerprint(bank_dir, answers_dir, code)  # before loading: an edit made meanwhile rebuilds next time
+    started_ns = time.time_ns()
     bank = load_bank(bank_dir, answers_dir)
+    code = [str(path) for path in loaded_code_files()]
+    if _changed_since(started_ns, bank_dir, answers_dir, code):
+        return bank  # edited while it was validated: keep nothing, the next start validates again
+    key = _fingerprint(bank_dir, answers_dir, code)
     try:
         partial = cache.with_name(cache.name + f".{os.getpid()}")
         with partial.open("wb") as handle:

@@ -26,11 +26,19 @@ from ddpfsdp.demos.theory.buckets import DDP_BUCKET_CAP_MB, ddp_bucket_bytes
 from ddpfsdp.demos.theory.comm import step_comm
 from ddpfsdp.demos.theory.gpt_layout import gpt_param_numels
 from ddpfsdp.demos.theory import presets
-from ddpfsdp.demos.theory.precision import OPTIMIZER_STATES, PRECISIONS, bytes_per_param_breakdown
+from ddpfsdp.demos.theory.implementations import implementation, stage_implementations
+from ddpfsdp.demos.theory.precision import OPTIMIZER_STATES, PRECISIONS
 from ddpfsdp.demos.theory.quiz_answers import QUIZ_FUNCTIONS, q_min_gpus, q_min_zero_stage, q_sampler_count
 from ddpfsdp.demos.theory.sampler import sampler_indices
-from ddpfsdp.demos.theory.sharding import STRATEGIES, STRATEGY_SHARDS, STRATEGY_TITLES, ZERO_STAGES, resolve_group_size
-from ddpfsdp.demos.theory.state import model_state
+from ddpfsdp.demos.theory.sharding import (
+    STRATEGIES,
+    STRATEGY_SHARDS,
+    STRATEGY_TITLES,
+    ZERO_STAGES,
+    resolve_group_size,
+    shard_ways,
+)
+from ddpfsdp.demos.theory.state import bytes_per_param, model_state
 from ddpfsdp.quiz import grading
 from ddpfsdp.quiz.grading import Grade, QuantityError
 from ddpfsdp.quiz.loader import BYTE_UNITS, UNITS
@@ -57,12 +65,12 @@ CLUSTERS: dict[str, int] = {
 
 PRECISION_TEXT: dict[str, str] = {
     "fp32": "fp32 throughout",
-    "bf16-mixed": "bf16-mixed (PyTorch autocast / FSDP2 MixedPrecisionPolicy: fp32 params, grads and optimizer "
-    "state held; bf16 for compute and FSDP's all-gather; gradients reduced in fp32)",
+    "bf16-mixed": "bf16-mixed (fp32 weights held, bf16 compute)",
     "bf16-master": "bf16 with fp32 master weights (the ZeRO paper's recipe: bf16 params and grads held, "
     "fp32 master copy and moments in the optimizer)",
     "bf16": "pure bf16 (params, grads and optimizer state all bf16)",
 }
+"""The recipe; what each strategy's implementation keeps under it is named beside the strategy."""
 
 OPTIMIZER_TEXT: dict[str, str] = {
     "adamw": "AdamW",
@@ -73,11 +81,18 @@ OPTIMIZER_TEXT: dict[str, str] = {
 
 STRATEGY_TEXT: dict[str, str] = {
     "ddp": "DDP",
+    "zro": "ZeRO-1 as PyTorch's ZeroRedundancyOptimizer",
     "zero1": "ZeRO-1",
     "zero2": "ZeRO-2",
+    "grad-op": "FSDP grad-op (SHARD_GRAD_OP)",
     "zero3": "ZeRO-3 / FSDP full sharding",
     "hsdp": f"HSDP (sharded within each node of {GPUS_PER_NODE}, replicated across nodes)",
 }
+
+
+def strategy_text(strategy: str, precision: str) -> str:
+    """The strategy in bold and the implementation whose numbers the problem grades, for this precision."""
+    return f"**{STRATEGY_TEXT[strategy]}** (as {implementation(strategy, precision).name})"
 
 
 # --- problems --------------------------------------------------------------------------------------
@@ -168,14 +183,10 @@ def _training_setup(rng: random.Random) -> tuple[str, str]:
 
 
 def _state_lines(params: int, gpus: int, strategy: str, precision: str, optimizer: str) -> str:
-    per = bytes_per_param_breakdown(precision, optimizer)
+    per = bytes_per_param(strategy, precision, optimizer)
     group = resolve_group_size(strategy, gpus)
     state = model_state(params, gpus, strategy, precision, optimizer, group)
-    sharded_by = {"zero1": ("optimizer",), "zero2": ("grads", "optimizer"), "zero3": ("params", "grads", "optimizer")}
-    splits = {
-        key: group if strategy == "hsdp" else (gpus if key in sharded_by.get(strategy, ()) else 1)
-        for key in ("params", "grads", "optimizer")
-    }
+    splits = {key: shard_ways(strategy, key, gpus, group) for key in ("params", "grads", "optimizer")}
     lines = [
         f"{name} {per[key]} B × {params / 1e9:g}e9 / {splits[key]} = {_gb(state[f'{key}_bytes'])}"
         for name, key in (("params", "params"), ("grads", "grads"), ("optimizer", "optimizer"))
@@ -194,17 +205,17 @@ def _model_state(rng: random.Random):
     precision, optimizer = _training_setup(rng)
     args = {"params": model.params, "gpus": gpus, "strategy": strategy, "precision": precision, "optimizer": optimizer}
     prompt = (
-        f"A **{model.name}** model ({model.params / 1e9:g}B parameters) trains with **{STRATEGY_TEXT[strategy]}** "
+        f"A **{model.name}** model ({model.params / 1e9:g}B parameters) trains with {strategy_text(strategy, precision)} "
         f"on {cluster} ({gpus} GPUs), in {PRECISION_TEXT[precision]}, with {OPTIMIZER_TEXT[optimizer]}.\n\n"
         "How much **model state** does each GPU hold between steps (parameters + gradients + optimizer "
         "state; no activations, buffers or working set)? Answer in GB (1e9 bytes)."
     )
-    per = bytes_per_param_breakdown(precision, optimizer)
+    per = bytes_per_param(strategy, precision, optimizer)
 
     def working(answer: float) -> str:
         return (
-            f"Bytes per parameter under {precision} with {optimizer}: params {per['params']} + grads {per['grads']} "
-            f"+ optimizer {per['optimizer']} = {per['total']}. {STRATEGY_TITLES[strategy]} "
+            f"Bytes per parameter this implementation holds under {precision} with {optimizer}: params "
+            f"{per['params']} + grads {per['grads']} + optimizer {per['optimizer']} = {per['total']}. {STRATEGY_TITLES[strategy]} "
             f"({STRATEGY_SHARDS[strategy]}) divides each by how many ways it is sharded: "
             + _state_lines(model.params, gpus, strategy, precision, optimizer)
             + "."
@@ -228,10 +239,11 @@ def _fit_stage(rng: random.Random):
         # Plain DDP fitting is worth asking now and then, not most of the time.
         if stage > 0 or rng.random() < 0.25:
             break
+    stages = stage_implementations(precision)
     prompt = (
         f"You must train a **{model.name}** model ({model.params / 1e9:g}B parameters) on {cluster} of "
         f"**{gpu}** ({gpus} GPUs, {_gb(GPUS[gpu])} each), in {PRECISION_TEXT[precision]}, with "
-        f"{OPTIMIZER_TEXT[optimizer]}.\n\n"
+        f"{OPTIMIZER_TEXT[optimizer]}. The stages, as the numbers are graded: {stages}.\n\n"
         "What is the **lowest ZeRO stage** whose per-GPU model state (params + grads + optimizer state) fits "
         "in the GPU's memory? Ignore activations and the working set. Answer 0 for plain DDP, or 1, 2 or 3."
     )
@@ -241,11 +253,11 @@ def _fit_stage(rng: random.Random):
         for stage, strategy in enumerate(ZERO_STAGES):
             held = model_state(model.params, gpus, strategy, precision, optimizer)["model_state_bytes"]
             verdict = "fits" if held <= GPUS[gpu] else "does not fit"
-            rows.append(f"stage {stage} ({STRATEGY_TITLES[strategy]}): {_gb(held)} {verdict}")
-        per = bytes_per_param_breakdown(precision, optimizer)
+            per = bytes_per_param(strategy, precision, optimizer)
+            rows.append(f"stage {stage} ({STRATEGY_TITLES[strategy]}, {per['params']} + {per['grads']} + "
+                        f"{per['optimizer']} bytes per parameter): {_gb(held)} {verdict}")
         return (
-            f"Per parameter: params {per['params']} + grads {per['grads']} + optimizer {per['optimizer']} bytes; "
-            f"each stage shards one more of them over {gpus} GPUs. Against {_gb(GPUS[gpu])}: "
+            f"Each stage shards one more kind of model state over {gpus} GPUs. Against {_gb(GPUS[gpu])}: "
             + "; ".join(rows)
             + f". The lowest that fits is {answer:.0f}."
         )
@@ -265,13 +277,13 @@ def _min_gpus(rng: random.Random):
         if q_min_gpus(**args) > 1 or rng.random() < 0.25:
             break
     prompt = (
-        f"A **{model.name}** model ({model.params / 1e9:g}B parameters) trains with **ZeRO-3 / FSDP full "
-        f"sharding** on **{gpu}** GPUs, in {PRECISION_TEXT[precision]}, with {OPTIMIZER_TEXT[optimizer]}. "
+        f"A **{model.name}** model ({model.params / 1e9:g}B parameters) trains with {strategy_text('zero3', precision)} "
+        f"on **{gpu}** GPUs, in {PRECISION_TEXT[precision]}, with {OPTIMIZER_TEXT[optimizer]}. "
         f"You keep {1 - share:.0%} of each GPU for activations and the working set, so model state may use "
         f"{share:.0%} × {_gb(GPUS[gpu])} = {_gb(budget)} per GPU.\n\n"
         "What is the **fewest GPUs** on which it fits?"
     )
-    per = bytes_per_param_breakdown(precision, optimizer)
+    per = bytes_per_param("zero3", precision, optimizer)
 
     def working(answer: float) -> str:
         total = per["total"] * model.params
@@ -284,39 +296,47 @@ def _min_gpus(rng: random.Random):
     return prompt, "min_gpus", args, "", 0.0, working
 
 
+_COLLECTIVES_TEXT: dict[str, str] = {
+    "ddp": "It all-reduces the gradients",
+    "zro": "DDP all-reduces the gradients, then each rank broadcasts the parameters it updated",
+    "zero2": "It reduce-scatters the gradients and, after the step, all-gathers the updated parameters",
+    "grad-op": "It all-gathers each unit's parameters once, in forward, and reduce-scatters the gradients",
+    "zero3": "It all-gathers the parameters in forward and again in backward, and reduce-scatters the gradients",
+    "hsdp": f"It does ZeRO-3's collectives inside each node of {GPUS_PER_NODE}, then all-reduces each rank's "
+    f"1/{GPUS_PER_NODE} gradient shard across the nodes",
+}
+
+
 def _wire_bytes(rng: random.Random):
     model = _pick(rng, list(MODELS.values()))
     cluster = _pick(rng, tuple(CLUSTERS))
     gpus = CLUSTERS[cluster]
-    strategy = _pick(rng, ("ddp", "zero2", "zero3", "hsdp") if gpus > GPUS_PER_NODE else ("ddp", "zero2", "zero3"))
+    choices = ("ddp", "zro", "zero2", "grad-op", "zero3", "hsdp")
+    strategy = _pick(rng, choices if gpus > GPUS_PER_NODE else choices[:-1])
     precision = _pick(rng, ("fp32", "bf16-mixed", "bf16"), (1, 3, 1))
     args = {"params": model.params, "gpus": gpus, "strategy": strategy, "precision": precision}
     prompt = (
-        f"A **{model.name}** model ({model.params / 1e9:g}B parameters) trains with **{STRATEGY_TEXT[strategy]}** "
+        f"A **{model.name}** model ({model.params / 1e9:g}B parameters) trains with {strategy_text(strategy, precision)} "
         f"on {cluster} ({gpus} GPUs), in {PRECISION_TEXT[precision]}.\n\n"
-        "With ring collectives (all-reduce sends 2(n-1)/n of its buffer per rank; all-gather and "
-        "reduce-scatter (n-1)/n), how many bytes does **each rank send per training step**? ZeRO-1/2 "
-        "reduce-scatter gradients and all-gather updated parameters; ZeRO-3 gathers parameters in "
-        "forward and again in backward"
-        + (
-            f"; HSDP does ZeRO-3's collectives inside each node of {GPUS_PER_NODE}, then all-reduces each rank's "
-            f"1/{GPUS_PER_NODE} gradient shard across the nodes"
-            if strategy == "hsdp"
-            else ""
-        )
-        + ". Answer in GB."
+        "With ring collectives (all-reduce sends 2(n-1)/n of its buffer per rank; all-gather, reduce-scatter "
+        "and a broadcast from each rank in turn (n-1)/n), how many bytes does **each rank send per training "
+        f"step**? {_COLLECTIVES_TEXT[strategy]}, in the element sizes that implementation sends. Answer in GB."
     )
     group = resolve_group_size(strategy, gpus)
 
     def working(answer: float) -> str:
         ops = step_comm(strategy, model.params, gpus, precision, group)
-        parts = []
+        held = implementation(strategy, precision)
+        sizes = ("all_gather", "broadcast")
+        parts = [f"{held.name} sends parameters in {held.gather_bytes}-byte and gradients in "
+                 f"{held.reduce_bytes}-byte elements"]
         for op, figures in ops.items():
             ranks = gpus // group if (strategy == "hsdp" and op == "all_reduce") else (group if strategy == "hsdp" else gpus)
             factor = "2" if op == "all_reduce" else "1"
             factor_text = f"{factor}×({ranks}-1)/{ranks}" if factor == "2" else f"({ranks}-1)/{ranks}"
+            what = "parameters" if op in sizes else "gradients"
             parts.append(
-                f"{op.replace('_', '-')}: {factor_text} × {_gb(figures['bytes'])} = {_gb(figures['wire_bytes_per_rank'])}"
+                f"{op.replace('_', '-')} of {what}: {factor_text} × {_gb(figures['bytes'])} = {_gb(figures['wire_bytes_per_rank'])}"
             )
         return "; ".join(parts) + f"; sum {_gb(answer)} per rank per step."
 

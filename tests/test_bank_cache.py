@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ddpfsdp.quiz import bank_cache
-from ddpfsdp.quiz.bank_cache import code_files, code_modules, imported_names, load_bank_cached
+from ddpfsdp.quiz.bank_cache import load_bank_cached
 from ddpfsdp.quiz.loader import BankError
 
 
@@ -57,9 +57,7 @@ def test_an_unchanged_tree_reuses_the_cache(quiz_bank, tmp_path, loads):
     [
         "ddpfsdp.demos.theory.quiz_answers",  # computes every numeric answer
         "ddpfsdp.demos.theory.state",  # what those answers are built on
-        "ddpfsdp.demos.theory.deepspeed_accounting",  # imported lazily, inside a function
         "ddpfsdp.demos.units",
-        "ddpfsdp.demos.train.presets",
         "ddpfsdp.demos.registry",  # the demos a question may link
         "ddpfsdp.quiz.loader",  # the validation itself
     ],
@@ -72,6 +70,17 @@ def test_editing_the_code_rebuilds_the_cache(module, quiz_bank, tmp_path, loads)
         assert len(loads) == 2, f"an edit of {module} left the cached bank in use"
         load_bank_cached(bank_dir, answers_dir, cache_dir=tmp_path)
         assert len(loads) == 2  # the rebuilt cache is the one reused
+
+
+def test_editing_code_the_real_bank_calls_lazily_rebuilds_it(tmp_path, loads):
+    """DeepSpeed's accounting and the GPT presets are imported inside the functions that the real
+    bank's numeric answers call."""
+    load_bank_cached(cache_dir=tmp_path)
+    for module in ("ddpfsdp.demos.theory.deepspeed_accounting", "ddpfsdp.demos.train.presets"):
+        before = len(loads)
+        with touched(Path(importlib.import_module(module).__file__)):
+            load_bank_cached(cache_dir=tmp_path)
+        assert len(loads) == before + 1, f"an edit of {module} left the cached bank in use"
 
 
 def test_editing_a_bank_file_revalidates_and_a_broken_cache_is_rebuilt(quiz_bank, tmp_path, loads):
@@ -88,26 +97,33 @@ def test_editing_a_bank_file_revalidates_and_a_broken_cache_is_rebuilt(quiz_bank
     assert len(loads) == 3
 
 
-def test_the_cache_watches_every_module_a_validating_load_imports():
-    """Independently of the import graph the cache reads: what a fresh interpreter has imported
-    once `load_bank` has validated the real bank."""
-    code = (
-        "import json, sys\n"
-        "from ddpfsdp.quiz.loader import load_bank\n"
-        "load_bank()\n"
-        "print(json.dumps(sorted(m.__file__ for n, m in list(sys.modules.items())"
-        " if n.startswith('ddpfsdp.') and getattr(m, '__file__', None))))\n"
-    )
+_LOADED_FILES = (
+    "print(json.dumps(sorted(m.__file__ for n, m in list(sys.modules.items())"
+    " if n.startswith('ddpfsdp.') and getattr(m, '__file__', None))))\n"
+)
+
+
+def _fresh(code: str) -> str:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr
-    imported = {Path(file) for file in json.loads(proc.stdout)}
-    watched = set(code_files())
+    return proc.stdout
+
+
+def test_the_cache_watches_every_module_a_validating_load_imports_and_no_more(tmp_path):
+    """The list a fresh start stores, against what another fresh interpreter imports once `load_bank`
+    alone has validated the real bank; and neither torch nor textual is loaded to build it."""
+    stored = _fresh(
+        "import json, pickle, sys\n"
+        "from pathlib import Path\n"
+        "from ddpfsdp.quiz.bank_cache import CACHE_NAME, load_bank_cached\n"
+        f"load_bank_cached(cache_dir=Path({str(tmp_path)!r}))\n"
+        "assert 'torch' not in sys.modules and 'textual' not in sys.modules, 'the bank loaded a heavy library'\n"
+        f"key, code = pickle.load(open(Path({str(tmp_path)!r}) / CACHE_NAME, 'rb'))\n"
+        "print(json.dumps(code))\n"
+    )
+    imported = {Path(file) for file in json.loads(_fresh("import json, sys\nfrom ddpfsdp.quiz.loader import load_bank\nload_bank()\n" + _LOADED_FILES))}
+    watched = {Path(file) for file in json.loads(stored)}
     assert imported - watched == set()
     # Only that code: the app's screens and the torch demos can change without a rebuild.
     assert watched - imported <= {Path(bank_cache.__file__), Path(importlib.import_module("ddpfsdp.quiz.paths").__file__)}
-
-
-def test_the_watched_code_imports_neither_torch_nor_textual():
-    """So validating the bank never waits for either: the start-up stays fast."""
-    for name, path in code_modules().items():
-        assert not {imported.split(".")[0] for imported in imported_names(name, path)} & {"torch", "textual"}, path
+    assert Path(importlib.import_module("ddpfsdp.demos.theory.deepspeed_accounting").__file__) in watched

@@ -162,8 +162,12 @@ HAND_COMPUTED: dict[str, float] = {
     "shard-zero1-7-5b": 7.5e9 * (2 + 2) + 7.5e9 * 12 / 64,  # the ZeRO paper's Figure 1: 31.4 GB
     "shard-hsdp-memory": 13e9 * 16 / 8,
     "shard-hsdp-min-group": 14,  # 70e9 x 16 B = 1120 GB = 14 x 80 GB exactly
+    # ZeroRedundancyOptimizer under autocast: fp32 params and grads whole, AdamW's two fp32 moments / 8.
     "shard-zero1-bf16-mixed": 7e9 * (4 + 4) + 7e9 * 8 / 8,
     "shard-deepspeed-zero3-state": 7e9 * 16 / 8,
+    # DeepSpeed ZeRO-1, torch_autocast: fp32 params and grads whole (4 + 4 bytes), and per rank 1/8 of
+    # its fp32 copy of the partition (4) and AdamW's two fp32 moments (8): 56 GB + 10.5 GB = 66.5 GB.
+    "shard-deepspeed-zero1-autocast": 7e9 * (4 + 4) + 7e9 * (4 + 8) / 8,
 }
 
 

@@ -86,14 +86,18 @@ def test_mixed_precision_does_not_shrink_model_state():
     assert fp32 == mixed
 
 
-def test_zero1_saves_more_under_bf16_master_than_bf16_mixed():
-    def saving(precision):
+def test_zero1_saves_what_its_optimizer_owns():
+    def saving(strategy, precision):
         ddp = model_state(PSI, 8, "ddp", precision, "adam")["model_state_bytes"]
-        zero1 = model_state(PSI, 8, "zero1", precision, "adam")["model_state_bytes"]
+        zero1 = model_state(PSI, 8, strategy, precision, "adam")["model_state_bytes"]
         return 1 - zero1 / ddp
 
-    assert saving("bf16-master") == pytest.approx(0.75 * 7 / 8)
-    assert saving("bf16-mixed") == pytest.approx(0.50 * 7 / 8)
+    # DeepSpeed under bf16-master: 12 of 16 bytes live in the optimizer, 7/8 of them go.
+    assert saving("zero1", "bf16-master") == pytest.approx(0.75 * 7 / 8)
+    # ZeroRedundancyOptimizer under bf16-mixed: 8 of 16 bytes (the fp32 weights are the parameters).
+    assert saving("zro", "bf16-mixed") == pytest.approx(0.50 * 7 / 8)
+    # DeepSpeed under torch_autocast: 4 + 4 + 12/8 = 9.5 bytes against DDP's 16 (its own fp32 copy).
+    assert saving("zero1", "bf16-mixed") == pytest.approx(1 - 9.5 / 16)
 
 
 @pytest.mark.parametrize("bad", [{"precision": "fp16"}, {"optimizer": "lion"}, {"strategy": "zero4"}])
@@ -113,16 +117,19 @@ def test_shards_round_up_like_fsdp_padding():
 
 
 def test_what_each_strategy_shards():
-    full = model_state(8000, 1, "ddp", "fp32", "adam")
-    for strategy, divided in {
-        "ddp": (),
-        "zero1": ("optimizer",),
-        "zero2": ("grads", "optimizer"),
-        "zero3": ("params", "grads", "optimizer"),
-    }.items():
+    # fp32 with Adam: 4 + 4 + 8 bytes per parameter, and DeepSpeed's ZeRO-1/2 step their own fp32
+    # copy of the partition (4 more bytes in the optimizer).
+    for strategy, divided, optimizer_bytes in [
+        ("ddp", (), 8),
+        ("zro", ("optimizer",), 8),
+        ("zero1", ("optimizer",), 12),
+        ("zero2", ("grads", "optimizer"), 12),
+        ("grad-op", ("params", "grads", "optimizer"), 8),
+        ("zero3", ("params", "grads", "optimizer"), 8),
+    ]:
         state = model_state(8000, 8, strategy, "fp32", "adam")
-        for kind in ("params", "grads", "optimizer"):
-            expected = full[f"{kind}_bytes"] // (8 if kind in divided else 1)
+        for kind, per_param in (("params", 4), ("grads", 4), ("optimizer", optimizer_bytes)):
+            expected = 8000 * per_param // (8 if kind in divided else 1)
             assert state[f"{kind}_bytes"] == expected, (strategy, kind)
 
 
@@ -279,10 +286,10 @@ def test_estimate_document_shape():
     assert result["theory"] is True
     for key in ("params", "gpus", "group_size", "precision", "optimizer", "batch_size", "seq_len", "checkpoint_activations"):
         assert key in result["inputs"]
-    assert list(result["strategies"]) == ["ddp", "zero1", "zero2", "zero3", "hsdp"]
+    assert list(result["strategies"]) == ["ddp", "zro", "zero1", "zero2", "grad-op", "zero3", "hsdp"]
     for row in result["strategies"].values():
         for key in (
-            "params_bytes", "grads_bytes", "optimizer_bytes", "model_state_bytes", "working_set_bytes",
+            "implementation", "bytes_per_param", "params_bytes", "grads_bytes", "optimizer_bytes", "model_state_bytes", "working_set_bytes",
             "activation_bytes", "total_bytes", "fits", "comm",
         ):
             assert key in row
@@ -338,6 +345,8 @@ def test_theory_for_ddp_and_zero1_runs():
     assert (ddp["params_bytes"], ddp["grads_bytes"], ddp["optimizer_bytes"]) == (4000, 4000, 8000)
     assert ddp["comm"]["all_reduce"]["wire_bytes_per_rank"] == 4000
     zero1 = theory_for_run(strategy="zero1", params=1000, world_size=2, precision="fp32", optimizer="adamw")
+    # The zero1 demo is PyTorch's ZeroRedundancyOptimizer, calc's zro column, not DeepSpeed's ZeRO-1.
+    assert zero1["strategy"] == "zro" and "ZeroRedundancyOptimizer" in zero1["implementation"]
     assert zero1["optimizer_bytes"] == 4000 and zero1["params_bytes"] == 4000
     # ZeroRedundancyOptimizer: DDP's all-reduce, then each rank broadcasts what it updated.
     assert set(zero1["comm"]) == {"all_reduce", "broadcast"}
@@ -350,6 +359,7 @@ def test_theory_for_fsdp_full_and_grad_op():
     full = theory_for_run(strategy="fsdp", sharding="full", **common)
     grad_op = theory_for_run(strategy="fsdp", sharding="SHARD_GRAD_OP", **common)
     assert full["strategy"] == "zero3"
+    assert grad_op["strategy"] == "grad-op" and "reshard_after_forward=False" in grad_op["implementation"]
     assert full["model_state_bytes"] == 16 * 1000 // 2
     # grad-op rests like ZeRO-3 and keeps the full parameters through forward and backward.
     assert grad_op["model_state_bytes"] == full["model_state_bytes"]

@@ -47,7 +47,7 @@ def test_json_document():
     assert document["inputs"]["params"] == 7_000_000_000
     assert document["inputs"]["group_size"] == 8
     assert document["inputs"]["gpu_mem_bytes"] == 80_000_000_000
-    assert set(document["strategies"]) == {"ddp", "zero1", "zero2", "zero3", "hsdp"}
+    assert set(document["strategies"]) == {"ddp", "zro", "zero1", "zero2", "grad-op", "zero3", "hsdp"}
     hsdp = document["strategies"]["hsdp"]
     assert isinstance(hsdp["model_state_bytes"], int)
     assert set(hsdp["comm"]) == {"all_gather", "reduce_scatter", "all_reduce"}

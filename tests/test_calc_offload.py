@@ -196,6 +196,17 @@ def test_offload_all_pcie_traffic_follows_fsdp2():
     ) == row["pcie_bytes_per_step"]
 
 
+def test_offload_all_under_grad_op_copies_each_shard_in_once():
+    """reshard_after_forward=False: no unit is gathered again in backward, so each parameter shard
+    crosses host-to-device once per step (FSDP2 _fsdp_param.py all_gather_inputs copies the offloaded
+    shard to the device before each all-gather)."""
+    params, gpus = 3_200_000_000, 8
+    row = estimate(params=params, gpus=gpus, offload="all", units=32)["strategies"]["grad-op"]
+    shard = params // gpus
+    assert row["pcie"] == {"host_to_device_bytes": shard * 4, "device_to_host_bytes": shard * 4}
+    assert row["host_bytes_per_gpu"] == 16 * shard  # fp32 params, grads and AdamW's two moments
+
+
 def test_offload_optimizer_moves_the_optimizer_and_the_gradient_shard():
     params, gpus = 7 * 10**9, 8
     table = estimate(params=params, gpus=gpus, precision="bf16-master", optimizer="adam", offload="optimizer")["strategies"]
@@ -214,9 +225,12 @@ def test_offload_optimizer_moves_the_optimizer_and_the_gradient_shard():
 def test_offload_admits_only_what_an_implementation_does():
     assert offload_strategies("none") == STRATEGIES
     assert offload_strategies("optimizer") == ("zero1", "zero2", "zero3")
-    assert offload_strategies("all") == ("zero3", "hsdp")
+    assert offload_strategies("all") == ("grad-op", "zero3", "hsdp")
     for strategy, offload, instead in [
         ("ddp", "all", "zero3 with --offload all"),
+        ("zro", "optimizer", "zero1 or zero2 with --offload optimizer"),
+        ("zro", "all", "has no offload"),
+        ("grad-op", "optimizer", "no optimizer-only offload"),
         ("ddp", "optimizer", "--offload optimizer"),
         ("zero2", "all", "offload_param needs stage 3"),
         ("hsdp", "optimizer", "no optimizer-only offload"),
@@ -261,7 +275,7 @@ def test_cli_json_carries_host_bytes():
     assert document["inputs"]["offload"] == "all"
     assert document["inputs"]["accounting"] == "ddpfsdp"
     assert (document["inputs"]["gpus_per_node"], document["inputs"]["nodes"]) == (8, 2)
-    assert set(document["strategies"]) == {"zero3", "hsdp"}
+    assert set(document["strategies"]) == {"grad-op", "zero3", "hsdp"}
     zero3 = document["strategies"]["zero3"]
     assert zero3["host_bytes"] == 8 * 16 * 13 * 10**9 // 16
     assert zero3["model_state_bytes"] == 0

@@ -242,3 +242,48 @@ def test_checkpoint_recomputes_forward():
     assert not checkpoint.check_checkpoint_recomputes_forward(off, _counts((21, 42), (20, 8), (4, 2)), 4).passed
     # backward ran more extra work than the recomputation explains
     assert not checkpoint.check_checkpoint_recomputes_forward(off, _counts((21, 60), (20, 16), (4, 4)), 4).passed
+
+
+def test_checkpoint_frees_the_first_trial_before_the_second_measures(tmp_path, monkeypatch):
+    """The "on" trial's peak is measured with nothing of the "off" trial alive: weak references to
+    the first trial's blocks are dead by the time the second trial measures (one gloo process).
+
+    What is alive is the question, not what the measurement finds, so a probe stands in for the
+    trial's measurement (the profiled steps are the slow part) and returns figures of the same form.
+    """
+    import gc
+    import io
+    import weakref
+
+    import torch
+    import torch.distributed as dist
+
+    from ddpfsdp.demos.concepts import trial
+    from ddpfsdp.demos.launch.context import DemoContext
+
+    first_blocks: list[weakref.ref] = []
+    alive_at_second: list[int] = []
+
+    def probe(ctx, s, **kwargs):
+        if not first_blocks:
+            first_blocks.extend(weakref.ref(block) for block in s.blocks)
+        else:
+            gc.collect()
+            alive_at_second.append(sum(ref() is not None for ref in first_blocks))
+        trial.train_step(s)  # what measure does first: the optimizer state exists from here on
+        return {"comm": {}, "peak_bytes": 2 - len(alive_at_second), "peak_kind": "probe", "model_state": {},
+                "step_time_s": {"median": 1.0, "min": 1.0, "max": 1.0}}
+
+    monkeypatch.setattr(trial, "measure", probe)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny kernels: on a busy machine, thread hand-offs cost more than the work
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        ctx = DemoContext(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"), backend="gloo",
+                          _stdout=io.StringIO())
+        result = checkpoint.run(ctx, model="tiny", strategy="ddp", batch_size=2, steps=1, seed=0)
+    finally:
+        dist.destroy_process_group()
+        torch.set_num_threads(threads)
+    assert result is not None and len(first_blocks) == 4
+    assert alive_at_second == [0], f"{alive_at_second[0]} of the first trial's blocks outlived it"

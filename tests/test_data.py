@@ -107,6 +107,20 @@ def test_loader_accepts_a_model_and_rejects_too_few_samples():
         data.make_loader("gpt", shape_for("gpt", "tiny"), batch_size=4, rank=0, world_size=2, seed=0, num_samples=7)
 
 
+def test_loader_pins_batches_bound_for_cuda_only():
+    """The loop's copies are non_blocking; only from pinned memory are they asynchronous. Pinning
+    itself needs CUDA, so on CPU the decision is what can be shown: the loader is built to pin for a
+    CUDA device and not for the CPU, and a CPU-bound batch is passed through untouched."""
+    shape = shape_for("gpt", "tiny")
+    common = dict(batch_size=2, rank=0, world_size=1, seed=0, num_samples=4)
+    for device, pins in (("cuda", True), (torch.device("cuda", 1), True), ("cpu", False), (None, False)):
+        loader, _ = data.make_loader("gpt", shape, device=device, **common)
+        assert loader.pin_memory is pins, device
+    batch = next(iter(data.make_loader("gpt", shape, device="cpu", **common)[0]))
+    assert data.pinned(batch, "cpu") is batch
+    assert not batch[0].is_pinned()
+
+
 def test_shape_of_sees_through_wrappers():
     model = build_model("gpt", "tiny", seed=0)
 

@@ -25,6 +25,19 @@ def test_doctor_json_reports_the_machine(ddpfsdp_home):
         assert launch == {"device": "cuda", "world_size": len(report["gpus"]), "backend": "nccl"}
     else:
         assert launch == {"device": "cpu", "world_size": 2, "backend": "gloo"}
+    assert report["data_parallel_commands"][-1] == "ddpfsdp demo ddp --procs 2"
+
+
+def test_training_demo_advice_names_gpus_only_where_there_are_two():
+    from ddpfsdp.demos.launch.hardware import GPU, Hardware
+
+    def machine(gpus: int) -> Hardware:
+        return Hardware("2.13.0", "CUDA 12.8", gpus > 0, [GPU(i, "NVIDIA H100", 80 * 2**30, "9.0") for i in range(gpus)],
+                        nccl_available=True, gloo_available=True)
+
+    assert machine(0).data_parallel_commands == ["ddpfsdp demo ddp --procs 2"]
+    assert machine(1).data_parallel_commands == ["ddpfsdp demo ddp --procs 2"]
+    assert machine(8).data_parallel_commands == ["ddpfsdp demo ddp --gpus 2", "ddpfsdp demo ddp --procs 2"]
 
 
 def test_doctor_text_says_what_demos_use():
@@ -32,6 +45,7 @@ def test_doctor_text_says_what_demos_use():
     assert result.exit_code == 0, result.output
     assert "demos use" in result.output
     assert "gloo" in result.output
+    assert "training demos" in result.output and "--procs 2" in result.output
 
 
 def test_data_dir_honours_override(tmp_path, monkeypatch):

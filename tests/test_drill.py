@@ -27,6 +27,19 @@ BYTES = {
     "bf16-master": (2, 2, 4, 4, 2, 2),
     "bf16": (2, 2, 2, 0, 2, 2),
 }
+# DeepSpeed's ZeRO-1/2 (deepspeed/runtime/zero/stage_1_and_2.py): the optimizer steps its own copy of
+# the partition (fp32 unless bf16_master_weights_and_grads), the held parameters are all-gathered after
+# the step, and under torch_autocast the model stays fp32 while Linear gradients are reduced in bf16.
+DEEPSPEED_BYTES = {
+    "fp32": (4, 4, 4, 4, 4, 4),
+    "bf16-mixed": (4, 4, 4, 4, 4, 2),
+    "bf16-master": (2, 2, 4, 4, 2, 2),
+    "bf16": (2, 2, 2, 2, 2, 2),
+}
+
+
+def _bytes(strategy: str, precision: str) -> tuple[int, ...]:
+    return DEEPSPEED_BYTES[precision] if strategy in ("zero1", "zero2") else BYTES[precision]
 STATES = {"adamw": 2, "adam": 2, "sgd-momentum": 1, "sgd": 0}  # Adam's two moments, SGD's momentum buffer
 # Activation bytes per element: (residual stream r, compute c, the loss's log-softmax)
 ACTIVATION_BYTES = {"fp32": (4, 4, 4), "bf16-mixed": (4, 2, 4), "bf16": (2, 2, 2)}
@@ -35,11 +48,11 @@ ACTIVATION_BYTES = {"fp32": (4, 4, 4), "bf16-mixed": (4, 2, 4), "bf16": (2, 2, 2
 def _held(params: int, gpus: int, strategy: str, precision: str, optimizer: str) -> int:
     """Model state per GPU: each kind's bytes over the GPUs that share it (ceil: FSDP pads shards).
     HSDP shards within a node of 8, as the drill's clusters are built."""
-    param, grad, state, master, _, _ = BYTES[precision]
+    param, grad, state, master, _, _ = _bytes(strategy, precision)
     optimizer_bytes = master + STATES[optimizer] * state
     group = 8 if gpus % 8 == 0 else gpus
-    ways = {"ddp": (1, 1, 1), "zero1": (1, 1, gpus), "zero2": (1, gpus, gpus), "zero3": (gpus,) * 3,
-            "hsdp": (group,) * 3}[strategy]
+    ways = {"ddp": (1, 1, 1), "zro": (1, 1, gpus), "zero1": (1, 1, gpus), "zero2": (1, gpus, gpus),
+            "grad-op": (gpus,) * 3, "zero3": (gpus,) * 3, "hsdp": (group,) * 3}[strategy]
     return sum(-(-params // w) * b for w, b in zip(ways, (param, grad, optimizer_bytes)))
 
 
@@ -50,16 +63,20 @@ def _sent(buffer_bytes: int, ranks: int, all_reduce: bool = False) -> int:
 
 
 def _wire(params: int, gpus: int, strategy: str, precision: str) -> int:
-    """Wire bytes per rank per step: DDP all-reduces the gradients; ZeRO-1/2 reduce-scatter them and
-    all-gather the held parameters; ZeRO-3 all-gathers twice and reduce-scatters once; HSDP does so
-    in a node of 8 and all-reduces its gradient shard across the nodes."""
-    param, _, _, _, gathered, reduced = BYTES[precision]
-    if strategy == "ddp":
-        return _sent(params * reduced, gpus, all_reduce=True)
+    """Wire bytes per rank per step: DDP all-reduces the gradients; ZeroRedundancyOptimizer adds a
+    broadcast of the held parameters; ZeRO-1/2 reduce-scatter the gradients and all-gather the held
+    parameters; grad-op all-gathers once and reduce-scatters once; ZeRO-3 all-gathers twice and
+    reduce-scatters once; HSDP does so in a node of 8 and all-reduces its gradient shard across the
+    nodes."""
+    param, _, _, _, gathered, reduced = _bytes(strategy, precision)
+    if strategy in ("ddp", "zro"):
+        broadcast = _sent(params * param, gpus) if strategy == "zro" else 0
+        return _sent(params * reduced, gpus, all_reduce=True) + broadcast
     if strategy in ("zero1", "zero2"):
         return _sent(params * reduced, gpus) + _sent(params * param, gpus)
-    group = gpus if strategy == "zero3" else (8 if gpus % 8 == 0 else gpus)
-    sent = _sent(2 * params * gathered, group) + _sent(params * reduced, group)
+    group = 8 if strategy == "hsdp" and gpus % 8 == 0 else gpus
+    gathers = 1 if strategy == "grad-op" else 2
+    sent = _sent(gathers * params * gathered, group) + _sent(params * reduced, group)
     if strategy == "hsdp" and gpus > group:
         sent += _sent(-(-params // group) * reduced, gpus // group, all_reduce=True)
     return sent
@@ -346,3 +363,79 @@ def test_drill_never_imports_torch():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip() == ""
+
+
+# What each prompt must say about the numbers it grades, written out from the sources: the
+# implementation a strategy follows under each precision (DeepSpeed: runtime/zero/stage_1_and_2.py,
+# runtime/engine.py, runtime/torch_autocast.py; PyTorch: nn/parallel/distributed.py,
+# distributed/optim/zero_redundancy_optimizer.py, distributed/fsdp/_fully_shard/) and its mode there.
+def _implementation_words(strategy: str, precision: str) -> tuple[str, str]:
+    deepspeed_mode = {"fp32": ", fp32", "bf16-mixed": "torch_autocast", "bf16-master": "bf16 enabled",
+                      "bf16": "bf16_master_weights_and_grads"}[precision]
+    torch_mode = {"fp32": ", fp32", "bf16-mixed": "torch.autocast(bf16)", "bf16-master": "fp32 master weights",
+                  "bf16": "a bf16 model"}[precision]
+    fsdp_mode = {"fp32": ", fp32", "bf16-mixed": "MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)",
+                 "bf16-master": "fp32 master weights", "bf16": "a bf16 model"}[precision]
+    if strategy in ("zero1", "zero2"):
+        return f"DeepSpeed ZeRO stage {strategy[-1]}", deepspeed_mode
+    if precision == "bf16-master" and strategy in ("zero3", "hsdp"):
+        return ("MiCS" if strategy == "hsdp" else "DeepSpeed ZeRO stage 3"), deepspeed_mode
+    return {"ddp": ("PyTorch DDP", torch_mode), "zro": ("ZeroRedundancyOptimizer under DDP", torch_mode),
+            "grad-op": ("fully_shard(reshard_after_forward=False)", fsdp_mode),
+            "zero3": ("FSDP2 fully_shard", fsdp_mode), "hsdp": ("(replicate, shard) mesh", fsdp_mode)}[strategy]
+
+
+# Words that belong to another precision's implementations, never to this one's.
+_NOT_UNDER = {
+    "fp32": ("torch_autocast", "torch.autocast", "MixedPrecisionPolicy", "bf16 enabled", "bf16_master", "bf16 compute"),
+    "bf16-mixed": ("bf16 enabled", "bf16_master", "fp32 master weights", "a bf16 model", "fp32 throughout"),
+    "bf16-master": ("torch_autocast", "torch.autocast", "MixedPrecisionPolicy", "bf16_master", "a bf16 model",
+                    "fp32 throughout"),
+    "bf16": ("torch_autocast", "torch.autocast", "MixedPrecisionPolicy", "bf16 enabled", "fp32 master weights",
+             "fp32 throughout"),
+}
+
+
+def _graded_strategies(problem: drills.Problem) -> tuple[str, ...]:
+    if problem.fn == "min_zero_stage":
+        return ("ddp", "zero1", "zero2", "zero3")
+    return (problem.args["strategy"],) if "strategy" in problem.args else ()
+
+
+def _prompt_disagreements(problem: drills.Problem) -> list[str]:
+    """What the prompt says that the arguments it is graded with contradict (empty: they agree)."""
+    precision = problem.args.get("precision")
+    if precision is None:
+        return []
+    wrong = [f"says {word!r} under {precision}" for word in _NOT_UNDER[precision] if word in problem.prompt]
+    strategies = _graded_strategies(problem)
+    for strategy in strategies:
+        wrong += [f"does not name {word!r} for {strategy}" for word in _implementation_words(strategy, precision)
+                  if word not in problem.prompt]
+    if "FSDP" in problem.prompt and not set(strategies) & {"grad-op", "zero3", "hsdp"}:
+        wrong.append("names FSDP, whose numbers it does not grade")
+    return wrong
+
+
+def test_every_prompt_names_the_implementation_and_precision_it_grades():
+    graded = set()
+    for seed in range(120):
+        for problem in drills.generate(seed, 2 * len(drills.KINDS)):
+            assert _prompt_disagreements(problem) == [], (seed, problem.id, problem.prompt)
+            graded.update((s, problem.args.get("precision")) for s in _graded_strategies(problem))
+    assert {s for s, _ in graded} == {"ddp", "zro", "zero1", "zero2", "grad-op", "zero3", "hsdp"}
+    assert {p for _, p in graded} == {"fp32", "bf16-mixed", "bf16-master", "bf16"}
+
+
+def test_a_prompt_that_disagrees_with_its_arguments_is_caught():
+    from dataclasses import replace
+
+    problem = next(p for p in drills.generate(1, 30) if p.kind == "wire-bytes" and p.args["strategy"] == "zero2")
+    # The prompt this drill once printed: FSDP's recipe, graded with ZeRO-2's numbers.
+    old = problem.prompt.split(" (as ")[0] + " on 4 nodes of 8 (32 GPUs), in bf16-mixed (PyTorch autocast / FSDP2 " \
+        "MixedPrecisionPolicy: fp32 params, grads and optimizer state held; bf16 for compute and FSDP's all-gather)."
+    assert _prompt_disagreements(replace(problem, prompt=old))
+    for other in ("fp32", "bf16-master", "bf16"):
+        if other != problem.args["precision"]:
+            assert _prompt_disagreements(replace(problem, args={**problem.args, "precision": other})), other
+    assert _prompt_disagreements(replace(problem, args={**problem.args, "strategy": "grad-op"}))

@@ -7,11 +7,10 @@ too. The walk covers every module of the installed `ddpfsdp` package.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import pkgutil
 from pathlib import Path
-
-from ddpfsdp.quiz.bank_cache import imported_names
 
 ROOTS = ("ddpfsdp.quiz", "ddpfsdp.demos", "ddpfsdp.answers")
 
@@ -27,6 +26,29 @@ def package_modules(roots: tuple[str, ...] = ROOTS) -> dict[str, Path]:
             if spec is not None and spec.origin and spec.origin.endswith(".py"):
                 modules[info.name] = Path(spec.origin)
     return modules
+
+
+def imported_names(name: str, path: Path) -> set[str]:
+    """Dotted names a module imports, relative imports resolved; `from a import b` gives a.b and a.
+
+    Every import statement counts, wherever it stands (a deferred import inside a function too).
+    """
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
+    return names
 
 
 def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:

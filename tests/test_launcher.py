@@ -62,6 +62,49 @@ def test_too_many_gpus_names_the_procs_command_that_runs_here():
     assert "ddpfsdp demo fsdp --procs 4" in result.output
 
 
+def test_one_gpu_machine_is_told_only_what_it_can_run(monkeypatch):
+    """One GPU: the default is one rank, which data parallelism cannot use, and --gpus 2 would be
+    refused too; the message names CPU processes (and a simulated world), never a second GPU."""
+    from ddpfsdp.demos.launch import launcher
+
+    monkeypatch.setattr(launcher, "cuda_device_count", lambda: 1)
+    with pytest.raises(LaunchError) as refused:
+        DemoRun("ddp", ["--model", "tiny"])
+    message = str(refused.value)
+    assert "1 GPU (NCCL)" in message and "one rank per GPU" in message
+    assert "ddpfsdp demo ddp --procs 2" in message and "--simulate --world 8" in message
+    assert "--gpus" not in message
+    result = CliRunner().invoke(cli, ["demo", "fsdp", "--model", "tiny"])
+    assert result.exit_code == 2 and "ddpfsdp demo fsdp --procs 2" in result.output
+    assert "--gpus 2" not in result.output
+    # what it suggests is accepted: two CPU processes on the same machine
+    assert DemoRun("ddp", ["--model", "tiny"], procs=2).placement == Placement("cpu", 2)
+
+
+def test_too_few_ranks_names_gpus_only_where_there_are_enough():
+    from ddpfsdp.demos.launch.launcher import too_few_ranks
+
+    asked_one = too_few_ranks("compare", 2, Placement("cuda", 1), gpus=4)
+    assert "ddpfsdp demo compare --gpus 2" in asked_one and "ddpfsdp demo compare --procs 2" in asked_one
+    assert "one rank per GPU" not in asked_one  # the machine has GPUs enough: only the choice was short
+    no_gpu = too_few_ranks("zero1", 2, Placement("cpu", 1), gpus=0)
+    assert "--gpus" not in no_gpu and "ddpfsdp demo zero1 --procs 2" in no_gpu and "--simulate" not in no_gpu
+    one_gpu = too_few_ranks("fsdp", 2, Placement("cuda", 1), gpus=1, simulates=True)
+    assert "--gpus" not in one_gpu and "This machine has 1 CUDA GPU," in one_gpu
+
+
+def test_one_rank_runs_only_the_demo_that_shows_something_on_one(monkeypatch):
+    """Checkpointing is one rank's own memory, so one GPU runs it; what the other concept demos show
+    happens between ranks (on one, `comm` would divide by zero), so they are refused like training."""
+    from ddpfsdp.demos.launch import launcher
+
+    monkeypatch.setattr(launcher, "cuda_device_count", lambda: 1)
+    assert DemoRun("checkpoint", []).placement == Placement("cuda", 1)
+    for demo in ("comm", "equivalence", "sampler", "wrap"):
+        with pytest.raises(LaunchError, match=f"ddpfsdp demo {demo} --procs 2"):
+            DemoRun(demo, [])
+
+
 @pytest.mark.parametrize(
     "argv, expected",
     [

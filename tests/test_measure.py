@@ -107,6 +107,87 @@ def test_since_leaves_out_what_was_alive_before_the_run():
     del kept, earlier
 
 
+# cuBLAS workspaces: the sizes torch gives them, and each run paying for its own ---------------------
+
+MIB = 1024 * 1024
+
+
+def test_cublas_workspace_sizes_follow_torch_defaults_and_environment():
+    from ddpfsdp.demos.measure import blas_workspaces as bw
+
+    assert bw.cublas_workspace_config_bytes(None, 9) == 32 * MIB  # Hopper: ":4096:8"
+    assert bw.cublas_workspace_config_bytes(None, 10) == 32 * MIB
+    assert bw.cublas_workspace_config_bytes(None, 8) == 8 * MIB + 128 * 1024  # A100: ":4096:2:16:8"
+    assert bw.cublas_workspace_config_bytes(":4096:8", 8) == 32 * MIB
+    assert bw.cublas_workspace_config_bytes(":16:8", 9) == 128 * 1024
+    assert bw.cublas_workspace_config_bytes("nonsense", 8) == 8 * MIB + 128 * 1024
+    assert bw.cublaslt_workspace_config_bytes(None) == MIB
+    assert bw.cublaslt_workspace_config_bytes("2048") == 2 * MIB
+    assert bw.cublaslt_workspace_config_bytes("lots") == MIB
+    # two handle-stream pairs (forward's thread, backward's thread), a cuBLAS and a cuBLASLt workspace each
+    assert bw.blas_workspace_bytes(32 * MIB, MIB) == 66 * MIB == bw.HOPPER_DEFAULT_BYTES
+    # the margin this replaced, 16 MiB, was below both an H100's and an A100's workspaces
+    assert bw.blas_workspace_bytes(8 * MIB + 128 * 1024, MIB) > 16 * MIB
+
+
+def test_cuda_workspace_bytes_from_torch_or_from_the_device(monkeypatch):
+    """torch's own sizes where it reports them; else the GPU's compute capability and the environment."""
+    from types import SimpleNamespace
+
+    from ddpfsdp.demos.measure import blas_workspaces as bw
+
+    monkeypatch.setattr(torch.backends.cuda, "cublas_workspace_size", lambda: 4 * MIB, raising=False)
+    monkeypatch.setattr(torch.backends.cuda, "cublaslt_workspace_size", lambda: MIB, raising=False)
+    assert bw.cuda_blas_workspace_bytes("cuda:0") == 10 * MIB
+    monkeypatch.setattr(torch.backends.cuda, "cublas_workspace_size", None)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: SimpleNamespace(major=9))
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    monkeypatch.delenv("CUBLASLT_WORKSPACE_SIZE", raising=False)
+    assert bw.cuda_blas_workspace_bytes("cuda:0") == 66 * MIB
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:2")
+    assert bw.cuda_blas_workspace_bytes("cuda:0") == 2 * (8 + 1) * MIB
+
+
+def test_clear_is_a_no_op_without_cuda():
+    from ddpfsdp.demos.measure.blas_workspaces import clear_blas_workspaces
+
+    assert clear_blas_workspaces("cpu") is False
+
+
+def test_every_run_in_a_process_pays_for_its_own_workspaces(monkeypatch):
+    """Two runs in one process, as `compare` makes them, on a stand-in for the CUDA allocator: the
+    workspaces a run's warm-up allocates outlive it, and the baseline frees them first, so the
+    second run's peak above its baseline holds them as the first run's does."""
+    from ddpfsdp.demos.measure import memory
+
+    workspaces = 66 * MIB
+    state = {"allocated": 0, "workspaces": 0, "clears": 0}
+
+    def clear(device):
+        state["clears"] += 1
+        state["allocated"] -= state["workspaces"]
+        state["workspaces"] = 0
+        return True
+
+    monkeypatch.setattr(memory, "clear_blas_workspaces", clear)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: state["allocated"])
+
+    def run_peak() -> int:
+        baseline = PeakMemory.before_run("cuda:0")
+        model = 100 * MIB
+        state["allocated"] += model
+        if not state["workspaces"]:  # the warm-up's first matmuls, forward and backward
+            state["workspaces"] = workspaces
+            state["allocated"] += workspaces
+        peak = state["allocated"] + 20 * MIB  # activations at the peak
+        state["allocated"] -= model
+        return peak - baseline
+
+    first, second = run_peak(), run_peak()
+    assert state["clears"] == 2
+    assert first == second == (100 + 20 + 66) * MIB
+
+
 def test_step_timer_summary():
     timer = StepTimer("cpu")
     timer.start()

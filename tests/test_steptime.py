@@ -127,10 +127,11 @@ def test_presets_name_their_figures_per_direction():
 # --- plans the model picks (demos/theory/planning.py) ----------------------------------------------
 
 
-@pytest.mark.parametrize("gpu_mem, stage", [(80e9, 1), (40e9, 2), (24e9, 3), (10e9, planning.NONE_FITS)])
+@pytest.mark.parametrize("gpu_mem, stage", [(80e9, 1), (45e9, 2), (40e9, 3), (10e9, planning.NONE_FITS)])
 def test_the_lowest_stage_that_fits(gpu_mem, stage):
-    # 7B on 8 GPUs, bf16-mixed with AdamW (4 + 4 + 8 bytes): DDP 16 * 7 = 112 GB; ZeRO-1 8 * 7 + 8 * 7 / 8 = 63 GB;
-    # ZeRO-2 4 * 7 + 12 * 7 / 8 = 38.5 GB; ZeRO-3 16 * 7 / 8 = 14 GB.
+    # 7B on 8 GPUs, bf16-mixed with AdamW (4 + 4 + 8 bytes): DDP 16 * 7 = 112 GB; ZeRO-1 and ZeRO-2 are
+    # DeepSpeed's under torch_autocast, whose optimizer adds its own fp32 copy of the partition (4 bytes):
+    # ZeRO-1 8 * 7 + 12 * 7 / 8 = 66.5 GB; ZeRO-2 4 * 7 + 16 * 7 / 8 = 42 GB; ZeRO-3 16 * 7 / 8 = 14 GB.
     assert planning.q_fit_stage(params=7e9, gpus=8, gpu_mem=gpu_mem, precision="bf16-mixed", optimizer="adamw") == stage
 
 

@@ -140,3 +140,37 @@ def test_recorder_edges_on_one_process(tmp_path):
     assert lanes.span(rank, "optimizer") and lanes.span(rank, "backward")
     memory = [b for _, b in rank["memory"]["samples"]]
     assert max(memory) > memory[0]  # activations are allocated during the step
+
+
+def test_a_collective_without_a_work_is_not_shown_completed(tmp_path):
+    """A functional collective returns a tensor, not a Work: nothing tells the recorder when it is
+    done, so it is recorded as not completed, and the check on the timeline names it. In the same
+    step a c10d all-reduce, whose Work's future reports, and a gloo reduce-scatter, whose Work has no
+    future and is waited on instead, are completed (one gloo process)."""
+    import torch
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+
+    from ddpfsdp.demos.measure.timeline import TimelineRecorder
+    from ddpfsdp.demos.train.timeline_claims import timeline_records_every_collective
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        with TimelineRecorder("cpu", torch.nn.Linear(2, 2), []) as recorder:
+            dist.all_reduce(torch.ones(4))
+            funcol.all_reduce(torch.ones(8), "sum", dist.group.WORLD).wait()
+            work = dist.reduce_scatter_single(torch.zeros(16), torch.ones(16), async_op=True)
+            with pytest.raises(RuntimeError, match="getFuture not implemented"):
+                work.get_future()
+            work.wait()
+        rank = recorder.to_dict(0)
+        per_op = recorder.per_op()
+    finally:
+        dist.destroy_process_group()
+    done = {c["bytes"]: c["completed_s"] for c in rank["collectives"]}
+    assert set(done) == {16, 32, 64} and per_op["all_reduce"]["count"] == 2
+    assert done[16] is not None and done[16] >= 0
+    assert done[64] is not None and done[64] >= rank["collectives"][2]["issued_s"]
+    assert done[32] is None
+    check = timeline_records_every_collective({"ranks": [rank]}, per_op)
+    assert not check.passed and "1 without completion" in check.detail

@@ -135,8 +135,18 @@ def test_peak_within_bounds():
     high = _ranks(2 * MB, 2 * MB, 4 * MB, peak=26 * MB)
     check = tc.peak_within_bounds(high, working_set_bytes=4 * MB, activation_bytes=10 * MB)
     assert not check.passed and "above" in check.detail
-    # on a GPU the margin adds library workspaces
+    # on a GPU the margin adds the rank's cuBLAS workspaces: its own figure, else a Hopper's 66 MiB
     assert tc.peak_within_bounds(high, working_set_bytes=4 * MB, activation_bytes=10 * MB, device="cuda").passed
+    mib = 1024 * 1024
+    a100 = _ranks(2 * MB, 2 * MB, 4 * MB, peak=int(22 * MB * 1.1) + 18 * mib, blas_workspaces=2 * (8 * mib + 128 * 1024 + mib))
+    check = tc.peak_within_bounds(a100, working_set_bytes=4 * MB, activation_bytes=10 * MB, device="cuda")
+    assert check.passed and check.values["margin_bytes"] == 19_136_512
+    over = _ranks(2 * MB, 2 * MB, 4 * MB, peak=int(22 * MB * 1.1) + 19 * mib, blas_workspaces=19_136_512)
+    assert not tc.peak_within_bounds(over, working_set_bytes=4 * MB, activation_bytes=10 * MB, device="cuda").passed
+    hopper = _ranks(2 * MB, 2 * MB, 4 * MB, peak=int(22 * MB * 1.1) + 65 * mib)
+    assert tc.peak_within_bounds(hopper, working_set_bytes=4 * MB, activation_bytes=10 * MB, device="cuda").passed
+    hopper_over = _ranks(2 * MB, 2 * MB, 4 * MB, peak=int(22 * MB * 1.1) + 67 * mib)
+    assert not tc.peak_within_bounds(hopper_over, working_set_bytes=4 * MB, activation_bytes=10 * MB, device="cuda").passed
     # no activation estimate: judged from below only, and the detail says so
     unknown = tc.peak_within_bounds(high, working_set_bytes=4 * MB, activation_bytes=None)
     assert unknown.passed and "not judged" in unknown.detail

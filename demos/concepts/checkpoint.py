@@ -103,6 +103,22 @@ def _matmul_counter(blocks: list[Any]) -> Any:
     return MatmulCounter()
 
 
+def _count_matmuls(s: Any) -> dict[str, dict[str, int]]:
+    """One forward and backward under the matmul counter; only the counts outlive it.
+
+    The counter holds the trial's blocks (its hooks are installed on them), so it must not survive
+    into the next trial: that trial would be set up and measured with these parameters still alive.
+    """
+    from ddpfsdp.demos.concepts import trial
+
+    counter = _matmul_counter(s.blocks)
+    with counter:
+        trial.forward_backward(s, on_backward=counter.enter_backward)
+    s.prepared.optimizer.zero_grad(set_to_none=True)
+    return {"matmuls": counter.matmuls, "block_matmuls": counter.block_matmuls,
+            "block_forward_calls": counter.block_calls}
+
+
 def run(ctx: Any, *, model: str | None, strategy: str, batch_size: int, steps: int, seed: int) -> dict | None:
     from ddpfsdp.demos.concepts import trial
 
@@ -114,18 +130,12 @@ def run(ctx: Any, *, model: str | None, strategy: str, batch_size: int, steps: i
         s = trial.setup(ctx, model=model, strategy=strategy, sharding="full", wrap="block",
                         batch_size=batch_size, seed=seed, checkpoint_activations=enabled)
         figures = trial.measure(ctx, s, timed_steps=steps)
-        counter = _matmul_counter(s.blocks)
-        with counter:
-            trial.forward_backward(s, on_backward=counter.enter_backward)
-        s.prepared.optimizer.zero_grad(set_to_none=True)
         configs.append({
             "label": label,
             "checkpoint_activations": enabled,
             "blocks": len(s.blocks),
             "params": s.params,
-            "matmuls": counter.matmuls,
-            "block_matmuls": counter.block_matmuls,
-            "block_forward_calls": counter.block_calls,
+            **_count_matmuls(s),
             "peak_bytes": figures["peak_bytes"],
             "peak_kind": figures["peak_kind"],
             "step_time_s": figures["step_time_s"],

@@ -1,4 +1,4 @@
-"""Reshard after forward on vs off: FULL_SHARD (ZeRO-3) vs SHARD_GRAD_OP (ZeRO-2-like working set).
+"""Reshard after forward on vs off: FULL_SHARD (ZeRO-3) vs SHARD_GRAD_OP (FSDP grad-op).
 
 With resharding on, each unit frees its unsharded parameters as soon as its forward ends and
 all-gathers them again when backward reaches it: two all-gathers per unit per step, and only the

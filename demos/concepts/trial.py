@@ -65,6 +65,7 @@ def rank_batches(ctx: Any, shape: Any, *, batch_size: int, seed: int, count: int
 def setup(ctx: Any, *, model: str, strategy: str, batch_size: int, seed: int, checkpoint_activations: bool = False,
           batch_count: int = 1, **run: Any) -> Setup:
     """`run`: the wrapping's options (sharding, wrap, optimizer, lr, ...), defaults from RunSpec."""
+    from ddpfsdp.demos.train.data import pinned
     from ddpfsdp.demos.train.models import build_model, count_params
     from ddpfsdp.demos.train.spec import RunSpec
     from ddpfsdp.demos.train.strategies import prepare
@@ -73,7 +74,8 @@ def setup(ctx: Any, *, model: str, strategy: str, batch_size: int, seed: int, ch
     net.checkpoint_activations = checkpoint_activations
     params = count_params(net)
     blocks = list(net.blocks)
-    batches = rank_batches(ctx, net.shape, batch_size=batch_size, seed=seed, count=batch_count)
+    batches = [pinned(batch, ctx.device)  # so that the non_blocking copy to a GPU is asynchronous
+               for batch in rank_batches(ctx, net.shape, batch_size=batch_size, seed=seed, count=batch_count)]
     prepared = prepare(net, RunSpec.from_options(run, strategy), device=ctx.device, world_size=ctx.world_size)
     return Setup(prepared, batches, params, blocks)
 

@@ -53,10 +53,27 @@ class Hardware:
             return DefaultLaunch("cuda", len(self.gpus), "nccl")
         return DefaultLaunch("cpu", DEFAULT_CPU_PROCS, "gloo")
 
+    @property
+    def data_parallel_commands(self) -> list[str]:
+        """How to run a training demo here, on its fewest ranks (2): on GPUs only where there are two."""
+        from ddpfsdp.demos.registry import DATA_PARALLEL_MIN_RANKS
+
+        gpus = len(self.gpus) if self.nccl_available else 0
+        return commands_for_ranks("ddp", DATA_PARALLEL_MIN_RANKS, gpus)
+
     def to_dict(self) -> dict:
         data = asdict(self)
         data["default_launch"] = asdict(self.default_launch)
+        data["data_parallel_commands"] = self.data_parallel_commands
         return data
+
+
+def commands_for_ranks(demo: str, ranks: int, gpus: int) -> list[str]:
+    """Commands that run `demo` on `ranks` ranks on a machine with `gpus` CUDA GPUs: on the GPUs only
+    where there are that many (one rank per GPU: NCCL will not put two ranks on one), on CPU
+    processes always."""
+    on_gpus = [f"ddpfsdp demo {demo} --gpus {ranks}"] if gpus >= ranks else []
+    return [*on_gpus, f"ddpfsdp demo {demo} --procs {ranks}"]
 
 
 def cpu_count() -> int:

@@ -30,6 +30,7 @@ from typing import Any
 
 from ddpfsdp.demos.launch import events as event_protocol
 from ddpfsdp.demos.launch.context import FAIL_MODE_ENV, FAIL_RANK_ENV, FAIL_STEP_ENV
+from ddpfsdp.demos.launch.hardware import commands_for_ranks
 from ddpfsdp.demos.worker import DEVICE_ENV, TIMEOUT_ENV
 
 RUN_ID_ENV = "DDPFSDP_RUN_ID"
@@ -119,8 +120,22 @@ def kill_run(run_id: str, wait_s: float = 1.0) -> None:
         time.sleep(0.05)
 
 
-def validated_options(demo: str, args: list[str], world_size: int) -> dict[str, Any]:
-    """The demo's options parsed from `args` and checked for this world size, before anything starts."""
+def too_few_ranks(demo: str, needed: int, placement: Placement, gpus: int, simulates: bool = False) -> str:
+    """Why `placement` is refused for `demo`, naming only commands that run on a machine with `gpus`
+    CUDA GPUs (a one-GPU machine's default is one rank, and `--gpus 2` would be refused there too)."""
+    commands = commands_for_ranks(demo, needed, gpus)
+    if simulates:
+        commands.append(f"ddpfsdp demo {demo} --simulate --world 8 (a simulated world, in one process)")
+    machine = ""
+    if placement.device == "cuda" and gpus < needed:
+        machine = (f" This machine has {gpus} CUDA GPU{'s' if gpus != 1 else ''}, and NCCL runs one rank per GPU, "
+                   f"so {needed} ranks here are CPU processes on gloo.")
+    return (f"{demo} needs at least {needed} ranks (what it shows happens between ranks); this run would have "
+            f"{placement.describe()}.{machine} Run: " + "; or ".join(commands))
+
+
+def validated_options(demo: str, args: list[str], placement: Placement) -> dict[str, Any]:
+    """The demo's options parsed from `args` and checked for this placement, before anything starts."""
     import click
 
     from ddpfsdp.demos import registry
@@ -132,8 +147,11 @@ def validated_options(demo: str, args: list[str], world_size: int) -> dict[str, 
         raise LaunchError(str(exc)) from None
     try:
         options = parse_demo_options(spec, args)
+        if not options.get("simulate") and placement.world_size < spec.min_world_size:
+            raise LaunchError(too_few_ranks(demo, spec.min_world_size, placement, cuda_device_count(),
+                                            simulates="simulate" in options))
         if spec.validate:
-            load(spec.validate)(options, world_size)
+            load(spec.validate)(options, placement.world_size)
     except click.ClickException as exc:
         raise LaunchError(exc.format_message()) from None
     return options
@@ -217,7 +235,7 @@ class DemoRun:
         self.demo = demo
         self.args = [str(a) for a in args]
         self.placement = placement or resolve_placement(gpus, procs, demo)
-        self.options = validated_options(demo, self.args, self.placement.world_size)
+        self.options = validated_options(demo, self.args, self.placement)
         if self.options.get("simulate"):
             # --procs and --gpus do not apply: the simulated ranks are --world, all in one process.
             self.placement = Placement("fake", self.options["world"])

@@ -1,9 +1,9 @@
 """Measuring: what a rank holds and does, read from the tensors, clocks and collectives themselves.
 
-Owns model-state bytes, the tracked memory peak and step timing (`memory`), the collective counter
-(`comm`), one step recorded in time (`timeline`), read back torch-free as lanes (`lanes`) and
-written as a Chrome trace (`trace`), and the reports that print a training result for a person
-(`report`, and `simulated_report` for a simulated one, sharing one table of collectives: `comm_table`).
-It may import the top-level `units`, `checks` and `collectives`; it never imports train/ or theory/, so
-every stage can measure.
+Owns model-state bytes, the tracked memory peak and step timing (`memory`), the cuBLAS workspaces a
+GPU step holds (`blas_workspaces`), the collective counter (`comm`), one step recorded in time
+(`timeline`), read back torch-free as lanes (`lanes`) and written as a Chrome trace (`trace`), and
+the reports that print a training result for a person (`report`, and `simulated_report` for a
+simulated one, sharing one table of collectives: `comm_table`). It may import the top-level
+`units`, `checks` and `collectives`; it never imports train/ or theory/, so every stage can measure.
 """

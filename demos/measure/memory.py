@@ -11,6 +11,8 @@
   storages, each counted once by its address, however it was found: reachable from Python, or
   handed to a collective during the step without being allocated in it (DDP's gradient buckets,
   which its C++ reducer owns: Python reaches them only once some dispatch mode has wrapped them).
+  On CUDA the cuBLAS workspaces are freed before a run's baseline (`blas_workspaces`), so every
+  run in a process allocates its own and pays for them in its peak.
 - `StepTimer`: wall time of the timed steps and of each step (CUDA events on GPU, so no step
   waits for the GPU to be timed).
 - `environment`: the `env` block of every result.
@@ -29,6 +31,8 @@ from typing import Any, Iterable, Iterator
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
+
+from ddpfsdp.demos.measure.blas_workspaces import clear_blas_workspaces, cuda_blas_workspace_bytes
 
 GiB = 1024**3
 MiB = 1024**2
@@ -169,6 +173,7 @@ class PeakMemory:
         self.alloc_retries: int | None = None
         self.ooms: int | None = None
         self.untracked_free_bytes: int | None = None
+        self.blas_workspace_bytes: int | None = None
         self._profiler = None
         self._collectives: _CollectiveStorages | None = None
         self._start: dict[tuple, int] = {}
@@ -176,9 +181,14 @@ class PeakMemory:
     @staticmethod
     def before_run(device: Any) -> Any:
         """What the process holds before a run builds anything, for `since=`: a later run in the same
-        process (compare) then measures its own memory, not what earlier runs left behind."""
+        process (compare) then measures its own memory, not what earlier runs left behind.
+
+        On CUDA the cuBLAS workspaces are freed first, so that every run allocates its own during its
+        warm-up and its peak holds them (`blas_workspace_bytes` says how much), the first run as
+        much as the later ones."""
         device = torch.device(device)
         if device.type == "cuda":
+            clear_blas_workspaces(device)
             return torch.cuda.memory_allocated(device)
         return live_storages("cpu")
 
@@ -214,6 +224,7 @@ class PeakMemory:
             stats = torch.cuda.memory_stats(self.device)
             self.alloc_retries = stats.get("num_alloc_retries", 0)
             self.ooms = stats.get("num_ooms", 0)
+            self.blas_workspace_bytes = cuda_blas_workspace_bytes(self.device)
             return
         self._collectives.__exit__(*exc)
         self._profiler.__exit__(*exc)
@@ -244,6 +255,7 @@ class PeakMemory:
             "start": self.start_bytes,
             "untracked_free": self.untracked_free_bytes,
             "found": self.found_bytes,
+            "blas_workspaces": self.blas_workspace_bytes,
         }
 
 

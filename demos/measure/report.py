@@ -86,7 +86,8 @@ def memory_table(result: dict[str, Any]) -> Table:
     theory = result.get("theory") or {}
     ranks = result["memory"]["ranks"]
     kind = ranks[0].get("peak_kind", "") if ranks else ""
-    table = Table(title="Memory per rank (measured)", caption=f"peak: {kind}; model state after the optimizer step")
+    follows = f"; theory follows {theory['implementation']}" if theory.get("implementation") else ""
+    table = Table(title="Memory per rank (measured)", caption=f"peak: {kind}; model state after the optimizer step{follows}")
     for column in ("rank", "params", "grads", "optimizer state", "model state", "peak of one step"):
         table.add_column(column, justify="right")
     for r, held in enumerate(ranks):

@@ -4,7 +4,9 @@
 counted) that also keeps, for that one step:
   spans        forward and backward of every unit (block), and the optimizer's own update, each
                with its start and end and the order in which the host reached them (`seq`)
-  collectives  every c10d collective as issued (op, bytes, process group) and as completed
+  collectives  every c10d collective as issued (op, bytes, process group) and as completed: as its
+               Work's future reports, or a thread waiting on a Work without one (gloo's
+               reduce-scatter); a collective without a Work is not completed
   memory       live bytes over the step; parameter bytes held (unsharded or shard) at unit edges
 
 Where a unit's edges are taken, with FSDP's own hooks in mind (torch 2.13):
@@ -118,6 +120,19 @@ def _work_of(result: Any) -> Any:
     return None
 
 
+WATCH_JOIN_S = 10.0  # at the step's end, how long a Work without a future may still take to finish
+
+
+def _mark_when_done(work: Any, event: dict[str, Any]) -> None:
+    """Wait on a CPU Work and stamp its completion (time.time_ns, the CPU timeline's clock). The
+    stamp can trail the completion by the time this thread takes to get the GIL back."""
+    try:
+        work.wait()
+    except Exception:  # noqa: BLE001 - a failed collective did not complete; its caller reports why
+        return
+    event["completed"] = time.time_ns()
+
+
 def downsample(samples: list[tuple[int, int]], limit: int = MAX_MEMORY_SAMPLES) -> list[tuple[int, int]]:
     """At most `limit` points; each slice of time keeps its lowest and highest sample, in order."""
     if len(samples) <= limit:
@@ -151,6 +166,7 @@ class TimelineRecorder(CommCounter):
         self._seq = itertools.count()
         self._lock = threading.Lock()
         self._handles: list[Any] = []
+        self._watchers: list[threading.Thread] = []
         self._open: dict[tuple[str, str], tuple[Any, int]] = {}
         self.spans: list[dict[str, Any]] = []
         self.events: list[dict[str, Any]] = []  # collectives, in issue order
@@ -301,8 +317,15 @@ class TimelineRecorder(CommCounter):
                 return None
 
             future.then(completed)
-        else:
-            event["completed"] = self._now()
+        elif work is not None and not self.cuda:
+            # gloo's reduce-scatter gives a Work without a future (torch 2.13: "Work::getFuture not
+            # implemented"): a thread waits on it beside whoever else does, and marks the time.
+            watcher = threading.Thread(target=_mark_when_done, args=(work, event), daemon=True)
+            watcher.start()
+            self._watchers.append(watcher)
+        # Without a Work (a functional collective, completed by a later wait_tensor) nothing says
+        # when it finished: it stays not completed, and `timeline_records_every_collective` names
+        # it, rather than showing it done at issue.
         return result
 
     # --- context -------------------------------------------------------------------------------
@@ -327,6 +350,10 @@ class TimelineRecorder(CommCounter):
             handle.remove()
         self._handles = []
         self._end = self._now()
+        give_up = time.monotonic() + WATCH_JOIN_S
+        for watcher in self._watchers:  # the step has waited on its collectives; the watchers follow
+            watcher.join(max(0.0, give_up - time.monotonic()))
+        self._watchers = []
         if self.cuda:
             torch.cuda.synchronize(self.device)
         elif self._profiler is not None:

@@ -20,8 +20,13 @@ DEFAULT_GPUS_PER_NODE = 8
 
 OFFLOAD_SUPPORT: dict[str, dict[str, str]] = {
     "ddp": {},
+    "zro": {},
     "zero1": {"optimizer": "DeepSpeed ZeRO-1 offload_optimizer (PyTorch's ZeroRedundancyOptimizer has no offload)"},
     "zero2": {"optimizer": "DeepSpeed ZeRO-2 offload_optimizer"},
+    "grad-op": {
+        "all": "FSDP2 fully_shard(reshard_after_forward=False, offload_policy=CPUOffloadPolicy()), "
+        "FSDP1 SHARD_GRAD_OP with CPUOffload(offload_params=True)",
+    },
     "zero3": {
         "optimizer": "DeepSpeed ZeRO-3 offload_optimizer without offload_param (FSDP has no optimizer-only offload)",
         "all": "FSDP2 fully_shard(offload_policy=CPUOffloadPolicy()), FSDP1 CPUOffload(offload_params=True), "
@@ -36,6 +41,13 @@ _OFFLOAD_INSTEAD: dict[tuple[str, str], str] = {
     "with --offload optimizer (DeepSpeed), or zero3 with --offload all (FSDP2 CPUOffloadPolicy)",
     ("ddp", "all"): "DDP keeps everything on the GPU and has no offload; use zero3 with --offload all "
     "(FSDP2 CPUOffloadPolicy), or zero1/zero2 with --offload optimizer (DeepSpeed)",
+    ("zro", "optimizer"): "ZeroRedundancyOptimizer keeps its optimizer state on the GPU and has no offload; use "
+    "zero1 or zero2 with --offload optimizer (DeepSpeed), or zero3 with --offload all (FSDP2 CPUOffloadPolicy)",
+    ("zro", "all"): "ZeroRedundancyOptimizer replicates parameters and gradients and has no offload; use zero3 or "
+    "grad-op with --offload all (FSDP2 CPUOffloadPolicy), or zero1/zero2 with --offload optimizer (DeepSpeed)",
+    ("grad-op", "optimizer"): "FSDP offloads parameters, gradients and optimizer state together "
+    "(CPUOffloadPolicy); there is no optimizer-only offload: use --offload all, or zero3 with "
+    "--offload optimizer (DeepSpeed)",
     ("zero1", "all"): "ZeRO-1 replicates parameters and gradients and nothing offloads them (DeepSpeed's "
     "offload_param needs stage 3); use --offload optimizer, or zero3 with --offload all",
     ("zero2", "all"): "ZeRO-2 replicates the parameters and nothing offloads them (DeepSpeed's offload_param "
@@ -95,8 +107,8 @@ def offloaded_state(
     is copied back. ZeRO-1 still holds the full gradients on the GPU until they are reduced.
     all (FSDP2 CPUOffloadPolicy): the sharded parameters, gradients and optimizer state live on the
     host. Each parameter shard is copied host-to-device before every all-gather (forward, and again
-    in backward where the unit was resharded after forward); each reduce-scattered gradient shard
-    is copied device-to-host; the optimizer steps on the host.
+    in backward where the unit was resharded after forward: never under grad-op); each
+    reduce-scattered gradient shard is copied device-to-host; the optimizer steps on the host.
     """
     strategy = canonical_strategy(strategy)
     offload = check_offload(offload)
@@ -104,7 +116,7 @@ def offloaded_state(
     if refusal:
         raise ValueError(refusal)
     spec = precision_for(precision)
-    state = model_state(params, gpus, strategy, spec.name, optimizer, group_size)
+    state = model_state(params, gpus, strategy, spec.name, optimizer, group_size, offload)
     gpu = dict(state)
     host = 0
     h2d = d2h = 0
@@ -119,12 +131,12 @@ def offloaded_state(
     elif offload == "all":
         host = state["model_state_bytes"]
         gpu.update(params_bytes=0, grads_bytes=0, optimizer_bytes=0)
-        shard_group = gpus if strategy == "zero3" else resolve_group_size(strategy, gpus, group_size)
+        shard_group = resolve_group_size(strategy, gpus, group_size) if strategy == "hsdp" else gpus
         units = [count for count in (unit_params or []) if count >= 0]
-        if units:
-            copies = [*units, *units[:-1]]  # the root is not resharded after forward
+        if units:  # every unit is gathered in forward, and again in backward if resharded after it
+            copies = units if strategy == "grad-op" else [*units, *units[:-1]]  # (the root is not)
         else:
-            copies = [params, params]
+            copies = [params] if strategy == "grad-op" else [params, params]
         h2d = sum(math.ceil(count / shard_group) for count in copies if count > 0) * spec.param_bytes
         d2h = state["grads_bytes"]
     gpu["model_state_bytes"] = gpu["params_bytes"] + gpu["grads_bytes"] + gpu["optimizer_bytes"]

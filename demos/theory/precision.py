@@ -44,14 +44,14 @@ PRECISIONS: dict[str, Precision] = {
         "bf16-mixed", param_bytes=4, grad_bytes=4, state_bytes=4, master_bytes=0,
         compute_bytes=2, residual_bytes=4, gather_bytes=2, reduce_bytes=4,
         summary="PyTorch's mixed precision (autocast for DDP, FSDP2 MixedPrecisionPolicy(param_dtype="
-        "bf16, reduce_dtype=fp32)): fp32 params, grads and optimizer state are held; bf16 copies "
-        "exist only for compute",
+        "bf16, reduce_dtype=fp32), DeepSpeed's torch_autocast): fp32 params, grads and optimizer state "
+        "are held; bf16 copies exist only for compute",
     ),
     "bf16-master": Precision(
         "bf16-master", param_bytes=2, grad_bytes=2, state_bytes=4, master_bytes=4,
         compute_bytes=2, residual_bytes=2, gather_bytes=2, reduce_bytes=2,
-        summary="the ZeRO paper's mixed-precision Adam (DeepSpeed, Megatron): bf16 params and grads "
-        "are held; the optimizer keeps an fp32 master copy beside its fp32 states",
+        summary="the ZeRO paper's mixed-precision Adam (DeepSpeed's bf16 mode, Megatron): bf16 params and "
+        "grads are held; the optimizer keeps an fp32 master copy beside its fp32 states",
     ),
     "bf16": Precision(
         "bf16", param_bytes=2, grad_bytes=2, state_bytes=2, master_bytes=0,

@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from ddpfsdp.demos.theory.comm import step_comm, total_wire_bytes
+from ddpfsdp.demos.theory.implementations import implementation
 from ddpfsdp.demos.theory.inputs import CalcInputs
 from ddpfsdp.demos.theory.offload import OFFLOAD_SUPPORT, offload_refusal, offloaded_state
 from ddpfsdp.demos.theory.sharding import STRATEGY_SHARDS, STRATEGY_TITLES
+from ddpfsdp.demos.theory.state import bytes_per_param
 from ddpfsdp.demos.theory.working_set import working_set
 
 _STATE_KEYS = ("params_bytes", "grads_bytes", "optimizer_bytes", "model_state_bytes")
@@ -17,7 +19,8 @@ _STATE_KEYS = ("params_bytes", "grads_bytes", "optimizer_bytes", "model_state_by
 def strategy_row(inputs: CalcInputs, strategy: str) -> dict[str, Any]:
     """`strategy`'s figures for the configuration, in bytes; see `estimate` for what each means."""
     size = inputs.group_size if strategy == "hsdp" else None
-    comm = step_comm(strategy, inputs.params, inputs.gpus, inputs.precision.name, size, inputs.unit_params)
+    comm = step_comm(strategy, inputs.params, inputs.gpus, inputs.precision.name, size, inputs.unit_params,
+                     inputs.offload)
     activation = inputs.activations["activation_bytes"] if inputs.activations else None
     state = offloaded_state(inputs.params, inputs.gpus, strategy, inputs.precision.name, inputs.optimizer,
                             inputs.offload, size, inputs.unit_params)
@@ -27,6 +30,7 @@ def strategy_row(inputs: CalcInputs, strategy: str) -> dict[str, Any]:
     return {
         "title": STRATEGY_TITLES[strategy],
         "shards": STRATEGY_SHARDS[strategy],
+        "implementation": _implementation_name(inputs, strategy),
         **row,
         "activation_bytes": activation,
         "total_bytes": total,
@@ -40,10 +44,18 @@ def strategy_row(inputs: CalcInputs, strategy: str) -> dict[str, Any]:
     }
 
 
+def _implementation_name(inputs: CalcInputs, strategy: str) -> str:
+    if inputs.deepspeed:
+        stage = {"zero2": 2, "zero3": 3}[strategy]
+        return f"DeepSpeed ZeRO stage {stage}, bf16 enabled, as DeepSpeed 0.19's estimator counts it"
+    return implementation(strategy, inputs.precision.name, inputs.offload).name
+
+
 def _ddpfsdp_row(inputs: CalcInputs, strategy: str, state: dict[str, Any]) -> dict[str, Any]:
     """Memory as this project counts it: model state (offload applied), working set, host RAM."""
     work = working_set(strategy, inputs.params, inputs.precision.name, inputs.unit_params)
     return {
+        "bytes_per_param": bytes_per_param(strategy, inputs.precision.name, inputs.optimizer, inputs.offload),
         **{key: state[key] for key in _STATE_KEYS},
         "working_set_bytes": work["working_set_bytes"],
         "working_set": work["parts"],

@@ -1,5 +1,6 @@
 """The analytic model's figures for a demo's own run, as PyTorch runs it: DDP, DDP with
-ZeroRedundancyOptimizer, and FSDP2 with each sharding; shown beside the run's measurements."""
+ZeroRedundancyOptimizer (`zro`), and FSDP2 with each sharding (`grad-op`, `zero3`, `hsdp`); shown beside
+the run's measurements."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from typing import Any, NamedTuple
 
 from ddpfsdp.demos.collectives import wire_factor
 from ddpfsdp.demos.theory.comm import op_figures, step_comm, total_wire_bytes
+from ddpfsdp.demos.theory.implementations import implementation
 from ddpfsdp.demos.theory.precision import Precision, check_optimizer, precision_for
 from ddpfsdp.demos.theory.state import model_state
-from ddpfsdp.demos.theory.working_set import PREFETCH_UNITS, working_set
+from ddpfsdp.demos.theory.working_set import working_set
 from ddpfsdp.demos.units import format_bytes
 
 FSDP_SHARDING_ALIASES: dict[str, str] = {
@@ -25,12 +27,9 @@ FSDP_SHARDING_ALIASES: dict[str, str] = {
 
 
 class _Plan(NamedTuple):
-    """How a run maps onto the model: the strategy it is reported as, whose model state it holds
-    between steps, whose working set it has during one, and its collectives per step."""
+    """How a run maps onto the model: the strategy it is, and its collectives per step."""
 
     name: str
-    state_of: str
-    work_of: str
     comm: dict[str, dict[str, int | None]]
 
 
@@ -60,13 +59,13 @@ def theory_for_run(
 ) -> dict[str, Any]:
     """The model's per-rank figures for a demo's own configuration, as PyTorch runs it.
 
-    strategy: ddp (DistributedDataParallel), zero1 (DDP + ZeroRedundancyOptimizer: all-reduce of
-    gradients, then each rank broadcasts the parameters it updated), fsdp (FSDP2 fully_shard)
-    with sharding full (-> zero3), grad-op (reshard_after_forward=False) or hybrid (-> hsdp over
-    world_size/replicas GPUs per group). FSDP grad-op holds params, grads and optimizer state
-    sharded between steps, as ZeRO-3 does, and keeps every unit's parameters unsharded from its
-    forward all-gather until backward ends, as ZeRO-2 does throughout: its resting figures are
-    ZeRO-3's and its working set is the full parameters (plus the unit gradients awaiting their
+    strategy: ddp (DistributedDataParallel), zero1 (the `zero1` demo: DDP + PyTorch's
+    ZeroRedundancyOptimizer, -> zro: all-reduce of gradients, then each rank broadcasts the parameters
+    it updated), fsdp (FSDP2 fully_shard) with sharding full (-> zero3), grad-op
+    (reshard_after_forward=False, -> grad-op) or hybrid (-> hsdp over world_size/replicas GPUs per
+    group). FSDP grad-op holds params, grads and optimizer state sharded between steps, as ZeRO-3
+    does, and keeps every unit's parameters unsharded from its forward all-gather until backward
+    ends: its working set is the full parameters (plus the unit gradients awaiting their
     reduce-scatter). `unit_params`: parameters per FSDP unit, root last. `bucket_bytes` (DDP's
     bucket cap) is reported, not used: bucket counts depend on parameter order and sizes.
     `buffer_bytes`: module buffers (BatchNorm statistics), which DDP broadcasts from rank 0 at
@@ -92,11 +91,13 @@ def theory_for_run(
     else:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of ddp, zero1, fsdp")
     group_size = world // int(replicas or 2) if plan.name == "hsdp" else None
-    state = model_state(params, world, plan.state_of, spec.name, optimizer, group_size)
+    state = model_state(params, world, plan.name, spec.name, optimizer, group_size)
+    work = working_set(plan.name, params, spec.name, units, gradient_as_bucket_view=gradient_as_bucket_view)
     return {
         "strategy": plan.name,
+        "implementation": implementation(plan.name, spec.name).name,
         **state,
-        "working_set_bytes": _working_set(plan.work_of, params, spec, units, gradient_as_bucket_view),
+        "working_set_bytes": work["working_set_bytes"],
         "comm": plan.comm,
         "wire_bytes_per_rank": total_wire_bytes(plan.comm),
         "notes": notes,
@@ -113,37 +114,31 @@ def _ddp(params: int, world: int, spec: Precision, buffer_bytes: int, bucket_byt
             f"DDP all-reduces gradients in buckets of up to {format_bytes(bucket_bytes, 'MiB')}; "
             "the number of calls depends on how parameters fill them."
         )
-    return _Plan("ddp", "ddp", "ddp", comm)
+    return _Plan("ddp", comm)
 
 
 def _zero1(params: int, world: int, spec: Precision, buffer_bytes: int, notes: list[str]) -> _Plan:
-    comm = {
-        **step_comm("ddp", params, world, spec.name),
-        "broadcast": op_figures(None, params * spec.param_bytes + buffer_bytes, wire_factor("broadcast", world)),
-    }
+    comm = step_comm("zro", params, world, spec.name)
+    comm["broadcast"] = op_figures(None, comm["broadcast"]["bytes"] + buffer_bytes, wire_factor("broadcast", world))
     notes.append(
-        "PyTorch's ZeroRedundancyOptimizer: DDP all-reduces the full gradients, each rank steps "
-        "the optimizer for its shard, then broadcasts the parameters it updated (3(N-1)/N of the "
-        "model per step, against the paper's 2(N-1)/N with reduce-scatter)."
+        "PyTorch's ZeroRedundancyOptimizer (calc's zro, not DeepSpeed's ZeRO-1): DDP all-reduces the full "
+        "gradients, each rank steps the optimizer for the whole parameters it owns, then broadcasts them "
+        "as held (3(N-1)/N of the model per step, against the paper's 2(N-1)/N with reduce-scatter)."
     )
-    return _Plan("zero1", "zero1", "zero1", comm)
+    return _Plan("zro", comm)
 
 
 def _fsdp(sharding: str, params: int, world: int, spec: Precision, replicas: int | None,
           units: list[int] | None, notes: list[str]) -> _Plan:
     if sharding == "full":
-        return _Plan("zero3", "zero3", "zero3", step_comm("zero3", params, world, spec.name, unit_params=units))
+        return _Plan("zero3", step_comm("zero3", params, world, spec.name, unit_params=units))
     if sharding == "grad-op":
-        calls = sum(1 for count in units if count > 0) if units else None
         notes.append(
-            "FSDP grad-op (reshard_after_forward=False): shards rest like ZeRO-3, but each unit stays "
-            "unsharded from forward until backward ends, so there is one all-gather per unit per step "
-            "instead of two, and the full parameters are part of the working set."
+            "FSDP grad-op (reshard_after_forward=False, FSDP1's SHARD_GRAD_OP): shards rest like ZeRO-3, "
+            "but each unit stays unsharded from forward until backward ends, so there is one all-gather "
+            "per unit per step instead of two, and the full parameters are part of the working set."
         )
-        return _Plan("zero2", "zero3", "zero2", {
-            "all_gather": op_figures(calls, params * spec.gather_bytes, wire_factor("all_gather", world)),
-            "reduce_scatter": op_figures(calls, params * spec.reduce_bytes, wire_factor("reduce_scatter", world)),
-        })
+        return _Plan("grad-op", step_comm("grad-op", params, world, spec.name, unit_params=units))
     if sharding == "hybrid":
         groups = int(replicas or 2)
         if groups < 1 or world % groups:
@@ -153,18 +148,5 @@ def _fsdp(sharding: str, params: int, world: int, spec: Precision, replicas: int
             f"HSDP: shards within groups of {group}, replicated across {groups} groups; "
             "reduce-scatter and all-gather run in the group, an all-reduce of the shard across groups."
         )
-        return _Plan("hsdp", "hsdp", "hsdp",
-                     step_comm("hsdp", params, world, spec.name, group_size=group, unit_params=units))
-    return _Plan("ddp", "ddp", "ddp", step_comm("ddp", params, world, spec.name))
-
-
-def _working_set(work_of: str, params: int, spec: Precision, units: list[int] | None,
-                 gradient_as_bucket_view: bool) -> int:
-    """The run's working set; FSDP grad-op's is ZeRO-2's with every unit's parameters gathered."""
-    if work_of == "zero2":
-        largest = max(units) if units else params
-        grads = min(PREFETCH_UNITS, len(units or [1])) * largest * spec.reduce_bytes
-        return params * spec.gather_bytes + grads
-    return working_set(
-        work_of, params, spec.name, units, gradient_as_bucket_view=gradient_as_bucket_view
-    )["working_set_bytes"]
+        return _Plan("hsdp", step_comm("hsdp", params, world, spec.name, group_size=group, unit_params=units))
+    return _Plan("ddp", step_comm("ddp", params, world, spec.name))

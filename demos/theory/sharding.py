@@ -1,12 +1,17 @@
-"""The strategies, what each shards, and how many ways: the ZeRO paper's stages and HSDP.
+"""The strategies, what each shards, and how many ways: DDP, the ZeRO stages, FSDP's and HSDP.
 
 Model state per GPU, for Psi parameters on N GPUs (P, G, K: bytes per parameter of parameters,
-gradients and optimizer state, from `precision`):
+gradients and optimizer state, from the implementation each follows, `implementations`):
 
     strategy   params      grads       optimizer   what is sharded
     ddp        P*Psi       G*Psi       K*Psi       nothing
+    zro        P*Psi       G*Psi       K*Psi/N     optimizer state, by whole parameters
+                                                   (PyTorch's ZeroRedundancyOptimizer under DDP)
     zero1      P*Psi       G*Psi       K*Psi/N     optimizer state          (P_os)
     zero2      P*Psi       G*Psi/N     K*Psi/N     + gradients              (P_os+g)
+    grad-op    P*Psi/N     G*Psi/N     K*Psi/N     all of it at rest; each unit is gathered once
+                                                   and kept whole until its backward (FSDP
+                                                   SHARD_GRAD_OP, reshard_after_forward=False)
     zero3      P*Psi/N     G*Psi/N     K*Psi/N     + parameters (FSDP full) (P_os+g+p)
     hsdp       P*Psi/G     G*Psi/G     K*Psi/G     all of it, within groups of G; replicated
                                                    across N/G groups
@@ -18,26 +23,35 @@ from typing import Any
 
 from ddpfsdp.demos.theory.arguments import read_count
 
-STRATEGIES: tuple[str, ...] = ("ddp", "zero1", "zero2", "zero3", "hsdp")
+STRATEGIES: tuple[str, ...] = ("ddp", "zro", "zero1", "zero2", "grad-op", "zero3", "hsdp")
 
 STRATEGY_TITLES: dict[str, str] = {
     "ddp": "DDP",
+    "zro": "ZeroRedundancyOptimizer",
     "zero1": "ZeRO-1",
     "zero2": "ZeRO-2",
+    "grad-op": "FSDP grad-op",
     "zero3": "ZeRO-3 / FSDP full",
     "hsdp": "HSDP",
 }
 
 STRATEGY_SHARDS: dict[str, str] = {
     "ddp": "nothing sharded",
+    "zro": "optimizer state sharded by whole parameters",
     "zero1": "optimizer state sharded",
     "zero2": "+ gradients sharded",
+    "grad-op": "all sharded at rest, parameters gathered once per step",
     "zero3": "+ parameters sharded",
     "hsdp": "all sharded in a group of G, replicated across groups",
 }
 
 # Other names people use for the same strategies.
 STRATEGY_ALIASES: dict[str, str] = {
+    "zeroredundancyoptimizer": "zro",
+    "zero-redundancy-optimizer": "zro",
+    "shard_grad_op": "grad-op",
+    "shard-grad-op": "grad-op",
+    "fsdp-grad-op": "grad-op",
     "fsdp": "zero3",
     "fsdp-full": "zero3",
     "full": "zero3",
@@ -51,11 +65,13 @@ ZERO_STAGES: tuple[str, ...] = ("ddp", "zero1", "zero2", "zero3")
 """Stage 0 (plain DDP) to stage 3, in the order each shards one more kind of model state."""
 
 _SHARDED: dict[str, tuple[str, ...]] = {
+    "zro": ("optimizer",),
     "zero1": ("optimizer",),
     "zero2": ("grads", "optimizer"),
+    "grad-op": ("params", "grads", "optimizer"),
     "zero3": ("params", "grads", "optimizer"),
 }
-"""The kinds of model state each ZeRO stage splits over all GPUs (HSDP splits all three in a group)."""
+"""The kinds of model state each strategy splits over all GPUs (HSDP splits all three in a group)."""
 
 
 def canonical_strategy(name: str) -> str:

@@ -42,7 +42,8 @@ BACKWARD_SHARE = 4 / 6
 BUCKET_BYTES = DDP_BUCKET_CAP_MB * 2**20
 """How DDP and ZeRO-1/2 gradient collectives are counted into calls: DDP's default bucket cap."""
 
-HIDEABLE: dict[str, float] = {"ddp": BACKWARD_SHARE, "zero1": BACKWARD_SHARE, "zero2": BACKWARD_SHARE, "zero3": 1.0, "hsdp": 1.0}
+HIDEABLE: dict[str, float] = {"ddp": BACKWARD_SHARE, "zro": BACKWARD_SHARE, "zero1": BACKWARD_SHARE, "zero2": BACKWARD_SHARE,
+                              "grad-op": 1.0, "zero3": 1.0, "hsdp": 1.0}
 
 
 def compute_time_s(params: float, tokens: float, gpus: int, peak_flops_per_s: float, mfu: float) -> float:

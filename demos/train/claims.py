@@ -12,6 +12,7 @@ import math
 from typing import Any, Mapping, Sequence
 
 from ddpfsdp.demos.checks import Check, within
+from ddpfsdp.demos.measure.blas_workspaces import HOPPER_DEFAULT_BYTES
 from ddpfsdp.demos.units import format_bytes
 
 STATE_KINDS = ("params", "grads", "optimizer")
@@ -21,7 +22,10 @@ LOSS_RTOL_FP32 = 1e-4
 LOSS_RTOL_LOW_PRECISION = 2e-2  # bf16 rounding differs with the reduction order of each strategy
 MIB = 1024**2
 PEAK_MARGIN_REL = 0.10  # the estimate leaves out small temporaries (the loss's casts, optimizer scratch)
-PEAK_MARGIN_CUDA_BYTES = 16 * MIB  # on a GPU, library workspaces (cuBLAS) come from the same allocator
+# On a GPU the step's cuBLAS workspaces come from the same allocator as the tensors, and every run
+# pays for them (measure/blas_workspaces.py): each rank's result says how much (`blas_workspaces`,
+# from torch's own sizes), and a rank that does not say gets a Hopper's defaults, 2 x (32 + 1) MiB.
+PEAK_MARGIN_CUDA_BYTES = HOPPER_DEFAULT_BYTES
 
 
 def _mib(n: float | None) -> str:
@@ -281,6 +285,13 @@ def fsdp_wire_1_5x_ddp(fsdp_per_op: Mapping[str, Mapping[str, float]], ddp_per_o
     )
 
 
+def _fixed_margin(held: Mapping[str, Any], device: str) -> int:
+    if device != "cuda":
+        return 0
+    measured = held.get("blas_workspaces")
+    return int(measured) if measured is not None else PEAK_MARGIN_CUDA_BYTES
+
+
 def peak_within_bounds(
     ranks: Sequence[Mapping[str, Any]], *, working_set_bytes: int, activation_bytes: int | None,
     device: str = "cpu",
@@ -291,8 +302,10 @@ def peak_within_bounds(
     Lower bound: between the end of backward and the optimizer step, params, grads and optimizer
     state all exist at once, so no honest peak is below them. Upper bound: only where the analytic
     model estimates activations (`activation_bytes` None: judged from below only, and said so).
+    On a GPU the upper bound adds the rank's cuBLAS workspaces (`blas_workspaces`).
     """
-    margin_fixed = PEAK_MARGIN_CUDA_BYTES if device == "cuda" else 0
+    margins = [_fixed_margin(held, device) for held in ranks]
+    margin_fixed = max(margins, default=0)
     misses, parts = [], []
     for r, held in enumerate(ranks):
         state = sum(int(held.get(kind) or 0) for kind in STATE_KINDS)
@@ -303,13 +316,13 @@ def peak_within_bounds(
         if peak < state:
             misses.append(f"rank {r} peak {_mib(peak)} below its model state {_mib(state)}")
         if activation_bytes is not None:
-            upper = int((state + working_set_bytes + activation_bytes) * (1 + PEAK_MARGIN_REL)) + margin_fixed
+            upper = int((state + working_set_bytes + activation_bytes) * (1 + PEAK_MARGIN_REL)) + margins[r]
             if peak > upper:
                 misses.append(f"rank {r} peak {_mib(peak)} above {_mib(upper)}")
             parts.append(f"rank {r}: {_mib(state)} <= {_mib(peak)} <= {_mib(upper)}")
         else:
             parts.append(f"rank {r}: {_mib(state)} <= {_mib(peak)}")
-    margin = f"{PEAK_MARGIN_REL:.0%}" + (f" + {_mib(margin_fixed)}" if margin_fixed else "")
+    margin = f"{PEAK_MARGIN_REL:.0%}" + (f" + cuBLAS workspaces {_mib(margin_fixed)}" if margin_fixed else "")
     detail = (f"model state <= peak <= model state + working set {_mib(working_set_bytes)} + activations "
               f"{_mib(activation_bytes)} + {margin}: " + "; ".join(parts))
     if activation_bytes is None:

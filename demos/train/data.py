@@ -167,12 +167,15 @@ def make_loader(
     seed: int,
     num_samples: int,
     epoch_aware: bool = True,
+    device: Any = None,
 ) -> tuple[DataLoader, DistributedSampler]:
     """A per-rank loader over the seeded dataset, and its sampler.
 
     `epoch_aware=True` shuffles with the seed, and the order changes when the training loop calls
     `sampler.set_epoch(epoch)`; False reads the dataset in order every epoch. Incomplete batches
-    are dropped, so every rank runs the same number of equally sized steps.
+    are dropped, so every rank runs the same number of equally sized steps. For a CUDA `device` the
+    batches come in pinned (page-locked) memory, which `compute_loss`'s non_blocking copy needs to
+    be asynchronous: from pageable memory the host waits for the copy.
     """
     shape = shape_of(model_or_shape)
     if batch_size < 1:
@@ -189,8 +192,22 @@ def make_loader(
     # num_workers=0: data is made in this process in a few milliseconds per batch, and no loader
     # worker processes can outlive a cancelled demo.
     loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=True, num_workers=0,
-                        collate_fn=_collate_batch)
+                        collate_fn=_collate_batch, pin_memory=pins_memory(device))
     return loader, sampler
+
+
+def pins_memory(device: Any) -> bool:
+    """Whether batches bound for `device` are pinned: on CUDA only (pinning needs an accelerator)."""
+    return device is not None and torch.device(device).type == "cuda"
+
+
+def pinned(batch: Any, device: Any) -> Any:
+    """`batch` (a tensor or a tuple of them) in pinned memory when it is bound for a CUDA device."""
+    if not pins_memory(device):
+        return batch
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(pinned(item, device) for item in batch)
+    return batch.pin_memory() if isinstance(batch, torch.Tensor) else batch
 
 
 def compute_loss(arch: str, model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:

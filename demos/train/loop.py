@@ -132,6 +132,7 @@ class _Trainer:
             world_size=ctx.world_size,
             seed=spec.seed,
             num_samples=spec.batch_size * ctx.world_size * min(spec.steps, SAMPLES_PER_RANK_STEPS),
+            device=self.device,
         )
         self.batches = _batches(loader, sampler)
         self.losses: list[torch.Tensor] = []
@@ -233,6 +234,7 @@ class _Trainer:
             "peak_kind": peak.peak_kind,
             "reserved": peak.reserved_bytes,
             "untracked_free": peak.untracked_free_bytes,
+            "blas_workspaces": peak.blas_workspace_bytes,
             "params_after_forward": after_forward.get("params"),
             "ddp_buckets": bucket_bytes,
             **breakdown.to_dict(peak_bytes=peak.peak_bytes, held=held, ddp_bucket_bytes=bucket_bytes),

@@ -131,7 +131,9 @@ def _check_replica_fits(demo: str, run: RunSpec, params: int) -> None:
         raise _usage(f"--gpu-mem: {exc}") from None
     if demo not in ("ddp", "zero1"):
         return
-    state = model_state(params, run.world, demo, run.precision, run.optimizer)["model_state_bytes"]
+    # The zero1 demo runs ZeroRedundancyOptimizer: the model's zro column, not DeepSpeed's ZeRO-1.
+    strategy = "zro" if demo == "zero1" else demo
+    state = model_state(params, run.world, strategy, run.precision, run.optimizer)["model_state_bytes"]
     if state > limit:
         more = f" --params {run.params}" if run.params else ""
         raise _usage(

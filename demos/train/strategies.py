@@ -6,13 +6,14 @@ FSDP units and the parameters each one all-gathers).
 
 What each strategy does in a step:
   ddp    every rank holds everything; gradients are all-reduced in buckets during backward.
-  zero1  DDP's all-reduce, but each rank keeps the optimizer state of its share of the parameters
-         only, steps that share, and broadcasts the updated parameters (ZeroRedundancyOptimizer).
+  zero1  PyTorch's ZeRO-1, ZeroRedundancyOptimizer (calc's `zro`, not DeepSpeed's ZeRO-1): DDP's
+         all-reduce, but each rank keeps the optimizer state of the whole parameters it owns only,
+         steps them, and broadcasts them as held.
   fsdp   parameters are sharded per unit and all-gathered just before the unit runs; gradients are
          reduce-scattered in backward, so each rank keeps and steps only its shard.
          full     = reshard after forward (ZeRO-3): all-gather again in backward;
-         grad-op  = keep the unsharded parameters from forward until backward ends (ZeRO-2-like
-                    working set), saving the second all-gather;
+         grad-op  = keep the unsharded parameters from forward until backward ends (SHARD_GRAD_OP:
+                    sharded at rest, unlike DeepSpeed's ZeRO-2), saving the second all-gather;
          hybrid   = HSDP on a 2-D mesh (replicate x shard): full sharding inside a shard group,
                     then an all-reduce of the gradient shards across the replicas;
          no-shard = every rank holds everything, as DDP does.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
@@ -13,7 +14,7 @@ from ddpfsdp.demos.theory.precision import OPTIMIZER_STATES, PRECISIONS
 from ddpfsdp.demos.units import parse_bytes, parse_count
 
 # The names a person types; the model knows more aliases (`sharding.STRATEGY_ALIASES`).
-STRATEGY_NAMES = ("ddp", "zero1", "zero2", "zero3", "hsdp", "fsdp", "fsdp-full", "hybrid")
+STRATEGY_NAMES = ("ddp", "zro", "zero1", "zero2", "grad-op", "zero3", "hsdp", "fsdp", "fsdp-full", "hybrid")
 
 
 @click.command()
@@ -65,7 +66,9 @@ STRATEGY_NAMES = ("ddp", "zero1", "zero2", "zero3", "hsdp", "fsdp", "fsdp-full",
     "strategies",
     type=click.Choice(STRATEGY_NAMES, case_sensitive=False),
     multiple=True,
-    help="Show only this strategy (repeatable). [default: every strategy the offload and accounting admit]",
+    help="Show only this strategy (repeatable): ddp; zro (PyTorch's ZeroRedundancyOptimizer under DDP); zero1, "
+    "zero2 (DeepSpeed's stages); grad-op (FSDP SHARD_GRAD_OP); zero3 (FSDP full; DeepSpeed under bf16-master); "
+    "hsdp. [default: every strategy the offload and accounting admit]",
 )
 @click.option(
     "--offload",
@@ -128,11 +131,13 @@ def calc(
     zero_init: bool,
     as_json: bool,
 ) -> None:
-    """Theory: per-GPU memory and per-step traffic of DDP, ZeRO-1/2/3 and HSDP, side by side.
+    """Theory: per-GPU memory and per-step traffic of DDP, ZeRO-1/2/3, FSDP and HSDP, side by side.
 
     Every figure is the analytic model's estimate, not a measurement; run `ddpfsdp demo` to
-    measure. Model state follows the ZeRO paper; the working set, activations and totals are
-    labelled estimates.
+    measure. Each column follows one implementation, named under the table: DDP;
+    ZeroRedundancyOptimizer (zro, PyTorch's ZeRO-1); DeepSpeed's ZeRO-1 and ZeRO-2; FSDP grad-op
+    (SHARD_GRAD_OP); ZeRO-3 (FSDP2, or DeepSpeed under bf16-master); HSDP. The working set,
+    activations and totals are labelled estimates.
 
     --offload moves model state to host RAM and prints host bytes per node and the PCIe bytes each
     GPU copies per step; a strategy with no such offload is refused with what to use instead.
@@ -261,7 +266,12 @@ def _simulate_hint(params: str | None, model: str | None, gpus: int, group_size:
             f"FSDP code on fake tensors over a fake process group of {world} ranks (ddp, zero1 and compare too).")
 
 
-SHORT_SHARDS = {"ddp": "no shards", "zero1": "opt sharded", "zero2": "+ grads", "zero3": "+ params", "hsdp": "in groups"}
+# Column headers: a short title and what it shards, each at most 9 characters so four columns fit 80.
+SHORT_TITLES = {"ddp": "DDP", "zro": "ZRO", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "grad-op": "grad-op",
+                "zero3": "ZeRO-3", "hsdp": "HSDP"}
+SHORT_SHARDS = {"ddp": "no shards", "zro": "opt", "zero1": "opt", "zero2": "+ grads", "grad-op": "1 gather",
+                "zero3": "+ params", "hsdp": "in groups"}
+REPLICATED = ("ddp", "zro", "zero1", "zero2")
 
 
 def _divisors(number: int) -> list[int]:
@@ -270,7 +280,6 @@ def _divisors(number: int) -> list[int]:
 
 def _render(result: dict, unit: str) -> None:
     from rich.console import Console
-    from rich.table import Table
 
     from ddpfsdp.demos.units import format_bytes, format_count
 
@@ -296,12 +305,36 @@ def _render(result: dict, unit: str) -> None:
         )
     elif inputs["offload"] != "none":
         console.print(f"[bold]Offload {inputs['offload']}[/]: {inputs['nodes']} node(s) of {inputs['gpus_per_node']} GPUs.")
+    # More than four columns do not fit 80 characters: split them where the parameters stop being whole.
+    groups = [("", list(strategies))]
+    if len(strategies) > 4:
+        groups = [(": parameters whole on every GPU", [n for n in strategies if n in REPLICATED]),
+                  (": parameters sharded at rest", [n for n in strategies if n not in REPLICATED])]
+    for where, names in groups:
+        if names:
+            console.print(_memory_table(f"Per-GPU memory, {unit} (theory){where}",
+                                        {n: strategies[n] for n in names}, inputs, size))
+    deepspeed = inputs["accounting"] == "deepspeed"
+    if deepspeed:
+        console.print("DeepSpeed options: " + "; ".join(
+            f"{row['title']}: {row['deepspeed_options']}" for row in strategies.values()), highlight=False)
+    if inputs["model"] is None:
+        console.print("[dim]fits: model state + working set only; activations need --model[/]")
+    console.print(_implementation_table(strategies, inputs["precision"]))
+    console.print(_comm_table(strategies, unit, size, inputs["group_size"]))
+    console.print("[dim]calls: ? = set by how the implementation fills its buckets[/]")
+    for note in result["notes"]:
+        console.print(f"• {note}", highlight=False)
 
-    memory = Table(title=f"Per-GPU memory, {unit} (theory)", title_justify="left")
+
+def _memory_table(title: str, rows: dict, inputs: dict, size) -> Any:
+    from rich.table import Table
+
+    memory = Table(title=title, title_justify="left")
     memory.add_column("", no_wrap=True)
-    for name, row in strategies.items():
-        title = row["title"] + (f" G={inputs['group_size']}" if name == "hsdp" else "")
-        memory.add_column(f"{title}\n[dim]{SHORT_SHARDS[name]}[/]", justify="right")
+    for name in rows:
+        header = SHORT_TITLES[name] + (f" G={inputs['group_size']}" if name == "hsdp" else "")
+        memory.add_column(f"{header}\n[dim]{SHORT_SHARDS[name]}[/]", justify="right")
     for label, key in [
         ("params", "params_bytes"),
         ("grads", "grads_bytes"),
@@ -310,40 +343,45 @@ def _render(result: dict, unit: str) -> None:
         ("working set (est.)", "working_set_bytes"),
         ("activations (est.)", "activation_bytes"),
     ]:
-        memory.add_row(label, *[size(row[key]) for row in strategies.values()])
-    memory.add_row("[bold]total (est.)[/]", *[f"[bold]{size(row['total_bytes'])}[/]" for row in strategies.values()])
-    limit = inputs["gpu_mem_bytes"]
+        memory.add_row(label, *[size(row[key]) for row in rows.values()])
+    memory.add_row("[bold]total (est.)[/]", *[f"[bold]{size(row['total_bytes'])}[/]" for row in rows.values()])
     verdict = lambda fits: "[green]yes[/]" if fits else "[red]no[/]"  # noqa: E731
-    memory.add_row(f"fits in {size(limit)}", *[verdict(row["fits"]) for row in strategies.values()])
-    deepspeed = inputs["accounting"] == "deepspeed"
-    if deepspeed or inputs["offload"] != "none":
-        per_node = inputs["gpus_per_node"]
-        memory.add_row("host RAM per GPU", *[size(row["host_bytes_per_gpu"]) for row in strategies.values()],
+    memory.add_row(f"fits in {size(inputs['gpu_mem_bytes'])}", *[verdict(row["fits"]) for row in rows.values()])
+    if inputs["accounting"] == "deepspeed" or inputs["offload"] != "none":
+        memory.add_row("host RAM per GPU", *[size(row["host_bytes_per_gpu"]) for row in rows.values()],
                        end_section=False)
-        memory.add_row(f"[bold]host RAM per node[/] ({per_node} GPUs)",
-                       *[f"[bold]{size(row['host_bytes'])}[/]" for row in strategies.values()])
-        memory.add_row("PCIe per step (to + from host)", *[size(row["pcie_bytes_per_step"]) for row in strategies.values()])
-    console.print(memory)
-    if deepspeed:
-        console.print("DeepSpeed options: " + "; ".join(
-            f"{row['title']}: {row['deepspeed_options']}" for row in strategies.values()), highlight=False)
-    if inputs["model"] is None:
-        console.print("[dim]fits: model state + working set only; activations need --model[/]")
+        memory.add_row(f"[bold]host RAM per node[/] ({inputs['gpus_per_node']} GPUs)",
+                       *[f"[bold]{size(row['host_bytes'])}[/]" for row in rows.values()])
+        memory.add_row("PCIe per step (to + from host)", *[size(row["pcie_bytes_per_step"]) for row in rows.values()])
+    return memory
+
+
+def _implementation_table(strategies: dict, precision: str) -> Any:
+    from rich.table import Table
+
+    table = Table(title=f"What each column follows ({precision})", title_justify="left", show_header=False)
+    table.add_column("column", no_wrap=True)
+    table.add_column("implementation")
+    for name, row in strategies.items():
+        table.add_row(SHORT_TITLES[name], row["implementation"])
+    return table
+
+
+def _comm_table(strategies: dict, unit: str, size, group_size: int) -> Any:
+    from rich.table import Table
 
     comm = Table(title=f"Communication per step, per rank, {unit} (theory; ring)", title_justify="left")
     for column in ("strategy", "collective", "calls", "logical bytes", "wire bytes per rank"):
         comm.add_column(column, justify="left" if column in ("strategy", "collective") else "right")
-    for row in strategies.values():
+    for name, row in strategies.items():
+        title = SHORT_TITLES[name] + (f" G={group_size}" if name == "hsdp" else "")
         for index, (op, figures) in enumerate(row["comm"].items()):
             comm.add_row(
-                row["title"] if index == 0 else "",
+                title if index == 0 else "",
                 op,
                 "?" if figures["count"] is None else str(figures["count"]),
                 size(figures["bytes"]),
                 size(figures["wire_bytes_per_rank"]),
             )
         comm.add_row("", "[bold]total[/]", "", "", f"[bold]{size(row['wire_bytes_per_rank'])}[/]", end_section=True)
-    console.print(comm)
-    console.print("[dim]calls: ? = set by how the implementation fills its buckets[/]")
-    for note in result["notes"]:
-        console.print(f"• {note}", highlight=False)
+    return comm

@@ -26,12 +26,16 @@ from ddpfsdp.quiz.interview.scenario import SKILLS, Scenario, Step
 # What each plan runs as in PyTorch: the demo, its extra options, and what differs from the paper.
 DEMOS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "ddp": ("ddp", (), ""),
-    "zero1": ("zero1", (), "PyTorch's ZeRO-1 (ZeroRedundancyOptimizer) all-reduces the gradients and broadcasts the "
-              "updated parameters, 3(N-1)/N of the model per rank where the paper's reduce-scatter and all-gather "
-              "send 2(N-1)/N; the column for what was simulated counts PyTorch's way."),
-    "zero2": ("fsdp", ("--sharding", "grad-op"), "PyTorch has no ZeRO-2 of its own; FSDP's grad-op sharding "
-              "(reshard_after_forward=False) is the nearest: it shards gradients and optimizer state as ZeRO-2 does, "
-              "but also rests parameters sharded between steps, as ZeRO-3 does."),
+    "zero1": ("zero1", (), "The scenario's ZeRO-1 is DeepSpeed's: it reduce-scatters the gradients, all-gathers the "
+              "updated partitions and steps its own fp32 copy of each partition. The simulation runs PyTorch's ZeRO-1, "
+              "ZeroRedundancyOptimizer, which all-reduces the gradients and broadcasts the updated parameters, 3(N-1)/N "
+              "of the model per rank against 2(N-1)/N, and keeps no copy; the column for what was simulated counts "
+              "PyTorch's way (calc's zro)."),
+    "zero2": ("fsdp", ("--sharding", "grad-op"), "The scenario's ZeRO-2 is DeepSpeed's; PyTorch has none. FSDP's "
+              "grad-op sharding (reshard_after_forward=False), simulated here, shards gradients and optimizer state "
+              "as ZeRO-2 does, but rests parameters sharded between steps, as ZeRO-3 does, and all-gathers each unit "
+              "in the compute dtype before its forward, where DeepSpeed gathers the stored dtype after the step; the "
+              "column for what was simulated counts grad-op (calc's grad-op)."),
     "zero3": ("fsdp", (), ""),
 }
 DEMO_PRECISIONS = ("fp32", "bf16-mixed", "bf16")

@@ -11,9 +11,10 @@ from ddpfsdp.demos.collectives import wire_factor
 from ddpfsdp.demos.theory.activations import transformer_activation_bytes
 from ddpfsdp.demos.theory.buckets import DDP_BUCKET_CAP_MB
 from ddpfsdp.demos.theory.comm import step_comm
+from ddpfsdp.demos.theory.implementations import implementation, stage_implementations
 from ddpfsdp.demos.theory.precision import bytes_per_param_breakdown, precision_for
 from ddpfsdp.demos.theory.sharding import ZERO_STAGES
-from ddpfsdp.demos.theory.state import model_state
+from ddpfsdp.demos.theory.state import bytes_per_param, model_state
 from ddpfsdp.quiz.interview.scenario import Option, Setup, Step, compute, new_step, gb, gib, pct, per_s, secs
 
 STRATEGY_NAMES: dict[str, str] = {
@@ -60,8 +61,10 @@ def stage_options(setup: Setup) -> tuple[Option, ...]:
     options = []
     for stage, strategy in enumerate(ZERO_STAGES):
         held = model_state(setup.params, setup.gpus, strategy, setup.precision, setup.optimizer)["model_state_bytes"]
+        per = bytes_per_param(strategy, setup.precision, setup.optimizer)
         verdict = "fits in" if held <= setup.gpu_mem_bytes else "does not fit in"
-        options.append(Option(OPTION_TEXTS[strategy], stage, f"{gb(held)} per GPU {verdict} {gb(setup.gpu_mem_bytes)}"))
+        options.append(Option(OPTION_TEXTS[strategy], stage, f"({per['params']} + {per['grads']} + {per['optimizer']} "
+                              f"bytes per parameter) {gb(held)} per GPU {verdict} {gb(setup.gpu_mem_bytes)}"))
     full = model_state(setup.params, setup.gpus, "zero3", setup.precision, setup.optimizer)["model_state_bytes"]
     options.append(Option(f"None: even ZeRO-3 does not fit on {setup.gpus} GPUs", planning.NONE_FITS,
                           f"ZeRO-3 needs {gb(full)} per GPU" + (" and it fits, so this is wrong" if full <= setup.gpu_mem_bytes else "")))
@@ -80,9 +83,10 @@ def fit_strategy(setup: Setup, change: str | None = None) -> Step:
     number = choice(options, compute("fit_stage", args))
     return new_step("fit-strategy", title="The lowest strategy that fits",
         prompt=f"Which is the **lowest** strategy whose per-GPU model state fits in {gb(setup.gpu_mem_bytes)}? "
+        f"The stages, as the numbers are graded: {stage_implementations(setup.precision)}. "
         "Ignore activations for now. Type the number of your choice.",
         unit="choice", answer=number, fn="fit_stage", args=args, options=options, change=change,
-        working=f"Per GPU, {_per_param(setup)}, each stage sharding one more part over {setup.gpus} GPUs: "
+        working=f"Per GPU, what each stage's implementation holds, one more part sharded over {setup.gpus} GPUs: "
         + "; ".join(f"{o.text.split(':')[0]} {o.reason}" for o in options[:-1])
         + f". The lowest that fits is option {number}.",
     )
@@ -108,7 +112,8 @@ def wire_bytes(setup: Setup, plan: str) -> Step:
     parts = [f"{op.replace('_', '-')} of {gb(f['bytes'])} × {wire_factor(op, setup.gpus):.4g} = "
              f"{gb(f['wire_bytes_per_rank'])}" for op, f in ops.items()]
     return new_step("wire-bytes", title="Bytes each rank sends per step",
-        prompt=f"We go with **{STRATEGY_NAMES[plan]}**, the lowest that fits. {_ops_text(setup, plan)}. With ring "
+        prompt=f"We go with **{STRATEGY_NAMES[plan]}** (as {implementation(plan, setup.precision).name}), the lowest "
+        f"that fits. {_ops_text(setup, plan)}, in the element sizes that implementation sends. With ring "
         "collectives (an all-reduce sends 2(n-1)/n of its buffer per rank; an all-gather or a reduce-scatter "
         "(n-1)/n), how many bytes does **each rank send per step**? Answer in GB.",
         unit="GB", answer=answer, tolerance=0.05, fn="step_wire_bytes", args=args,
