@@ -115,6 +115,39 @@ def test_each_follow_up_changes_one_condition():
         assert step.change
 
 
+# What the exposed-share prompt of each plan must say about when its collectives run (from the sources:
+# torch/nn/parallel/distributed.py for DDP's reducer; DeepSpeed runtime/zero/stage_1_and_2.py, step() then
+# all_gather_dp_groups; torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py for FSDP2's prefetching).
+OVERLAP_WORDS = {
+    "ddp": ("all-reduces each gradient bucket as backward produces it", "behind backward"),
+    "zero1": ("during backward", "overlap_comm", "all-gather of the updated parameters", "after the optimizer",
+              "hides behind nothing"),
+    "zero3": ("forward all-gathers", "behind forward", "backward all-gathers", "reduce-scatters share backward"),
+    "hsdp": ("forward all-gathers", "behind forward", "all-reduce of each gradient shard across the groups share "
+             "backward"),
+}
+OVERLAP_WORDS["zero2"] = OVERLAP_WORDS["zero1"]
+
+
+def test_every_exposed_share_prompt_states_the_overlap_it_grades():
+    seen = set()
+    for seed in range(120):
+        scenario = generate.generate(seed)
+        for step in scenario.steps:
+            if step.kind != "exposed-share":
+                continue
+            plan = step.args["strategy"]
+            seen.add(plan)
+            prompt = " ".join(step.prompt.split())
+            missing = [words for words in OVERLAP_WORDS[plan] if words not in prompt]
+            assert not missing, (seed, plan, missing)
+            assert "all of the compute" not in prompt, (seed, plan)
+        hsdp = [step for step in scenario.steps if step.kind == "hsdp-group"]
+        for step in hsdp:
+            assert "Overlap as graded" in step.prompt and OVERLAP_WORDS["hsdp"][-1] in " ".join(step.prompt.split())
+    assert seen == {"ddp", "zero1", "zero2", "zero3", "hsdp"}
+
+
 @pytest.mark.parametrize("family", sorted(generate.FAMILIES))
 def test_unknown_or_unfitting_pins_say_what_to_do(family):
     with pytest.raises(ValueError, match="choose one of"):

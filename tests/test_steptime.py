@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ddpfsdp.demos.theory import planning, presets, steptime
+from ddpfsdp.demos.theory import overlap, planning, presets, steptime
 
 
 def test_compute_time_is_six_flops_per_parameter_and_token():
@@ -44,17 +44,55 @@ def test_collective_time_is_latency_plus_bytes_over_bandwidth():
     assert spanning["time_s"] == pytest.approx(0.300076)
 
 
-def test_exposed_communication_with_and_without_overlap():
-    # 1.5 s of compute, 1.2 s of collectives hidden behind backward (2/3 of compute = 1.0 s):
-    # 0.2 s shows; the step takes 1.7 s, 0.2/1.7 = 11.76% exposed. Without overlap 1.2/2.7 = 44.4%.
-    shown = steptime.exposed(1.5, 1.2, 2 / 3)
-    assert shown["exposed_s"] == pytest.approx(0.2)
-    assert shown["step_s"] == pytest.approx(1.7)
-    assert shown["exposed_share"] == pytest.approx(0.2 / 1.7)
-    assert shown["step_no_overlap_s"] == pytest.approx(2.7)
-    assert shown["exposed_share_no_overlap"] == pytest.approx(1.2 / 2.7)
-    hidden = steptime.exposed(1.5, 0.5, 1.0)
+def test_exposed_communication_window_by_window_with_and_without_overlap():
+    # 1.5 s of compute: forward (2 of 6 FLOPs) 0.5 s, backward (4 of 6) 1.0 s.
+    # 0.7 s of collectives in forward: 0.2 s shows; 0.8 s in backward: hidden; 0.3 s in no window: all shows.
+    # Exposed 0.5 s, the step 2.0 s, 0.5/2.0 = 25%. Without overlap 1.5 + 1.8 = 3.3 s, 1.8/3.3 = 54.5%.
+    shown = steptime.exposed(1.5, {"forward": 0.7, "backward": 0.8, "none": 0.3})
+    assert shown["exposed_by_window_s"] == pytest.approx({"forward": 0.2, "backward": 0.0, "none": 0.3})
+    assert shown["exposed_s"] == pytest.approx(0.5)
+    assert shown["step_s"] == pytest.approx(2.0)
+    assert shown["exposed_share"] == pytest.approx(0.25)
+    assert shown["step_no_overlap_s"] == pytest.approx(3.3)
+    assert shown["exposed_share_no_overlap"] == pytest.approx(1.8 / 3.3)
+    # 1.2 s all in backward, hidden behind 1.0 s of it: 0.2 s shows, 0.2/1.7 = 11.76%.
+    backward = steptime.exposed(1.5, {"backward": 1.2})
+    assert backward["exposed_s"] == pytest.approx(0.2) and backward["exposed_share"] == pytest.approx(0.2 / 1.7)
+    # The same 1.2 s in forward: it has only 0.5 s to hide behind, so 0.7 s shows.
+    assert steptime.exposed(1.5, {"forward": 1.2})["exposed_s"] == pytest.approx(0.7)
+    hidden = steptime.exposed(1.5, {"forward": 0.5, "backward": 1.0})
     assert hidden["exposed_s"] == 0 and hidden["exposed_share"] == 0 and hidden["step_s"] == 1.5
+    with pytest.raises(ValueError, match="unknown overlap window optimizer"):
+        steptime.exposed(1.5, {"optimizer": 0.1})
+
+
+# Which window each strategy's collectives run in, read from the sources (1 s of each collective):
+# DDP's reducer all-reduces buckets during backward (torch/nn/parallel/distributed.py, bucket_cap_mb);
+# ZeroRedundancyOptimizer.step() broadcasts after the local step and waits (zero_redundancy_optimizer.py,
+# _sync_params); DeepSpeed ZeRO-1/2 reduce in backward with overlap_comm and all-gather after the optimizer
+# in step() (runtime/zero/stage_1_and_2.py, all_gather_dp_groups); FSDP2 gathers in forward (grad-op: only
+# there) and again in backward, and reduce-scatters (and HSDP all-reduces) in backward
+# (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py).
+WINDOWS_OF_ONE_SECOND_EACH = {
+    "ddp": ({"all_reduce": 1}, {"forward": 0, "backward": 1, "none": 0}),
+    "zro": ({"all_reduce": 1, "broadcast": 1}, {"forward": 0, "backward": 1, "none": 1}),
+    "zero1": ({"reduce_scatter": 1, "all_gather": 1}, {"forward": 0, "backward": 1, "none": 1}),
+    "zero2": ({"reduce_scatter": 1, "all_gather": 1}, {"forward": 0, "backward": 1, "none": 1}),
+    "grad-op": ({"all_gather": 1, "reduce_scatter": 1}, {"forward": 1, "backward": 1, "none": 0}),
+    "zero3": ({"all_gather": 1, "reduce_scatter": 1}, {"forward": 0.5, "backward": 1.5, "none": 0}),
+    "hsdp": ({"all_gather": 1, "reduce_scatter": 1, "all_reduce": 1}, {"forward": 0.5, "backward": 2.5, "none": 0}),
+}
+
+
+@pytest.mark.parametrize("strategy", WINDOWS_OF_ONE_SECOND_EACH)
+def test_each_strategy_s_collectives_fall_in_the_windows_the_sources_give(strategy):
+    ops, expected = WINDOWS_OF_ONE_SECOND_EACH[strategy]
+    assert overlap.by_window(strategy, ops) == pytest.approx(expected)
+
+
+def test_a_collective_a_strategy_does_not_issue_is_refused():
+    with pytest.raises(ValueError, match="ddp issues no broadcast; it issues all_reduce"):
+        overlap.by_window("ddp", {"broadcast": 1.0})
 
 
 def _two_nodes(**kwargs):
@@ -111,6 +149,66 @@ def test_exposed_share_and_step_time_put_the_pieces_together():
     assert steptime.q_exposed_share(**args, overlap=False) == pytest.approx(0.1688496 / 0.9188496)
     assert steptime.q_step_time_s(**args) == pytest.approx(0.75)
     assert steptime.q_step_time_s(**args, overlap=False) == pytest.approx(0.9188496)
+
+
+TWO_NODES = dict(gpus_per_node=8, intra_bytes_per_s=450e9, intra_latency_s=3.4e-6, inter_bytes_per_s=50e9,
+                 inter_latency_s=14e-6)
+
+
+def test_zero2_s_all_gather_after_the_step_shows_whole_where_ddp_s_all_reduce_hides():
+    # 1e9 params in fp32 on 2 nodes of 8; compute 6 * 1e9 * 1e6 / (16 * 1e15 * 0.5) = 0.75 s: forward 0.25 s,
+    # backward 0.5 s. DeepSpeed ZeRO-2 in fp32 reduce-scatters 4e9 B of gradients and all-gathers 4e9 B of
+    # parameters, each over 16 ranks on 2 nodes at 50 GB/s in ceil(4e9 / 26,214,400) = 153 calls:
+    # latency 153 * (14 NVLink steps * 3.4 us + 1 network step * 14 us = 61.6 us) = 9.4248 ms;
+    # wire 15/16 * 4e9 = 3.75e9 B / 50e9 = 75 ms; 84.4248 ms each.
+    # The reduce-scatter hides behind backward; the all-gather, after the optimizer step, shows whole:
+    # the step takes 0.75 + 0.0844248 = 0.8344248 s, 0.0844248 / 0.8344248 = 10.118% exposed.
+    # Without overlap: 0.75 + 0.1688496 = 0.9188496 s. (DDP's all-reduce of the same bytes, 0.1688496 s,
+    # hides behind backward whole: see above.)
+    args = dict(params=10**9, gpus=16, strategy="zero2", precision="fp32", units=10, **TWO_NODES,
+                tokens=10**6, peak_flops_per_s=1e15, mfu=0.5)
+    times = steptime.step_times(**args)
+    assert times["ops"]["all_gather"]["time_s"] == pytest.approx(0.0844248)
+    assert times["ops"]["reduce_scatter"]["time_s"] == pytest.approx(0.0844248)
+    assert times["exposed_by_window_s"] == pytest.approx({"forward": 0.0, "backward": 0.0, "none": 0.0844248})
+    assert steptime.q_step_time_s(**args) == pytest.approx(0.8344248)
+    assert steptime.q_exposed_share(**args) == pytest.approx(0.0844248 / 0.8344248)
+    assert steptime.q_step_time_s(**args, overlap=False) == pytest.approx(0.9188496)
+    assert steptime.q_exposed_share(**{**args, "strategy": "ddp"}) == 0
+
+
+def test_grad_op_s_single_gather_has_only_forward_to_hide_behind():
+    # 1e9 params in fp32 on 2 nodes of 8, 10 FSDP units; 2e5 tokens: 6 * 1e9 * 2e5 / (16 * 1e15 * 0.5) = 0.15 s,
+    # forward 0.05 s, backward 0.1 s. grad-op gathers each unit once (10 calls) and reduce-scatters once (10 calls),
+    # 4e9 B each over 16 ranks at 50 GB/s: 10 * 61.6 us = 0.616 ms + 75 ms = 75.616 ms each.
+    # Forward: 75.616 ms against 50 ms, 25.616 ms shows; backward: 75.616 ms against 100 ms, hidden.
+    # The step takes 0.175616 s, 25.616 / 175.616 = 14.586% exposed. (Hiding all of it behind all the compute,
+    # 151.232 ms against 150 ms, would have shown only 1.232 ms.)
+    args = dict(params=10**9, gpus=16, strategy="grad-op", precision="fp32", units=10, **TWO_NODES,
+                tokens=2 * 10**5, peak_flops_per_s=1e15, mfu=0.5)
+    times = steptime.step_times(**args)
+    assert times["ops"]["all_gather"]["calls"] == 10 and times["ops"]["reduce_scatter"]["calls"] == 10
+    assert times["ops"]["all_gather"]["time_s"] == pytest.approx(0.075616)
+    assert times["exposed_by_window_s"] == pytest.approx({"forward": 0.025616, "backward": 0.0, "none": 0.0})
+    assert steptime.q_step_time_s(**args) == pytest.approx(0.175616)
+    assert steptime.q_exposed_share(**args) == pytest.approx(0.025616 / 0.175616)
+
+
+def test_zero3_under_bf16_mixed_fills_backward_before_forward():
+    # 1e9 params, bf16-mixed on FSDP2: gathers in bf16 (2 B), reduces in fp32 (4 B); 2 nodes of 8, 10 units.
+    # all-gather 2 * 1e9 * 2 B = 4e9 B in 20 calls: 20 * 61.6 us = 1.232 ms + 15/16 * 4e9 / 50e9 = 75 ms: 76.232 ms,
+    #   half (38.116 ms) in forward, half in backward.
+    # reduce-scatter 4e9 B in 10 calls: 0.616 ms + 75 ms = 75.616 ms, in backward.
+    # With 1.2e5 tokens: 6 * 1e9 * 1.2e5 / 8e15 = 0.09 s, forward 0.03 s, backward 0.06 s.
+    # Forward: 38.116 ms against 30 ms, 8.116 ms shows; backward: 38.116 + 75.616 = 113.732 ms against 60 ms,
+    # 53.732 ms shows. Exposed 61.848 ms; the step 0.151848 s, 61.848 / 151.848 = 40.73%.
+    args = dict(params=10**9, gpus=16, strategy="zero3", precision="bf16-mixed", units=10, **TWO_NODES,
+                tokens=120_000, peak_flops_per_s=1e15, mfu=0.5)
+    times = steptime.step_times(**args)
+    assert times["comm_by_window_s"] == pytest.approx({"forward": 0.038116, "backward": 0.113732, "none": 0.0})
+    assert times["exposed_by_window_s"] == pytest.approx({"forward": 0.008116, "backward": 0.053732, "none": 0.0})
+    assert steptime.q_step_time_s(**args) == pytest.approx(0.151848)
+    assert steptime.q_exposed_share(**args) == pytest.approx(0.061848 / 0.151848)
 
 
 def test_presets_name_their_figures_per_direction():

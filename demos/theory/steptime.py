@@ -14,12 +14,12 @@ All theory, the napkin model interviews use; nothing here is measured.
   model counts them (src/graph/tuning.cc), a ring that spans k nodes crosses the network on 2(k-1)
   of an all-reduce's steps and k-1 of the others' (all of them with one rank per node), and runs
   at the network's bandwidth throughout, since the slowest link paces a ring.
-- Overlap. Collectives can run while the GPU computes; the part of the step's compute they can
-  hide behind is `hideable`: backward only for DDP and ZeRO-1/2 (their gradient collectives start
-  as backward produces gradients; backward is 4 of the 6 FLOPs, so 2/3), forward and backward for
-  ZeRO-3 and HSDP (FSDP prefetches the next unit's all-gather). What does not fit behind it is
-  exposed: exposed_s = max(0, comm_s - hideable * compute_s); the step takes compute_s +
-  exposed_s, and the exposed share is exposed_s / step_s. Without overlap every byte is exposed.
+- Overlap (`overlap`: which collective of which strategy runs during forward, during backward, or
+  in neither, from the sources). A window hides its collectives up to its share of the compute
+  (forward 2 of the 6 FLOPs, backward 4); what does not fit shows, and so does every collective in
+  no window: exposed_s = sum over forward and backward of max(0, comm_in_window_s - share *
+  compute_s) + comm_in_no_window_s. The step takes compute_s + exposed_s, and the exposed share is
+  exposed_s / step_s. Without overlap every byte is exposed.
 
 Torch-free: the quiz imports it.
 """
@@ -27,23 +27,20 @@ Torch-free: the quiz imports it.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from ddpfsdp.demos.collectives import wire_factor
 from ddpfsdp.demos.theory.buckets import DDP_BUCKET_CAP_MB
 from ddpfsdp.demos.theory.comm import step_comm
+from ddpfsdp.demos.theory.overlap import WINDOWS, by_window
 from ddpfsdp.demos.theory.sharding import canonical_strategy, resolve_group_size
 from ddpfsdp.demos.units import parse_count
 
 FLOPS_PER_PARAM_TOKEN = 6
-BACKWARD_SHARE = 4 / 6
-"""Backward's share of a step's FLOPs: 4 of the 6 per parameter and token."""
 
 BUCKET_BYTES = DDP_BUCKET_CAP_MB * 2**20
 """How DDP and ZeRO-1/2 gradient collectives are counted into calls: DDP's default bucket cap."""
-
-HIDEABLE: dict[str, float] = {"ddp": BACKWARD_SHARE, "zro": BACKWARD_SHARE, "zero1": BACKWARD_SHARE, "zero2": BACKWARD_SHARE,
-                              "grad-op": 1.0, "zero3": 1.0, "hsdp": 1.0}
 
 
 def compute_time_s(params: float, tokens: float, gpus: int, peak_flops_per_s: float, mfu: float) -> float:
@@ -89,17 +86,23 @@ def collective_time_s(
             "intra_steps": intra, "inter_steps": inter, "calls": calls}
 
 
-def exposed(compute_s: float, comm_s: float, hideable: float) -> dict[str, float]:
-    """What shows of `comm_s` with overlap behind `hideable` of the compute, and without any overlap."""
-    if not 0 <= hideable <= 1:
-        raise ValueError(f"the hideable share of compute is in [0, 1]; got {hideable}")
-    shown = max(0.0, comm_s - hideable * compute_s)
+def exposed(compute_s: float, comm_s: Mapping[str, float]) -> dict[str, Any]:
+    """What shows of the communication in each overlap window (`overlap.WINDOWS`: seconds in forward,
+    in backward, in none), with that overlap and without any."""
+    unknown = set(comm_s) - set(WINDOWS)
+    if unknown:
+        raise ValueError(f"unknown overlap window {', '.join(sorted(unknown))}; choose from {', '.join(WINDOWS)}")
+    shown_by = {window: max(0.0, comm_s.get(window, 0.0) - share * compute_s)
+                for window, share in WINDOWS.items()}
+    shown = sum(shown_by.values())
+    total = sum(comm_s.values())
     return {
         "exposed_s": shown,
+        "exposed_by_window_s": shown_by,
         "step_s": compute_s + shown,
         "exposed_share": shown / (compute_s + shown) if compute_s + shown > 0 else 0.0,
-        "step_no_overlap_s": compute_s + comm_s,
-        "exposed_share_no_overlap": comm_s / (compute_s + comm_s) if compute_s + comm_s > 0 else 0.0,
+        "step_no_overlap_s": compute_s + total,
+        "exposed_share_no_overlap": total / (compute_s + total) if compute_s + total > 0 else 0.0,
     }
 
 
@@ -109,6 +112,8 @@ def exposed(compute_s: float, comm_s: float, hideable: float) -> dict[str, float
 def _calls(strategy: str, op: str, logical_bytes: int, units: int) -> int:
     if strategy in ("zero3", "hsdp"):
         return 2 * units if op == "all_gather" else units  # gathered again in backward
+    if strategy == "grad-op":
+        return units  # gathered once, in forward; reduce-scattered once
     return max(1, math.ceil(logical_bytes / BUCKET_BYTES))
 
 
@@ -129,8 +134,8 @@ def step_comm_times(
     """Each collective of one step (step_comm) timed on the link its group runs over.
 
     A group inside one node (HSDP's shard group of at most a node) runs over the intra-node link;
-    any group spanning nodes runs at the inter-node bandwidth. Calls: per FSDP unit for ZeRO-3 and
-    HSDP (two all-gathers per unit), per DDP-sized bucket for the others.
+    any group spanning nodes runs at the inter-node bandwidth. Calls: per FSDP unit for grad-op, ZeRO-3
+    and HSDP (two all-gathers per unit for the last two), per DDP-sized bucket for the others.
     """
     strategy = canonical_strategy(strategy)
     if gpus % gpus_per_node and gpus > gpus_per_node:
@@ -170,21 +175,25 @@ def q_comm_time_s(**kwargs: Any) -> float:
     return sum(op["time_s"] for op in step_comm_times(**kwargs).values())
 
 
-def _step(tokens: Any, peak_flops_per_s: float, mfu: float, comm: dict[str, Any]) -> dict[str, float]:
+def step_times(*, tokens: Any, peak_flops_per_s: float, mfu: float, **comm: Any) -> dict[str, Any]:
+    """One step's compute, each collective's time, the seconds in each overlap window, and what shows."""
     compute_s = q_compute_time_s(params=comm["params"], tokens=tokens, gpus=comm["gpus"],
                                  peak_flops_per_s=peak_flops_per_s, mfu=mfu)
-    return exposed(compute_s, q_comm_time_s(**comm), HIDEABLE[canonical_strategy(comm["strategy"])])
+    ops = step_comm_times(**comm)
+    in_windows = by_window(comm["strategy"], {op: timing["time_s"] for op, timing in ops.items()})
+    return {"compute_s": compute_s, "ops": ops, "comm_s": sum(in_windows.values()), "comm_by_window_s": in_windows,
+            **exposed(compute_s, in_windows)}
 
 
 def q_exposed_share(*, tokens: Any, peak_flops_per_s: float, mfu: float, overlap: bool = True, **comm: Any) -> float:
-    """The exposed share of a step: with overlap behind the strategy's hideable compute, or without."""
-    shown = _step(tokens, peak_flops_per_s, mfu, comm)
+    """The exposed share of a step: with the strategy's overlap (`overlap.OVERLAP`), or without."""
+    shown = step_times(tokens=tokens, peak_flops_per_s=peak_flops_per_s, mfu=mfu, **comm)
     return shown["exposed_share"] if overlap else shown["exposed_share_no_overlap"]
 
 
 def q_step_time_s(*, tokens: Any, peak_flops_per_s: float, mfu: float, overlap: bool = True, **comm: Any) -> float:
     """Seconds per step: compute plus what shows of the communication, with overlap or without."""
-    shown = _step(tokens, peak_flops_per_s, mfu, comm)
+    shown = step_times(tokens=tokens, peak_flops_per_s=peak_flops_per_s, mfu=mfu, **comm)
     return shown["step_s"] if overlap else shown["step_no_overlap_s"]
 
 

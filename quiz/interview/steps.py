@@ -6,7 +6,7 @@ and arguments, with the working written from the same figures.
 
 from __future__ import annotations
 
-from ddpfsdp.demos.theory import planning, steptime
+from ddpfsdp.demos.theory import overlap, planning, steptime
 from ddpfsdp.demos.collectives import wire_factor
 from ddpfsdp.demos.theory.activations import transformer_activation_bytes
 from ddpfsdp.demos.theory.buckets import DDP_BUCKET_CAP_MB
@@ -31,12 +31,6 @@ OPTION_TEXTS: dict[str, str] = {
     "zero2": "ZeRO-2: gradients and optimizer state sharded",
     "zero3": "ZeRO-3 / FSDP full: parameters, gradients and optimizer state sharded",
 }
-
-HIDES_BEHIND = {
-    1.0: "forward and backward (FSDP prefetches the next unit's all-gather), all of the compute",
-    steptime.BACKWARD_SHARE: "backward only (gradients are reduced as backward produces them), 2/3 of the compute",
-}
-
 
 def _per_param(setup: Setup) -> str:
     per = bytes_per_param_breakdown(setup.precision, setup.optimizer)
@@ -182,22 +176,47 @@ def plan_name(plan: str, group_size: int | None = None) -> str:
     return f"HSDP in groups of {group_size}" if plan == "hsdp" else STRATEGY_NAMES[plan]
 
 
+WINDOW_NAMES = {"forward": "in forward", "backward": "in backward", "none": "in neither"}
+
+
+def _in_windows(plan: str, ops: dict) -> str:
+    """'all-gather 3.2 s, half in forward and half in backward; reduce-scatter 1.5 s in backward'."""
+    parts = []
+    for op, timing in ops.items():
+        shares = overlap.windows(plan)[op]
+        where = " and ".join(("half " if share == 0.5 else "") + WINDOW_NAMES[window] for window, share in shares.items())
+        parts.append(f"{op.replace('_', '-')} {secs(timing['time_s'])} {where}")
+    return "; ".join(parts)
+
+
+def overlap_working(plan: str, t: dict) -> str:
+    """The exposed time window by window, from `steptime.step_times`'s figures."""
+    compute_s, comm, shown = t["compute_s"], t["comm_by_window_s"], t["exposed_by_window_s"]
+    lines = [f"Compute {secs(compute_s)}: forward (1/3) {secs(overlap.FORWARD_SHARE * compute_s)}, backward (2/3) "
+             f"{secs(overlap.BACKWARD_SHARE * compute_s)}. Communication {secs(t['comm_s'])}: {_in_windows(plan, t['ops'])}."]
+    for window in ("forward", "backward"):
+        if comm[window]:
+            room = overlap.WINDOWS[window] * compute_s
+            lines.append(f"{WINDOW_NAMES[window].capitalize()}: {secs(comm[window])} against {secs(room)} of compute, "
+                         f"{secs(shown[window])} shows.")
+    if comm["none"]:
+        lines.append(f"In neither: {secs(comm['none'])} shows whole.")
+    lines.append(f"Exposed {secs(t['exposed_s'])}: the step takes {secs(t['step_s'])}, {pct(t['exposed_share'])} "
+                 f"exposed. Without overlap: {secs(t['step_no_overlap_s'])}, {pct(t['exposed_share_no_overlap'])} exposed.")
+    return " ".join(lines)
+
+
 def exposed_share(setup: Setup, plan: str, change: str | None = None, group_size: int | None = None) -> Step:
     args = setup.time_args(plan, group_size)
     answer = compute("exposed_share", args)
-    hideable = steptime.HIDEABLE[plan]
-    compute_s = compute("compute_time_s", {k: args[k] for k in ("params", "tokens", "gpus", "peak_flops_per_s", "mfu")})
-    comm_s = compute("comm_time_s", setup.comm_args(plan, group_size))
-    shown = steptime.exposed(compute_s, comm_s, hideable)
+    times = steptime.step_times(**args)
     return new_step("exposed-share", title="Exposed communication",
-        prompt=f"Collectives can run while the GPU computes. With {plan_name(plan, group_size)} they can hide behind "
-        f"{HIDES_BEHIND[hideable]}. What share of the step is **exposed communication** (nothing computing while "
-        "it runs), with that overlap? Answer in percent.",
+        prompt=f"Collectives hide only behind compute that runs while they are in flight. With "
+        f"{plan_name(plan, group_size)} (as {implementation(plan, setup.precision).name}): "
+        f"{overlap.ASSUMPTIONS[plan]}. {overlap.RULE} What share of the step is **exposed communication** "
+        "(nothing computing while it runs), with that overlap? Answer in percent.",
         unit="%", answer=answer, tolerance=0.05, fn="exposed_share", args=args, change=change,
-        working=f"Compute {secs(compute_s)}, communication {secs(comm_s)}; hidden behind {hideable:.3g} × "
-        f"{secs(compute_s)} = {secs(hideable * compute_s)}, so {secs(shown['exposed_s'])} shows: the step takes "
-        f"{secs(shown['step_s'])}, {pct(answer)} exposed. Without overlap: {secs(shown['step_no_overlap_s'])}, "
-        f"{pct(shown['exposed_share_no_overlap'])} exposed.",
+        working=overlap_working(plan, times),
     )
 
 
