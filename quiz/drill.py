@@ -26,7 +26,7 @@ from ddpfsdp.demos.theory.buckets import DDP_BUCKET_CAP_MB, ddp_bucket_bytes
 from ddpfsdp.demos.theory.comm import step_comm
 from ddpfsdp.demos.theory.gpt_layout import gpt_param_numels
 from ddpfsdp.demos.theory import presets
-from ddpfsdp.demos.theory.implementations import implementation, stage_implementations
+from ddpfsdp.demos.theory.implementations import implementation
 from ddpfsdp.demos.theory.precision import OPTIMIZER_STATES, PRECISIONS
 from ddpfsdp.demos.theory.quiz_answers import QUIZ_FUNCTIONS, q_min_gpus, q_min_zero_stage, q_sampler_count
 from ddpfsdp.demos.theory.sampler import sampler_indices
@@ -239,13 +239,15 @@ def _fit_stage(rng: random.Random):
         # Plain DDP fitting is worth asking now and then, not most of the time.
         if stage > 0 or rng.random() < 0.25:
             break
-    stages = stage_implementations(precision)
+    # One stage a line, each with the implementation whose bytes are graded, so they read as choices.
+    stages = "\n".join(f"- **{stage}**: {implementation(strategy, precision).name}"
+                       for stage, strategy in enumerate(ZERO_STAGES))
     prompt = (
         f"You must train a **{model.name}** model ({model.params / 1e9:g}B parameters) on {cluster} of "
         f"**{gpu}** ({gpus} GPUs, {_gb(GPUS[gpu])} each), in {PRECISION_TEXT[precision]}, with "
-        f"{OPTIMIZER_TEXT[optimizer]}. The stages, as the numbers are graded: {stages}.\n\n"
-        "What is the **lowest ZeRO stage** whose per-GPU model state (params + grads + optimizer state) fits "
-        "in the GPU's memory? Ignore activations and the working set. Answer 0 for plain DDP, or 1, 2 or 3."
+        f"{OPTIMIZER_TEXT[optimizer]}.\n\n"
+        "What is the **lowest ZeRO stage** (0 for plain DDP) whose per-GPU model state (params + grads + optimizer "
+        f"state) fits in the GPU's memory? Ignore activations and the working set. Each stage as graded:\n\n{stages}"
     )
 
     def working(answer: float) -> str:

@@ -104,3 +104,40 @@ async def test_home_opens_the_drill_with_s_and_from_its_menu(quiz_bank):
         await pilot.press("enter")
         await pilot.pause()
         assert isinstance(app.screen, DrillScreen)
+
+
+def _longest_fit_stage_prompts() -> dict[str, int]:
+    """For each precision, the seed whose first fit-stage problem has the longest prompt (of 300 seeds)."""
+    longest: dict[str, tuple[int, int]] = {}
+    for seed in range(300):
+        problem = next(drills.Drill(seed, ("fit-stage",)))
+        precision = problem.args["precision"]
+        longest[precision] = max(longest.get(precision, (0, 0)), (len(problem.prompt), seed))
+    return {precision: seed for precision, (_, seed) in sorted(longest.items())}
+
+
+async def _fits(quiz_bank, seed: int, size: tuple[int, int]) -> bool:
+    """Whether the whole problem and its answer box are in view, with nothing to scroll."""
+    bank_dir, answers_dir = quiz_bank
+    app = make_app(bank_dir=bank_dir, answers_dir=answers_dir, drill=True, drill_kinds=("fit-stage",), seed=seed,
+                   clock=lambda: T0)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        body = screen.query_one("#drill-body")
+        return body.max_scroll_y == 0 and screen.region.contains_region(screen.query_one("#drill-input").region)
+
+
+async def test_every_fit_stage_prompt_and_its_answer_box_fit_at_80x24(quiz_bank):
+    seeds = _longest_fit_stage_prompts()
+    assert set(seeds) == {"fp32", "bf16-mixed", "bf16-master", "bf16"}
+    for precision, seed in seeds.items():
+        problem = next(drills.Drill(seed, ("fit-stage",)))
+        # Each stage on its own line, with the implementation graded.
+        assert problem.prompt.count("\n- **") == 4, problem.prompt
+        assert await _fits(quiz_bank, seed, (80, 24)), (precision, seed)
+
+
+async def test_the_fit_check_sees_a_prompt_that_needs_scrolling(quiz_bank):
+    seed = _longest_fit_stage_prompts()["bf16-master"]
+    assert not await _fits(quiz_bank, seed, (80, 18))

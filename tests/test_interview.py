@@ -122,9 +122,10 @@ OVERLAP_WORDS = {
     "ddp": ("all-reduces each gradient bucket as backward produces it", "behind backward"),
     "zero1": ("during backward", "overlap_comm", "all-gather of the updated parameters", "after the optimizer",
               "hides behind nothing"),
-    "zero3": ("forward all-gathers", "behind forward", "backward all-gathers", "reduce-scatters share backward"),
-    "hsdp": ("forward all-gathers", "behind forward", "all-reduce of each gradient shard across the groups share "
-             "backward"),
+    "zero3": ("half the all-gathers run in forward", "1/3 of the compute", "the other half, prefetched in backward",
+              "reduce-scatters hide behind backward"),
+    "hsdp": ("half the all-gathers run in forward", "1/3 of the compute", "the other half, prefetched in backward",
+             "all-reduce across the groups hide behind backward"),
 }
 OVERLAP_WORDS["zero2"] = OVERLAP_WORDS["zero1"]
 

@@ -131,6 +131,95 @@ async def test_a_whole_interview_then_the_debrief_and_r(quiz_bank):
     assert app.store.last_demo_result("fsdp", list(debrief.simulation(scenario).args)) is not None
 
 
+# --- at 80x24 -------------------------------------------------------------------------------------
+
+
+def _rendered_lines(renderable, width: int) -> int:
+    console = Console(width=width, file=io.StringIO(), color_system=None)
+    console.print(renderable)
+    return console.file.getvalue().count("\n")
+
+
+def _tallest_choice_steps() -> list[tuple[int, int]]:
+    """(seed, step index) of the choice step of each kind (fit, checkpoint, HSDP group) whose change, prompt
+    and options take the most lines at 80 columns (74 for the text), among the first 120 seeds."""
+    from ddpfsdp.quiz.interview import render
+
+    tallest: dict[str, tuple[int, int, int]] = {}
+    for seed in range(120):
+        for index, step in enumerate(generate(seed).steps):
+            if step.options:
+                lines = _rendered_lines(render.prompt(step), 74)
+                tallest[step.kind] = max(tallest.get(step.kind, (0, 0, 0)), (lines, seed, index))
+    return [(seed, index) for _, seed, index in sorted(tallest.values(), reverse=True)]
+
+
+async def _at_step(quiz_bank, seed: int, index: int, size: tuple[int, int]) -> dict:
+    """What of a step is in view when it is asked, and what is once it is graded wrong."""
+    scenario = generate(seed)
+    app = _app(quiz_bank, scenario)
+    seen = {}
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        screen = InterviewScreen(scenario)
+        screen.index = index
+        app.switch_screen(screen)
+        await pilot.pause()
+        await pilot.pause()
+        body = screen.query_one("#interview-body").scrollable_content_region
+        seen["question"] = all(body.contains_region(screen.query_one(part).region)
+                               for part in ("#interview-title", "#interview-prompt"))
+        seen["choices"] = all(screen.region.contains_region(screen.query_one(part).region)
+                              for part in ("#interview-choices", "#interview-input", "#interview-hint"))
+        seen["gap"] = screen.query_one("#interview-choices").region.y - screen.query_one("#interview-prompt").region.bottom
+        seen["header"] = screen.query_one("#interview-header").render().plain
+        wrong = next(n for n in range(1, len(screen.step.options) + 1) if n != screen.step.answer)
+        await _type(pilot, str(wrong))
+        seen["graded header"] = screen.query_one("#interview-header").render().plain
+        seen["marks"] = plain(screen.query_one("#interview-choices").content)
+    return seen
+
+
+@pytest.mark.parametrize("seed, index", _tallest_choice_steps())
+async def test_a_choice_step_keeps_its_question_and_every_choice_in_view_at_80x24(quiz_bank, seed, index):
+    seen = await _at_step(quiz_bank, seed, index, (80, 24))
+    assert seen["question"] and seen["choices"], seen
+    for header in (seen["header"], seen["graded header"]):
+        assert f"step {index + 1} of " in header and "⏱ 00:00" in header, header
+    assert "✔" in seen["marks"] and "← yours" in seen["marks"]
+
+
+async def test_on_a_tall_screen_the_choices_follow_their_question(quiz_bank):
+    seed, index = _tallest_choice_steps()[0]
+    seen = await _at_step(quiz_bank, seed, index, (120, 40))
+    assert seen["question"] and seen["choices"] and seen["gap"] == 1, seen  # one blank line, not the rest of the screen
+
+
+async def test_the_view_check_sees_a_question_pushed_out_of_view(quiz_bank):
+    seed, index = _tallest_choice_steps()[0]
+    seen = await _at_step(quiz_bank, seed, index, (80, 19))
+    assert not seen["question"]
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+async def test_the_header_keeps_the_position_and_the_clock_at_every_width(quiz_bank, width):
+    scenario = scenario_13b()
+    clock = iter(range(500, 10_000, 75))
+    bank_dir, answers_dir = quiz_bank
+    app = make_app(bank_dir=bank_dir, answers_dir=answers_dir, seed=11, clock=lambda: T0,
+                   monotonic=lambda: float(next(clock)), interview=scenario)
+    async with app.run_test(size=(width, 24)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        await _type(pilot, right_text(screen.step))
+        header = screen.query_one("#interview-header").render().plain
+        assert header.rstrip().endswith("step 1 of 11 · 1/1 right  ⏱ " + header.split("⏱ ")[-1].strip()), header
+        assert "⏱ 0" in header and len(header) == width - 2 - 4  # padding 1 each side, the page 2 each side
+        await pilot.press("enter")
+        await pilot.pause()
+        assert "step 2 of 11 · 1/1 right" in screen.query_one("#interview-header").render().plain
+
+
 async def test_home_opens_an_interview_and_leaving_keeps_what_was_answered(quiz_bank):
     app = _app(quiz_bank)
     async with app.run_test(size=SIZE) as pilot:

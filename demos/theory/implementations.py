@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ddpfsdp.demos.theory.precision import Precision, precision_for
-from ddpfsdp.demos.theory.sharding import ZERO_STAGES, canonical_strategy
+from ddpfsdp.demos.theory.sharding import canonical_strategy
 
 
 @dataclass(frozen=True)
@@ -128,8 +128,3 @@ def _deepspeed(strategy: str, spec: Precision, offload: str) -> Implementation:
 
 def implementations_for(strategies: tuple[str, ...] | list[str], precision: str, offload: str = "none") -> dict[str, Implementation]:
     return {name: implementation(name, precision, offload) for name in strategies}
-
-
-def stage_implementations(precision: str) -> str:
-    """The ZeRO stages 0 to 3 and the implementation each one's figures follow under `precision`."""
-    return "; ".join(f"{stage}: {implementation(name, precision).name}" for stage, name in enumerate(ZERO_STAGES))

@@ -68,30 +68,26 @@ OVERLAP: dict[str, dict[str, dict[str, float]]] = {
 sharding, one per unit in forward and one in backward, split it half and half)."""
 
 ASSUMPTIONS: dict[str, str] = {
-    "ddp": "DDP all-reduces each gradient bucket as backward produces it, so the all-reduce can hide behind "
-           "backward (4 of the 6 FLOPs: 2/3 of the compute)",
-    "zro": "DDP's all-reduce can hide behind backward (2/3 of the compute); ZeroRedundancyOptimizer broadcasts "
-           "the updated parameters inside step(), after backward and before the next forward, so the broadcast "
-           "hides behind nothing",
-    "zero1": "the gradient reduce-scatter runs bucket by bucket during backward (DeepSpeed's overlap_comm on; "
-             "its default only for stage 3) and can hide behind backward (2/3 of the compute); the all-gather of "
-             "the updated parameters runs inside step(), after the optimizer, and hides behind nothing",
-    "grad-op": "each unit's all-gather, issued while the unit before it computes, can hide behind forward (2 of "
-               "the 6 FLOPs: 1/3 of the compute); the units stay gathered through backward, and the "
-               "reduce-scatters, issued as backward produces gradients, can hide behind backward (2/3)",
-    "zero3": "the forward all-gathers (half of them), each issued while the unit before computes, can hide behind "
-             "forward (2 of the 6 FLOPs: 1/3 of the compute); the backward all-gathers, prefetched one unit ahead, "
-             "and the reduce-scatters share backward (2/3)",
-    "hsdp": "the forward all-gathers (half of them), each issued while the unit before computes, can hide behind "
-            "forward (2 of the 6 FLOPs: 1/3 of the compute); the backward all-gathers, prefetched one unit ahead, "
-            "the reduce-scatters and the all-reduce of each gradient shard across the groups share backward (2/3)",
+    "ddp": "DDP all-reduces each gradient bucket as backward produces it: the all-reduce hides behind backward "
+           "(4 of the 6 FLOPs, 2/3 of the compute)",
+    "zro": "DDP's all-reduce hides behind backward (2/3 of the compute); ZeroRedundancyOptimizer broadcasts the "
+           "updated parameters inside step(), after backward, and the broadcast hides behind nothing",
+    "zero1": "the gradient reduce-scatter runs during backward (DeepSpeed's overlap_comm on; its default only for "
+             "stage 3) and hides behind it (2/3 of the compute); the all-gather of the updated parameters runs "
+             "inside step(), after the optimizer, and hides behind nothing",
+    "grad-op": "each unit's all-gather, issued while the unit before computes, hides behind forward (2 of the 6 "
+               "FLOPs, 1/3 of the compute); the reduce-scatters hide behind backward (2/3)",
+    "zero3": "half the all-gathers run in forward, each a unit ahead, and hide behind it (2 of the 6 FLOPs, 1/3 of "
+             "the compute); the other half, prefetched in backward, and the reduce-scatters hide behind backward (2/3)",
+    "hsdp": "half the all-gathers run in forward, each a unit ahead, and hide behind it (2 of the 6 FLOPs, 1/3 of "
+            "the compute); the other half, prefetched in backward, the reduce-scatters and the all-reduce across the "
+            "groups hide behind backward (2/3)",
 }
 ASSUMPTIONS["zero2"] = ASSUMPTIONS["zero1"]
 """What the overlap model assumes of each strategy, as a prompt states it."""
 
-RULE = ("Within a window, collectives hide up to its compute and the rest shows; a collective in no window "
-        "shows whole. The step's first all-gather and last reduction, which cannot hide in practice, are "
-        "ignored: this is the most overlap allows.")
+RULE = ("Each phase hides its collectives up to its compute, the rest shows, and a collective in no phase shows "
+        "whole; the first all-gather and last reduction, which cannot hide in practice, are ignored.")
 
 
 def windows(strategy: str) -> dict[str, dict[str, float]]:

@@ -25,7 +25,7 @@ SMALLER_GPU_MEM = (40 * 10**9, 24 * 10**9)
 def smaller_gpus(setup: Setup, plan: str, group: int | None) -> tuple[Setup, str, int | None, Step]:
     memory = next((m for m in SMALLER_GPU_MEM if m < setup.gpu_mem_bytes), setup.gpu_mem_bytes // 2)
     changed = setup.changed(gpu_mem_bytes=memory)
-    change = f"The GPUs now have {gb(memory)} each instead of {gb(setup.gpu_mem_bytes)}; nothing else changes."
+    change = f"The GPUs now have {gb(memory)} each, not {gb(setup.gpu_mem_bytes)}; nothing else changes."
     return changed, plan, group, steps.fit_strategy(changed, change=change)
 
 
@@ -53,8 +53,7 @@ def more_nodes(setup: Setup, plan: str, group: int | None) -> tuple[Setup, str, 
 
 def slower_network(setup: Setup, plan: str, group: int | None) -> tuple[Setup, str, int | None, Step]:
     changed = setup.changed(inter_bytes_per_s=setup.inter_bytes_per_s / 8, inter=f"{setup.inter} at 1/8 of its speed")
-    change = (f"The inter-node link is 8x slower: {per_s(changed.inter_bytes_per_s)} per GPU each way instead of "
-              f"{per_s(setup.inter_bytes_per_s)}.")
+    change = f"The network is 8x slower: {per_s(changed.inter_bytes_per_s)} per GPU, not {per_s(setup.inter_bytes_per_s)}."
     step = hsdp_group(changed, change)
     return changed, "hsdp", step.options[int(step.answer) - 1].value, step
 
@@ -75,10 +74,10 @@ def hsdp_group(setup: Setup, change: str) -> Step:
     )
     number = steps.choice(options, best)
     return new_step("hsdp-group", title="HSDP's group size",
-        prompt="Switch to **HSDP**: shard within groups of G GPUs (consecutive ranks, so a group of at most a node "
-        "stays on NVLink), replicate across the groups, and all-reduce each gradient shard across them. Which G "
-        f"gives the shortest step (with overlap) whose model state still fits in {gb(setup.gpu_mem_bytes)}? "
-        f"Overlap as graded: {overlap.ASSUMPTIONS['hsdp']}. Type the number of your choice.",
+        prompt="Switch to **HSDP**: shard within groups of G consecutive ranks (at most a node stays on NVLink) and "
+        "all-reduce each gradient shard across the groups. Which G gives the "
+        f"shortest step whose model state still fits in {gb(setup.gpu_mem_bytes)}? Overlap as graded: "
+        f"{overlap.ASSUMPTIONS['hsdp']}.",
         unit="choice", answer=number, fn="best_hsdp_group", args=args, options=options, change=change,
         working="; ".join(f"G = {o.value}: {o.reason}" for o in options) + f". The best is option {number} (where "
         "overlap hides the communication of several, the one that sends least, then holds least).",

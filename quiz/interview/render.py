@@ -90,15 +90,39 @@ def simulation_block(scenario: Scenario) -> Group:
     return Group(*parts)
 
 
-def prompt(step: Step, with_change: bool = True) -> Group:
+def prompt(step: Step, with_change: bool = True, with_options: bool = True) -> Group:
     """A step as it is asked: what changed (for a follow-up), the question, and its numbered options."""
     parts: list[Any] = []
     if step.change and with_change:
         parts.append(Text.assemble(("Follow-up: ", "bold yellow"), (step.change, "yellow")))
     parts.append(Markdown(step.prompt))
-    if step.options:
-        parts.append(Text("\n".join(f"  {n}. {o.text}" for n, o in enumerate(step.options, start=1))))
+    if step.options and with_options:
+        parts.append(options(step))
     return Group(*parts)
+
+
+def options(step: Step, grade: Grade | None = None) -> Table:
+    """The numbered options, each with its detail under it (dim); once graded, the right one ticked and a
+    wrong pick crossed, so the choices can stay in view beside the working."""
+    picked = grade.given.get("value") if grade is not None and isinstance(grade.given, dict) else None
+    table = Table.grid(padding=(0, 1))
+    table.add_column(width=1, no_wrap=True)
+    table.add_column(width=2, justify="right", no_wrap=True)
+    table.add_column(ratio=1)
+    for number, option in enumerate(step.options, start=1):
+        mark = Text(" ")
+        if grade is not None and number == step.answer:
+            mark = Text("✔", style="bold green")
+        elif picked == number:
+            mark = Text("✘", style="bold red")
+        label = Text()
+        label.append(option.text, style="bold" if picked == number else "")
+        if picked == number:
+            label.append("  ← yours", style="italic")
+        if option.detail:
+            label.append(f"\n{option.detail}", style="dim")
+        table.add_row(mark, Text(f"{number}."), label)
+    return table
 
 
 def step_line(step: Step, total: int) -> str:

@@ -128,9 +128,9 @@ class Setup:
         return {**asdict(self), "gpus": self.gpus, "units": self.units, "global_batch_tokens": self.global_batch_tokens}
 
     def summary(self) -> str:
-        """The job in one line, to keep in view while the steps scroll."""
+        """The job in one line, to keep in view while the steps scroll; what a narrow line cuts comes last."""
         return (f"{self.model} ({self.params / 1e9:g}B) · {self.nodes}×{self.gpus_per_node} {self.gpu} · "
-                f"seq {self.seq_len:,} × {self.micro_batch} per GPU · {self.precision} · {self.optimizer} · "
+                f"{self.precision} · {self.optimizer} · seq {self.seq_len:,} × {self.micro_batch} per GPU · "
                 f"{self.mfu:.0%} MFU")
 
     def describe(self) -> str:
@@ -154,6 +154,7 @@ class Option:
     text: str
     value: Any  # what the analytic model's function returns when this option is right
     reason: str
+    detail: str = ""  # what the option stands for where its text is short, e.g. the implementation graded
 
 
 @dataclass(frozen=True)
@@ -200,7 +201,7 @@ class Step:
         if self.unit in ("count", "choice"):
             return "exact"
         if self.unit == "explain":
-            return "graded by you"
+            return "by you"
         return f"within {self.tolerance:.0%}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -213,7 +214,8 @@ class Step:
         if self.fn is not None:
             data["calc"] = {"fn": self.fn, "args": dict(self.args)}
         if self.options:
-            data["options"] = [{"text": o.text, "value": o.value, "reason": o.reason} for o in self.options]
+            data["options"] = [{"text": o.text, "value": o.value, "reason": o.reason, **({"detail": o.detail} if o.detail else {})}
+                               for o in self.options]
         if self.talking_points:
             data["talking_points"] = list(self.talking_points)
         if self.change:

@@ -11,7 +11,7 @@ from ddpfsdp.demos.collectives import wire_factor
 from ddpfsdp.demos.theory.activations import transformer_activation_bytes
 from ddpfsdp.demos.theory.buckets import DDP_BUCKET_CAP_MB
 from ddpfsdp.demos.theory.comm import step_comm
-from ddpfsdp.demos.theory.implementations import implementation, stage_implementations
+from ddpfsdp.demos.theory.implementations import implementation
 from ddpfsdp.demos.theory.precision import bytes_per_param_breakdown, precision_for
 from ddpfsdp.demos.theory.sharding import ZERO_STAGES
 from ddpfsdp.demos.theory.state import bytes_per_param, model_state
@@ -58,7 +58,8 @@ def stage_options(setup: Setup) -> tuple[Option, ...]:
         per = bytes_per_param(strategy, setup.precision, setup.optimizer)
         verdict = "fits in" if held <= setup.gpu_mem_bytes else "does not fit in"
         options.append(Option(OPTION_TEXTS[strategy], stage, f"({per['params']} + {per['grads']} + {per['optimizer']} "
-                              f"bytes per parameter) {gb(held)} per GPU {verdict} {gb(setup.gpu_mem_bytes)}"))
+                              f"bytes per parameter) {gb(held)} per GPU {verdict} {gb(setup.gpu_mem_bytes)}",
+                              detail=f"as {implementation(strategy, setup.precision).name}"))
     full = model_state(setup.params, setup.gpus, "zero3", setup.precision, setup.optimizer)["model_state_bytes"]
     options.append(Option(f"None: even ZeRO-3 does not fit on {setup.gpus} GPUs", planning.NONE_FITS,
                           f"ZeRO-3 needs {gb(full)} per GPU" + (" and it fits, so this is wrong" if full <= setup.gpu_mem_bytes else "")))
@@ -76,9 +77,8 @@ def fit_strategy(setup: Setup, change: str | None = None) -> Step:
     options = stage_options(setup)
     number = choice(options, compute("fit_stage", args))
     return new_step("fit-strategy", title="The lowest strategy that fits",
-        prompt=f"Which is the **lowest** strategy whose per-GPU model state fits in {gb(setup.gpu_mem_bytes)}? "
-        f"The stages, as the numbers are graded: {stage_implementations(setup.precision)}. "
-        "Ignore activations for now. Type the number of your choice.",
+        prompt=f"Which is the **lowest** strategy whose model state per GPU fits in {gb(setup.gpu_mem_bytes)}? Ignore "
+        "activations; each choice names the implementation graded.",
         unit="choice", answer=number, fn="fit_stage", args=args, options=options, change=change,
         working=f"Per GPU, what each stage's implementation holds, one more part sharded over {setup.gpus} GPUs: "
         + "; ".join(f"{o.text.split(':')[0]} {o.reason}" for o in options[:-1])
@@ -260,8 +260,7 @@ def checkpoint(setup: Setup, plan: str) -> Step:
     number = choice(options, compute("checkpoint_plan", args))
     return new_step("checkpoint", title="Checkpoint or not",
         prompt=f"With {STRATEGY_NAMES[plan]}, each GPU also holds a working set (gradient buckets, or the FSDP units "
-        f"being gathered and reduced). What is the cheapest way this micro-batch fits in {gb(setup.gpu_mem_bytes)}? "
-        "Type the number of your choice.",
+        f"being gathered and reduced). What is the cheapest way this micro-batch fits in {gb(setup.gpu_mem_bytes)}?",
         unit="choice", answer=number, fn="checkpoint_plan", args=args, options=options,
         working="; ".join(f"{o.text.split(':')[0]}: {o.reason}" for o in options[:2])
         + f" (against {gb(setup.gpu_mem_bytes)}). The cheapest that fits is option {number}.",

@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from ddpfsdp.quiz import evidence as ev
@@ -22,13 +22,13 @@ from ddpfsdp.quiz.grading import Grade
 from ddpfsdp.quiz.interview import debrief, render
 from ddpfsdp.quiz.interview.scenario import Scenario
 from ddpfsdp.quiz.messages import DemoFinished, DemoLog
+from ddpfsdp.quiz.widgets.key_bar import KeyBar
+from ddpfsdp.quiz.widgets.session_header import SessionHeader, clock
 from ddpfsdp.quiz.widgets.target_scroll import TargetScroll
 
 
 class DebriefScreen(Screen):
     DEFAULT_CSS = """
-    #debrief { height: 1fr; padding: 1 2 0 2; }
-    #debrief-header { padding: 0 1; background: $boost; }
     #debrief-body > Static { height: auto; margin: 1 0 0 0; }
     #debrief-status { color: $text-muted; }
     """
@@ -39,28 +39,35 @@ class DebriefScreen(Screen):
         Binding("?", "app.help", "Help"),
     ]
 
-    def __init__(self, scenario: Scenario, grades: dict[str, Grade]):
+    def __init__(self, scenario: Scenario, grades: dict[str, Grade], *, elapsed_s: float | None = None):
         super().__init__()
         self.scenario = scenario
         self.grades = grades
+        self.elapsed_s = elapsed_s  # the interview's time, when it was just taken
         self.simulation = debrief.simulation(scenario)
         self.running = False
         self._run = None
 
     def compose(self) -> ComposeResult:
         scenario = self.scenario
-        score = debrief.overall(scenario.steps, self.grades)
-        header = Text.assemble(("Debrief", "bold"), f" · {scenario.title}",
-                               (f"   overall {score:.0%} over {len(scenario.steps)} steps", render.score_style(score)))
-        with Vertical(id="debrief"):
-            yield Static(header, id="debrief-header")
+        with Vertical(id="debrief", classes="page"):
+            yield SessionHeader(Text.assemble(("Debrief", "bold"), f" · {scenario.title}"), position=self._position(),
+                                id="debrief-header")
             with TargetScroll(id="debrief-body"):
                 yield Static(render.skills_table(scenario, self.grades), id="debrief-skills")
                 yield Static(render.simulation_block(scenario), id="debrief-simulation")
                 yield Static(id="debrief-status")
                 yield Static(id="debrief-measured")
                 yield Static(render.working_table(scenario, self.grades), id="debrief-working")
-        yield Footer()
+        yield KeyBar()
+
+    def _position(self) -> Text:
+        """'overall 64% of 11 steps', coloured by the score, and the interview's time when it was just taken."""
+        score = debrief.overall(self.scenario.steps, self.grades)
+        position = Text(f"overall {score:.0%} of {len(self.scenario.steps)} steps", style=f"bold {render.score_style(score)}")
+        if self.elapsed_s is not None:
+            position.append(f"  ⏱ {clock(self.elapsed_s)} taken", style="bold yellow")
+        return position
 
     def on_mount(self) -> None:
         saved = None

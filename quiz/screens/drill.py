@@ -75,6 +75,12 @@ class DrillScreen(Screen):
             return f"{bare}Enter submit · ctrl+n skip · Esc home"
         return "n or Enter: next problem · Esc home · ? help"
 
+    def _result(self, result: Text | None) -> None:
+        # An empty result would still take its margin, the line a long prompt needs at 80x24.
+        shown = self.query_one("#drill-result", Static)
+        shown.update(result or "")
+        shown.display = result is not None
+
     def _error(self, message: str) -> None:
         error = self.query_one("#drill-error", Static)
         error.update(Text(message, style="bold red"))
@@ -107,7 +113,7 @@ class DrillScreen(Screen):
         if not grade.correct:
             result.append("\n\nWorking\n", style="bold underline")
             result.append(self.problem.working)
-        self.query_one("#drill-result", Static).update(result)
+        self._result(result)
         self._error("")
         answer.disabled = True
         self._show_header()
@@ -122,7 +128,7 @@ class DrillScreen(Screen):
         answer.disabled = False
         answer.value = ""
         answer.placeholder = self._placeholder()
-        self.query_one("#drill-result", Static).update("")
+        self._result(None)
         self._error("")
         self._show_header()
         self.query_one("#drill-hint", Static).update(self._hint())

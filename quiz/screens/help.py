@@ -24,6 +24,7 @@ KEYS = (
     ("Enter, n", "sizing drill", "submit; once graded, the next problem (ctrl+n skips)"),
     ("i", "home", "a design interview: a scenario step by step, graded by the analytic model"),
     ("Enter, ctrl+n", "interview", "submit, then the next step; skip a step (it counts as a miss)"),
+    ("ctrl+o", "interview", "open or fold the job: model, cluster, links, batch"),
     ("1–4", "interview's explanation", "after Enter shows the talking points: grade yourself"),
     ("r", "interview debrief", "run the simulated demo of the scenario and set it beside your answers"),
     ("Escape", "while a demo runs", "cancel it (every rank is stopped); otherwise go back"),

@@ -12,42 +12,42 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import Screen
-from textual.widgets import Collapsible, Footer, Input, Static
+from textual.widgets import Collapsible, Input, Static
 
 from ddpfsdp.quiz.grading import SELF_GRADES, Grade, QuantityError
 from ddpfsdp.quiz.interview import answers, render
 from ddpfsdp.quiz.interview.generate import FAMILIES
 from ddpfsdp.quiz.interview.scenario import Scenario, Step
+from ddpfsdp.quiz.widgets.key_bar import KeyBar
+from ddpfsdp.quiz.widgets.session_header import SessionHeader
 from ddpfsdp.quiz.widgets.target_scroll import TargetScroll
 
 
-def interview_header(scenario: Scenario, position: str, elapsed_s: float, right: int, answered: int) -> Text:
-    """The interview's header line: what it is, where you are, and the time taken so far."""
-    minutes, seconds = divmod(int(elapsed_s), 60)
-    header = Text.assemble(("Interview", "bold"), f" · {FAMILIES[scenario.family].title} · {position}")
-    header.append(f" · ⏱ {minutes:02d}:{seconds:02d}", style="bold yellow")
-    header.append(f" · {right}/{answered} right", style="dim")
-    return header
+def interview_title(scenario: Scenario) -> Text:
+    """What the session header names (the job itself is on the summary line under it)."""
+    return Text.assemble(("Interview", "bold"), f" · {FAMILIES[scenario.family].title}")
 
 
 class InterviewScreen(Screen):
+    """The question scrolls; the choices (of a choice step) and the answer stay in view under it."""
+
     DEFAULT_CSS = """
-    #interview { height: 1fr; padding: 1 2 0 2; }
-    #interview-header { padding: 0 1; background: $boost; }
-    #interview-body { height: 1fr; }
-    #interview-job { margin: 1 0 0 0; }
-    #interview-title { height: auto; padding: 0 1; margin: 1 0 0 0; text-style: bold; }
+    #interview-summary { height: 1; padding: 0 1; color: $text-muted; text-wrap: nowrap; text-overflow: ellipsis; }
     #interview-change { height: auto; padding: 0 1; color: $warning; }
-    #interview-summary { height: auto; padding: 0 1; color: $text-muted; }
+    #interview-body { height: auto; }
+    #interview-job { margin: 1 0 0 0; padding-bottom: 0; }
+    #interview-title { height: auto; padding: 0 1; margin: 1 0 0 0; text-style: bold; }
     #interview-prompt, #interview-setup { height: auto; padding: 0 1; }
-    #interview-input { margin: 1 0; }
-    #interview-result { height: auto; margin: 0 1; }
-    #interview-hint { padding: 0 1; color: $text-muted; }
-    #interview-error { height: auto; padding: 0 1; }
+    #interview-result { height: auto; margin: 1 1 0 1; }
+    #interview-choices { height: auto; padding: 0 1; margin: 1 0 0 0; }
+    #interview-input { margin: 1 0 0 0; }
+    InterviewScreen.-choices #interview-input { margin: 0; }
+    #interview-error { display: none; height: auto; padding: 0 1; }
     """
     BINDINGS = [
         Binding("enter", "submit", "Submit / Next", priority=False),
         Binding("ctrl+n", "skip", "Skip", priority=True),
+        Binding("ctrl+o", "job", "The job", priority=True),
         Binding("escape", "leave", "Home"),
         Binding("ctrl+c", "interrupt", show=False, priority=True),
         Binding("?", "app.help", "Help"),
@@ -63,14 +63,16 @@ class InterviewScreen(Screen):
         self.revealed = False
         self.started_s = 0.0
         self.interview_started_s = 0.0
+        self.job_fitted = False  # whether the first layout has decided if the job stays open
 
     @property
     def step(self) -> Step:
         return self.scenario.steps[self.index]
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="interview"):
-            yield Static(id="interview-header")
+        with Vertical(id="interview", classes="page"):
+            yield SessionHeader(interview_title(self.scenario), position=self._position(), elapsed_s=self.elapsed_s,
+                                id="interview-header")
             yield Static(self.scenario.setup.summary(), id="interview-summary")
             yield Static(id="interview-change")
             with TargetScroll(id="interview-body"):
@@ -79,60 +81,130 @@ class InterviewScreen(Screen):
                     yield Static(Markdown(self.scenario.setup.describe()), id="interview-setup")
                 yield Static(id="interview-title")
                 yield Static(id="interview-prompt")
-                yield Input(placeholder=answers.PLACEHOLDERS[self.step.unit], id="interview-input")
                 yield Static(id="interview-result")
-            yield Static(id="interview-hint")
+            yield Static(id="interview-choices")
+            yield Input(placeholder=answers.PLACEHOLDERS[self.step.unit], id="interview-input")
+            # Under the input it is about, so a mistake is read where it was made.
             yield Static(id="interview-error")
-        yield Footer()
+            yield Static(id="interview-hint", classes="muted")
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.interview_started_s = self.started_s = self.app.monotonic()
         self._show_step()
-        self.set_interval(1.0, self._tick)
 
-    def _tick(self) -> None:
-        self.query_one("#interview-header", Static).update(self._header())
+    def action_job(self) -> None:
+        job = self.query_one("#interview-job", Collapsible)
+        job.collapsed = not job.collapsed
+        body = self.query_one("#interview-body", TargetScroll)
+        body.show(job if not job.collapsed else self.query_one("#interview-title"), top=True)
 
-    def _header(self) -> Text:
+    def elapsed_s(self) -> float:
+        return self.app.monotonic() - self.interview_started_s
+
+    def _position(self) -> str:
         right = sum(1 for g in self.grades.values() if g.correct)
-        position = f"step {self.index + 1}/{len(self.scenario.steps)}"
-        return interview_header(self.scenario, position, self.app.monotonic() - self.interview_started_s, right,
-                                len(self.grades))
+        return f"step {self.index + 1} of {len(self.scenario.steps)} · {right}/{len(self.grades)} right"
+
+    def _show_header(self) -> None:
+        header = self.query_one("#interview-header", SessionHeader)
+        header.position = self._position()
+        header.refresh()
 
     def _hint(self) -> str:
         if self.grade is not None:
             last = self.index + 1 == len(self.scenario.steps)
-            return f"Enter: {'the debrief' if last else 'next step'}  ·  Esc home  ·  ? help"
+            return f"Enter: {'the debrief' if last else 'next step'} · ↑↓ scroll · Esc home · ? help"
         if self.step.unit == "explain" and self.revealed:
-            return "Grade yourself against the talking points: 1 again · 2 hard · 3 good · 4 easy"
+            return "Grade yourself on the talking points: 1 again · 2 hard · 3 good · 4 easy"
         return f"{answers.hint(self.step)}; graded {self.step.tolerance_text}"
+
+    def on_collapsible_expanded(self) -> None:
+        # The job in full says what the one-line summary says.
+        self.query_one("#interview-summary").display = False
+        self._relayout()
+
+    def on_collapsible_collapsed(self) -> None:
+        self.query_one("#interview-summary").display = True
+        self._relayout()
 
     def _show_step(self) -> None:
         step = self.step
-        self.query_one("#interview-header", Static).update(self._header())
+        self._show_header()
+        self.query_one("#interview-summary").display = self.query_one("#interview-job", Collapsible).collapsed
         follow = " · follow-up" if step.change else ""
         self.query_one("#interview-title", Static).update(f"Step {step.id}{follow} · {step.title} ({step.skill})")
         # What changed stays in view above the scrolling question, however long the question is.
         change = self.query_one("#interview-change", Static)
         change.update(Text.assemble(("Follow-up: ", "bold"), step.change or ""))
         change.display = bool(step.change)
-        self.query_one("#interview-prompt", Static).update(render.prompt(step, with_change=False))
+        self.query_one("#interview-prompt", Static).update(render.prompt(step, with_change=False, with_options=False))
+        self._show_choices()
         answer = self.query_one("#interview-input", Input)
+        answer.display = True
         answer.disabled = False
         answer.value = ""
         answer.placeholder = answers.PLACEHOLDERS[step.unit]
         answer.focus()
-        self.query_one("#interview-result", Static).update("")
+        result = self.query_one("#interview-result", Static)
+        result.update("")
+        result.display = False  # an empty result would still take its margin
         self._error("")
         self.query_one("#interview-hint", Static).update(self._hint())
         self.started_s = self.app.monotonic()
-        self._scroll_to(answer)
+        body = self.query_one("#interview-body", TargetScroll)
+        if self.index == 0:
+            body.show(self.query_one("#interview-job"), top=True)
+        else:
+            body.show(self.query_one("#interview-title"), top=True)
+        self._relayout()
+
+    def on_resize(self) -> None:
+        self._relayout()
+
+    def _relayout(self) -> None:
+        self.call_after_refresh(self._fit_body)
+
+    def _fit_body(self) -> None:
+        """Cap the question's scroll at the rows the rest of the page leaves it: a short question is followed at
+        once by its choices and the answer, a long one scrolls above them, and neither pushes them off screen."""
+        page = self.query_one("#interview")
+        body = self.query_one("#interview-body", TargetScroll)
+        last = [child for child in page.children if child.display][-1]
+        slack = page.content_region.bottom - (last.region.bottom + last.styles.margin.bottom)
+        cap = max(3, body.outer_size.height + slack)
+        if body.styles.max_height is None or body.styles.max_height.value != cap:
+            body.styles.max_height = cap
+        if not self.job_fitted:
+            # Fold the job away when it and the first question do not fit together (80x24): the question must
+            # be seen; the summary line stays, and ctrl+o opens the job.
+            self.job_fitted = True
+            if self.index == 0 and body.virtual_size.height > cap:
+                self.query_one("#interview-job", Collapsible).collapsed = True
+
+    def _show_choices(self) -> None:
+        """A choice step's options, pinned above the answer; once graded, with the right one ticked."""
+        choices = self.query_one("#interview-choices", Static)
+        choices.display = bool(self.step.options)
+        self.set_class(bool(self.step.options), "-choices")  # the answer sits right under its choices
+        if self.step.options:
+            choices.update(render.options(self.step, self.grade))
 
     def _scroll_to(self, widget) -> None:
         self.query_one("#interview-body", TargetScroll).show(widget, top=widget.id == "interview-result")
 
     def _error(self, message: str) -> None:
-        self.query_one("#interview-error", Static).update(Text(message, style="bold red"))
+        error = self.query_one("#interview-error", Static)
+        error.update(Text(message, style="bold red"))
+        error.display = bool(message)
+        # The message repeats the hint's advice; showing one of them keeps the question in view.
+        self.query_one("#interview-hint").display = not message
+        self._relayout()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        # An error is about what was submitted; editing the answer puts the hint back.
+        if self.query_one("#interview-error").display:
+            self._error("")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -160,10 +232,12 @@ class InterviewScreen(Screen):
             points.append(f"• {point}\n", style="")
         result = self.query_one("#interview-result", Static)
         result.update(points)
+        result.display = True
         self._scroll_to(result)
         self.query_one("#interview-input", Input).disabled = True
         self.query_one("#interview-body").focus()
         self.query_one("#interview-hint", Static).update(self._hint())
+        self._relayout()
 
     def action_self_grade(self, number: int) -> None:
         if self.step.unit != "explain" or not self.revealed or self.grade is not None:
@@ -192,18 +266,22 @@ class InterviewScreen(Screen):
             shown.append(step.working)
         result = self.query_one("#interview-result", Static)
         result.update(shown)
+        result.display = True
         self._scroll_to(result)
         self._error("")
-        self.query_one("#interview-input", Input).disabled = True
-        self.query_one("#interview-header", Static).update(self._header())
+        # The verdict repeats the answer; the working gets the room the answer box took.
+        self.query_one("#interview-input", Input).display = False
+        self._show_choices()
+        self._show_header()
         self.query_one("#interview-hint", Static).update(self._hint())
         self.query_one("#interview-body").focus()
+        self._relayout()
 
     def _advance(self) -> None:
         if self.index + 1 == len(self.scenario.steps):
             from ddpfsdp.quiz.screens.debrief import DebriefScreen
 
-            self.app.switch_screen(DebriefScreen(self.scenario, self.grades))
+            self.app.switch_screen(DebriefScreen(self.scenario, self.grades, elapsed_s=self.elapsed_s()))
             return
         self.index += 1
         self.grade = None

@@ -25,10 +25,11 @@ def clock_text(remaining_s: float) -> Text:
     """'⏱ 04:59 left', or 'time is up' once it has run out."""
     if remaining_s <= 0:
         return Text("⏱ time is up", style="bold red")
-    return Text(f"⏱ {_minutes(remaining_s)} left", style="bold yellow")
+    return Text(f"⏱ {clock(remaining_s)} left", style="bold yellow")
 
 
-def _minutes(seconds: float) -> str:
+def clock(seconds: float) -> str:
+    """Whole minutes and seconds: '04:59'."""
     whole = int(seconds)
     return f"{whole // 60:02d}:{whole % 60:02d}"
 
@@ -46,7 +47,7 @@ class SessionHeader(Widget):
 
         header: SessionHeader
 
-    def __init__(self, title: Text, *, position: str = "", remaining_s: Callable[[], float | None] | None = None,
+    def __init__(self, title: Text, *, position: str | Text = "", remaining_s: Callable[[], float | None] | None = None,
                  elapsed_s: Callable[[], float] | None = None, **kwargs):
         super().__init__(**kwargs)
         self.title = title
@@ -67,15 +68,15 @@ class SessionHeader(Widget):
             self.post_message(self.TimeUp(self))
 
     def right_part(self) -> Text:
-        right = Text(self.position, style="bold")
+        right = self.position.copy() if isinstance(self.position, Text) else Text(self.position, style="bold")
         remaining = self.remaining_s()
-        clock = clock_text(remaining) if remaining is not None else None
-        if clock is None and self.elapsed_s is not None:
-            clock = Text(f"⏱ {_minutes(self.elapsed_s())}", style="bold yellow")
-        if clock is not None:
+        timer = clock_text(remaining) if remaining is not None else None
+        if timer is None and self.elapsed_s is not None:
+            timer = Text(f"⏱ {clock(self.elapsed_s())}", style="bold yellow")
+        if timer is not None:
             if right:
                 right.append("  ")
-            right.append_text(clock)
+            right.append_text(timer)
         return right
 
     def render(self) -> Text:
