@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Input, Markdown, Static
 
@@ -14,6 +14,7 @@ from ddpfsdp.quiz import grading
 from ddpfsdp.quiz.grading import Grade, QuantityError
 from ddpfsdp.quiz.widgets.session_header import SessionHeader
 from ddpfsdp.quiz.widgets.key_bar import KeyBar
+from ddpfsdp.quiz.widgets.target_scroll import TargetScroll
 
 
 class DrillScreen(Screen):
@@ -39,7 +40,7 @@ class DrillScreen(Screen):
     def compose(self) -> ComposeResult:
         with Vertical(id="drill", classes="page"):
             yield SessionHeader(self._title(), position=self._position(), id="drill-header")
-            with VerticalScroll(id="drill-body"):
+            with TargetScroll(id="drill-body"):
                 yield Markdown(self.problem.prompt, id="drill-prompt")
                 yield Input(placeholder=self._placeholder(), id="drill-input")
                 yield Static(id="drill-error")
@@ -80,6 +81,11 @@ class DrillScreen(Screen):
         shown = self.query_one("#drill-result", Static)
         shown.update(result or "")
         shown.display = result is not None
+        body = self.query_one("#drill-body", TargetScroll)
+        if result is None:
+            body.show(self.query_one("#drill-prompt"), top=True)
+        else:
+            body.show(shown, top=True)  # the verdict and its working, under a prompt too long to share the screen
 
     def _error(self, message: str) -> None:
         error = self.query_one("#drill-error", Static)
