@@ -117,7 +117,7 @@ def options(step: Step, grade: Grade | None = None) -> Table:
             mark = Text("✘", style="bold red")
         label = Text()
         label.append(option.text, style="bold" if picked == number else "")
-        if picked == number:
+        if picked == number and number != step.answer:
             label.append("  ← yours", style="italic")
         if option.detail:
             label.append(f"\n{option.detail}", style="dim")

@@ -19,6 +19,7 @@ from ddpfsdp.quiz.interview import answers, render
 from ddpfsdp.quiz.interview.generate import FAMILIES
 from ddpfsdp.quiz.interview.scenario import Scenario, Step
 from ddpfsdp.quiz.widgets.key_bar import KeyBar
+from ddpfsdp.quiz.widgets.room import Room
 from ddpfsdp.quiz.widgets.session_header import SessionHeader
 from ddpfsdp.quiz.widgets.target_scroll import TargetScroll
 
@@ -34,7 +35,7 @@ class InterviewScreen(Screen):
     DEFAULT_CSS = """
     #interview-summary { height: 1; padding: 0 1; color: $text-muted; text-wrap: nowrap; text-overflow: ellipsis; }
     #interview-change { height: auto; padding: 0 1; color: $warning; }
-    #interview-body { height: auto; }
+    #interview-body { height: auto; max-height: 3; }
     #interview-job { margin: 1 0 0 0; padding-bottom: 0; }
     #interview-title { height: auto; padding: 0 1; margin: 1 0 0 0; text-style: bold; }
     #interview-prompt, #interview-setup { height: auto; padding: 0 1; }
@@ -87,6 +88,8 @@ class InterviewScreen(Screen):
             # Under the input it is about, so a mistake is read where it was made.
             yield Static(id="interview-error")
             yield Static(id="interview-hint", classes="muted")
+            # What the parts above leave; the question's scroll grows into it, so the choices follow it.
+            yield Room("#interview-body")
         yield KeyBar()
 
     def on_mount(self) -> None:
@@ -163,23 +166,15 @@ class InterviewScreen(Screen):
         self._relayout()
 
     def _relayout(self) -> None:
-        self.call_after_refresh(self._fit_body)
+        """A part around the question may have grown: let its scroll find its height again."""
+        self.query_one(Room).shrink()
 
-    def _fit_body(self) -> None:
-        """Cap the question's scroll at the rows the rest of the page leaves it: a short question is followed at
-        once by its choices and the answer, a long one scrolls above them, and neither pushes them off screen."""
-        page = self.query_one("#interview")
-        body = self.query_one("#interview-body", TargetScroll)
-        last = [child for child in page.children if child.display][-1]
-        slack = page.content_region.bottom - (last.region.bottom + last.styles.margin.bottom)
-        cap = max(3, body.outer_size.height + slack)
-        if body.styles.max_height is None or body.styles.max_height.value != cap:
-            body.styles.max_height = cap
+    def on_room_grown(self, event: Room.Grown) -> None:
         if not self.job_fitted:
             # Fold the job away when it and the first question do not fit together (80x24): the question must
             # be seen; the summary line stays, and ctrl+o opens the job.
             self.job_fitted = True
-            if self.index == 0 and body.virtual_size.height > cap:
+            if self.index == 0 and self.query_one("#interview-body").virtual_size.height > event.rows:
                 self.query_one("#interview-job", Collapsible).collapsed = True
 
     def _show_choices(self) -> None:
