@@ -263,5 +263,6 @@ def checkpoint(setup: Setup, plan: str) -> Step:
         f"being gathered and reduced). What is the cheapest way this micro-batch fits in {gb(setup.gpu_mem_bytes)}?",
         unit="choice", answer=number, fn="checkpoint_plan", args=args, options=options,
         working="; ".join(f"{o.text.split(':')[0]}: {o.reason}" for o in options[:2])
-        + f" (against {gb(setup.gpu_mem_bytes)}). The cheapest that fits is option {number}.",
+        + f" (against {gb(setup.gpu_mem_bytes)}). "
+        + (f"Neither fits: option {number}." if figures["plan"] == "smaller-batch" else f"The cheapest that fits is option {number}."),
     )

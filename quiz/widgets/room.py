@@ -40,7 +40,11 @@ class Room(Widget, can_focus=False):
 
     def shrink(self) -> None:
         """Start over from a small cap, so that a part that grew above pushes nothing off the screen."""
-        self.screen.query_one(self.scroll).styles.max_height = self.MIN_ROWS
+        scroll = self.screen.query_one(self.scroll)
+        # A scroll laid out at the small cap already gains nothing from it, and the cap a Resize just set,
+        # not laid out yet, would be lost with no Resize to set it again.
+        if scroll.outer_size.height > self.MIN_ROWS:
+            scroll.styles.max_height = self.MIN_ROWS
 
     def on_resize(self, event: Resize) -> None:
         scroll = self.screen.query_one(self.scroll)
