@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 from rich.cells import cell_len
+from textual.app import App
 
 from ddpfsdp.quiz import grading
 from ddpfsdp.quiz.app import make_app
@@ -15,6 +16,7 @@ from ddpfsdp.quiz.screens.home import HomeScreen
 from ddpfsdp.quiz.screens.question import QuestionScreen
 from ddpfsdp.quiz.widgets.fitting import ellipsize
 from ddpfsdp.quiz.widgets.menu_rows import ActionRow, Menu, TopicRow
+from ddpfsdp.quiz.widgets.room import Room
 
 T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
 
@@ -121,3 +123,48 @@ async def test_the_session_header_keeps_position_and_clock_whole_at_any_width(wi
         assert up.rstrip().endswith("step 2 of 6  ⏱ 03:12") and up.startswith("Interview")
         assert down.rstrip().endswith("3 of 8  ⏱ time is up")
         assert cell_len(up) <= width - 2 and cell_len(down) <= width - 2  # inside its padding
+
+
+class _RoomPage(App):
+    """A scroll of 30 lines, a line under it, and the Room; `race` shrinks at once after the first growth, as a
+    sibling's change can in the same frame."""
+
+    def __init__(self, race: bool):
+        super().__init__()
+        self.race = race
+        self.grown: list[int] = []
+
+    def compose(self):
+        from textual.containers import Vertical, VerticalScroll
+        from textual.widgets import Static
+
+        with Vertical():
+            with VerticalScroll(id="scroll"):
+                yield Static("\n".join(f"line {n}" for n in range(30)))
+            yield Static("under the scroll", id="under")
+            yield Room("#scroll")
+
+    def on_mount(self) -> None:
+        self.query_one("#scroll").styles.height = "auto"
+        self.query_one("#scroll").styles.max_height = 3
+
+    def on_room_grown(self, event) -> None:
+        self.grown.append(event.rows)
+        if self.race and len(self.grown) == 1:
+            event.room.shrink()
+
+
+@pytest.mark.parametrize("race", [False, True])
+async def test_the_room_grows_a_scroll_into_the_rows_left_and_no_further(race):
+    app = _RoomPage(race)
+    async with app.run_test(size=(40, 12)) as pilot:
+        await pilot.pause()
+        await pilot.pause()
+        scroll, under = app.query_one("#scroll"), app.query_one("#under")
+        assert scroll.size.height == 11  # 12 rows, one for the line under it
+        assert under.region.bottom == 12  # still on screen
+        app.query_one("#under").update("under\nthe\nscroll")
+        app.query_one(Room).shrink()
+        await pilot.pause()
+        await pilot.pause()
+        assert scroll.size.height == 9 and under.region.bottom == 12
