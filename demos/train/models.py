@@ -373,15 +373,6 @@ def build_model(arch: str, preset: str, *, seed: int, device: torch.device | str
     return model if device is None else model.to(device)
 
 
-def build_structure(arch: str, preset: str, *, device: torch.device | str, **overrides: int | None) -> nn.Module:
-    """The model of `arch` at `preset` made directly on `device`, with its constructors' own init.
-
-    For a simulated run under fake-tensor mode, where values do not exist and `to_empty` cannot
-    swap fake tensors in; every real run uses `build_model`.
-    """
-    return _ARCHS[arch](shape_for(arch, preset, **overrides), device=device)
-
-
 def count_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
