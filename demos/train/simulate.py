@@ -286,13 +286,34 @@ def _forward(built: dict[str, Any]) -> torch.Tensor:
 
 
 def _warm_up(built: dict[str, Any], strategy: str) -> None:
-    """The first step creates the optimizer state; DDP's gradient sync is skipped (see the module's doc)."""
+    """Leave the model and its optimizer as a first training step leaves them, without its forward
+    and backward, which would only repeat the measured step's work untracked.
+
+    What a first step makes that the measured step starts from:
+      the optimizer state     AdamW's two moments and step count per parameter, made by its first
+                              `step()`: here from a zero gradient per parameter, which gives them
+                              the parameters' shapes, dtypes and placements as a real gradient would
+      FSDP's gather buffers   each unit's all-gather destinations and unsharded parameters, made by
+                              its first unshard and kept with their storage freed when it reshards:
+                              here by one `unshard()` and `reshard()` per unit
+    Nothing else a forward and backward make outlives them: FSDP's root set-up (`_lazy_init`: the
+    root, the shared communication state, the parameter groups' dtypes) allocates nothing and runs
+    in the measured forward; DDP's first synced iteration is the measured one either way (a real
+    warm-up would run under `no_sync`, see the module's doc); gradients end as None.
+    """
+    from torch.distributed.fsdp import FSDPModule
+
     wrapped, optimizer = built["prepared"].model, built["prepared"].optimizer
-    no_sync = wrapped.no_sync() if strategy in ("ddp", "zero1") else contextlib.nullcontext()
-    with no_sync:
-        _forward(built).backward()
+    with torch.no_grad():
+        for param in wrapped.parameters():
+            param.grad = torch.zeros_like(param)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
+    if strategy == "fsdp":
+        for module in wrapped.modules():
+            if isinstance(module, FSDPModule):
+                module.unshard()
+                module.reshard()
 
 
 def _measured_step(built: dict[str, Any], strategy: str) -> dict[str, Any]:
@@ -338,7 +359,7 @@ def simulate_run(run: RunSpec, world_size: int, *, label: str | None = None,
     with _default_dtype(torch.bfloat16 if run.precision == "bf16" else torch.float32):
         built = _build(run, world_size, mesh, fake_mode)
         with fake_mode:
-            log(f"{label or run.strategy}: warm-up step (creates the optimizer state)")
+            log(f"{label or run.strategy}: warm-up (creates the optimizer state and FSDP's gather buffers)")
             _warm_up(built, run.strategy)
             log(f"{label or run.strategy}: measured step on a fake world of {world_size}")
             step = _measured_step(built, run.strategy)
