@@ -9,9 +9,10 @@ model is built on the meta device and given fake tensors with `to_empty`; it is 
 `strategies.prepare`, the code the real demos run (FSDP shards it before that, while it is still on
 meta; DDP and ZeRO-1 wrap it after: see `_build`), and trained for one step:
 
-  warm-up step    creates the optimizer state, so the measured step starts where a real one does;
-                  DDP skips its gradient sync here (no_sync), which also keeps it from rebuilding its
-                  buckets, a step that reads the bucket order back from tensor data a fake run lacks
+  warm-up         leaves what a first training step leaves behind, so the measured step starts
+                  where a real second one does: the optimizer state, and FSDP's gather buffers
+                  (see `_warm_up`); it runs no forward or backward, so DDP's first synced
+                  iteration, and its only one, is the measured step
   measured step   forward, backward and optimizer step, under CommCounter (every collective issued)
                   and torch's memory tracker (FSDPMemTracker for FSDP, MemTracker otherwise), which
                   follows every fake allocation and free and knows which module and phase is running
@@ -290,16 +291,20 @@ def _warm_up(built: dict[str, Any], strategy: str) -> None:
     and backward, which would only repeat the measured step's work untracked.
 
     What a first step makes that the measured step starts from:
-      the optimizer state     AdamW's two moments and step count per parameter, made by its first
-                              `step()`: here from a zero gradient per parameter, which gives them
-                              the parameters' shapes, dtypes and placements as a real gradient would
+      the optimizer state     AdamW's step count and two moments per parameter (ZeRO-1: of its
+                              share), made by its first `step()`: here from a zero gradient per
+                              parameter, which has the parameter's shape, dtype and placement, as a
+                              real gradient does
       FSDP's gather buffers   each unit's all-gather destinations and unsharded parameters, made by
                               its first unshard and kept with their storage freed when it reshards:
                               here by one `unshard()` and `reshard()` per unit
-    Nothing else a forward and backward make outlives them: FSDP's root set-up (`_lazy_init`: the
-    root, the shared communication state, the parameter groups' dtypes) allocates nothing and runs
-    in the measured forward; DDP's first synced iteration is the measured one either way (a real
-    warm-up would run under `no_sync`, see the module's doc); gradients end as None.
+    Nothing else a first forward and backward make outlives them: FSDP's root set-up (`_lazy_init`:
+    which state is the root, the names, the shared communication state, then each group's checks
+    and mixed-precision dtypes) allocates nothing on rank 0, whose shard is already the padded one,
+    and runs in the measured forward; DDP made its buckets when it wrapped the model, and a forward
+    and backward under `no_sync` (the only kind a fake run can take before the measured step)
+    record nothing in its reducer, so the measured step is its first synced iteration either way;
+    gradients end as None either way.
     """
     from torch.distributed.fsdp import FSDPModule
 
