@@ -106,12 +106,30 @@ def _locating(base: type) -> type:
 
     torch's trackers refresh every known module's local peak on every operation, which is slow on a
     model of hundreds of modules; this one records the step's peak, its categories and the modules
-    and phase running at that moment, and leaves per-module peaks alone.
+    and phase running at that moment, and leaves per-module peaks alone. It also lets device queries
+    through without the per-op bookkeeping they cannot need (see `__torch_dispatch__`).
     """
+
+    from torch._guards import active_fake_mode
+    from torch.distributed.tensor import DTensor
+
+    device_query = torch.ops.prim.device.default
 
     class Locating(base):  # type: ignore[misc, valid-type]
         peak_modules: tuple[str, ...] = ()
         peak_phase: str | None = None
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+            # A fake tensor answers "which device?" through the dispatcher, and the autograd engine
+            # and the kernels ask it of every tensor they touch: half the ops of a 70B step. Such a
+            # query allocates and frees nothing, so of torch's bookkeeping only the peak check is
+            # left, run where torch runs it; everything else takes torch's own path.
+            if func is device_query and DTensor not in types:
+                result = func(*args, **(kwargs or {}))
+                if active_fake_mode() is self._fake_mode_on_entry:
+                    self._update_peak_stats(None)
+                return result
+            return super().__torch_dispatch__(func, types, args, kwargs)
 
         def _update_peak_stats(self, peak_state: Any) -> None:
             for device, snapshot in self._curr_mem_snap.items():
