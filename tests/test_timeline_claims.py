@@ -126,8 +126,9 @@ def test_ddp_overlap_fails_when_the_first_bucket_waits_for_the_end():
     late["collectives"][1]["seq"] = 10_001
     late["spans"] = [s for s in late["spans"] if s["name"] != "optimizer"]
     check = tl.ddp_overlaps_allreduce_with_backward(timeline(late), 25)
-    assert not check.passed and "off" in check.detail
-    assert not tl.ddp_overlaps_allreduce_with_backward(timeline(), 25).passed
+    assert not check.passed and "rank 0: first of 2 all-reduces issued after every unit's backward began" in check.detail
+    empty = tl.ddp_overlaps_allreduce_with_backward(timeline(), 25)
+    assert not empty.passed and "no timeline with an all-reduce in backward" in empty.detail
 
 
 def test_reshard_after_forward_full_and_grad_op():
@@ -137,17 +138,30 @@ def test_reshard_after_forward_full_and_grad_op():
     assert grad_op.passed and "stay until backward" in grad_op.detail, grad_op.detail
 
 
+def _fails_naming(check, words: str) -> None:
+    """The check failed, and its detail names what was off."""
+    assert not check.passed, check.detail
+    assert words in check.detail, check.detail
+
+
 def test_reshard_after_forward_fails_on_the_wrong_sawtooth():
-    assert not tl.fsdp_reshards_after_forward(timeline(fsdp_step(reshard=False)), "full", UNITS, UNIT_PARAMS).passed
-    assert not tl.fsdp_reshards_after_forward(timeline(fsdp_step()), "grad-op", UNITS, UNIT_PARAMS).passed
+    _fails_naming(tl.fsdp_reshards_after_forward(timeline(fsdp_step(reshard=False)), "full", UNITS, UNIT_PARAMS),
+                  "rank 0: kept their parameters after forward: embeddings, blocks.0, blocks.1, head")
+    _fails_naming(tl.fsdp_reshards_after_forward(timeline(fsdp_step()), "grad-op", UNITS, UNIT_PARAMS),
+                  "rank 0: dropped after forward: embeddings, blocks.0, blocks.1, head")
     one_missing = fsdp_step()
     for entry in one_missing["params"]:
         if entry[2] == "blocks.1 after forward":
             entry[1] = 90  # this unit kept its parameters
-    assert not tl.fsdp_reshards_after_forward(timeline(one_missing), "full", UNITS, UNIT_PARAMS).passed
+    check = tl.fsdp_reshards_after_forward(timeline(one_missing), "full", UNITS, UNIT_PARAMS)
+    _fails_naming(check, "3 of 4 units")
+    assert check.detail.endswith("off: rank 0: kept their parameters after forward: blocks.1"), check.detail
     never_falls = fsdp_step(reshard=False)
     never_falls["params"] = [p for p in never_falls["params"] if not p[2].endswith("after backward")]
-    assert not tl.fsdp_reshards_after_forward(timeline(never_falls), "grad-op", UNITS, UNIT_PARAMS).passed
+    check = tl.fsdp_reshards_after_forward(timeline(never_falls), "grad-op", UNITS, UNIT_PARAMS)
+    _fails_naming(check, "fall not seen")
+    assert "rank 0: parameters never fell in backward" in check.detail
+    _fails_naming(tl.fsdp_reshards_after_forward(None, "full", UNITS, UNIT_PARAMS), "off: no timeline")
 
 
 def test_prefetch_claims_follow_the_setting():
@@ -167,12 +181,21 @@ def test_prefetch_claims_follow_the_setting():
 
 def test_prefetch_fails_when_the_step_disagrees():
     kwargs = dict(sharding="full", fsdp_api=2, units=UNITS, unit_params=UNIT_PARAMS)
-    assert not tl.fsdp_prefetches_next_unit(timeline(fsdp_step(backward_prefetch=False)), prefetch="default", **kwargs).passed
-    assert not tl.fsdp_prefetches_next_unit(timeline(fsdp_step()), prefetch="forward", **kwargs).passed
-    assert not tl.fsdp_prefetches_next_unit(timeline(fsdp_step()), prefetch="off", **kwargs).passed
+    # no backward prefetch where FSDP2 always does it: 0 of the 3 pairs, 3 expected
+    check = tl.fsdp_prefetches_next_unit(timeline(fsdp_step(backward_prefetch=False)), prefetch="default", **kwargs)
+    _fails_naming(check, "backward 0 of 3 (expected 3")
+    assert "off: rank 0: forward 0, backward 0" in check.detail
+    # --prefetch forward promised next-unit gathers in forward; none came
+    check = tl.fsdp_prefetches_next_unit(timeline(fsdp_step()), prefetch="forward", **kwargs)
+    _fails_naming(check, "forward 0 of 3 next-unit all-gathers issued before the current unit's compute ended (expected 3)")
+    # --prefetch off, yet every backward gather came early
+    check = tl.fsdp_prefetches_next_unit(timeline(fsdp_step()), prefetch="off", **kwargs)
+    _fails_naming(check, "backward 3 of 3 (expected 0)")
     missing = fsdp_step()
     missing["collectives"] = missing["collectives"][1:]
-    assert not tl.fsdp_prefetches_next_unit(timeline(missing), prefetch="default", **kwargs).passed
+    _fails_naming(tl.fsdp_prefetches_next_unit(timeline(missing), prefetch="default", **kwargs),
+                  "rank 0: 3 forward all-gathers for 4 units")
+    _fails_naming(tl.fsdp_prefetches_next_unit(None, prefetch="default", **kwargs), "off: no timeline")
 
 
 def test_every_collective_recorded_and_completed():
@@ -182,9 +205,13 @@ def test_every_collective_recorded_and_completed():
     assert tl.timeline_records_every_collective(timeline(step), per_op).passed
     unfinished = copy.deepcopy(step)
     unfinished["collectives"][0]["completed_s"] = None
-    assert not tl.timeline_records_every_collective(timeline(unfinished), per_op).passed
-    assert not tl.timeline_records_every_collective(timeline(step), {**per_op, "all_reduce": {"count": 1}}).passed
-    assert not tl.timeline_records_every_collective(None, per_op).passed
+    _fails_naming(tl.timeline_records_every_collective(timeline(unfinished), per_op), "rank 0: 1 without completion")
+    _fails_naming(tl.timeline_records_every_collective(timeline(step), {**per_op, "all_reduce": {"count": 1}}),
+                  "rank 0: all_reduce 0 of 1")
+    extra = copy.deepcopy(step)
+    extra["collectives"].append({**extra["collectives"][-1], "seq": 999})  # one reduce-scatter too many
+    _fails_naming(tl.timeline_records_every_collective(timeline(extra), per_op), "rank 0: reduce_scatter 5 of 4")
+    _fails_naming(tl.timeline_records_every_collective(None, per_op), "no timeline recorded")
 
 
 def test_exposed_communication_is_comm_outside_compute():
@@ -237,19 +264,8 @@ def test_root_alone_keeps_its_parameters_after_forward():
     assert check.passed and "root the only unit" in check.detail, check.detail
     dropped = copy.deepcopy(root_only)
     dropped["ranks"][0]["params"][1][1] = 30
-    assert not tl.fsdp_reshards_after_forward(dropped, "full", ["<root>"], [100]).passed
-
-
-def test_reading_a_timeline_never_imports_torch():
-    import subprocess
-    import sys
-
-    code = ("import sys; import ddpfsdp.demos.measure.lanes, ddpfsdp.demos.measure.trace, "
-            "ddpfsdp.demos.measure.report, ddpfsdp.demos.train.timeline_claims, ddpfsdp.quiz.widgets.charts; "
-            "print('torch' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "False"
+    _fails_naming(tl.fsdp_reshards_after_forward(dropped, "full", ["<root>"], [100]),
+                  "rank 0: dropped after forward: <root>")
 
 
 def test_text_timeline_marks_compute_and_collectives():

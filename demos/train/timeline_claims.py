@@ -30,11 +30,17 @@ def timeline_records_every_collective(timeline: Mapping[str, Any] | None, per_op
         for c in r.get("collectives", []):
             seen[c["op"]] = seen.get(c["op"], 0) + 1
         incomplete = sum(1 for c in r.get("collectives", []) if c.get("completed_s") is None)
-        if seen != expected or incomplete:
-            misses.append(f"rank {r.get('rank')}: {seen}, {incomplete} without completion")
+        off = [f"{op} {seen.get(op, 0)} of {expected.get(op, 0)}" for op in sorted({*seen, *expected})
+               if seen.get(op, 0) != expected.get(op, 0)]
+        if off or incomplete:
+            unfinished = [f"{incomplete} without completion"] if incomplete else []
+            misses.append(f"rank {r.get('rank')}: " + ", ".join([*off, *unfinished]))
     passed = bool(ranks) and not misses
-    detail = (f"{len(ranks)} ranks recorded; collectives per rank {expected}"
-              + (f"; off: {'; '.join(misses)}" if misses else ", every one issued and completed"))
+    if not ranks:
+        detail = f"no timeline recorded: none of the collectives per rank {expected} can be found in it"
+    else:
+        detail = (f"{len(ranks)} ranks recorded; collectives per rank {expected}"
+                  + (f"; off: {'; '.join(misses)}" if misses else ", every one issued and completed"))
     return Check("timeline_records_every_collective", passed, detail, {"ranks": len(ranks), "expected": expected})
 
 
@@ -105,6 +111,15 @@ def _with_params(units: Sequence[str], unit_params: Sequence[int]) -> tuple[list
     return [u for u in units if u != ROOT_UNIT and held.get(u, 0) > 0], held.get(ROOT_UNIT, 0) > 0
 
 
+def _reshard_misses(expected: Sequence[str], dropped: Sequence[str]) -> str:
+    """Which units kept their parameters after forward where they should have dropped them, and the reverse."""
+    kept = [u for u in expected if u not in dropped]
+    unexpected = [u for u in dropped if u not in expected]
+    parts = ([f"kept their parameters after forward: {', '.join(kept)}"] if kept else []) + (
+        [f"dropped after forward: {', '.join(unexpected)}"] if unexpected else [])
+    return "; ".join(parts) or f"dropped after forward in another order: {', '.join(dropped)}"
+
+
 def fsdp_reshards_after_forward(timeline: Mapping[str, Any] | None, sharding: str, units: Sequence[str],
                                 unit_params: Sequence[int]) -> Check:
     """full / hybrid: parameter bytes fall right after each unit's forward (one drop per unit);
@@ -129,7 +144,7 @@ def fsdp_reshards_after_forward(timeline: Mapping[str, Any] | None, sharding: st
         if missing:
             misses.append(f"rank {r.get('rank')}: no forward edges for {', '.join(missing)}")
         elif dropped != expected:
-            misses.append(f"rank {r.get('rank')}: dropped after forward: {', '.join(dropped) or 'none'}")
+            misses.append(f"rank {r.get('rank')}: {_reshard_misses(expected, dropped)}")
         elif not expected and not falls_in_backward[-1]:
             misses.append(f"rank {r.get('rank')}: parameters never fell in backward")
     if not ranks or not followed:
