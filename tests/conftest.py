@@ -4,8 +4,26 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 
 import pytest
+from demo_runs import DemoRuns
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory) -> DemoRuns:
+    """`demo_run(name, *args, procs=2)`: the session's one launch of that configuration (tests/demo_runs.py)."""
+    return DemoRuns(tmp_path_factory.mktemp("demo-runs"))
+
+
+@pytest.fixture(scope="session")
+def demo_result(demo_run):
+    """`demo_result(name, *args, procs=2)`: that launch's result, after asserting it ended well."""
+
+    def result(demo: str, *args: str, procs: int = 2) -> dict:
+        return demo_run(demo, *args, procs=procs).assert_ok()
+
+    return result
 
 
 @pytest.fixture(autouse=True)
@@ -14,6 +32,44 @@ def ddpfsdp_home(tmp_path, monkeypatch):
     home = tmp_path / "ddpfsdp-home"
     monkeypatch.setenv("DDPFSDP_HOME", str(home))
     return home
+
+
+@dataclass
+class CliOutcome:
+    """What `ddpfsdp ARGV` did: its exit status, what it wrote, and an exception that escaped it."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    exception: BaseException | None
+
+
+def run_cli(*argv: str, stdin: str | None = None, env: dict[str, str] | None = None) -> CliOutcome:
+    """Run the `ddpfsdp` entry point (`quiz.cli:main`, as the installed script does) in this process.
+
+    click's CliRunner isolates stdin, stdout, stderr and the environment; `main` adds what the bare
+    group lacks (the data-directory error handling), so this is the path a person's command takes,
+    without the cost of a fresh interpreter. An exception that escapes `main` is returned, not raised:
+    for a user it would be a traceback.
+    """
+    from click.testing import CliRunner
+
+    from ddpfsdp.quiz import cli
+
+    exception = None
+    with CliRunner().isolation(input=stdin, env=env) as (stdout, stderr, _):
+        saved_argv = sys.argv
+        sys.argv = ["ddpfsdp", *argv]
+        try:
+            cli.main()
+            code = 0
+        except SystemExit as stop:
+            code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+        except Exception as error:  # noqa: BLE001 - what escapes is the finding
+            exception, code = error, 1
+        finally:
+            sys.argv = saved_argv
+        return CliOutcome(code, stdout.getvalue().decode(), stderr.getvalue().decode(), exception)
 
 
 RANK_SCRIPT_END = """

@@ -1,16 +1,14 @@
 """Bad input to every command ends with a message that names what is wrong, never a traceback.
 
-Each case runs the real CLI in a fresh interpreter (as a person would), with a non-zero exit status
-expected and a word the message must contain: the option at fault, or the setting to change.
+Each case runs the `ddpfsdp` entry point in this process (conftest.run_cli: click's CliRunner around
+`main`, as the installed script calls it), with a non-zero exit status expected and a word the message
+must contain: the option at fault, or the setting to change. Nothing may escape as an exception.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
+from conftest import run_cli
 
 CASES = [
     # quiz
@@ -64,27 +62,22 @@ CASES = [
 ]
 
 
-def _run(argv: list[str], **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "ddpfsdp.quiz.cli", *argv],
-        capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL, env={**os.environ, **env},
-    )
-
-
 @pytest.mark.parametrize("argv, names", CASES, ids=[" ".join(argv) for argv, _ in CASES])
 def test_bad_input_names_the_option_without_a_traceback(argv, names):
-    proc = _run(argv)
-    assert proc.returncode != 0, proc.stdout
-    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
-    assert names in proc.stderr, proc.stderr
+    outcome = run_cli(*argv, stdin="")
+    assert outcome.exception is None, repr(outcome.exception)
+    assert outcome.exit_code != 0, outcome.stdout
+    assert "Traceback" not in outcome.stdout + outcome.stderr, outcome.stderr
+    assert names in outcome.stderr, outcome.stderr
 
 
 @pytest.mark.parametrize("command", [["progress"], ["doctor"], ["quiz", "--plain"], ["quiz"]])
 @pytest.mark.parametrize("where", ["a-file", "a-file/below"])
 def test_a_data_directory_that_cannot_be_used_is_named(tmp_path, command, where):
     (tmp_path / "a-file").write_text("not a folder")
-    proc = _run(command, DDPFSDP_HOME=str(tmp_path / where))
-    assert proc.returncode == 1
-    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
-    assert f"DDPFSDP_HOME={tmp_path / where}" in proc.stderr
-    assert "set DDPFSDP_HOME to a folder you can write to" in proc.stderr
+    outcome = run_cli(*command, stdin="", env={"DDPFSDP_HOME": str(tmp_path / where)})
+    assert outcome.exception is None, repr(outcome.exception)
+    assert outcome.exit_code == 1
+    assert "Traceback" not in outcome.stdout + outcome.stderr, outcome.stderr
+    assert f"DDPFSDP_HOME={tmp_path / where}" in outcome.stderr
+    assert "set DDPFSDP_HOME to a folder you can write to" in outcome.stderr

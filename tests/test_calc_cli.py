@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 from click.testing import CliRunner
+from conftest import run_cli
 
 from ddpfsdp.quiz.cli import cli
 
@@ -84,13 +83,11 @@ def test_bad_input_is_a_usage_error(args, named):
 
 
 @pytest.mark.parametrize("args", [["--params", "7Q"], ["--params", "7B", "--gpus", "8", "--group-size", "3"]])
-def test_bad_input_in_a_real_process_has_no_traceback(args):
-    proc = subprocess.run(
-        [sys.executable, "-m", "ddpfsdp.quiz.cli", "calc", *args], capture_output=True, text=True, timeout=60
-    )
-    assert proc.returncode == 2
-    assert "Traceback" not in proc.stderr
-    assert "Usage:" in proc.stderr
+def test_bad_input_through_the_entry_point_has_no_traceback(args):
+    outcome = run_cli("calc", *args)
+    assert outcome.exception is None and outcome.exit_code == 2
+    assert "Traceback" not in outcome.stderr
+    assert "Usage:" in outcome.stderr
 
 
 def test_help_has_examples():

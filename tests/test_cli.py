@@ -1,13 +1,15 @@
-"""The command group: help for every command, usage errors, and a start-up that defers heavy imports."""
+"""The command group: help for every command and usage errors.
+
+(That start-up and `--help` defer torch and Textual is proved in a fresh interpreter, with every other
+such path, by tests/test_import_hygiene.py.)
+"""
 
 from __future__ import annotations
-
-import subprocess
-import sys
 
 import click
 import pytest
 from click.testing import CliRunner
+from conftest import run_cli
 
 from ddpfsdp.quiz.cli import COMMANDS, cli
 
@@ -38,35 +40,8 @@ def test_version_option():
 
 @pytest.mark.parametrize("argv", [["no-such-command"], ["--no-such-option"], ["doctor", "--bogus"]])
 def test_bad_input_is_a_usage_error_not_a_traceback(argv):
-    proc = subprocess.run(
-        [sys.executable, "-m", "ddpfsdp.quiz.cli", *argv], capture_output=True, text=True, timeout=60
-    )
-    assert proc.returncode == 2
-    assert "Traceback" not in proc.stderr
-    assert "Usage:" in proc.stderr
-
-
-def test_cli_import_defers_torch_and_textual():
-    # A fresh interpreter is the only way to prove a deferral defers.
-    code = (
-        "import sys, ddpfsdp.quiz.cli;"
-        "heavy = [m for m in ('torch', 'textual', 'numpy') if m in sys.modules];"
-        "print(','.join(heavy))"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == ""
-
-
-def test_group_help_loads_no_heavy_module():
-    code = (
-        "import sys\n"
-        "from click.testing import CliRunner\n"
-        "from ddpfsdp.quiz.cli import cli\n"
-        "r = CliRunner().invoke(cli, ['--help'])\n"
-        "assert r.exit_code == 0, r.output\n"
-        "print(','.join(m for m in ('torch', 'textual') if m in sys.modules))\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == ""
+    outcome = run_cli(*argv)
+    assert outcome.exception is None, repr(outcome.exception)
+    assert outcome.exit_code == 2
+    assert "Traceback" not in outcome.stderr
+    assert "Usage:" in outcome.stderr

@@ -4,12 +4,11 @@ with units, the working shown on a miss; the CLI's --json and --plain, and the r
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from fractions import Fraction
 
 import pytest
 from click.testing import CliRunner
+from conftest import CliOutcome, run_cli
 
 from ddpfsdp.quiz import drill as drills
 from ddpfsdp.quiz.cli import cli
@@ -295,11 +294,10 @@ def test_help_has_examples():
     assert "ddpfsdp drill --json --count 5 --seed 7" in result.output
 
 
-def _plain(*args: str, stdin: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "ddpfsdp.quiz.cli", "drill", "--plain", *args],
-        input=stdin, capture_output=True, text=True, timeout=120,
-    )
+def _plain(*args: str, stdin: str) -> CliOutcome:
+    outcome = run_cli("drill", "--plain", *args, stdin=stdin)
+    assert outcome.exception is None, repr(outcome.exception)
+    return outcome
 
 
 def _typed(problem: drills.Problem, right: bool) -> str:
@@ -312,10 +310,10 @@ def _typed(problem: drills.Problem, right: bool) -> str:
 def test_plain_grades_asks_again_shows_the_working_and_saves():
     first, second = drills.generate(21, 2, ["model-state", "sampler-index"])
     lines = ["a lot", _typed(first, True), _typed(second, False), "q"]  # "a lot" is not a number: asked again
-    proc = _plain("--seed", "21", "--kind", "model-state", "--kind", "sampler-index", stdin="\n".join(lines) + "\n")
-    assert proc.returncode == 0, proc.stderr
-    out = " ".join(proc.stdout.split())
-    assert "Traceback" not in proc.stdout + proc.stderr
+    outcome = _plain("--seed", "21", "--kind", "model-state", "--kind", "sampler-index", stdin="\n".join(lines) + "\n")
+    assert outcome.exit_code == 0, outcome.stderr
+    out = " ".join(outcome.stdout.split())
+    assert "Traceback" not in outcome.stdout + outcome.stderr
     assert "'a lot' is not a number" in out
     assert "✔ Correct" in out
     assert "✘ Not quite: you said" in out
@@ -331,9 +329,9 @@ def test_plain_grades_asks_again_shows_the_working_and_saves():
 
 def test_drill_results_appear_in_progress():
     first, second = drills.generate(21, 2, ["model-state", "sampler-index"])
-    proc = _plain("--seed", "21", "--kind", "model-state", "--kind", "sampler-index", "--count", "2",
-                  stdin=f"{_typed(first, True)}\n{_typed(second, False)}\n")
-    assert proc.returncode == 0, proc.stderr
+    outcome = _plain("--seed", "21", "--kind", "model-state", "--kind", "sampler-index", "--count", "2",
+                     stdin=f"{_typed(first, True)}\n{_typed(second, False)}\n")
+    assert outcome.exit_code == 0, outcome.stderr
     runner = CliRunner()
     shown = runner.invoke(cli, ["progress"], terminal_width=160)
     assert shown.exit_code == 0, shown.output
@@ -346,23 +344,6 @@ def test_drill_results_appear_in_progress():
     # A right drill answer lifts its topic's mastery; each tried kind counts as one card of its topic.
     assert topics[first.topic]["drills"] == 1 and topics[first.topic]["attempts"] == 1 and topics[first.topic]["mastery"] > 0
     assert topics[second.topic]["drills"] == 1 and topics[second.topic]["accuracy"] == 0 and topics[second.topic]["mastery"] == 0
-
-
-def test_drill_never_imports_torch():
-    # A fresh interpreter is the only way to prove a deferral defers.
-    code = (
-        "import sys\n"
-        "from click.testing import CliRunner\n"
-        "from ddpfsdp.quiz.cli import cli\n"
-        "r = CliRunner().invoke(cli, ['drill', '--json', '--count', '14', '--seed', '2'])\n"
-        "assert r.exit_code == 0, r.output\n"
-        "r = CliRunner().invoke(cli, ['drill', '--plain', '--seed', '2'], input='1\\n2\\nq\\n')\n"
-        "assert r.exit_code == 0, r.output\n"
-        "print(','.join(m for m in ('torch', 'textual') if m in sys.modules))\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.strip() == ""
 
 
 # What each prompt must say about the numbers it grades, written out from the sources: the

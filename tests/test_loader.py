@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import pytest
 from click.testing import CliRunner
@@ -123,19 +121,6 @@ def test_quiz_check_command(quiz_bank):
     assert bad.exit_code != 0
     assert "ddp-explain-buckets" in bad.output and "'kind'" in bad.output
     assert "Traceback" not in bad.output
-
-
-def test_loader_imports_neither_torch_nor_textual():
-    code = (
-        "import sys\n"
-        "from ddpfsdp.quiz.loader import load_bank\n"
-        "from ddpfsdp.quiz import grading, store, scheduler\n"
-        "load_bank()\n"
-        "print(','.join(m for m in ('torch', 'textual') if m in sys.modules))\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == ""
 
 
 def test_why_is_loaded_parallel_to_choices(quiz_bank):

@@ -1,0 +1,94 @@
+"""One real launch per demo configuration per test session, shared by every test that reads it.
+
+A test asks conftest's session fixtures for a run by demo and arguments, as a user would type them:
+
+    def test_fsdp_shards(demo_result):
+        result = demo_result("fsdp", "--model", "tiny")          # the result, after asserting the run ended well
+    def test_progress(demo_run):
+        run = demo_run("compare", "--model", "tiny")             # the finished run: events, result, leftovers
+
+The first test to ask launches the demo for real (the launcher, torchrun, gloo ranks); every later
+request with the same demo, arguments and world size reads that launch. Test modules therefore spell a
+configuration the same way where their assertions allow it (the question bank's links first, as
+tests/test_bank_evidence.py must run those anyway), and keep a configuration of their own where an
+assertion needs one. A run that failed fails every test that reads it, with its error.
+
+A training demo launched on real ranks also writes its recorded step as a Chrome trace (`--trace`, a
+file rank 0 writes after the run; nothing it measures changes), so the trace tests read the same launch.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+TRACED_DEMOS = ("ddp", "zero1", "fsdp")
+
+
+@dataclass
+class FinishedRun:
+    """A launch that has ended: what the launcher saw, kept for every test that reads it."""
+
+    demo: str
+    args: tuple[str, ...]
+    procs: int
+    events: list[dict[str, Any]]
+    result: dict[str, Any] | None
+    error: dict[str, Any] | None
+    returncode: int | None
+    ok: bool
+    leftover_pids: list[int]
+    stderr_tail: list[str]
+    trace: dict[str, Any] | None = None
+    wall_s: float = 0.0
+    logs: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return " ".join([self.demo, *self.args, f"(procs {self.procs})"])
+
+    def assert_ok(self) -> dict[str, Any]:
+        """The result, after asserting the run finished cleanly and left no process."""
+        stderr = "\n".join(self.stderr_tail[-60:])
+        assert self.error is None, f"{self.label} failed: {self.error}\n{stderr}"
+        assert self.ok and self.result is not None, f"{self.label}: exit {self.returncode}, no result\n{stderr}"
+        assert self.leftover_pids == [], f"{self.label} left processes {self.leftover_pids}"
+        return self.result
+
+
+def _traced(demo: str, args: tuple[str, ...]) -> bool:
+    return demo in TRACED_DEMOS and "--simulate" not in args and "--no-timeline" not in args and "--trace" not in args
+
+
+class DemoRuns:
+    """The session's launches, keyed by (demo, arguments, processes)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._done: dict[tuple[str, tuple[str, ...], int], FinishedRun] = {}
+
+    def __call__(self, demo: str, *args: str, procs: int = 2) -> FinishedRun:
+        key = (demo, tuple(str(a) for a in args), procs)
+        if key not in self._done:
+            self._done[key] = self._launch(*key)
+        return self._done[key]
+
+    def _launch(self, demo: str, args: tuple[str, ...], procs: int) -> FinishedRun:
+        import time
+
+        from ddpfsdp.demos.launch.launcher import DemoRun
+
+        trace_path = self.folder / f"trace-{len(self._done)}.json" if _traced(demo, args) else None
+        extra = ["--trace", str(trace_path)] if trace_path else []
+        started = time.monotonic()
+        run = DemoRun(demo, [*args, *extra], procs=procs)
+        events = list(run.events())
+        trace = json.loads(trace_path.read_text()) if trace_path and trace_path.exists() else None
+        return FinishedRun(
+            demo=demo, args=args, procs=procs, events=events, result=run.result, error=run.error,
+            returncode=run.returncode, ok=run.ok, leftover_pids=run.leftover_pids(),
+            stderr_tail=list(run.stderr_tail), trace=trace, wall_s=time.monotonic() - started,
+            logs=[event["message"] for event in events if event["event"] == "log"],
+        )
