@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-from ddpfsdp.demos.launch.launcher import DemoRun
 from ddpfsdp.demos.train.demo import theory_of
 
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(400)]
@@ -17,23 +16,14 @@ pytestmark = [pytest.mark.dist, pytest.mark.timeout(400)]
 STATE = ("params", "grads", "optimizer")
 
 
-def _demo(name, args, procs):
-    run = DemoRun(name, args, procs=procs)
-    for _ in run.events():
-        pass
-    assert run.error is None, run.error
-    assert run.returncode == 0, "\n".join(run.stderr_tail)
-    return run.result
+@pytest.fixture
+def compare(demo_result):
+    return demo_result("compare", "--model", "tiny", "--precision", "bf16-mixed", "--steps", "5")
 
 
-@pytest.fixture(scope="module")
-def compare():
-    return _demo("compare", ["--model", "tiny", "--precision", "bf16-mixed", "--steps", "5"], 2)
-
-
-@pytest.fixture(scope="module")
-def hybrid():
-    return _demo("fsdp", ["--model", "tiny", "--sharding", "hybrid", "--replicas", "2", "--steps", "5"], 4)
+@pytest.fixture
+def hybrid(demo_result):
+    return demo_result("fsdp", "--model", "tiny", "--sharding", "hybrid", "--replicas", "2", "--steps", "5", procs=4)
 
 
 def _padding(run):

@@ -1,9 +1,10 @@
 """Every evidence check the question bank links to holds in a real run.
 
-Each distinct demo configuration the bank links is launched once (2 CPU processes on gloo), and every
-check that any question cites for that configuration must be present in the result and pass. A claim
-the quiz backs with a measurement is only as good as this test. The failure lab's links (`fault NAME`)
-are left to tests/test_faults.py, which runs every fault once per session and requires every check.
+Each distinct demo configuration the bank links is launched once (2 CPU processes on gloo), as the
+session's shared launch of that configuration (tests/demo_runs.py), and every check that any question
+cites for it must be present in the result and pass. A claim the quiz backs with a measurement is only
+as good as this test. The failure lab's links (`fault NAME`) are left to tests/test_faults.py, which runs
+every fault once per session and requires every check.
 """
 
 from __future__ import annotations
@@ -37,12 +38,8 @@ CONFIGURATIONS = _linked_configurations()
     sorted(CONFIGURATIONS),
     ids=[" ".join([name, *args]) for name, args in sorted(CONFIGURATIONS)],
 )
-def test_linked_evidence_checks_pass(demo, args):
-    from ddpfsdp.demos.launch.launcher import DemoRun
-
-    run = DemoRun(demo, list(args), procs=2)
-    for _event in run.events():
-        pass
+def test_linked_evidence_checks_pass(demo_run, demo, args):
+    run = demo_run(demo, *args)
     assert run.error is None, f"{demo} {' '.join(args)} failed: {run.error}"
     assert run.result is not None, f"{demo} {' '.join(args)} returned no result (exit {run.returncode})"
     checks = {check["name"]: check for check in run.result["checks"]}

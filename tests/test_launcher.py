@@ -51,11 +51,11 @@ def test_placement_without_gpus():
         resolve_placement(gpus=1, procs=1)
 
 
-@pytest.mark.skipif(
-    subprocess.run([sys.executable, "-c", "import torch; assert not torch.cuda.is_available()"]).returncode != 0,
-    reason="needs a machine without CUDA",
-)
 def test_too_many_gpus_names_the_procs_command_that_runs_here():
+    from ddpfsdp.demos.launch.launcher import cuda_device_count
+
+    if cuda_device_count():
+        pytest.skip("needs a machine without CUDA")
     result = CliRunner().invoke(cli, ["demo", "fsdp", "--gpus", "4", "--model", "tiny"])
     assert result.exit_code == 2
     assert "has no CUDA GPU" in result.output
@@ -133,16 +133,16 @@ def test_demo_help_lists_every_demo_with_a_description():
 
 
 @pytest.mark.dist
-def test_a_run_streams_progress_then_one_result():
-    run = DemoRun("sampler", ["--epochs", "2"], procs=2)
-    seen = [event["event"] for event in run.events()]
+def test_a_run_streams_progress_then_one_result(demo_run):
+    run = demo_run("sampler")  # the session's shared launch (tests/demo_runs.py)
+    seen = [event["event"] for event in run.events]
     assert seen[0] == "start"
     assert "progress" in seen
     assert seen.count("result") == 1 and seen[-1] == "result"
     assert run.ok and run.returncode == 0
     assert run.result["schema"] == "ddpfsdp.demo/1"
     assert run.result["config"]["world_size"] == 2
-    assert run.leftover_pids() == []
+    assert run.leftover_pids == []
 
 
 @pytest.mark.dist

@@ -1,35 +1,31 @@
-"""One step recorded in time by the real demos on 2 gloo processes: timeline, checks and trace."""
+"""One step recorded in time by the real demos on 2 gloo processes: timeline, checks and trace.
+
+The runs are the session's shared launches (tests/demo_runs.py): `fsdp --model tiny` with its trace,
+`fsdp --model tiny --sharding grad-op` and `ddp --model tiny --bucket-mb 1` as the question bank links
+them, and FSDP1 without prefetch, which only this module runs.
+"""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
 
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(400)]
 
-TINY = ["--procs", "2", "--model", "tiny", "--steps", "5", "--warmup", "1"]
-
-
-def _cli(*args: str, cwd=None) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "ddpfsdp.quiz.cli", "demo", *args, *TINY, "--json"],
-                          capture_output=True, text=True, timeout=380, cwd=cwd)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
+TINY = ["--model", "tiny"]
 
 
 def _check(result: dict, name: str) -> dict:
     return next(c for c in result["checks"] if c["name"] == name)
 
 
-@pytest.fixture(scope="module")
-def fsdp_traced(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("trace")
-    result = _cli("fsdp", "--trace", "out.json", cwd=folder)
-    return result, json.loads((folder / "out.json").read_text())
+@pytest.fixture
+def fsdp_traced(demo_run):
+    run = demo_run("fsdp", *TINY)
+    run.assert_ok()
+    assert run.trace is not None, "rank 0 wrote no trace"
+    return run.result, run.trace
 
 
 def test_fsdp_records_both_ranks_and_its_checks_pass(fsdp_traced):
@@ -85,19 +81,19 @@ def test_cli_prints_the_text_timeline_under_its_tables(fsdp_traced):
     assert len(comm) == 2 and all("G" in line and "S" in line for line in comm)
 
 
-def test_grad_op_keeps_params_until_backward_and_says_so():
-    result = _cli("fsdp", "--sharding", "grad-op")
+def test_grad_op_keeps_params_until_backward_and_says_so(demo_result):
+    result = demo_result("fsdp", *TINY, "--sharding", "grad-op")
     check = _check(result, "fsdp_reshards_after_forward")
     assert check["passed"] and check["values"]["drops_per_rank"] == [0, 0], check
     assert "stay until backward" in check["detail"]
 
 
-def test_ddp_with_small_buckets_overlaps_and_fsdp1_without_prefetch_does_not():
-    ddp = _cli("ddp", "--bucket-mb", "1")
+def test_ddp_with_small_buckets_overlaps_and_fsdp1_without_prefetch_does_not(demo_result):
+    ddp = demo_result("ddp", *TINY, "--bucket-mb", "1")
     check = _check(ddp, "ddp_overlaps_allreduce_with_backward")
     assert check["passed"] and check["values"]["buckets"] >= 2, check
     assert len(ddp["timeline"]["ranks"]) == 2
-    fsdp1 = _cli("fsdp", "--fsdp-api", "1", "--prefetch", "off")
+    fsdp1 = demo_result("fsdp", *TINY, "--steps", "5", "--warmup", "1", "--fsdp-api", "1", "--prefetch", "off")
     check = _check(fsdp1, "fsdp_prefetches_next_unit")
     assert check["passed"] and check["values"]["ranks"][0]["backward"] == 0, check
 

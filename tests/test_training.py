@@ -1,53 +1,31 @@
 """The ddp and fsdp demos end to end: 2 gloo processes, the tiny GPT, the result a user gets.
 
-Each configuration runs once per module (module-scoped fixtures) through the real launcher:
-`ddpfsdp demo fsdp --procs 2 --model tiny --json` and the worker under torchrun.
+Both read the session's shared launches (tests/demo_runs.py) of the configurations the question bank
+links: `ddpfsdp demo fsdp --procs 2 --model tiny` and `ddpfsdp demo ddp --procs 2 --model tiny --bucket-mb 1`,
+the worker under torchrun through the real launcher. (`--json` prints that same result: tests/test_launcher.py.)
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 
 from ddpfsdp.demos import registry
-from ddpfsdp.demos.launch.launcher import DemoRun
 
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(300)]
 
-TINY = ["--model", "tiny", "--steps", "6", "--warmup", "2"]
+
+@pytest.fixture
+def fsdp(demo_result):
+    return demo_result("fsdp", "--model", "tiny")
 
 
-def _demo(name: str, args: list[str]) -> dict:
-    run = DemoRun(name, args, procs=2)
-    for _ in run.events():
-        pass
-    assert run.error is None, run.error
-    assert run.returncode == 0, "\n".join(run.stderr_tail)
-    assert run.result is not None
-    return run.result
+@pytest.fixture
+def ddp(demo_result):
+    return demo_result("ddp", "--model", "tiny", "--bucket-mb", "1")
 
 
-@pytest.fixture(scope="module")
-def fsdp_json():
-    """The CLI's --json output, as a user would pipe it."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "ddpfsdp.quiz.cli", "demo", "fsdp", "--procs", "2", *TINY, "--json"],
-        capture_output=True, text=True, timeout=280,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
-
-
-@pytest.fixture(scope="module")
-def ddp():
-    return _demo("ddp", TINY)
-
-
-def test_json_follows_the_schema(fsdp_json):
-    result = fsdp_json
+def test_json_follows_the_schema(fsdp):
+    result = fsdp
     assert result["schema"] == "ddpfsdp.demo/1"
     assert result["demo"] == "fsdp"
     config = result["config"]
@@ -84,25 +62,25 @@ def test_ddp_result_and_checks(ddp):
     assert not failed, failed
 
 
-def test_fsdp_full_holds_a_shard_of_ddp_state(ddp, fsdp_json):
-    row_bytes = fsdp_json["memory"]["shard_row_bytes"]  # one dim-0 row of every parameter: padding
+def test_fsdp_full_holds_a_shard_of_ddp_state(ddp, fsdp):
+    row_bytes = fsdp["memory"]["shard_row_bytes"]  # one dim-0 row of every parameter: padding
     for kind in ("params", "grads"):
-        for ddp_rank, fsdp_rank in zip(ddp["memory"]["ranks"], fsdp_json["memory"]["ranks"]):
+        for ddp_rank, fsdp_rank in zip(ddp["memory"]["ranks"], fsdp["memory"]["ranks"]):
             assert fsdp_rank[kind] == pytest.approx(ddp_rank[kind] / 2, rel=0.01, abs=row_bytes)
-    for ddp_rank, fsdp_rank in zip(ddp["memory"]["ranks"], fsdp_json["memory"]["ranks"]):
+    for ddp_rank, fsdp_rank in zip(ddp["memory"]["ranks"], fsdp["memory"]["ranks"]):
         assert fsdp_rank["optimizer"] == pytest.approx(ddp_rank["optimizer"] / 2, rel=0.01, abs=2 * row_bytes)
 
 
-def test_ddp_all_reduces_and_fsdp_gathers_and_scatters(ddp, fsdp_json):
+def test_ddp_all_reduces_and_fsdp_gathers_and_scatters(ddp, fsdp):
     assert set(ddp["comm"]["per_step"]) == {"all_reduce"}
-    assert set(fsdp_json["comm"]["per_step"]) == {"all_gather", "reduce_scatter"}
+    assert set(fsdp["comm"]["per_step"]) == {"all_gather", "reduce_scatter"}
 
 
-def test_fsdp_full_sends_one_and_a_half_times_ddp(ddp, fsdp_json):
+def test_fsdp_full_sends_one_and_a_half_times_ddp(ddp, fsdp):
     wire = lambda r: sum(op["wire_bytes_per_rank"] for op in r["comm"]["per_step"].values())  # noqa: E731
-    assert wire(fsdp_json) / wire(ddp) == pytest.approx(1.5, rel=0.05)
+    assert wire(fsdp) / wire(ddp) == pytest.approx(1.5, rel=0.05)
 
 
-def test_ddp_and_fsdp_losses_agree(ddp, fsdp_json):
-    assert fsdp_json["loss"] == pytest.approx(ddp["loss"], rel=1e-4)
+def test_ddp_and_fsdp_losses_agree(ddp, fsdp):
+    assert fsdp["loss"] == pytest.approx(ddp["loss"], rel=1e-4)
     assert ddp["loss"][-1] < ddp["loss"][0]

@@ -1,4 +1,8 @@
-"""`compare`: DDP, ZeRO-1, FSDP grad-op and FSDP full on one model, data and seed (2 gloo processes)."""
+"""`compare`: DDP, ZeRO-1, FSDP grad-op and FSDP full on one model, data and seed (2 gloo processes).
+
+The run is the session's shared launch of `compare --model tiny` (tests/demo_runs.py), as the question
+bank links it: the CPU default of 8 steps per strategy.
+"""
 
 from __future__ import annotations
 
@@ -8,20 +12,19 @@ import pytest
 from rich.console import Console
 
 from ddpfsdp.demos import registry
-from ddpfsdp.demos.launch.launcher import DemoRun
 from ddpfsdp.demos.measure.report import render_compare, render_training
 
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(400)]
 
 
-@pytest.fixture(scope="module")
-def compare():
-    run = DemoRun("compare", ["--model", "tiny", "--steps", "6"], procs=2)
-    progress = [event for event in run.events() if event["event"] == "progress"]
-    assert run.error is None, run.error
-    assert run.returncode == 0, "\n".join(run.stderr_tail)
-    run.result["_progress"] = progress
-    return run.result
+STEPS = 8  # --steps left unset: the CPU default
+
+
+@pytest.fixture
+def compare(demo_run):
+    run = demo_run("compare", "--model", "tiny")
+    run.assert_ok()
+    return {**run.result, "_progress": [event for event in run.events if event["event"] == "progress"]}
 
 
 def test_every_strategy_ran_and_every_claim_holds(compare):
@@ -60,8 +63,9 @@ def test_zero1_shards_only_the_optimizer(compare):
 
 
 def test_progress_covers_every_run_in_order(compare):
+    assert compare["config"]["steps"] == STEPS
     steps = [event["step"] for event in compare["_progress"]]
-    assert steps == list(range(4 * 6))
+    assert steps == list(range(4 * STEPS))
     assert {event["run"] for event in compare["_progress"]} == {"ddp", "zero1", "fsdp-grad-op", "fsdp-full"}
 
 
