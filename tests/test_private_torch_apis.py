@@ -74,7 +74,10 @@ PRIVATE_TORCH_APIS: dict[str, tuple[str, ...]] = {
     "'_allgather_base_'": ("torch.ops.c10d._allgather_base_", "the c10d op an all-gather into one tensor dispatches"),
     "'_reduce_scatter_base_'": ("torch.ops.c10d._reduce_scatter_base_", "the c10d op a tensor reduce-scatter dispatches"),
     "'_c10d_functional'": ("torch.ops._c10d_functional.all_reduce", "functional collectives' op namespace"),
-    # memory (measure/memory.py)
+    # memory (measure/memory.py, measure/blas_workspaces.py)
+    "torch._C": ("torch._C", "where the release of cuBLAS's workspaces lives"),
+    "'_cuda_clearCublasWorkspaces'": ("torch._C._cuda_clearCublasWorkspaces",
+                                      "frees cuBLAS's workspaces before each run's baseline", CUDA_BUILD),
     "torch._C._profiler._EventType": ("torch._C._profiler._EventType", "allocation events of the CPU peak"),
     "'_get_ddp_logging_data'": (
         "torch.nn.parallel.DistributedDataParallel._get_ddp_logging_data", "the bytes of DDP's gradient buckets"),
