@@ -41,6 +41,7 @@ class SuiteRun:
     summary: str
     load_before: float
     load_after: float
+    output: str
 
 
 def _git(*args: str, cwd: Path = ROOT) -> str:
@@ -82,7 +83,8 @@ def _run_suite(side: str, python: Path, tree: Path, timeout_s: float, pytest_arg
     cpu_s = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
     lines = [line for line in proc.stdout.splitlines() if re.search(r"\d+ (passed|failed|error)", line)]
     summary = lines[-1].strip("= ") if lines else proc.stdout[-500:]
-    return SuiteRun(side, wall_s, cpu_s, proc.returncode, summary, load_before, os.getloadavg()[0])
+    return SuiteRun(side, wall_s, cpu_s, proc.returncode, summary, load_before, os.getloadavg()[0],
+                    proc.stdout + proc.stderr)
 
 
 def main() -> int:
@@ -91,6 +93,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1, help="runs of each suite, alternating the order")
     parser.add_argument("--timeout-s", type=float, default=3600)
     parser.add_argument("--keep", action="store_true", help="keep the worktrees and venvs")
+    parser.add_argument("--log-dir", type=Path, help="write each run's pytest output here")
     parser.add_argument("pytest_args", nargs="*", help="passed to pytest in both trees (after --)")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="bench-suite-"))
@@ -109,6 +112,10 @@ def main() -> int:
                 print(f"round {round_index + 1}: {side} ({sides[side][0]}) ...", flush=True)
                 runs.append(_run_suite(side, pythons[side], trees[side], args.timeout_s, args.pytest_args))
                 last = runs[-1]
+                if args.log_dir:
+                    args.log_dir.mkdir(parents=True, exist_ok=True)
+                    name = f"round{round_index + 1}-{side.replace(' ', '-')}.log"
+                    (args.log_dir / name).write_text(last.output)
                 print(f"  {last.wall_s:7.1f} s wall, {last.cpu_s:7.1f} s CPU, load {last.load_before:.2f} -> "
                       f"{last.load_after:.2f}, exit {last.returncode}: {last.summary}", flush=True)
     finally:
