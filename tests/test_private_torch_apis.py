@@ -58,6 +58,10 @@ PRIVATE_TORCH_APIS: dict[str, tuple[str, ...]] = {
     "._in_opt": ("torch.distributed._tools.mem_tracker.MemTracker._in_opt", "whether the peak fell in the optimizer step"),
     "._curr_mem_snap": ("torch.distributed._tools.mem_tracker.MemTracker._curr_mem_snap",
                         "the simulation's tracker reads the running totals by category (train/simulate.py)"),
+    "._fake_mode_on_entry": ("torch.distributed._tools.mem_tracker.MemTracker._fake_mode_on_entry",
+                             "the fake mode the tracker entered under: a device query is counted only there"),
+    "torch._guards.active_fake_mode": ("torch._guards.active_fake_mode",
+                                       "the fake mode a device query runs under (train/simulate.py)"),
     "._peak_mem_snap": ("torch.distributed._tools.mem_tracker.MemTracker._peak_mem_snap",
                         "the simulation's tracker keeps the categories at the peak (train/simulate.py)"),
     # counting collectives and following a step in time (measure/comm.py, measure/timeline.py)
