@@ -246,9 +246,19 @@ def _stop(proc: subprocess.Popen, marker: str) -> int:
         except ProcessLookupError:
             pass
     give_up = time.monotonic() + 5.0
-    while left and processes_with_env(MARKER_ENV, marker) and time.monotonic() < give_up:
-        time.sleep(0.05)  # a signal is delivered, not obeyed at once
+    # A signal is delivered, not obeyed at once; a dying process loses its environment before it
+    # exits, so each is followed by its pid until it is gone or a zombie.
+    while any(map(_running, left)) and time.monotonic() < give_up:
+        time.sleep(0.05)
     return len(left)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
 
 
 def run_item(item: Item, timeout_s: float, env: dict[str, str]) -> Outcome:
