@@ -21,7 +21,7 @@ MARKER = "DDPFSDP_TEST_MARKER"
 
 
 def _cli_process(*argv: str, marker: str) -> subprocess.Popen:
-    env = dict(os.environ, **{MARKER: marker})
+    env = dict(os.environ, **{MARKER: marker}, PYTHONFAULTHANDLER="1")
     return subprocess.Popen(
         [sys.executable, "-m", "ddpfsdp.quiz.cli", *argv],
         stdout=subprocess.PIPE,
@@ -188,10 +188,15 @@ def test_ctrl_c_stops_every_rank_within_5_s():
         time.sleep(3)  # into the training loop
         proc.send_signal(signal.SIGINT)
         sent = time.monotonic()
-        proc.wait(timeout=10)
+        try:  # read both pipes while waiting: a CLI blocked on a full pipe would look like a hang
+            _, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER: every thread's stack to stderr
+            _, err = proc.communicate(timeout=10)
+            pytest.fail(f"the CLI had not exited 10 s after SIGINT; its threads then:\n{err[-6000:]}")
         assert time.monotonic() - sent < 5.0
         assert proc.returncode == 130
-        assert "Cancelled" in proc.stderr.read()
+        assert "Cancelled" in err
         assert _wait_until_gone(marker, 0.5) == []
     finally:
         if proc.poll() is None:
