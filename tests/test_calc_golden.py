@@ -63,6 +63,10 @@ CONFIGS: dict[str, tuple[str, ...]] = {
         "--params", "70B", "--gpus", "32", "--precision", "bf16-mixed", "--strategy", "zero2", "--strategy", "grad-op",
         "--strategy", "zro",
     ),
+    "two-d-70b-tp-8": ("--params", "70B", "--gpus", "64", "--tp", "8", "--precision", "bf16-mixed"),
+    "two-d-tiny-sequence-parallel": (
+        "--model", "tiny", "--gpus", "4", "--tp", "2", "--sequence-parallel", "--precision", "fp32", "--batch-size", "8",
+    ),
 }
 
 # name -> (arguments, exit code): refusals print their message, also byte for byte.
@@ -70,6 +74,7 @@ REFUSALS: dict[str, tuple[tuple[str, ...], int]] = {
     "refused-ddp-offload": (("--params", "7B", "--strategy", "ddp", "--offload", "all"), 2),
     "refused-deepspeed-zero1": (("--params", "7B", "--accounting", "deepspeed", "--strategy", "zero1"), 2),
     "refused-partial-node": (("--params", "7B", "--gpus", "12", "--offload", "optimizer"), 2),
+    "refused-tp-heads": (("--params", "70B", "--gpus", "48", "--tp", "3"), 2),
 }
 
 # Rich sizes its tables to the terminal: fix the width and keep colour off whatever the caller's shell says.

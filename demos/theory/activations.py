@@ -9,8 +9,10 @@ from ddpfsdp.demos.theory.gpt_layout import gpt_shape_of
 from ddpfsdp.demos.theory.precision import Precision, precision_for
 
 
-def _transformer_block_bytes(tokens: int, batch_size: int, d_model: int, spec: Precision) -> int:
-    """Bytes one pre-norm block saves for backward.
+def _transformer_block_bytes(
+    tokens: int, batch_size: int, d_model: int, spec: Precision, tp: int = 1, sequence_parallel: bool = False
+) -> int:
+    """Bytes one pre-norm block saves for backward, on one of `tp` tensor-parallel ranks.
 
     Per token, in elements of width d: the block input (residual stream) and the input of the
     second LayerNorm (2, in `residual_bytes`), and in `compute_bytes`: the first LayerNorm's output
@@ -23,9 +25,19 @@ def _transformer_block_bytes(tokens: int, batch_size: int, d_model: int, spec: P
     merging the heads for the projection is a view, not a copy.
     Under autocast the bf16 copies of the weights are saved too; they are counted in the working
     set (`working_set`), not here.
+
+    Tensor parallelism over `tp` ranks (`tensor_parallel`) splits by heads and by the MLP's hidden
+    width what lies between a column-wise and a row-wise Linear: q, k, v, the attention output and
+    the MLP's hidden layer, 12c of the 14c. The rest stays whole on every rank: the two residual-stream
+    tensors and the two LayerNorm outputs that feed the column-wise Linears (Korthikanti et al., 2022:
+    "10 + 24/t" in their 16-bit count with dropout). Sequence parallelism shards the residual
+    tensors by sequence too, (2r)/t; the Linears' inputs stay whole, since autograd saves the
+    all-gathered input of each column-wise Linear (Megatron-LM saves the sharded one and gathers
+    it again in backward, which would make the whole block 1/t).
     """
     elements = tokens * batch_size * d_model
-    return elements * (2 * spec.residual_bytes + 14 * spec.compute_bytes)
+    residual = 2 * spec.residual_bytes * elements // (tp if sequence_parallel else 1)
+    return residual + 2 * spec.compute_bytes * elements + 12 * spec.compute_bytes * elements // tp
 
 
 def transformer_activation_bytes(
@@ -38,6 +50,8 @@ def transformer_activation_bytes(
     head_tokens: int,
     precision: str,
     checkpoint_activations: bool,
+    tp: int = 1,
+    sequence_parallel: bool = False,
 ) -> dict[str, int]:
     """Estimated bytes of activations per GPU: what autograd holds at the end of forward
     (`saved_bytes`) and the peak early in backward (`activation_bytes`).
@@ -50,15 +64,20 @@ def transformer_activation_bytes(
     The peak adds, at the start of backward, the log-softmax's gradient (as large as its output),
     or with checkpointing the recomputed block if that is larger.
     Data parallelism does not shard activations: every strategy holds the same.
+    Tensor parallelism over `tp` ranks splits each block as `_transformer_block_bytes` says, and
+    the head's log-softmax by vocabulary (the loss runs on vocabulary-sharded logits); sequence
+    parallelism also splits the residual stream, so each kept block input and the final
+    LayerNorm's input are 1/tp.
     """
     spec = precision_for(precision)
     elements = tokens * batch_size * d_model
-    block = _transformer_block_bytes(tokens, batch_size, d_model, spec)
+    block = _transformer_block_bytes(tokens, batch_size, d_model, spec, tp, sequence_parallel)
     loss_bytes = 2 if spec.name in ("bf16", "bf16-master") else 4
-    log_softmax = batch_size * head_tokens * head_outputs * loss_bytes
-    head = elements * (spec.residual_bytes + spec.compute_bytes) + log_softmax
+    log_softmax = batch_size * head_tokens * head_outputs * loss_bytes // tp
+    residual = elements * spec.residual_bytes // (tp if sequence_parallel else 1)
+    head = residual + elements * spec.compute_bytes + log_softmax
     if checkpoint_activations:
-        saved = layers * elements * spec.residual_bytes + head
+        saved = layers * residual + head
         extra = max(log_softmax, block)
     else:
         saved = layers * block + head

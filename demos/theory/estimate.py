@@ -8,7 +8,7 @@ from typing import Any
 from ddpfsdp.demos.theory.inputs import CalcOptions, read_options
 from ddpfsdp.demos.theory.notes import estimate_notes
 from ddpfsdp.demos.theory.precision import bytes_per_param_breakdown
-from ddpfsdp.demos.theory.rows import strategy_row
+from ddpfsdp.demos.theory.rows import strategy_row, two_d_row
 
 SCHEMA = "ddpfsdp.calc/1"
 
@@ -32,6 +32,9 @@ def estimate(**options: Any) -> dict[str, Any]:
     estimator figures for ZeRO-2 and ZeRO-3 instead (`deepspeed_accounting`); `largest_layer`
     (parameters) is its working term, by default the largest module of the preset's shape, or one
     of the `units` equal units for a bare count; `zero_init` is its ZeRO-3 host-RAM switch.
+    `tp` adds the 2-D configuration ("2d": FSDP over dp = gpus / tp, tensor parallelism over tp,
+    `sequence_parallel` optional; `tensor_parallel`); its TP traffic and activations need a block
+    shape, a preset's or a named size's (`--params 70B`).
     """
     return estimate_for(CalcOptions(**options))
 
@@ -40,11 +43,17 @@ def estimate_for(options: CalcOptions) -> dict[str, Any]:
     """`estimate` of a configuration already gathered in a `CalcOptions`."""
     inputs = read_options(options)
     table = {strategy: strategy_row(inputs, strategy) for strategy in inputs.strategies}
+    notes = estimate_notes(inputs)
+    if inputs.tp:
+        from ddpfsdp.demos.theory.tensor_parallel import two_d_notes
+
+        table["2d"] = two_d_row(inputs)
+        notes.extend(two_d_notes(table["2d"], inputs.gpus_per_node, inputs.tp_shape, inputs.batch_size))
     return {
         "schema": SCHEMA,
         "theory": True,
         "inputs": inputs.document(),
         "bytes_per_param": bytes_per_param_breakdown(inputs.precision.name, inputs.optimizer),
         "strategies": table,
-        "notes": estimate_notes(inputs),
+        "notes": notes,
     }

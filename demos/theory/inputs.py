@@ -58,6 +58,8 @@ class CalcOptions:
     largest_layer: int | str | None = None
     strategies: Iterable[str] | None = None
     zero_init: bool = True
+    tp: int | str | None = None  # adds the 2-D (dp x tp) configuration
+    sequence_parallel: bool = False
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,9 @@ class CalcInputs:
     largest_layer_params: int | None  # DeepSpeed's ZeRO-3 working term
     zero_init: bool | None  # DeepSpeed's ZeRO-3 host-RAM switch
     strategies: tuple[str, ...]  # the table's columns, in table order
+    tp: int | None = None  # the 2-D configuration's TP degree (None: no 2-D column)
+    sequence_parallel: bool = False
+    tp_shape: GPTShape | None = None  # the block shape TP's traffic needs: the preset's, or a named size's
 
     @property
     def deepspeed(self) -> bool:
@@ -109,6 +114,8 @@ class CalcInputs:
             "nodes": self.nodes,
             "largest_layer_params": self.largest_layer_params,
             "zero_init": self.zero_init,
+            **({"tp": self.tp, "dp": self.gpus // self.tp, "sequence_parallel": self.sequence_parallel}
+               if self.tp else {}),
         }
 
 
@@ -143,7 +150,30 @@ def read_options(options: CalcOptions) -> CalcInputs:
         largest_layer_params=_largest_layer(options.largest_layer, shape, unit_params) if deepspeed else None,
         strategies=choose_strategies(options.strategies, offload, accounting),
         zero_init=read_flag(options.zero_init) if deepspeed else None,
+        **_two_d(options, gpus, shape, accounting, offload),
     )
+
+
+def _two_d(options: CalcOptions, gpus: int, shape: GPTShape | None, accounting: str, offload: str) -> dict[str, Any]:
+    """The 2-D configuration's TP degree and the block shape its traffic needs (`tensor_parallel`)."""
+    sequence_parallel = read_flag(options.sequence_parallel)
+    if options.tp is None:
+        if sequence_parallel:
+            raise ValueError("sequence parallelism shards within a TP group: give tp as well")
+        return {}
+    if accounting != "ddpfsdp" or offload != "none":
+        raise ValueError("the 2-D configuration is counted with the ddpfsdp accounting and no offload; "
+                         "drop the accounting or the offload to add tp")
+    from ddpfsdp.demos.theory.tensor_parallel import check_tp
+    from ddpfsdp.demos.train.presets import GPT_SIZES
+
+    tp_shape = shape if shape is not None else GPT_SIZES.get(str(options.params).strip().upper())
+    if tp_shape is not None and options.seq_len is not None and shape is None:
+        from dataclasses import replace
+
+        tp_shape = replace(tp_shape, seq_len=read_count(options.seq_len, "seq len"))
+    tp = check_tp(options.tp, gpus, tp_shape.heads if tp_shape is not None else None)
+    return {"tp": tp, "sequence_parallel": sequence_parallel, "tp_shape": tp_shape}
 
 
 def _conventions(options: CalcOptions) -> tuple[str, str, Precision, str]:

@@ -91,3 +91,46 @@ def deepspeed_row(inputs: CalcInputs, strategy: str) -> dict[str, Any]:
         "host_bytes": host,
         "host_bytes_per_gpu": host // per_node,
     }
+
+
+def two_d_row(inputs: CalcInputs) -> dict[str, Any]:
+    """The 2-D configuration's column (`tensor_parallel`): FSDP over dp of each rank's TP shard.
+
+    `comm` is FSDP's traffic over dp, `tp_comm` TP's over tp; `wire_bytes_per_rank` adds both.
+    """
+    from ddpfsdp.demos.theory import tensor_parallel as tp
+
+    shape = inputs.tp_shape
+    figures = tp.two_d_figures(
+        params=inputs.params, gpus=inputs.gpus, tp=inputs.tp, precision=inputs.precision.name,
+        optimizer=inputs.optimizer, unit_params=inputs.unit_params, shape=shape, batch_size=inputs.batch_size,
+        sequence_parallel=inputs.sequence_parallel, checkpoint_activations=inputs.checkpoint_activations,
+        exact_layout=inputs.shape is not None,
+    )
+    activation = figures.pop("activations")
+    activation_bytes = activation["activation_bytes"] if activation else None
+    tp_comm = figures.pop("tp_comm")
+    dp_comm = figures.pop("dp_comm")
+    total = figures["model_state_bytes"] + figures["working_set_bytes"] + (activation_bytes or 0)
+    limit = inputs.gpu_mem_bytes
+    tp_wire = total_wire_bytes(tp_comm["ops"]) if tp_comm else None
+    return {
+        "title": tp.TITLE,
+        "shards": tp.SHARDS,
+        **figures,
+        "activation_bytes": activation_bytes,
+        "total_bytes": total,
+        "fits": None if limit is None else total <= limit,
+        "offload": inputs.offload,
+        "offloaded_by": None,
+        "host_bytes": 0,
+        "host_bytes_per_gpu": 0,
+        "pcie": {"host_to_device_bytes": 0, "device_to_host_bytes": 0},
+        "pcie_bytes_per_step": 0,
+        "comm": dp_comm,
+        "tp_comm": tp_comm["ops"] if tp_comm else None,
+        "tp_terms": tp_comm["terms"] if tp_comm else None,
+        "dp_wire_bytes_per_rank": total_wire_bytes(dp_comm),
+        "tp_wire_bytes_per_rank": tp_wire,
+        "wire_bytes_per_rank": total_wire_bytes(dp_comm) + (tp_wire or 0),
+    }

@@ -109,6 +109,18 @@ STRATEGY_NAMES = ("ddp", "zro", "zero1", "zero2", "grad-op", "zero3", "hsdp", "f
     show_default=True,
     help="DeepSpeed ZeRO-3 host RAM with or without zero.Init (--accounting deepspeed).",
 )
+@click.option(
+    "--tp",
+    type=click.IntRange(min=2),
+    help="Add the 2-D configuration: tensor parallelism over TP GPUs inside each block, FSDP over "
+    "dp = --gpus / TP. TP must divide --gpus and the model's heads.",
+)
+@click.option(
+    "--sequence-parallel",
+    is_flag=True,
+    help="With --tp: shard the LayerNorms and the residual stream by sequence (all-gather + reduce-scatter "
+    "in place of each all-reduce).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the ddpfsdp.calc/1 document (all sizes in bytes).")
 def calc(
     params: str | None,
@@ -129,6 +141,8 @@ def calc(
     accounting: str,
     largest_layer: str | None,
     zero_init: bool,
+    tp: int | None,
+    sequence_parallel: bool,
     as_json: bool,
 ) -> None:
     """Theory: per-GPU memory and per-step traffic of DDP, ZeRO-1/2/3, FSDP and HSDP, side by side.
@@ -157,16 +171,19 @@ def calc(
       ddpfsdp calc --params 350M --gpus 4 --json
       ddpfsdp calc --params 13B --gpus 16 --offload all --strategy zero3
       ddpfsdp calc --params 2851M --gpus 8 --accounting deepspeed --largest-layer 32M --offload optimizer
+      ddpfsdp calc --params 70B --gpus 64 --tp 8 --sequence-parallel
     """
     from ddpfsdp.demos.theory.estimate import estimate_for
 
     _check_values(params, model, gpu_mem, gpus, group_size)
+    _check_tp(tp, gpus, sequence_parallel)
     options = CalcOptions(
         params=params, model=model.lower() if model else None, gpus=gpus, group_size=group_size,
         precision=precision.lower() if precision else None, optimizer=optimizer.lower(), batch_size=batch_size,
         seq_len=seq_len, checkpoint_activations=checkpoint_activations, gpu_mem=gpu_mem, units=units,
         offload=offload.lower(), accounting=accounting.lower(), gpus_per_node=gpus_per_node,
         largest_layer=largest_layer, strategies=[name.lower() for name in strategies] or None, zero_init=zero_init,
+        tp=tp, sequence_parallel=sequence_parallel,
     )
     _check_combinations(options)
     try:
@@ -178,7 +195,20 @@ def calc(
         click.echo(json.dumps(result, indent=2))
         return
     _render(result, display_unit)
-    click.echo(_simulate_hint(params, model, gpus, group_size, result["inputs"]["precision"]))
+    click.echo(_simulate_hint(params, model, gpus, group_size, result["inputs"]["precision"], tp))
+
+
+def _check_tp(tp: int | None, gpus: int, sequence_parallel: bool) -> None:
+    if tp is None:
+        if sequence_parallel:
+            raise click.BadParameter("sequence parallelism shards within a TP group: add --tp", param_hint="--sequence-parallel")
+        return
+    if tp > gpus or gpus % tp:
+        raise click.BadParameter(
+            f"{tp} does not divide --gpus {gpus} (the mesh is dp x tp); choose a divisor of {gpus}, "
+            f"e.g. {', '.join(str(d) for d in _divisors(gpus) if d > 1)}",
+            param_hint="--tp",
+        )
 
 
 def _check_values(params: str | None, model: str | None, gpu_mem: str, gpus: int, group_size: int | None) -> None:
@@ -249,7 +279,8 @@ def _check_combinations(options: CalcOptions) -> None:
             raise click.BadParameter(str(error), param_hint="--gpus-per-node") from None
 
 
-def _simulate_hint(params: str | None, model: str | None, gpus: int, group_size: int | None, precision: str) -> str:
+def _simulate_hint(params: str | None, model: str | None, gpus: int, group_size: int | None, precision: str,
+                   tp: int | None = None) -> str:
     """The simulated demo that measures this configuration with the real FSDP code, on fake tensors."""
     from ddpfsdp.demos.train.presets import GPT_SIZES
 
@@ -261,6 +292,7 @@ def _simulate_hint(params: str | None, model: str | None, gpus: int, group_size:
         what = f"--params {{{','.join(GPT_SIZES)}}}"
     world = max(gpus, 2)
     hybrid = f" --sharding hybrid --replicas {gpus // group_size}" if group_size and 1 < group_size < gpus else ""
+    hybrid += f" --tp {tp}" if tp else ""
     precise = f" --precision {precision}" if precision in ("fp32", "bf16-mixed", "bf16") else ""
     return (f"Measure it: `ddpfsdp demo fsdp --simulate --world {world} {what}{precise}{hybrid}` runs the real "
             f"FSDP code on fake tensors over a fake process group of {world} ranks (ddp, zero1 and compare too).")
@@ -268,10 +300,27 @@ def _simulate_hint(params: str | None, model: str | None, gpus: int, group_size:
 
 # Column headers: a short title and what it shards, each at most 9 characters so four columns fit 80.
 SHORT_TITLES = {"ddp": "DDP", "zro": "ZRO", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "grad-op": "grad-op",
-                "zero3": "ZeRO-3", "hsdp": "HSDP"}
+                "zero3": "ZeRO-3", "hsdp": "HSDP", "2d": "2-D"}
 SHORT_SHARDS = {"ddp": "no shards", "zro": "opt", "zero1": "opt", "zero2": "+ grads", "grad-op": "1 gather",
-                "zero3": "+ params", "hsdp": "in groups"}
+                "zero3": "+ params", "hsdp": "in groups", "2d": "dp x tp"}
 REPLICATED = ("ddp", "zro", "zero1", "zero2")
+
+
+def _header(name: str, inputs: dict) -> tuple[str, str]:
+    """A column's short title and what it shards, each at most 9 characters."""
+    if name == "2d":
+        return f"2-D tp={inputs['tp']}", "tp + SP" if inputs["sequence_parallel"] else SHORT_SHARDS[name]
+    return SHORT_TITLES[name] + (f" G={inputs['group_size']}" if name == "hsdp" else ""), SHORT_SHARDS[name]
+
+
+def _labelled_ops(row: dict) -> list[tuple[str, dict]]:
+    """A column's collectives; the 2-D one's by group (FSDP over dp, TP over tp; TP's need a block shape)."""
+    if "tp_comm" not in row:
+        return list(row["comm"].items())
+    ops = [(f"{op} (dp)", figures) for op, figures in row["comm"].items()]
+    if row["tp_comm"] is None:
+        return ops + [("tp: needs a block shape", {"count": None, "bytes": None, "wire_bytes_per_rank": None})]
+    return ops + [(f"{op} (tp)", figures) for op, figures in row["tp_comm"].items()]
 
 
 def _divisors(number: int) -> list[int]:
@@ -319,7 +368,8 @@ def _render(result: dict, unit: str) -> None:
         console.print("DeepSpeed options: " + "; ".join(
             f"{row['title']}: {row['deepspeed_options']}" for row in strategies.values()), highlight=False)
     if inputs["model"] is None:
-        console.print("[dim]fits: model state + working set only; activations need --model[/]")
+        two_d = " (the 2-D column's come from the named size's shape)" if strategies.get("2d", {}).get("activation_bytes") else ""
+        console.print(f"[dim]fits: model state + working set only; activations need --model{two_d}[/]")
     console.print(_implementation_table(strategies, inputs["precision"]))
     console.print(_comm_table(strategies, unit, size, inputs["group_size"]))
     console.print("[dim]calls: ? = set by how the implementation fills its buckets[/]")
@@ -333,8 +383,8 @@ def _memory_table(title: str, rows: dict, inputs: dict, size) -> Any:
     memory = Table(title=title, title_justify="left")
     memory.add_column("", no_wrap=True)
     for name in rows:
-        header = SHORT_TITLES[name] + (f" G={inputs['group_size']}" if name == "hsdp" else "")
-        memory.add_column(f"{header}\n[dim]{SHORT_SHARDS[name]}[/]", justify="right")
+        header, shards = _header(name, inputs)
+        memory.add_column(f"{header}\n[dim]{shards}[/]", justify="right")
     for label, key in [
         ("params", "params_bytes"),
         ("grads", "grads_bytes"),
@@ -375,7 +425,7 @@ def _comm_table(strategies: dict, unit: str, size, group_size: int) -> Any:
         comm.add_column(column, justify="left" if column in ("strategy", "collective") else "right")
     for name, row in strategies.items():
         title = SHORT_TITLES[name] + (f" G={group_size}" if name == "hsdp" else "")
-        for index, (op, figures) in enumerate(row["comm"].items()):
+        for index, (op, figures) in enumerate(_labelled_ops(row)):
             comm.add_row(
                 title if index == 0 else "",
                 op,
