@@ -479,6 +479,47 @@ def _activations(rng: random.Random):
     return prompt, "transformer_activation_bytes", args, "GiB", 0.10, working
 
 
+def _tp_comm(rng: random.Random):
+    model = _pick(rng, list(MODELS.values()))
+    cluster = _pick(rng, tuple(CLUSTERS))
+    gpus = CLUSTERS[cluster]
+    tp = _pick(rng, (2, 4, 8), (1, 2, 3))
+    precision = _pick(rng, ("fp32", "bf16-mixed", "bf16"), (1, 3, 1))
+    batch = _pick(rng, (1, 2, 4))
+    seq = _pick(rng, (2048, model.seq_len))
+    sequence_parallel = rng.random() < 0.4
+    args = {"layers": model.layers, "d_model": model.d_model, "seq_len": seq, "batch_size": batch, "tp": tp,
+            "precision": precision, "sequence_parallel": sequence_parallel}
+    compute_bytes = PRECISIONS[precision].compute_bytes
+    plan = ("with **sequence parallelism**: each of those all-reduces is replaced by a reduce-scatter and an "
+            "all-gather of the same b·s·d buffer, so a block has 4 of each per step"
+            if sequence_parallel else "without sequence parallelism")
+    prompt = (
+        f"A GPT-style decoder shaped like **{model.name}** ({model.layers} blocks, d = {model.d_model}) trains on "
+        f"{cluster} ({gpus} GPUs) as a 2-D mesh: tensor parallelism over **tp = {tp}** GPUs inside a node, FSDP over "
+        f"dp = {gpus // tp}. Each TP group runs a micro-batch of b = {batch} sequence{'s' if batch > 1 else ''} of "
+        f"s = {seq} tokens in {PRECISION_TEXT[precision]} (activations of {compute_bytes} bytes).\n\n"
+        "Megatron-LM's plan splits qkv and the MLP's up-projection column-wise and the attention output and "
+        "down-projection row-wise: per block and step, 2 all-reduces of the b·s·d activations in forward and 2 in "
+        f"backward, {plan}. With ring collectives (all-reduce sends 2(n-1)/n of its buffer per rank, all-gather and "
+        "reduce-scatter (n-1)/n), how many bytes does **each rank send per step on its TP group** for the blocks "
+        "alone (leave out the embedding, the head and the loss)? Answer in GB."
+    )
+
+    def working(answer: float) -> str:
+        buffer = batch * seq * model.d_model * compute_bytes
+        per_collective = f"b·s·d·c = {batch}·{seq}·{model.d_model}·{compute_bytes} = {_gb(buffer)}"
+        if sequence_parallel:
+            sent = (f"{4 * model.layers} reduce-scatters + {4 * model.layers} all-gathers × ({tp}-1)/{tp} × "
+                    f"{_gb(buffer)} = {_gb(answer)}: the same as {4 * model.layers} all-reduces, since a ring "
+                    "all-reduce is a reduce-scatter then an all-gather")
+        else:
+            sent = f"4 × {model.layers} blocks = {4 * model.layers} all-reduces × 2×({tp}-1)/{tp} × {_gb(buffer)} = {_gb(answer)}"
+        return f"Each collective moves {per_collective}; {sent} per rank per step."
+
+    return prompt, "tp_block_wire_bytes", args, "GB", 0.05, working
+
+
 KINDS: dict[str, Kind] = {
     kind.name: kind
     for kind in (
@@ -489,6 +530,7 @@ KINDS: dict[str, Kind] = {
         Kind("ddp-buckets", "DDP gradient buckets", "ddp", _ddp_buckets),
         Kind("sampler-index", "DistributedSampler indices", "sampler", _sampler_index),
         Kind("activations", "Activation memory", "precision", _activations),
+        Kind("tp-comm", "TP bytes per rank per step", "two-d", _tp_comm),
     )
 }
 

@@ -18,7 +18,7 @@ from ddpfsdp.demos.registry import DEMOS
 from ddpfsdp.quiz.loader import load_bank
 
 TOPICS = ("ddp", "sampler", "collectives", "memory", "fsdp-mechanics", "fsdp-wrap", "sharding", "comm",
-          "precision", "fsdp2-debug", "dtensor", "operations", "debugging")
+          "precision", "fsdp2-debug", "dtensor", "operations", "debugging", "two-d")
 KINDS = ("single", "multi", "numeric", "order", "explain")
 SECTIONS = ("## Why", "## Common mistake", "## Evidence")
 # Each distinct linked demo configuration is run once by tests/test_bank_evidence.py; this keeps that
@@ -168,6 +168,9 @@ HAND_COMPUTED: dict[str, float] = {
     # DeepSpeed ZeRO-1, torch_autocast: fp32 params and grads whole (4 + 4 bytes), and per rank 1/8 of
     # its fp32 copy of the partition (4) and AdamW's two fp32 moments (8): 56 GB + 10.5 GB = 66.5 GB.
     "shard-deepspeed-zero1-autocast": 7e9 * (4 + 4) + 7e9 * (4 + 8) / 8,
+    # Megatron-LM's TP: 4 all-reduces per block per step (2 forward, 2 backward) of b*s*d bf16
+    # activations, 2 x 7/8 of each sent per rank on a ring of 8; 86 blocks, b 1, s 4096, d 8192.
+    "twod-tp-bytes": 4 * 86 * (1 * 4096 * 8192 * 2) * 2 * 7 / 8,
 }
 
 

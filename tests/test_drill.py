@@ -119,6 +119,17 @@ def _activation_peak(args: dict) -> int:
     return args["layers"] * block + head + log_softmax
 
 
+def _tp_block_sent(args: dict) -> int:
+    """Megatron-LM's tensor parallelism: per block and step, 2 all-reduces of b*s*d activations forward
+    and 2 backward; sequence parallelism swaps each for a reduce-scatter and an all-gather of the
+    same buffer. Activations are 4 bytes in fp32, 2 in bf16-mixed and bf16."""
+    buffer = args["batch_size"] * args["seq_len"] * args["d_model"] * (4 if args["precision"] == "fp32" else 2)
+    calls = 4 * args["layers"]
+    if args["sequence_parallel"]:
+        return calls * _sent(buffer, args["tp"]) * 2
+    return calls * _sent(buffer, args["tp"], all_reduce=True)
+
+
 def _by_hand(fn: str, args: dict) -> float:
     """The answer worked out without the analytic model: from the recipes above, and from torch's
     own bucket assignment and DistributedSampler."""
@@ -150,6 +161,8 @@ def _by_hand(fn: str, args: dict) -> float:
         return list(sampler)[args["position"] - 1]
     if fn == "transformer_activation_bytes":
         return _activation_peak(args)
+    if fn == "tp_block_wire_bytes":
+        return _tp_block_sent(args)
     raise AssertionError(f"no hand computation for {fn}")
 
 

@@ -28,6 +28,7 @@ from ddpfsdp.demos.theory.precision import bytes_per_param_breakdown
 from ddpfsdp.demos.theory.sampler import sampler_indices
 from ddpfsdp.demos.theory.sharding import ZERO_STAGES, canonical_strategy, resolve_group_size
 from ddpfsdp.demos.theory.state import model_state
+from ddpfsdp.demos.theory.tensor_parallel import q_tp_block_wire_bytes
 from ddpfsdp.demos.units import format_bytes, parse_bytes
 
 
@@ -241,6 +242,7 @@ QUIZ_FUNCTIONS: dict[str, Callable[..., int | float]] = {
     "sampler_index": q_sampler_index,
     "sampler_count": q_sampler_count,
     "transformer_activation_bytes": q_transformer_activation_bytes,
+    "tp_block_wire_bytes": q_tp_block_wire_bytes,
     "host_bytes": q_host_bytes,
     "pcie_bytes_per_step": q_pcie_bytes_per_step,
     "deepspeed_gpu_bytes": q_deepspeed_gpu_bytes,

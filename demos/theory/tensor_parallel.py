@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from ddpfsdp.demos.collectives import wire_factor
 from ddpfsdp.demos.theory.activations import transformer_activation_bytes
-from ddpfsdp.demos.theory.arguments import read_count
+from ddpfsdp.demos.theory.arguments import read_count, read_flag
 from ddpfsdp.demos.theory.comm import op_figures, step_comm
 from ddpfsdp.demos.theory.precision import precision_for
 from ddpfsdp.demos.theory.state import model_state
@@ -95,6 +95,22 @@ def tp_param_split(shape: GPTShape, tp: int) -> dict[str, Any]:
     return {"units": units, "local_params": sum(units), "replicated_params": replicated}
 
 
+def block_terms(layers: int, activation_bytes: int, sequence_parallel: bool) -> list[tuple[int, str, int, str]]:
+    """The blocks' TP collectives per step, (calls, op, bytes each, where): Megatron-LM's four per block,
+    or with sequence parallelism a reduce-scatter and an all-gather in place of each."""
+    if not sequence_parallel:
+        return [
+            (2 * layers, "all_reduce", activation_bytes, "blocks, forward: after the two row-wise Linears"),
+            (2 * layers, "all_reduce", activation_bytes, "blocks, backward: before qkv and the MLP"),
+        ]
+    return [
+        (2 * layers, "all_gather", activation_bytes, "blocks, forward: before qkv and the MLP"),
+        (2 * layers, "reduce_scatter", activation_bytes, "blocks, forward: after the two row-wise Linears"),
+        (2 * layers, "all_gather", activation_bytes, "blocks, backward"),
+        (2 * layers, "reduce_scatter", activation_bytes, "blocks, backward"),
+    ]
+
+
 def tp_step_comm(shape: GPTShape, batch_size: int, tp: int, precision: str,
                  sequence_parallel: bool = False) -> dict[str, Any]:
     """TP's collectives per step, per rank, on its ring of tp: {"ops": {op: figures}, "terms": [...]}.
@@ -102,31 +118,23 @@ def tp_step_comm(shape: GPTShape, batch_size: int, tp: int, precision: str,
     Each term is one kind of collective at one place: where, op, calls, bytes per call.
     """
     spec = precision_for(precision)
-    layers = shape.layers
     activation = batch_size * shape.seq_len * shape.d_model * spec.compute_bytes
-    loss = (LOSS_ALL_REDUCES, "all_reduce", batch_size * shape.seq_len * LOSS_BYTES, "loss, forward")
+    terms = block_terms(shape.layers, activation, sequence_parallel)
     if sequence_parallel:
-        norm_grad = shape.d_model * spec.gather_bytes
-        terms = [
-            (2 * layers, "all_gather", activation, "blocks, forward: before qkv and the MLP"),
-            (2 * layers, "reduce_scatter", activation, "blocks, forward: after the two row-wise Linears"),
-            (2 * layers, "all_gather", activation, "blocks, backward"),
-            (2 * layers, "reduce_scatter", activation, "blocks, backward"),
-            (4 * layers + 2, "all_reduce", norm_grad, "LayerNorm weight and bias gradients, backward"),
+        terms += [
+            (4 * shape.layers + 2, "all_reduce", shape.d_model * spec.gather_bytes,
+             "LayerNorm weight and bias gradients, backward"),
             (1, "all_reduce", activation, "token embedding output, forward"),
             (1, "all_gather", activation, "embedding output gradient, backward"),
             (1, "all_gather", activation, "head input, forward"),
             (1, "reduce_scatter", activation, "head input gradient, backward"),
-            loss,
         ]
     else:
-        terms = [
-            (2 * layers, "all_reduce", activation, "blocks, forward: after the two row-wise Linears"),
-            (2 * layers, "all_reduce", activation, "blocks, backward: before qkv and the MLP"),
+        terms += [
             (1, "all_reduce", activation, "token embedding output, forward"),
             (1, "all_reduce", activation, "head input gradient, backward"),
-            loss,
         ]
+    terms.append((LOSS_ALL_REDUCES, "all_reduce", batch_size * shape.seq_len * LOSS_BYTES, "loss, forward"))
     ops: dict[str, dict[str, int | None]] = {}
     for count, op, size, _ in terms:
         before = ops.get(op, {"count": 0, "bytes": 0})
@@ -137,6 +145,16 @@ def tp_step_comm(shape: GPTShape, batch_size: int, tp: int, precision: str,
         "block_collectives": BLOCK_COLLECTIVES * (2 if sequence_parallel else 1),
         "block_bytes_each": activation,
     }
+
+
+def q_tp_block_wire_bytes(*, layers: Any, d_model: Any, seq_len: Any, batch_size: Any, tp: Any, precision: str,
+                          sequence_parallel: Any = False) -> int:
+    """Bytes one rank sends per step on its TP ring for the blocks' collectives (no embedding, head or loss)."""
+    activation = (read_count(batch_size, "batch size") * read_count(seq_len, "seq len")
+                  * read_count(d_model, "d_model") * precision_for(precision).compute_bytes)
+    ranks = read_count(tp, "tp")
+    terms = block_terms(read_count(layers, "layers"), activation, read_flag(sequence_parallel))
+    return round(sum(count * size * wire_factor(op, ranks) for count, op, size, _ in terms))
 
 
 def two_d_figures(

@@ -6,7 +6,8 @@ import json
 
 import click
 
-KIND_NAMES = ("model-state", "fit-stage", "min-gpus", "wire-bytes", "ddp-buckets", "sampler-index", "activations")
+KIND_NAMES = ("model-state", "fit-stage", "min-gpus", "wire-bytes", "ddp-buckets", "sampler-index", "activations",
+              "tp-comm")
 
 
 @click.command()
