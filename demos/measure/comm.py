@@ -69,12 +69,12 @@ def _tensor_bytes(value: Any) -> int:
     return 0
 
 
-def _group_size(group: Any) -> int:
+def _process_group(group: Any) -> Any:
     if isinstance(group, str):
-        group = dist.distributed_c10d._resolve_process_group(group)
-    elif isinstance(group, torch.ScriptObject):
-        group = dist.ProcessGroup.unbox(group)
-    return group.size()
+        return dist.distributed_c10d._resolve_process_group(group)
+    if isinstance(group, torch.ScriptObject):
+        return dist.ProcessGroup.unbox(group)
+    return group
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,7 @@ class Collective:
     op: str
     group_size: int
     bytes: int
+    group: str = ""  # the process group's name: tells a 2-D mesh's dp and tp groups apart at equal sizes
 
     @property
     def wire_bytes_per_rank(self) -> float:
@@ -95,20 +96,47 @@ def classify(func: Any, args: tuple, kwargs: dict) -> Collective | None:
     if namespace == "c10d" and name in _C10D:
         op, buffer_arg = _C10D[name]
         bound = _bind(func, args, kwargs)
-        return Collective(op, _group_size(bound["process_group"]), _tensor_bytes(bound[buffer_arg]))
+        group = _process_group(bound["process_group"])
+        return Collective(op, group.size(), _tensor_bytes(bound[buffer_arg]), str(group.group_name))
     if namespace == "_c10d_functional" and name in _FUNCTIONAL:
         op, times_group = _FUNCTIONAL[name]
         bound = _bind(func, args, kwargs)
-        size = _group_size(bound["group_name"])
+        group = _process_group(bound["group_name"])
+        size = group.size()
         buffer_bytes = _tensor_bytes(bound.get("input", bound.get("inputs")))
-        return Collective(op, size, buffer_bytes * size if times_group else buffer_bytes)
+        return Collective(op, size, buffer_bytes * size if times_group else buffer_bytes, str(group.group_name))
     return None
+
+
+def issued_by_dtensor(types: Any) -> bool:
+    """Whether an op is dispatched on DTensors, which must be let through to see their collectives.
+
+    DTensor turns some ops into collectives inside its own dispatch (`loss_parallel`'s log-softmax,
+    a redistribution an op's sharding needs), and an AsyncCollectiveTensor waits for its collective
+    inside its own; a mode that handled such an op itself would never see them. Declining it
+    (NotImplemented) lets the subclass run and its collectives and waits come back through the mode
+    on plain tensors, as torch's CommDebugMode does (tensor/debug/_comm_mode.py).
+    """
+    from torch.distributed._functional_collectives import AsyncCollectiveTensor
+    from torch.distributed.tensor import DTensor
+
+    return any(issubclass(t, (DTensor, AsyncCollectiveTensor)) for t in types)
 
 
 def _bind(func: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
     bound = {arg.name: value for arg, value in zip(func._schema.arguments, args)}
     bound.update(kwargs)
     return bound
+
+
+def _per_op(collectives: list[Collective]) -> dict[str, dict[str, float]]:
+    totals: dict[str, dict[str, float]] = defaultdict(lambda: {"count": 0, "bytes": 0, "wire_bytes_per_rank": 0.0})
+    for c in collectives:
+        entry = totals[c.op]
+        entry["count"] += 1
+        entry["bytes"] += c.bytes
+        entry["wire_bytes_per_rank"] += c.wire_bytes_per_rank
+    return {op: totals[op] for op in OPS if op in totals}
 
 
 class CommCounter(TorchDispatchMode):
@@ -120,6 +148,8 @@ class CommCounter(TorchDispatchMode):
         self._buffers: list[weakref.ref] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if issued_by_dtensor(types):
+            return NotImplemented
         kwargs = kwargs or {}
         collective = classify(func, args, kwargs)
         if collective is not None:
@@ -144,15 +174,14 @@ class CommCounter(TorchDispatchMode):
 
     def per_op(self) -> dict[str, dict[str, float]]:
         """{op: {"count", "bytes", "wire_bytes_per_rank"}} for the ops seen, in a fixed order."""
-        totals: dict[str, dict[str, float]] = defaultdict(
-            lambda: {"count": 0, "bytes": 0, "wire_bytes_per_rank": 0.0}
-        )
+        return _per_op(self.collectives)
+
+    def per_group(self) -> dict[str, dict[str, dict[str, float]]]:
+        """`per_op` for each process group by name: a 2-D mesh's dp and tp groups apart."""
+        by_group: dict[str, list[Collective]] = defaultdict(list)
         for c in self.collectives:
-            entry = totals[c.op]
-            entry["count"] += 1
-            entry["bytes"] += c.bytes
-            entry["wire_bytes_per_rank"] += c.wire_bytes_per_rank
-        return {op: totals[op] for op in OPS if op in totals}
+            by_group[c.group].append(c)
+        return {name: _per_op(found) for name, found in by_group.items()}
 
     def group_sizes(self) -> dict[str, list[int]]:
         """The distinct group sizes each op ran on (HSDP shows two)."""

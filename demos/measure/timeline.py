@@ -6,7 +6,9 @@ counted) that also keeps, for that one step:
                with its start and end and the order in which the host reached them (`seq`)
   collectives  every c10d collective as issued (op, bytes, process group) and as completed: as its
                Work's future reports, or a thread waiting on a Work without one (gloo's
-               reduce-scatter); a collective without a Work is not completed
+               reduce-scatter); a functional collective (DTensor's, so tensor parallelism's) when
+               the host waits on its result (`wait_tensor`), the first moment anything can use it
+  waits        the time the step sat blocked in those waits: not compute
   memory       live bytes over the step; parameter bytes held (unsharded or shard) at unit edges
 
 Where a unit's edges are taken, with FSDP's own hooks in mind (torch 2.13):
@@ -42,7 +44,7 @@ from typing import Any
 
 import torch
 
-from ddpfsdp.demos.measure.comm import CommCounter, classify
+from ddpfsdp.demos.measure.comm import CommCounter, classify, issued_by_dtensor
 from ddpfsdp.demos.measure.memory import (
     cpu_allocation_events,
     live_tensor_bytes,
@@ -90,22 +92,6 @@ def _mark_input(args: tuple, mark: Any) -> tuple | None:
         if isinstance(value, torch.Tensor) and value.requires_grad:
             return (*args[:i], _BackwardEdge.apply(value, mark), *args[i + 1:])
     return None
-
-
-def _group_name(func: Any, args: tuple, kwargs: dict) -> str:
-    bound = {arg.name: value for arg, value in zip(func._schema.arguments, args)}
-    bound.update(kwargs)
-    group = bound.get("process_group", bound.get("group_name"))
-    try:
-        import torch.distributed as dist
-
-        if isinstance(group, str):
-            group = dist.distributed_c10d._resolve_process_group(group)
-        elif isinstance(group, torch.ScriptObject):
-            group = dist.ProcessGroup.unbox(group)
-        return str(group.group_name)
-    except Exception:  # noqa: BLE001 - a name is a label only
-        return "?"
 
 
 def _work_of(result: Any) -> Any:
@@ -167,6 +153,8 @@ class TimelineRecorder(CommCounter):
         self._lock = threading.Lock()
         self._handles: list[Any] = []
         self._watchers: list[threading.Thread] = []
+        self._functional: dict[int, tuple[torch.Tensor, dict[str, Any]]] = {}  # output id -> (output, event)
+        self.waits: list[tuple[Any, Any]] = []  # (start, end) of each wait on a functional collective
         self._open: dict[tuple[str, str], tuple[Any, int]] = {}
         self.spans: list[dict[str, Any]] = []
         self.events: list[dict[str, Any]] = []  # collectives, in issue order
@@ -290,18 +278,24 @@ class TimelineRecorder(CommCounter):
     # --- collectives ---------------------------------------------------------------------------
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if issued_by_dtensor(types):
+            return NotImplemented
         kwargs = kwargs or {}
         collective = classify(func, args, kwargs)
         if collective is None:
-            return func(*args, **kwargs)
+            return self._maybe_wait(func, args, kwargs)
         self.count(collective, args, kwargs)
         issued, seq = self._stamp()
         event = {"op": collective.op, "bytes": collective.bytes, "group_size": collective.group_size,
-                 "group": _group_name(func, args, kwargs), "issued": issued, "completed": None, "seq": seq}
+                 "group": collective.group, "issued": issued, "completed": None, "seq": seq}
         self.events.append(event)
         if self.cuda:
             self.cuda_memory.append((issued, torch.cuda.memory_allocated(self.device)))
         result = func(*args, **kwargs)
+        if func.namespace == "_c10d_functional" and isinstance(result, torch.Tensor):
+            # A functional collective returns at once; it is complete when its tensor is waited on.
+            self._functional[id(result)] = (result, event)
+            return result
         work = _work_of(result)
         future = None
         if work is not None:
@@ -323,9 +317,22 @@ class TimelineRecorder(CommCounter):
             watcher = threading.Thread(target=_mark_when_done, args=(work, event), daemon=True)
             watcher.start()
             self._watchers.append(watcher)
-        # Without a Work (a functional collective, completed by a later wait_tensor) nothing says
-        # when it finished: it stays not completed, and `timeline_records_every_collective` names
-        # it, rather than showing it done at issue.
+        # Otherwise nothing says when it finished: it stays not completed, and
+        # `timeline_records_every_collective` names it, rather than showing it done at issue.
+        return result
+
+    def _maybe_wait(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """Run a non-collective op. A `wait_tensor` is time the step spends blocked on a functional
+        collective (recorded in `waits`, which is not compute), and completes the collective."""
+        if not (func.namespace == "_c10d_functional" and func._schema.name.endswith("wait_tensor") and args):
+            return func(*args, **kwargs)
+        start = self._now()
+        result = func(*args, **kwargs)
+        end = self._now()
+        self.waits.append((start, end))
+        pending = self._functional.pop(id(args[0]), None)
+        if pending is not None and pending[0] is args[0]:
+            pending[1]["completed"] = end
         return result
 
     # --- context -------------------------------------------------------------------------------
@@ -362,6 +369,7 @@ class TimelineRecorder(CommCounter):
             self._profiler = None
 
     def release(self) -> None:
+        self._functional = {}
         self.model = None
         self.units = []
         self.optimizer = None
@@ -388,6 +396,7 @@ class TimelineRecorder(CommCounter):
             "duration_s": sec(self._end),
             "spans": spans,
             "collectives": collectives,
+            "waits": [[sec(start), sec(end)] for start, end in self.waits],
             "memory": {"kind": kind, "samples": [[t, b] for t, b in downsample(memory)]},
             "params": [[sec(mark), held, label] for mark, held, label in self.params],
         }

@@ -32,22 +32,30 @@ INIT_STD = 0.02  # GPT-2 / ViT initialisation scale for linear and embedding wei
 
 
 class SelfAttention(nn.Module):
-    """Multi-head self-attention with a fused qkv projection."""
+    """Multi-head self-attention with a fused qkv projection, its output rows laid out per head.
+
+    The qkv projection's 3d outputs are grouped by head, [q_h, k_h, v_h] for each head h (Megatron-LM's
+    fused layout), not [q; k; v]: a tensor-parallel split of those rows into contiguous chunks
+    (ColwiseParallel's Shard(0)) then gives each rank whole heads, and the forward reads the number of
+    heads it holds from the shape. Without tensor parallelism the layout is a fixed permutation of the
+    rows of a randomly initialised weight: the same model.
+    """
 
     def __init__(self, d_model: int, heads: int, *, causal: bool, device: DeviceLike = None) -> None:
         super().__init__()
         self.heads = heads
+        self.head_dim = d_model // heads
         self.causal = causal
         self.qkv = nn.Linear(d_model, 3 * d_model, device=device)
         self.proj = nn.Linear(d_model, d_model, device=device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        batch, tokens, d_model = x.shape
-        q, k, v = self.qkv(x).split(d_model, dim=2)
+        batch, tokens, _ = x.shape
+        qkv = self.qkv(x).view(batch, tokens, -1, 3, self.head_dim)
         # (batch, heads, tokens, head_dim): the layout scaled_dot_product_attention expects.
-        q, k, v = (t.view(batch, tokens, self.heads, d_model // self.heads).transpose(1, 2) for t in (q, k, v))
+        q, k, v = (qkv[:, :, :, part].transpose(1, 2) for part in range(3))
         y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
-        return self.proj(y.transpose(1, 2).reshape(batch, tokens, d_model))
+        return self.proj(y.transpose(1, 2).reshape(batch, tokens, -1))
 
 
 class MLP(nn.Module):
