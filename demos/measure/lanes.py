@@ -3,9 +3,10 @@
 Torch-free: the checks, the text timeline, the Chrome trace and the app's charts all read a saved
 result through these functions.
 
-Lanes: compute is the union of the units' forward and backward spans and the optimizer's update;
-communication is the union of collectives from issue to completion. A collective whose completion
-was not seen counts as done when issued (it adds no time).
+Lanes: compute is the union of the units' forward and backward spans and the optimizer's update,
+less the time the step sat blocked on a functional collective's result (`waits`: tensor
+parallelism's all-reduces inside a block); communication is the union of collectives from issue to
+completion. A collective whose completion was not seen counts as done when issued (it adds no time).
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ def compute_intervals(rank: dict[str, Any]) -> list[Interval]:
     optimizer = span(rank, "optimizer")
     if optimizer is not None:
         spans = [*spans, optimizer]
-    return union((s["start_s"], s["end_s"]) for s in spans)
+    busy = union((s["start_s"], s["end_s"]) for s in spans)
+    return subtract(busy, [(start, end) for start, end in rank.get("waits", [])])
 
 
 def collective_interval(c: dict[str, Any]) -> Interval:

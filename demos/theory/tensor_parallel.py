@@ -73,26 +73,33 @@ def check_tp(tp: Any, gpus: int, heads: int | None = None) -> int:
     return size
 
 
-def tp_param_split(shape: GPTShape, tp: int) -> dict[str, Any]:
-    """Parameters one TP rank holds of a GPT shape under this plan, per FSDP unit, before FSDP.
+def tp_local_tensors(shape: GPTShape, tp: int) -> list[tuple[str, int, int]]:
+    """Each parameter as TP rank 0 holds it under this plan, in registration order: (unit, rows, columns).
 
-    Sharded: the token embedding and the LM head (by vocabulary), qkv and the MLP's up-projection
-    (weights and biases, by output), the two row-wise weights (by input). Replicated: the position
-    table, the LayerNorms and the two row-wise biases (6d per block). A dimension that tp does not
-    divide leaves rank 0 the larger part (torch.chunk).
+    Rows are dim 0, which FSDP then splits over dp (a 1-D tensor is rows x 1). Sharded: the token
+    embedding and the LM head by vocabulary (rows), qkv and the MLP's up-projection by output (rows,
+    with their biases), the two row-wise weights by input (columns). Replicated: the position table,
+    the LayerNorms and the two row-wise biases (6d per block). A dimension that tp does not divide
+    leaves rank 0 the larger part (torch.chunk).
     """
     d, vocab = shape.d_model, shape.vocab
-    split = lambda rows: math.ceil(rows / tp)  # noqa: E731
-    block_sharded = split(3 * d) * (d + 1) + d * split(d) + split(4 * d) * (d + 1) + d * split(4 * d)
-    block_replicated = 6 * d
-    units = [
-        split(vocab) * d + shape.seq_len * d,
-        *[block_sharded + block_replicated] * shape.layers,
-        split(vocab) * d + 2 * d,
-        0,
-    ]
-    replicated = shape.seq_len * d + shape.layers * block_replicated + 2 * d
-    return {"units": units, "local_params": sum(units), "replicated_params": replicated}
+    split = lambda size: math.ceil(size / tp)  # noqa: E731
+    block = [(d, 1), (d, 1), (split(3 * d), d), (split(3 * d), 1), (d, split(d)), (d, 1),
+             (d, 1), (d, 1), (split(4 * d), d), (split(4 * d), 1), (d, split(4 * d)), (d, 1)]
+    tensors = [("embeddings", split(vocab), d), ("embeddings", shape.seq_len, d)]
+    for index in range(shape.layers):
+        tensors += [(f"blocks.{index}", rows, cols) for rows, cols in block]
+    return tensors + [("head", d, 1), ("head", d, 1), ("head", split(vocab), d)]
+
+
+def tp_param_split(shape: GPTShape, tp: int) -> dict[str, Any]:
+    """Parameters one TP rank holds of a GPT shape under this plan, per FSDP unit (root last, empty)."""
+    units: dict[str, int] = {}
+    for unit, rows, cols in tp_local_tensors(shape, tp):
+        units[unit] = units.get(unit, 0) + rows * cols
+    d = shape.d_model
+    replicated = shape.seq_len * d + shape.layers * 6 * d + 2 * d
+    return {"units": [*units.values(), 0], "local_params": sum(units.values()), "replicated_params": replicated}
 
 
 def block_terms(layers: int, activation_bytes: int, sequence_parallel: bool) -> list[tuple[int, str, int, str]]:
@@ -258,3 +265,58 @@ def two_d_notes(row: dict[str, Any], gpus_per_node: int, shape: GPTShape | None,
         )
     notes.append(node_rule(tp, gpus_per_node, row["tp_wire_bytes_per_rank"], row["dp_wire_bytes_per_rank"]))
     return notes
+
+
+def two_d_run_theory(*, shape: GPTShape, world_size: int, tp: int, precision: str, optimizer: str,
+                     batch_size: int, sequence_parallel: bool = False) -> dict[str, Any]:
+    """The analytic model's figures for a 2-D demo run, as PyTorch runs it, per rank (bytes).
+
+    Model state: each parameter as TP rank 0 holds it (`tp_local_tensors`), its dim 0 split over dp
+    by FSDP, padded up to a multiple of dp as FSDP2 pads it (rank 0's shard is the padded size), so
+    the figure is exact, not a share. `ideal_params_per_rank` is the model's parameters / (dp x tp),
+    the share the 1/(dp x tp) rule states. DP traffic: FSDP full over dp of each unit's padded TP shard;
+    TP traffic: `tp_step_comm`; activations: `transformer_activation_bytes` on one rank of tp.
+    `comm` merges both groups per op, as a counter that sees every collective reports them.
+    """
+    spec = precision_for(precision)
+    dp = world_size // tp
+    tensors = tp_local_tensors(shape, tp)
+    held = sum(math.ceil(rows / dp) * cols for _, rows, cols in tensors)
+    units: dict[str, int] = {}
+    for unit, rows, cols in tensors:
+        units[unit] = units.get(unit, 0) + math.ceil(rows / dp) * cols * dp
+    padded_units = [*units.values(), 0]
+    kinds = {"params": spec.param_bytes, "grads": spec.grad_bytes, "optimizer": spec.optimizer_bytes_per_param(optimizer)}
+    state = {f"{kind}_bytes": held * size for kind, size in kinds.items()}
+    dp_comm = step_comm("zero3", sum(padded_units), dp, precision, unit_params=padded_units)
+    tp_comm = tp_step_comm(shape, batch_size, tp, precision, sequence_parallel)
+    merged: dict[str, dict[str, int | None]] = {}
+    for ops in (dp_comm, tp_comm["ops"]):
+        for op, figures in ops.items():
+            before = merged.get(op, {"count": 0, "bytes": 0, "wire_bytes_per_rank": 0})
+            merged[op] = {key: (before[key] or 0) + (figures[key] or 0) for key in before}
+    activations = transformer_activation_bytes(
+        layers=shape.layers, d_model=shape.d_model, tokens=shape.seq_len, batch_size=batch_size,
+        head_outputs=shape.vocab, head_tokens=shape.seq_len, precision=precision, checkpoint_activations=False,
+        tp=tp, sequence_parallel=sequence_parallel,
+    )
+    return {
+        "strategy": "2d",
+        "mesh": {"dp": dp, "tp": tp},
+        **state,
+        "model_state_bytes": sum(state.values()),
+        "held_params": held,
+        "ideal_params_per_rank": shape.params / (dp * tp),
+        "replicated_params": tp_param_split(shape, tp)["replicated_params"],
+        "working_set_bytes": working_set("zero3", sum(padded_units) // dp, precision, padded_units)["working_set_bytes"],
+        "comm": merged,
+        "dp_comm": dp_comm,
+        "tp_comm": tp_comm["ops"],
+        "tp_terms": tp_comm["terms"],
+        # One block's TP collectives per step (block_terms of a single layer).
+        "block_terms": [{"op": op, "count": count, "bytes_each": size, "where": where}
+                        for count, op, size, where in block_terms(1, tp_comm["block_bytes_each"], sequence_parallel)],
+        "block_activation_bytes": activations["block_bytes"],
+        "activation_bytes": activations["activation_bytes"],
+        "wire_bytes_per_rank": sum(figures["wire_bytes_per_rank"] or 0 for figures in merged.values()),
+    }

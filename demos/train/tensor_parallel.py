@@ -1,0 +1,113 @@
+"""Tensor parallelism inside each GPT block, on the "tp" dimension of a ("dp", "tp") DeviceMesh.
+
+The plan (Megatron-LM's, as torch.distributed.tensor.parallel expresses it):
+
+    attn.qkv    ColwiseParallel    rows split by head (the model lays qkv out per head), output Shard(-1)
+    attn.proj   RowwiseParallel    input Shard(-1), partial sums all-reduced (or reduce-scattered)
+    mlp.fc      ColwiseParallel    the hidden width split
+    mlp.proj    RowwiseParallel
+    embeddings.token  RowwiseParallel(input Replicate): the vocabulary split, the lookup all-reduced
+    head.out    ColwiseParallel(output Shard(-1), DTensor): logits split by vocabulary, for `loss_parallel`
+
+With sequence parallelism (Korthikanti et al., 2022) the residual stream between the pairs is split
+by sequence (Shard(1)): the LayerNorms run under SequenceParallel, the row-wise Linears reduce-scatter
+into it, PrepareModuleInput all-gathers it before attention and the MLP, and the embeddings' output
+is cut to each rank's slice of the sequence; the head all-gathers its input.
+
+FSDP is applied afterwards over "dp" (`fully_shard` shards each TP DTensor further, dim 0; see
+`torch/distributed/fsdp/_fully_shard/_fsdp_param.py`, `_init_sharding_spec_tp`). The position table,
+the LayerNorms and the row-wise Linears' biases stay whole on every TP rank.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+
+DIMS = ("dp", "tp")  # tp last: its groups are consecutive ranks, a node's GPUs
+
+
+def check_tp_shape(shape: Any, tp: int, world_size: int) -> None:
+    """Refuse a TP degree the model or the world cannot split, saying what would."""
+    if tp < 2:
+        raise ValueError(f"--tp must be at least 2 (got {tp}); without it the run is plain FSDP")
+    if world_size % tp:
+        raise ValueError(f"--tp {tp} must divide the world of {world_size} ranks (the mesh is dp x tp)")
+    heads = getattr(shape, "heads", None)
+    if heads is None or getattr(shape, "vocab", None) is None:
+        raise ValueError("--tp applies to the GPT decoder (--arch gpt): its plan splits heads and the vocabulary")
+    if heads % tp:
+        divisors = [d for d in range(2, heads + 1) if heads % d == 0 and world_size % d == 0]
+        raise ValueError(f"--tp {tp} must divide the model's {heads} heads (each TP rank computes whole heads); "
+                         f"try {', '.join(map(str, divisors)) or 'a smaller --tp'}")
+    if shape.vocab % tp or shape.seq_len % tp:
+        raise ValueError(f"--tp {tp} must divide the vocabulary ({shape.vocab}) and the sequence ({shape.seq_len})")
+
+
+def device_mesh(device_type: str, world_size: int, tp: int) -> Any:
+    """The (dp, tp) mesh over every rank, tp varying fastest."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    return init_device_mesh(device_type, (world_size // tp, tp), mesh_dim_names=DIMS)
+
+
+def block_plan(sequence_parallel: bool) -> dict[str, Any]:
+    """One transformer block's plan: column-wise then row-wise in attention and in the MLP."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, PrepareModuleInput, RowwiseParallel, SequenceParallel
+
+    if not sequence_parallel:
+        return {"attn.qkv": ColwiseParallel(), "attn.proj": RowwiseParallel(),
+                "mlp.fc": ColwiseParallel(), "mlp.proj": RowwiseParallel()}
+    gather = {"input_layouts": (Shard(1),), "desired_input_layouts": (Replicate(),)}
+    return {
+        "ln_attn": SequenceParallel(),
+        "attn": PrepareModuleInput(**gather),
+        "attn.qkv": ColwiseParallel(),
+        "attn.proj": RowwiseParallel(output_layouts=Shard(1)),
+        "ln_mlp": SequenceParallel(),
+        "mlp": PrepareModuleInput(**gather),
+        "mlp.fc": ColwiseParallel(),
+        "mlp.proj": RowwiseParallel(output_layouts=Shard(1)),
+    }
+
+
+def ends_plan(sequence_parallel: bool) -> dict[str, Any]:
+    """The embeddings and the head: both split by vocabulary."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, PrepareModuleOutput, RowwiseParallel, SequenceParallel
+
+    plan: dict[str, Any] = {"embeddings.token": RowwiseParallel(input_layouts=Replicate())}
+    if sequence_parallel:
+        # The token and position embeddings are added whole, then each rank keeps its slice of the sequence.
+        plan["embeddings"] = PrepareModuleOutput(output_layouts=Replicate(), desired_output_layouts=Shard(1))
+        plan["head.ln"] = SequenceParallel()
+        plan["head.out"] = ColwiseParallel(input_layouts=Shard(1), use_local_output=False)
+    else:
+        plan["head.out"] = ColwiseParallel(use_local_output=False)
+    return plan
+
+
+def parallelize(model: torch.nn.Module, tp_mesh: Any, sequence_parallel: bool) -> torch.nn.Module:
+    """Apply the plan to a GPT over the 1-D `tp_mesh`, before FSDP."""
+    from torch.distributed.tensor.parallel import parallelize_module
+
+    for block in model.blocks:
+        parallelize_module(block, tp_mesh, block_plan(sequence_parallel))
+    return parallelize_module(model, tp_mesh, ends_plan(sequence_parallel))
+
+
+def loss_context() -> contextlib.AbstractContextManager:
+    """The context the loss and its backward run in: cross-entropy on vocabulary-sharded logits."""
+    from torch.distributed.tensor.parallel import loss_parallel
+
+    return loss_parallel()
+
+
+def local_value(tensor: torch.Tensor) -> torch.Tensor:
+    """A replicated DTensor's value as a plain tensor (the loss, for reporting)."""
+    from torch.distributed.tensor import DTensor
+
+    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
