@@ -115,7 +115,7 @@ def tp_collectives_on_critical_path(timeline_ranks: Sequence[Mapping[str, Any]],
     """TP's collectives sit inside the blocks' compute and the step waits for them: on every rank at
     least half of their in-flight time has no compute running (the next operation needs the result)."""
     shares, outside = [], []
-    for rank, (timeline, group) in enumerate(zip(timeline_ranks, tp_groups)):
+    for timeline, group in zip(timeline_ranks, tp_groups):
         tp = [collective_interval(c) for c in timeline.get("collectives", []) if c["group"] == group]
         blocks = [(s["start_s"], s["end_s"]) for s in unit_spans(timeline) if s["unit"].startswith("blocks.")]
         in_flight = length(tp)
