@@ -12,6 +12,8 @@
     sampler        DistributedSampler's indices
     accounting     whose convention counts the bytes: ours, or DeepSpeed's
     deepspeed_accounting   DeepSpeed 0.19's estimator, formula by formula
+    tensor_parallel  the 2-D configuration: FSDP over dp x tensor parallelism over tp, its state,
+                   traffic per group and activations, for calc and for a 2-D demo run
     inputs         one configuration of the whole table, as given and as read
     rows           one strategy's column of the table
     notes          the table's prose, computed from the configuration
