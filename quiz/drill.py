@@ -496,8 +496,8 @@ def _tp_comm(rng: random.Random):
             if sequence_parallel else "without sequence parallelism")
     prompt = (
         f"A GPT-style decoder shaped like **{model.name}** ({model.layers} blocks, d = {model.d_model}) trains on "
-        f"{cluster} ({gpus} GPUs) as a 2-D mesh: tensor parallelism over **tp = {tp}** GPUs inside a node, FSDP over "
-        f"dp = {gpus // tp}. Each TP group runs a micro-batch of b = {batch} sequence{'s' if batch > 1 else ''} of "
+        f"{cluster} ({gpus} GPUs) as a 2-D mesh: tensor parallelism over **tp = {tp}** GPUs inside a node, sharded data "
+        f"parallelism over dp = {gpus // tp}. Each TP group runs a micro-batch of b = {batch} sequence{'s' if batch > 1 else ''} of "
         f"s = {seq} tokens in {PRECISION_TEXT[precision]} (activations of {compute_bytes} bytes).\n\n"
         "Megatron-LM's plan splits qkv and the MLP's up-projection column-wise and the attention output and "
         "down-projection row-wise: per block and step, 2 all-reduces of the b·s·d activations in forward and 2 in "

@@ -406,6 +406,7 @@ STRING_ARGS = {
     "pcie_bytes_per_step": {"params": "7B", "gpus": "16", "strategy": "zero3", "precision": "bf16-mixed", "offload": "all", "units": "32"},
     "deepspeed_gpu_bytes": {"params": "2851M", "gpus": "8", "strategy": "zero3", "offload": "optimizer", "largest_layer": "32M"},
     "deepspeed_host_bytes": {"params": "2851M", "gpus": "8", "strategy": "zero2", "offload": "none", "gpus_per_node": "8", "zero_init": "true"},
+    "tp_block_wire_bytes": {"layers": "86", "d_model": "8192", "seq_len": "4096", "batch_size": "1", "tp": "8", "precision": "bf16-mixed", "sequence_parallel": "no"},
 }
 
 

@@ -107,6 +107,11 @@ def _pytorch_name(strategy: str, precision: str) -> str:
     return f"{api}, {_FSDP_MODE[precision]}"
 
 
+def fsdp_mode(precision: str) -> str:
+    """What FSDP2 holds and computes in under `precision`, as a column's implementation names it."""
+    return _FSDP_MODE[precision_for(precision).name]
+
+
 def _deepspeed(strategy: str, spec: Precision, offload: str) -> Implementation:
     """DeepSpeed's ZeRO stages: the optimizer's master copy, and what its collectives carry."""
     stage = {"zero1": 1, "zero2": 2}.get(strategy, 3)

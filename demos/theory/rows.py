@@ -117,6 +117,8 @@ def two_d_row(inputs: CalcInputs) -> dict[str, Any]:
     return {
         "title": tp.TITLE,
         "shards": tp.SHARDS,
+        "implementation": tp.implementation_name(inputs.precision.name, inputs.sequence_parallel),
+        "bytes_per_param": bytes_per_param("zero3", inputs.precision.name, inputs.optimizer),
         **figures,
         "activation_bytes": activation_bytes,
         "total_bytes": total,

@@ -61,6 +61,14 @@ LOSS_ALL_REDUCES = 3
 LOSS_BYTES = 4  # the loss runs in fp32 (`train.data.compute_loss`)
 
 
+def implementation_name(precision: str, sequence_parallel: bool) -> str:
+    """The 2-D column's implementation, as the table names each column's."""
+    from ddpfsdp.demos.theory.implementations import fsdp_mode
+
+    plan = "ColwiseParallel / RowwiseParallel" + (" + SequenceParallel" if sequence_parallel else "")
+    return f"parallelize_module over tp ({plan}), then FSDP2 fully_shard over dp, {fsdp_mode(precision)}"
+
+
 def check_tp(tp: Any, gpus: int, heads: int | None = None) -> int:
     """The TP degree, checked: it divides the GPUs (the mesh is dp x tp) and the heads (a rank owns whole heads)."""
     size = read_count(tp, "tp")
