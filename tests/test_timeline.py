@@ -138,11 +138,12 @@ def test_recorder_edges_on_one_process(tmp_path):
     assert max(memory) > memory[0]  # activations are allocated during the step
 
 
-def test_a_collective_without_a_work_is_not_shown_completed(tmp_path):
-    """A functional collective returns a tensor, not a Work: nothing tells the recorder when it is
-    done, so it is recorded as not completed, and the check on the timeline names it. In the same
-    step a c10d all-reduce, whose Work's future reports, and a gloo reduce-scatter, whose Work has no
-    future and is waited on instead, are completed (one gloo process)."""
+def test_a_collective_without_a_work_is_completed_when_waited_on(tmp_path):
+    """A functional collective returns a tensor, not a Work: it is complete when the host waits on
+    its result (wait_tensor), and that wait is recorded as time blocked, not compute. One that is
+    not waited on inside the step has no completion, and the check on the timeline names it. In the
+    same step a c10d all-reduce, whose Work's future reports, and a gloo reduce-scatter, whose Work
+    has no future and is waited on instead, are completed (one gloo process)."""
     import torch
     import torch.distributed as dist
     import torch.distributed._functional_collectives as funcol
@@ -159,14 +160,19 @@ def test_a_collective_without_a_work_is_not_shown_completed(tmp_path):
             with pytest.raises(RuntimeError, match="getFuture not implemented"):
                 work.get_future()
             work.wait()
+            pending = funcol.all_reduce(torch.ones(2), "sum", dist.group.WORLD)
+        pending.wait()
         rank = recorder.to_dict(0)
         per_op = recorder.per_op()
     finally:
         dist.destroy_process_group()
     done = {c["bytes"]: c["completed_s"] for c in rank["collectives"]}
-    assert set(done) == {16, 32, 64} and per_op["all_reduce"]["count"] == 2
+    assert set(done) == {8, 16, 32, 64} and per_op["all_reduce"]["count"] == 3
     assert done[16] is not None and done[16] >= 0
     assert done[64] is not None and done[64] >= rank["collectives"][2]["issued_s"]
-    assert done[32] is None
+    functional = rank["collectives"][1]
+    assert done[32] is not None and done[32] >= functional["issued_s"]
+    assert len(rank["waits"]) == 1 and rank["waits"][0][1] == pytest.approx(done[32])
+    assert done[8] is None
     check = timeline_records_every_collective({"ranks": [rank]}, per_op)
     assert not check.passed and "1 without completion" in check.detail
