@@ -16,7 +16,7 @@ FOLDERS = ("quiz", "demos")
 MAX_FUNCTION_LINES = 100
 MAX_FILE_LINES = 800
 # "path:qualified name" -> its length when the rule came in (to be broken into named steps)
-OVER_THE_LIMIT = {"quiz/commands/calc.py:calc": 162}
+OVER_THE_LIMIT: dict[str, int] = {}
 
 
 def function_lengths(source: str) -> dict[str, int]:

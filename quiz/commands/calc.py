@@ -13,138 +13,129 @@ from ddpfsdp.demos.theory.offload import OFFLOADS, node_layout, offload_refusal
 from ddpfsdp.demos.theory.precision import OPTIMIZER_STATES, PRECISIONS
 from ddpfsdp.demos.units import parse_bytes, parse_count
 
+LOWER_CASE = ("model", "precision", "optimizer", "offload", "accounting")  # options read in any case
 # The names a person types; the model knows more aliases (`sharding.STRATEGY_ALIASES`).
 STRATEGY_NAMES = ("ddp", "zro", "zero1", "zero2", "grad-op", "zero3", "hsdp", "fsdp", "fsdp-full", "hybrid")
 
 
+# Every option of `calc`, in the order --help lists them; each lands in the CalcOptions field of its name.
+CALC_OPTIONS = (
+    click.option("--params", "params", metavar="COUNT", help="Parameter count: 7B, 7.5e9, 350M, 125K, 1.3T."),
+    click.option(
+        "--model",
+        metavar="PRESET",
+        help="A GPT preset (tiny, small, base, large, xl) instead of --params; adds activations and real FSDP units.",
+    ),
+    click.option("--gpus", type=click.IntRange(min=1), default=CalcOptions.gpus, show_default=True, help="GPUs in the job (N)."),
+    click.option(
+        "--group-size",
+        type=click.IntRange(min=1),
+        help="HSDP shard-group size G; must divide --gpus. [default: 8 where it divides --gpus, else --gpus]",
+    ),
+    click.option(
+        "--precision",
+        type=click.Choice(tuple(PRECISIONS), case_sensitive=False),
+        help="fp32; bf16-mixed (PyTorch: fp32 state, bf16 compute); bf16-master (ZeRO paper: 2+2+12 with Adam); bf16. "
+        "[default: bf16-mixed; bf16-master with --accounting deepspeed]",
+    ),
+    click.option(
+        "--optimizer",
+        type=click.Choice(tuple(OPTIMIZER_STATES), case_sensitive=False),
+        default=CalcOptions.optimizer,
+        show_default=True,
+        help="adam/adamw keep 2 states per parameter, sgd-momentum 1, sgd none.",
+    ),
+    click.option("--batch-size", type=click.IntRange(min=1), default=CalcOptions.batch_size, show_default=True, help="Micro-batch per GPU (sequences)."),
+    click.option("--seq-len", type=click.IntRange(min=1), help="Sequence length. [default: the preset's]"),
+    click.option("--checkpoint-activations", is_flag=True, help="Estimate activations with each block checkpointed."),
+    click.option("--gpu-mem", default="80GB", show_default=True, metavar="SIZE", help="Memory per GPU: 80GB, 79.6GiB, 4e10."),
+    click.option(
+        "--fsdp-units",
+        "units",
+        type=click.IntRange(min=1),
+        help="FSDP units (equal parts) assumed with --params. [default: 32]",
+    ),
+    click.option(
+        "--unit",
+        "display_unit",
+        type=click.Choice(["GB", "GiB"]),
+        default="GB",
+        show_default=True,
+        help="Print sizes in GB (1e9 bytes) or GiB (2**30 bytes).",
+    ),
+    click.option(
+        "--strategy",
+        "strategies",
+        type=click.Choice(STRATEGY_NAMES, case_sensitive=False),
+        multiple=True,
+        help="Show only this strategy (repeatable): ddp; zro (PyTorch's ZeroRedundancyOptimizer under DDP); zero1, "
+        "zero2 (DeepSpeed's stages); grad-op (FSDP SHARD_GRAD_OP); zero3 (FSDP full; DeepSpeed under bf16-master); "
+        "hsdp. [default: every strategy the offload and accounting admit]",
+    ),
+    click.option(
+        "--offload",
+        type=click.Choice(OFFLOADS, case_sensitive=False),
+        default=CalcOptions.offload,
+        show_default=True,
+        help="Model state kept in host RAM. optimizer: optimizer state + the step on the CPU (DeepSpeed "
+        "offload_optimizer; ZeRO-1/2/3). all: params, grads and optimizer state of the shards (FSDP2 "
+        "CPUOffloadPolicy, FSDP1 CPUOffload(offload_params=True), DeepSpeed offload_param; ZeRO-3 and HSDP). "
+        "DDP has none.",
+    ),
+    click.option(
+        "--gpus-per-node",
+        type=click.IntRange(min=1),
+        default=CalcOptions.gpus_per_node,
+        show_default=True,
+        help="GPUs (processes) sharing one host's RAM; host bytes are per node.",
+    ),
+    click.option(
+        "--accounting",
+        type=click.Choice(ACCOUNTINGS, case_sensitive=False),
+        default=CalcOptions.accounting,
+        show_default=True,
+        help="ddpfsdp: this project's counts. deepspeed: DeepSpeed 0.19's estimate_zero2/zero3_model_states_mem_needs "
+        "(ZeRO-2 and ZeRO-3, mixed-precision Adam): 18 bytes per sharded parameter where ours counts 14 "
+        "(ZeRO-2) or 16 (ZeRO-3), as it adds an fp32 gradient copy for its optimizer; a ZeRO-3 working term "
+        "of 4 bytes x the largest layer where ours holds two prefetched FSDP units; host RAM x 1.5.",
+    ),
+    click.option(
+        "--largest-layer",
+        metavar="COUNT",
+        help="Parameters of the largest layer, DeepSpeed's ZeRO-3 working term (--accounting deepspeed). "
+        "[default: the preset's largest module, or one of the --fsdp-units equal units]",
+    ),
+    click.option(
+        "--zero-init/--no-zero-init",
+        default=CalcOptions.zero_init,
+        show_default=True,
+        help="DeepSpeed ZeRO-3 host RAM with or without zero.Init (--accounting deepspeed).",
+    ),
+    click.option(
+        "--tp",
+        type=click.IntRange(min=2),
+        help="Add the 2-D configuration: tensor parallelism over TP GPUs inside each block, FSDP over "
+        "dp = --gpus / TP. TP must divide --gpus and the model's heads.",
+    ),
+    click.option(
+        "--sequence-parallel",
+        is_flag=True,
+        help="With --tp: shard the LayerNorms and the residual stream by sequence (all-gather + reduce-scatter "
+        "in place of each all-reduce).",
+    ),
+    click.option("--json", "as_json", is_flag=True, help="Print the ddpfsdp.calc/1 document (all sizes in bytes)."),
+)
+
+
+def _with_calc_options(command: Any) -> Any:
+    for option in reversed(CALC_OPTIONS):
+        command = option(command)
+    return command
+
+
 @click.command()
-@click.option("--params", "params", metavar="COUNT", help="Parameter count: 7B, 7.5e9, 350M, 125K, 1.3T.")
-@click.option(
-    "--model",
-    metavar="PRESET",
-    help="A GPT preset (tiny, small, base, large, xl) instead of --params; adds activations and real FSDP units.",
-)
-@click.option("--gpus", type=click.IntRange(min=1), default=CalcOptions.gpus, show_default=True, help="GPUs in the job (N).")
-@click.option(
-    "--group-size",
-    type=click.IntRange(min=1),
-    help="HSDP shard-group size G; must divide --gpus. [default: 8 where it divides --gpus, else --gpus]",
-)
-@click.option(
-    "--precision",
-    type=click.Choice(tuple(PRECISIONS), case_sensitive=False),
-    help="fp32; bf16-mixed (PyTorch: fp32 state, bf16 compute); bf16-master (ZeRO paper: 2+2+12 with Adam); bf16. "
-    "[default: bf16-mixed; bf16-master with --accounting deepspeed]",
-)
-@click.option(
-    "--optimizer",
-    type=click.Choice(tuple(OPTIMIZER_STATES), case_sensitive=False),
-    default=CalcOptions.optimizer,
-    show_default=True,
-    help="adam/adamw keep 2 states per parameter, sgd-momentum 1, sgd none.",
-)
-@click.option("--batch-size", type=click.IntRange(min=1), default=CalcOptions.batch_size, show_default=True, help="Micro-batch per GPU (sequences).")
-@click.option("--seq-len", type=click.IntRange(min=1), help="Sequence length. [default: the preset's]")
-@click.option("--checkpoint-activations", is_flag=True, help="Estimate activations with each block checkpointed.")
-@click.option("--gpu-mem", default="80GB", show_default=True, metavar="SIZE", help="Memory per GPU: 80GB, 79.6GiB, 4e10.")
-@click.option(
-    "--fsdp-units",
-    "units",
-    type=click.IntRange(min=1),
-    help="FSDP units (equal parts) assumed with --params. [default: 32]",
-)
-@click.option(
-    "--unit",
-    "display_unit",
-    type=click.Choice(["GB", "GiB"]),
-    default="GB",
-    show_default=True,
-    help="Print sizes in GB (1e9 bytes) or GiB (2**30 bytes).",
-)
-@click.option(
-    "--strategy",
-    "strategies",
-    type=click.Choice(STRATEGY_NAMES, case_sensitive=False),
-    multiple=True,
-    help="Show only this strategy (repeatable): ddp; zro (PyTorch's ZeroRedundancyOptimizer under DDP); zero1, "
-    "zero2 (DeepSpeed's stages); grad-op (FSDP SHARD_GRAD_OP); zero3 (FSDP full; DeepSpeed under bf16-master); "
-    "hsdp. [default: every strategy the offload and accounting admit]",
-)
-@click.option(
-    "--offload",
-    type=click.Choice(OFFLOADS, case_sensitive=False),
-    default=CalcOptions.offload,
-    show_default=True,
-    help="Model state kept in host RAM. optimizer: optimizer state + the step on the CPU (DeepSpeed "
-    "offload_optimizer; ZeRO-1/2/3). all: params, grads and optimizer state of the shards (FSDP2 "
-    "CPUOffloadPolicy, FSDP1 CPUOffload(offload_params=True), DeepSpeed offload_param; ZeRO-3 and HSDP). "
-    "DDP has none.",
-)
-@click.option(
-    "--gpus-per-node",
-    type=click.IntRange(min=1),
-    default=CalcOptions.gpus_per_node,
-    show_default=True,
-    help="GPUs (processes) sharing one host's RAM; host bytes are per node.",
-)
-@click.option(
-    "--accounting",
-    type=click.Choice(ACCOUNTINGS, case_sensitive=False),
-    default=CalcOptions.accounting,
-    show_default=True,
-    help="ddpfsdp: this project's counts. deepspeed: DeepSpeed 0.19's estimate_zero2/zero3_model_states_mem_needs "
-    "(ZeRO-2 and ZeRO-3, mixed-precision Adam): 18 bytes per sharded parameter where ours counts 14 "
-    "(ZeRO-2) or 16 (ZeRO-3), as it adds an fp32 gradient copy for its optimizer; a ZeRO-3 working term "
-    "of 4 bytes x the largest layer where ours holds two prefetched FSDP units; host RAM x 1.5.",
-)
-@click.option(
-    "--largest-layer",
-    metavar="COUNT",
-    help="Parameters of the largest layer, DeepSpeed's ZeRO-3 working term (--accounting deepspeed). "
-    "[default: the preset's largest module, or one of the --fsdp-units equal units]",
-)
-@click.option(
-    "--zero-init/--no-zero-init",
-    default=CalcOptions.zero_init,
-    show_default=True,
-    help="DeepSpeed ZeRO-3 host RAM with or without zero.Init (--accounting deepspeed).",
-)
-@click.option(
-    "--tp",
-    type=click.IntRange(min=2),
-    help="Add the 2-D configuration: tensor parallelism over TP GPUs inside each block, FSDP over "
-    "dp = --gpus / TP. TP must divide --gpus and the model's heads.",
-)
-@click.option(
-    "--sequence-parallel",
-    is_flag=True,
-    help="With --tp: shard the LayerNorms and the residual stream by sequence (all-gather + reduce-scatter "
-    "in place of each all-reduce).",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the ddpfsdp.calc/1 document (all sizes in bytes).")
-def calc(
-    params: str | None,
-    model: str | None,
-    gpus: int,
-    group_size: int | None,
-    precision: str | None,
-    optimizer: str,
-    batch_size: int,
-    seq_len: int | None,
-    checkpoint_activations: bool,
-    gpu_mem: str,
-    units: int | None,
-    display_unit: str,
-    strategies: tuple[str, ...],
-    offload: str,
-    gpus_per_node: int,
-    accounting: str,
-    largest_layer: str | None,
-    zero_init: bool,
-    tp: int | None,
-    sequence_parallel: bool,
-    as_json: bool,
-) -> None:
+@_with_calc_options
+def calc(as_json: bool, display_unit: str, **values: Any) -> None:
     """Theory: per-GPU memory and per-step traffic of DDP, ZeRO-1/2/3, FSDP and HSDP, side by side.
 
     Every figure is the analytic model's estimate, not a measurement; run `ddpfsdp demo` to
@@ -175,16 +166,7 @@ def calc(
     """
     from ddpfsdp.demos.theory.estimate import estimate_for
 
-    _check_values(params, model, gpu_mem, gpus, group_size)
-    _check_tp(tp, gpus, sequence_parallel)
-    options = CalcOptions(
-        params=params, model=model.lower() if model else None, gpus=gpus, group_size=group_size,
-        precision=precision.lower() if precision else None, optimizer=optimizer.lower(), batch_size=batch_size,
-        seq_len=seq_len, checkpoint_activations=checkpoint_activations, gpu_mem=gpu_mem, units=units,
-        offload=offload.lower(), accounting=accounting.lower(), gpus_per_node=gpus_per_node,
-        largest_layer=largest_layer, strategies=[name.lower() for name in strategies] or None, zero_init=zero_init,
-        tp=tp, sequence_parallel=sequence_parallel,
-    )
+    options = _calc_options(values)
     _check_combinations(options)
     try:
         result = estimate_for(options)
@@ -195,7 +177,16 @@ def calc(
         click.echo(json.dumps(result, indent=2))
         return
     _render(result, display_unit)
-    click.echo(_simulate_hint(params, model, gpus, group_size, result["inputs"]["precision"], tp))
+    click.echo(_simulate_hint(options, result["inputs"]["precision"]))
+
+
+def _calc_options(values: dict[str, Any]) -> CalcOptions:
+    """The options as typed, checked one by one and then as a whole, names in lower case."""
+    _check_values(values["params"], values["model"], values["gpu_mem"], values["gpus"], values["group_size"])
+    _check_tp(values["tp"], values["gpus"], values["sequence_parallel"])
+    lowered = {name: value.lower() if name in LOWER_CASE and value else value for name, value in values.items()}
+    lowered["strategies"] = [name.lower() for name in values["strategies"]] or None
+    return CalcOptions(**lowered)
 
 
 def _check_tp(tp: int | None, gpus: int, sequence_parallel: bool) -> None:
@@ -279,20 +270,20 @@ def _check_combinations(options: CalcOptions) -> None:
             raise click.BadParameter(str(error), param_hint="--gpus-per-node") from None
 
 
-def _simulate_hint(params: str | None, model: str | None, gpus: int, group_size: int | None, precision: str,
-                   tp: int | None = None) -> str:
+def _simulate_hint(options: CalcOptions, precision: str) -> str:
     """The simulated demo that measures this configuration with the real FSDP code, on fake tensors."""
     from ddpfsdp.demos.train.presets import GPT_SIZES
 
-    if model is not None:
-        what = f"--model {model.lower()}"
+    params, gpus, group_size = options.params, options.gpus, options.group_size
+    if options.model is not None:
+        what = f"--model {options.model}"
     elif params is not None and params.strip().upper() in GPT_SIZES:
         what = f"--params {params.strip().upper()}"
     else:
         what = f"--params {{{','.join(GPT_SIZES)}}}"
     world = max(gpus, 2)
     hybrid = f" --sharding hybrid --replicas {gpus // group_size}" if group_size and 1 < group_size < gpus else ""
-    hybrid += f" --tp {tp}" if tp else ""
+    hybrid += f" --tp {options.tp}" if options.tp else ""
     precise = f" --precision {precision}" if precision in ("fp32", "bf16-mixed", "bf16") else ""
     return (f"Measure it: `ddpfsdp demo fsdp --simulate --world {world} {what}{precise}{hybrid}` runs the real "
             f"FSDP code on fake tensors over a fake process group of {world} ranks (ddp, zero1 and compare too).")
