@@ -95,19 +95,28 @@ def test_per_block_counts_fail_for_a_missing_backward_all_reduce_or_the_wrong_gr
 
 
 def test_tp_collectives_are_on_the_critical_path_when_the_block_waits():
-    check = c.tp_collectives_on_critical_path([_timeline(GOOD)] * 2, ["3", "3"])
+    check = c.tp_collectives_on_critical_path([_timeline(GOOD)] * 2, ["3", "3"], THEORY)
     assert check.passed, check.detail
     assert check.values["exposed_tp_share"] == [pytest.approx(1.0)] * 2
 
 
 def test_critical_path_fails_when_nothing_waits_or_tp_runs_outside_the_blocks():
     # No waits recorded: the collectives would be hidden under the blocks' compute.
-    assert not c.tp_collectives_on_critical_path([_timeline(GOOD, waits=False)], ["3"]).passed
+    assert not c.tp_collectives_on_critical_path([_timeline(GOOD, waits=False)], ["3"], THEORY).passed
     stray = _timeline(GOOD)
     stray["collectives"].append({"op": "all_reduce", "bytes": 131_072, "group": "3", "group_size": 2,
                                  "issued_s": 1.0, "completed_s": 1.002, "seq": 999})
     stray["waits"].append([1.0, 1.002])
-    assert not c.tp_collectives_on_critical_path([stray], ["3"]).passed
+    assert not c.tp_collectives_on_critical_path([stray], ["3"], THEORY).passed
+
+
+def test_critical_path_leaves_out_the_layernorm_gradient_all_reduces():
+    # Sequence parallelism: a LayerNorm weight's gradient (d fp32 = 512 bytes) all-reduced in FSDP's
+    # post-backward, after the block's compute, is not one of TP's activation collectives.
+    norm = _timeline(GOOD)
+    norm["collectives"].append({"op": "all_reduce", "bytes": 512, "group": "3", "group_size": 2,
+                                "issued_s": 1.0, "completed_s": 1.002, "seq": 999})
+    assert c.tp_collectives_on_critical_path([norm], ["3"], THEORY).passed
 
 
 def test_activations_within_five_percent():

@@ -109,6 +109,10 @@ def _work_of(result: Any) -> Any:
 WATCH_JOIN_S = 10.0  # at the step's end, how long a Work without a future may still take to finish
 
 
+def _storage_of(tensor: torch.Tensor) -> int:
+    return tensor.untyped_storage().data_ptr()
+
+
 def _mark_when_done(work: Any, event: dict[str, Any]) -> None:
     """Wait on a CPU Work and stamp its completion (time.time_ns, the CPU timeline's clock). The
     stamp can trail the completion by the time this thread takes to get the GIL back."""
@@ -153,7 +157,10 @@ class TimelineRecorder(CommCounter):
         self._lock = threading.Lock()
         self._handles: list[Any] = []
         self._watchers: list[threading.Thread] = []
-        self._functional: dict[int, tuple[torch.Tensor, dict[str, Any]]] = {}  # output id -> (output, event)
+        # output storage -> (output, event). By storage, not by tensor: a view of the output (DTensor's
+        # to_local, an AsyncCollectiveTensor's view ops) is what is waited on, and it shares the storage;
+        # the output is held here, so its storage cannot be reused while the collective is pending.
+        self._functional: dict[int, tuple[torch.Tensor, dict[str, Any]]] = {}
         self.waits: list[tuple[Any, Any]] = []  # (start, end) of each wait on a functional collective
         self._open: dict[tuple[str, str], tuple[Any, int]] = {}
         self.spans: list[dict[str, Any]] = []
@@ -294,7 +301,7 @@ class TimelineRecorder(CommCounter):
         result = func(*args, **kwargs)
         if func.namespace == "_c10d_functional" and isinstance(result, torch.Tensor):
             # A functional collective returns at once; it is complete when its tensor is waited on.
-            self._functional[id(result)] = (result, event)
+            self._functional[_storage_of(result)] = (result, event)
             return result
         work = _work_of(result)
         future = None
@@ -330,8 +337,8 @@ class TimelineRecorder(CommCounter):
         result = func(*args, **kwargs)
         end = self._now()
         self.waits.append((start, end))
-        pending = self._functional.pop(id(args[0]), None)
-        if pending is not None and pending[0] is args[0]:
+        pending = self._functional.pop(_storage_of(args[0]), None) if isinstance(args[0], torch.Tensor) else None
+        if pending is not None:
             pending[1]["completed"] = end
         return result
 

@@ -18,11 +18,27 @@ def _spec(ctx: Any, options: dict[str, Any], strategy: str, sharding: str | None
     return RunSpec.from_options(options, strategy, sharding).resolved(ctx.device.type)
 
 
+def _shape(config: dict[str, Any], arch: str = "gpt") -> Any:
+    """The model's shape as the run built it: its preset with the overrides it ran with."""
+    from ddpfsdp.demos.train.presets import shape_for
+
+    # The config's seq_len is the one the model ran with (a ViT's tokens, which it cannot set).
+    names = OVERRIDE_NAMES if arch == "gpt" else tuple(n for n in OVERRIDE_NAMES if n != "seq_len")
+    return shape_for(arch, config["model"], **{k: config[k] for k in names if config.get(k) is not None})
+
+
 def theory_of(run: dict[str, Any]) -> dict[str, Any]:
     """The analytic model's figures for a measured run's own configuration."""
     from ddpfsdp.demos.theory.run import theory_for_run
 
     config = run["config"]
+    if config.get("tp"):
+        from ddpfsdp.demos.theory.tensor_parallel import two_d_run_theory
+
+        return two_d_run_theory(shape=_shape(config), world_size=config["world_size"], tp=config["tp"],
+                                precision=config["precision"], optimizer=config["optimizer"],
+                                batch_size=config["batch_size"],
+                                sequence_parallel=bool(config.get("sequence_parallel")))
     return theory_for_run(
         strategy=config["strategy"],
         sharding=config["sharding"],
@@ -65,17 +81,13 @@ def activation_estimate(run: dict[str, Any]) -> int | None:
     """The analytic model's activation bytes for the run's model and micro-batch; None for a ResNet,
     whose activations the analytic model does not estimate."""
     from ddpfsdp.demos.theory.guard import model_activation_bytes
-    from ddpfsdp.demos.train.presets import shape_for
 
     config = run["config"]
     arch = config.get("arch", "gpt")
     if arch not in ("gpt", "vit"):
         return None
-    # The config's seq_len is the one the model ran with (a ViT's tokens, which it cannot set).
-    names = OVERRIDE_NAMES if arch == "gpt" else tuple(n for n in OVERRIDE_NAMES if n != "seq_len")
-    shape = shape_for(arch, config["model"], **{k: config[k] for k in names if config.get(k) is not None})
-    return model_activation_bytes(arch, shape, config["batch_size"], bool(config.get("checkpoint_activations")),
-                                  config["precision"])
+    return model_activation_bytes(arch, _shape(config, arch), config["batch_size"],
+                                  bool(config.get("checkpoint_activations")), config["precision"])
 
 
 def run_checks(run: dict[str, Any], theory: dict[str, Any]) -> list[Any]:
@@ -124,6 +136,31 @@ def run_checks(run: dict[str, Any], theory: dict[str, Any]) -> list[Any]:
     return checks
 
 
+def two_d_run_checks(run: dict[str, Any], theory: dict[str, Any], reference: list[float]) -> list[Any]:
+    """The named checks of a 2-D run (`demo fsdp --tp N`): model state, TP and DP traffic per group,
+    TP per block in the timeline and on its critical path, a block's activations, the loss."""
+    from ddpfsdp.demos.train import claims as tc
+    from ddpfsdp.demos.train import timeline_claims as tl
+    from ddpfsdp.demos.train import two_d_claims as td
+
+    comm, memory, timeline = run["comm"], run["memory"], run.get("timeline")
+    rtol = tc.LOSS_RTOL_FP32 if run["config"]["precision"] == "fp32" else tc.LOSS_RTOL_LOW_PRECISION
+    checks = [
+        tc.loss_decreases(run["loss"]),
+        td.loss_matches_reference(run["loss"], reference, rtol),
+        td.two_d_shards_model_state(memory["ranks"], theory),
+        td.tp_comm_matches_theory(comm["per_group"]["tp"], theory),
+        td.dp_comm_matches_theory(comm["per_group"]["dp"], theory),
+        td.tp_activations_match_theory(memory["ranks"][0]["block_saved"], theory),
+    ]
+    if timeline:
+        tp_groups = [groups["tp"] for groups in comm["groups"]]
+        checks += [td.tp_collectives_per_block(timeline["ranks"], tp_groups, theory),
+                   td.tp_collectives_on_critical_path(timeline["ranks"], tp_groups, theory)]
+    checks.append(tl.timeline_records_every_collective(timeline, comm["per_step"]))
+    return checks
+
+
 def _envelope(ctx: Any, demo: str, config: dict[str, Any], **fields: Any) -> dict[str, Any]:
     from ddpfsdp.demos.measure.memory import environment
 
@@ -140,7 +177,15 @@ def _run_one(ctx: Any, demo: str, strategy: str, sharding: str | None, options: 
         return None
     theory = theory_of(run)
     _add_exposed(run)
-    checks = [c.to_dict() for c in run_checks(run, theory)]
+    if spec.tp:
+        from ddpfsdp.demos.train.loop import SAMPLES_PER_RANK_STEPS
+        from ddpfsdp.demos.train.reference import reference_losses
+
+        ctx.log("fsdp: the 1-process reference on the same global batches")
+        reference = reference_losses(spec, ctx.world_size // spec.tp, len(run["loss"]), SAMPLES_PER_RANK_STEPS)
+        checks = [c.to_dict() for c in two_d_run_checks(run, theory, reference)]
+    else:
+        checks = [c.to_dict() for c in run_checks(run, theory)]
     fields = {k: v for k, v in run.items() if k not in ("config", "label")}
     result = _envelope(ctx, demo, run["config"], **fields, theory=theory, checks=checks)
     _write_trace(ctx, result, options.get("trace"))

@@ -16,6 +16,7 @@ Per-rank figures are gathered to rank 0, which returns the run; other ranks retu
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import socket
 import time
@@ -38,6 +39,7 @@ from ddpfsdp.demos.measure.memory import (
 )
 from ddpfsdp.demos.measure.timeline import TimelineRecorder
 from ddpfsdp.demos.train.spec import RunSpec
+from ddpfsdp.demos.train.tensor_parallel import TwoD
 
 SAMPLES_PER_RANK_STEPS = 8  # the dataset holds this many steps of batches; epochs repeat it reshuffled
 
@@ -122,20 +124,25 @@ class _Trainer:
         }
         if spec.checkpoint_activations:
             self.model.checkpoint_activations = True
-        self.prepared = prepare(self.model, spec, device=self.device, world_size=ctx.world_size)
+        self.two_d = TwoD.apply(self.model, spec, self.device, ctx.world_size) if spec.tp else None
+        self.prepared = prepare(self.model, spec, device=self.device, world_size=ctx.world_size,
+                                mesh=self.two_d.mesh["dp"] if self.two_d else None)
         self.train_model, self.optimizer = self.prepared.model, self.prepared.optimizer
+        # Every rank of a TP group reads its data-parallel group's batch: the sampler sees dp ranks only.
+        batch_rank, batch_ranks = (self.two_d.dp_rank, self.two_d.dp) if self.two_d else (ctx.rank, ctx.world_size)
         loader, sampler = make_loader(
             spec.arch,
             self.shape,
             batch_size=spec.batch_size,
-            rank=ctx.rank,
-            world_size=ctx.world_size,
+            rank=batch_rank,
+            world_size=batch_ranks,
             seed=spec.seed,
-            num_samples=spec.batch_size * ctx.world_size * min(spec.steps, SAMPLES_PER_RANK_STEPS),
+            num_samples=spec.batch_size * batch_ranks * min(spec.steps, SAMPLES_PER_RANK_STEPS),
             device=self.device,
         )
         self.batches = _batches(loader, sampler)
         self.losses: list[torch.Tensor] = []
+        self.block_saved_bytes: int | None = None
         self.index = 0
         self.phases_s: dict[str, float] = {}
 
@@ -145,21 +152,23 @@ class _Trainer:
         batch = next(self.batches)
         if recorder is not None:
             recorder.begin("forward", "forward")
-        with self.prepared.autocast():
-            loss = compute_loss(self.spec.arch, self.train_model, batch)
-        if recorder is not None:
-            recorder.end("forward", "forward")
-            recorder.before_backward(loss)
-        if after_forward is not None:
-            after_forward()
-        loss.backward()
+        # 2-D: the logits are split by vocabulary, and the loss and its backward run under loss_parallel.
+        with self.two_d.loss_context() if self.two_d else contextlib.nullcontext():
+            with self.prepared.autocast():
+                loss = compute_loss(self.spec.arch, self.train_model, batch)
+            if recorder is not None:
+                recorder.end("forward", "forward")
+                recorder.before_backward(loss)
+            if after_forward is not None:
+                after_forward()
+            loss.backward()
         if recorder is not None:
             recorder.sample_params("step after backward")
         self.optimizer.step()
         if after_update is not None:
             after_update()
         self.optimizer.zero_grad(set_to_none=True)
-        return loss.detach()
+        return self.two_d.local_value(loss.detach()) if self.two_d else loss.detach()
 
     def _done(self, phase: str, loss: torch.Tensor, shown: torch.Tensor | None) -> None:
         """Keep the step's loss and tell the progress bar (with the loss, where reading it is free)."""
@@ -173,9 +182,17 @@ class _Trainer:
         self.index += 1
 
     def warm_up(self) -> None:
+        from ddpfsdp.demos.measure.saved import SavedActivations
+
         mark = time.perf_counter()
-        for _ in range(self.spec.warmup):
-            loss = self.step()
+        for index in range(self.spec.warmup):
+            last = index == self.spec.warmup - 1
+            # 2-D: what the first block saves for backward, in the last warm-up step (nothing else measured there)
+            saved = SavedActivations(self.model.blocks[0]) if self.two_d and last else contextlib.nullcontext()
+            with saved:
+                loss = self.step()
+            if self.two_d and last:
+                self.block_saved_bytes = saved.bytes
             self._done("warm-up", loss, loss)
         self.phases_s["warm-up"] = time.perf_counter() - mark
 
@@ -269,9 +286,14 @@ def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int
         "comm_group_sizes": counter.group_sizes(),
         "timeline": comm["timeline"],
     }
+    if trainer.two_d:
+        rank_figures["memory"]["block_saved"] = trainer.block_saved_bytes
+        rank_figures["groups"] = trainer.two_d.group_names()
+        rank_figures["comm_groups"] = counter.per_group()
     run = {
         "shape": trainer.shape, "params": trainer.params, "model_facts": trainer.model_facts,
-        "description": trainer.prepared.describe(), "units": list(trainer.prepared.units),
+        "description": trainer.prepared.describe() + (f"; {trainer.two_d.describe()}" if trainer.two_d else ""),
+        "units": list(trainer.prepared.units),
         "unit_params": list(trainer.prepared.unit_params), "followed": comm["units"],
         "losses": trainer.mean_losses(), "phases_s": trainer.phases_s,
     }
@@ -295,7 +317,8 @@ def _throughput(ctx: Any, spec: RunSpec, run: dict[str, Any], gathered: list[dic
     """Samples and tokens per second over every rank's timed steps, bounded by the slowest rank."""
     from ddpfsdp.demos.train.data import tokens_per_sample
 
-    timed_samples = spec.batch_size * ctx.world_size * spec.timed_steps
+    # Only the data-parallel groups read distinct samples: a TP group's ranks share one batch.
+    timed_samples = spec.batch_size * (ctx.world_size // spec.ranks_per_batch) * spec.timed_steps
     slowest_wall_s = max(r["wall_s"] for r in gathered)
     samples_per_s = timed_samples / slowest_wall_s
     tokens = tokens_per_sample(spec.arch, run["shape"])
@@ -315,6 +338,16 @@ def _throughput(ctx: Any, spec: RunSpec, run: dict[str, Any], gathered: list[dic
         "peak_flops_per_s": peak_flops,
         "note": CPU_THROUGHPUT_NOTE if ctx.device.type == "cpu" else None,
     }
+
+
+def _per_group(gathered: list[dict[str, Any]]) -> dict[str, Any]:
+    """A 2-D run's collectives per mesh dimension on rank 0 (`per_group`), and each rank's group names."""
+    rank0 = gathered[0]
+    if "groups" not in rank0:
+        return {}
+    by_name = rank0["comm_groups"]
+    return {"per_group": {dim: by_name.get(name, {}) for dim, name in rank0["groups"].items()},
+            "groups": [r["groups"] for r in gathered]}
 
 
 def _result(ctx: Any, spec: RunSpec, run: dict[str, Any], gathered: list[dict[str, Any]], label: str | None,
@@ -343,6 +376,7 @@ def _result(ctx: Any, spec: RunSpec, run: dict[str, Any], gathered: list[dict[st
             "group_sizes": rank0["comm_group_sizes"],
             "ranks_agree": all(r["comm"] == rank0["comm"] for r in gathered),
             "step": comm_step,
+            **_per_group(gathered),
         },
         # the communication step, recorded in time on every rank (None when recording was off)
         "timeline": {"step": comm_step, "units": run["followed"],

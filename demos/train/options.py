@@ -167,6 +167,7 @@ def validate(demo: str, options: dict[str, Any], world_size: int | None = None) 
     _check_trace(run)
     for each in runs:
         _check_fsdp(each, world)
+    _check_tp(run, world)
 
 
 def _check_steps(run: RunSpec) -> None:
@@ -214,6 +215,32 @@ def _check_fsdp(run: RunSpec, world: int | None) -> None:
                 f"--sharding hybrid with --replicas {replicas} cannot split {world} ranks: replicas must be "
                 f"at least 2, divide the world size and be smaller than it (e.g. --procs 4 --replicas 2)"
             )
+
+
+def _check_tp(run: RunSpec, world: int | None) -> None:
+    """--tp runs one configuration: FSDP2 full over dp, one unit per block, on a GPT whose heads,
+    vocabulary and sequence tp divides, in a world of at least 2 x tp."""
+    from ddpfsdp.demos.train.tensor_parallel import check_tp_shape
+
+    if run.sequence_parallel and not run.tp:
+        raise _usage("--sequence-parallel splits what tensor parallelism leaves whole; it needs --tp N "
+                     "(e.g. --procs 4 --tp 2 --sequence-parallel)")
+    if not run.tp:
+        return
+    refused = [(run.sharding != "full", f"--sharding {run.sharding}", "FSDP full over dp"),
+               (run.fsdp_api != 2, "--fsdp-api 1", "FSDP2 (fully_shard shards the TP DTensors)"),
+               (run.wrap != "block", f"--wrap {run.wrap}", "one FSDP unit per block (--wrap block)"),
+               (run.checkpoint_activations, "--checkpoint-activations", "every block's activations kept"),
+               (run.arch != "gpt", f"--arch {run.arch}", "the GPT decoder (its plan splits heads)")]
+    for bad, given, needed in refused:
+        if bad:
+            raise _usage(f"--tp runs {needed}; drop {given}, or drop --tp")
+    shape = run.simulated_model()[3] if run.simulate else presets.shape_for(
+        run.arch, run.resolved("cpu").model, **run.overrides)
+    try:
+        check_tp_shape(shape, run.tp, world if world is not None else 2 * run.tp)
+    except ValueError as exc:
+        raise _usage(str(exc)) from None
 
 
 def validate_ddp(options: dict[str, Any], world_size: int | None = None) -> None:

@@ -83,6 +83,7 @@ class Flag:
     path: bool = False  # a file to write
     reported: bool = True  # the result's config carries it
     simulate_only: bool = False  # means something only with --simulate
+    only_when_set: bool = False  # the result's config carries it only when given (not None, not False)
 
     def check(self, name: str, value: Any) -> None:
         """Raise ValueError, naming the flag and what it allows, for a value outside them."""
@@ -164,6 +165,12 @@ class RunSpec:
     prefetch: str = option("default", "default: FSDP's own prefetching; forward: also prefetch the next unit in "
                                       "forward; off: no backward prefetch (FSDP1 only: FSDP2 has no switch for it).",
                            demos=_FSDP, choices=PREFETCHES)
+    tp: int | None = option(None, "Tensor parallelism over N ranks inside each GPT block (column-wise then row-wise "
+                                  "Linears), then FSDP over the rest: a (dp, tp) mesh of the world, dp = world / N.",
+                            demos=_FSDP, minimum=2, only_when_set=True)
+    sequence_parallel: bool = option(False, "With --tp: also split the LayerNorms and the residual stream by sequence "
+                                            "(all-gathers and reduce-scatters in place of TP's all-reduces).",
+                                     demos=_FSDP, only_when_set=True)
     # One process plays rank 0 of a world of --world ranks on fake tensors (train.simulate).
     simulate: bool = option(False, "Simulate instead of running: the same strategy code on fake tensors over a fake "
                                    "process group, in one process, no GPU. Measures sharding, collectives and "
@@ -211,6 +218,11 @@ class RunSpec:
         return {name: getattr(self, name) for name in OVERRIDE_NAMES if getattr(self, name) is not None}
 
     @property
+    def ranks_per_batch(self) -> int:
+        """Ranks that read the same batch: the --tp ranks of one data-parallel group, else each rank its own."""
+        return self.tp or 1
+
+    @property
     def timed_steps(self) -> int:
         assert self.steps is not None, "resolve the run for its device first"
         return self.steps - self.warmup - MEASURED_STEPS
@@ -233,7 +245,9 @@ class RunSpec:
         config: dict[str, Any] = {"strategy": self.strategy}
         for item in option_fields():
             value = getattr(self, item.name)
-            if item.metadata["flag"].reported and not (item.name in OVERRIDE_NAMES and value is None):
+            flag = item.metadata["flag"]
+            unset = value is None or value is False
+            if flag.reported and not (unset and (item.name in OVERRIDE_NAMES or flag.only_when_set)):
                 config[item.name] = value
         return config
 

@@ -22,10 +22,14 @@ the LayerNorms and the row-wise Linears' biases stay whole on every TP rank.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
+# Torch is imported inside the functions: the CLI checks --tp against the model (check_tp_shape)
+# before any rank starts.
 DIMS = ("dp", "tp")  # tp last: its groups are consecutive ranks, a node's GPUs
 
 
@@ -33,8 +37,9 @@ def check_tp_shape(shape: Any, tp: int, world_size: int) -> None:
     """Refuse a TP degree the model or the world cannot split, saying what would."""
     if tp < 2:
         raise ValueError(f"--tp must be at least 2 (got {tp}); without it the run is plain FSDP")
-    if world_size % tp:
-        raise ValueError(f"--tp {tp} must divide the world of {world_size} ranks (the mesh is dp x tp)")
+    if world_size % tp or world_size // tp < 2:
+        raise ValueError(f"--tp {tp} must divide the world of {world_size} ranks and leave at least 2 data-parallel "
+                         f"groups (the mesh is dp x tp): try --procs {2 * tp}, or --world {2 * tp} with --simulate")
     heads = getattr(shape, "heads", None)
     if heads is None or getattr(shape, "vocab", None) is None:
         raise ValueError("--tp applies to the GPT decoder (--arch gpt): its plan splits heads and the vocabulary")
@@ -111,3 +116,40 @@ def local_value(tensor: torch.Tensor) -> torch.Tensor:
     from torch.distributed.tensor import DTensor
 
     return tensor.to_local() if isinstance(tensor, DTensor) else tensor
+
+
+@dataclass
+class TwoD:
+    """A model tensor-parallelised over the "tp" dimension of its (dp, tp) mesh, for FSDP over "dp"."""
+
+    mesh: Any  # the 2-D DeviceMesh; mesh["dp"] is what fully_shard shards over
+    tp: int
+    dp: int
+    dp_rank: int  # this rank's data-parallel group: which batch it reads
+    sequence_parallel: bool
+
+    @classmethod
+    def apply(cls, model: torch.nn.Module, run: Any, device: Any, world_size: int, mesh: Any = None) -> TwoD:
+        """Build the mesh (unless given) and apply the plan to `model` in place, before FSDP."""
+        import torch
+
+        check_tp_shape(model.shape, run.tp, world_size)
+        mesh = mesh if mesh is not None else device_mesh(torch.device(device).type, world_size, run.tp)
+        parallelize(model, mesh["tp"], run.sequence_parallel)
+        return cls(mesh, run.tp, world_size // run.tp, mesh.get_local_rank("dp"), run.sequence_parallel)
+
+    def group_names(self) -> dict[str, str]:
+        """This rank's dp and tp process groups by name, as the collective counter reports them."""
+        return {dim: str(self.mesh.get_group(dim).group_name) for dim in DIMS}
+
+    def describe(self) -> str:
+        plan = "ColwiseParallel / RowwiseParallel" + (" + SequenceParallel" if self.sequence_parallel else "")
+        return f"tensor parallel over tp {self.tp} ({plan}) inside each block, FSDP over dp {self.dp}"
+
+    @staticmethod
+    def loss_context() -> contextlib.AbstractContextManager:
+        return loss_context()
+
+    @staticmethod
+    def local_value(tensor: torch.Tensor) -> torch.Tensor:
+        return local_value(tensor)
