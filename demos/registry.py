@@ -71,6 +71,18 @@ _SIMULATED_FSDP_CHECKS = {
 }
 SIMULATED_ONLY_CHECKS = frozenset(_SIMULATED_FSDP_CHECKS)
 
+# Carried only by a 2-D run (`demo fsdp --tp N`), in place of the 1-D FSDP checks.
+_TWO_D_CHECKS = {
+    "loss_matches_reference": "2-D: the loss per step equals one process's on the same global batches (rtol 1e-4 in fp32)",
+    "two_d_shards_model_state": "2-D: each rank holds its TP shard of every parameter split again over dp, 1/(dp x tp) of the model but for what TP keeps whole (1%)",
+    "tp_comm_matches_theory": "2-D: the tp group's collectives per step, calls exact and bytes within 1% (all-reduces; with sequence parallelism all-gathers and reduce-scatters)",
+    "dp_comm_matches_theory": "2-D: the dp group's collectives per step: FSDP's all-gathers and reduce-scatters of each unit's TP shard (calls exact, bytes 1%)",
+    "tp_activations_match_theory": "2-D: one block saves for backward what the analytic model says one TP rank saves (5%)",
+    "tp_collectives_per_block": "2-D: every block issues its TP collectives inside its own compute, 2 all-reduces forward and 2 backward (with sequence parallelism 2 all-gathers and 2 reduce-scatters in each)",
+    "tp_collectives_on_critical_path": "2-D: TP's activation collectives run inside the units' compute and at least half their time nothing else computes: the step waits for them",
+}
+TWO_D_ONLY_CHECKS = frozenset(_TWO_D_CHECKS)
+
 DEMOS: dict[str, Demo] = {
     demo.name: demo
     for demo in [
@@ -116,6 +128,7 @@ DEMOS: dict[str, Demo] = {
                 "fsdp_reshards_after_forward": "full sharding: parameter bytes fall right after each unit's forward; grad-op: not until backward",
                 "fsdp_prefetches_next_unit": "in backward the next unit's all-gather is issued before the current unit's compute ends (forward only with explicit forward prefetch)",
                 **_SIMULATED_FSDP_CHECKS,
+                **_TWO_D_CHECKS,
             },
         ),
         Demo(

@@ -44,7 +44,7 @@ def check_tp_shape(shape: Any, tp: int, world_size: int) -> None:
     if heads is None or getattr(shape, "vocab", None) is None:
         raise ValueError("--tp applies to the GPT decoder (--arch gpt): its plan splits heads and the vocabulary")
     if heads % tp:
-        divisors = [d for d in range(2, heads + 1) if heads % d == 0 and world_size % d == 0]
+        divisors = [d for d in range(2, heads + 1) if heads % d == 0 and world_size % d == 0 and world_size // d >= 2]
         raise ValueError(f"--tp {tp} must divide the model's {heads} heads (each TP rank computes whole heads); "
                          f"try {', '.join(map(str, divisors)) or 'a smaller --tp'}")
     if shape.vocab % tp or shape.seq_len % tp:
