@@ -287,3 +287,42 @@ def test_a_stated_gpu_memory_is_held_against_the_simulated_peak():
     assert result["config"]["gpu_mem_bytes"] == 10**9
     assert "fits in" in fit_line(result)
     assert "does NOT fit" in fit_line({**result, "config": {**result["config"], "gpu_mem_bytes": 10**6}})
+
+
+# The 2-D run simulated: dp 4 x tp 2 on the tiny GPT. Per TP rank 472,064 parameters (worked out in
+# tests/test_two_d_run.py); every tensor's rows divide by dp 4, so rank 0 holds 118,016.
+TWO_D_HELD = 472_064 // 4
+
+
+@pytest.mark.parametrize("sequence_parallel, tp_calls", [
+    (False, {"all_reduce": 21}),
+    (True, {"all_gather": 18, "reduce_scatter": 17, "all_reduce": 22}),
+])
+def test_a_simulated_2d_world_runs_the_real_plan(sequence_parallel, tp_calls):
+    result = _simulate("fsdp", tp=2, sequence_parallel=sequence_parallel)
+    assert not _failed(result), _failed(result)
+    from ddpfsdp.demos import registry
+
+    assert {c["name"] for c in result["checks"]} <= set(registry.get("fsdp").checks)
+    assert result["config"]["tp"] == 2
+    rank = result["memory"]["ranks"][0]
+    assert (rank["params"], rank["grads"]) == (TWO_D_HELD * 4, TWO_D_HELD * 4)
+    per_group = result["comm"]["per_group"]
+    assert {op: figures["count"] for op, figures in per_group["tp"].items()} == tp_calls
+    assert (per_group["dp"]["all_gather"]["count"], per_group["dp"]["reduce_scatter"]["count"]) == (12, 6)
+
+
+def test_the_simulated_2d_world_is_what_calc_says():
+    """The same configuration through `ddpfsdp calc --json`: model state and every op within 1%."""
+    result = _simulate("fsdp", tp=2)
+    outcome = run_cli("calc", "--model", "tiny", "--gpus", "8", "--tp", "2", "--batch-size", "4",
+                      "--precision", "fp32", "--json")
+    assert outcome.exit_code == 0, outcome.stderr
+    row = json.loads(outcome.stdout)["strategies"]["2d"]
+    assert _state_bytes(result["memory"]["ranks"][0]) == pytest.approx(row["model_state_bytes"], rel=0.01)
+    per_group = result["comm"]["per_group"]
+    for group, ops in (("dp", row["comm"]), ("tp", row["tp_comm"])):
+        assert set(per_group[group]) == set(ops)
+        for op, figures in ops.items():
+            assert per_group[group][op]["count"] == figures["count"]
+            assert per_group[group][op]["bytes"] == pytest.approx(figures["bytes"], rel=0.01)

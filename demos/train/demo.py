@@ -20,8 +20,10 @@ def _spec(ctx: Any, options: dict[str, Any], strategy: str, sharding: str | None
 
 def _shape(config: dict[str, Any], arch: str = "gpt") -> Any:
     """The model's shape as the run built it: its preset with the overrides it ran with."""
-    from ddpfsdp.demos.train.presets import shape_for
+    from ddpfsdp.demos.train.presets import GPT_SIZES, shape_for
 
+    if str(config["model"]).upper() in GPT_SIZES:  # a simulated named size: its whole shape is in the config
+        return shape_for("gpt", "base", **{k: config[k] for k in (*OVERRIDE_NAMES, "vocab") if k in config})
     # The config's seq_len is the one the model ran with (a ViT's tokens, which it cannot set).
     names = OVERRIDE_NAMES if arch == "gpt" else tuple(n for n in OVERRIDE_NAMES if n != "seq_len")
     return shape_for(arch, config["model"], **{k: config[k] for k in names if config.get(k) is not None})

@@ -265,6 +265,12 @@ def _build(run: RunSpec, world_size: int, mesh: Any, fake_mode: Any) -> dict[str
     # Built in its final dtype (the default dtype the caller set), so `prepare` has nothing to cast;
     # on meta no weights are drawn, so the seed is never used.
     model = build_model(arch, "base" if run.params else model_name, seed=0, device="meta", **overrides)
+    two_d = None
+    if run.tp:  # tensor parallelism first, on meta too; FSDP then shards each TP shard over dp
+        from ddpfsdp.demos.train.tensor_parallel import TwoD
+
+        two_d = TwoD.apply(model, run, FAKE_DEVICE, world_size, mesh=mesh)
+        mesh = two_d.mesh["dp"]
     shard_size = world_size // run.replicas if run.sharding == "hybrid" else world_size
     facts = _shape_facts(model, shard_size if run.strategy == "fsdp" else 1)
     params = sum(p.numel() for p in model.parameters())
@@ -279,7 +285,7 @@ def _build(run: RunSpec, world_size: int, mesh: Any, fake_mode: Any) -> dict[str
             prepared.model.register_comm_hook(None, _all_reduce_hook(world_size))
         batch = _fake_batch(arch, shape, run.batch_size)
     return {"arch": arch, "model_name": model_name, "overrides": overrides, "shape": shape, "model": model,
-            "facts": facts, "params": params, "prepared": prepared, "batch": batch}
+            "facts": facts, "params": params, "prepared": prepared, "batch": batch, "two_d": two_d}
 
 
 def _make_fake(model: torch.nn.Module, fake_mode: Any) -> None:
@@ -355,10 +361,12 @@ def _measured_step(built: dict[str, Any], strategy: str) -> dict[str, Any]:
         tracker = _locating(MemTracker)()
         tracker.track_external(wrapped, optimizer, *batch)
     held: dict[str, int] = {}
+    two_d = built["two_d"]
     with CommCounter() as comm, tracker:
-        loss = _forward(built)
-        params_after_forward = held_bytes(wrapped.parameters())
-        loss.backward()
+        with two_d.loss_context() if two_d else contextlib.nullcontext():
+            loss = _forward(built)
+            params_after_forward = held_bytes(wrapped.parameters())
+            loss.backward()
         optimizer.step()
         held.update(model_state(wrapped, optimizer))
         optimizer.zero_grad(set_to_none=True)
@@ -376,8 +384,14 @@ def simulate_run(run: RunSpec, world_size: int, *, label: str | None = None,
 
     started = time.perf_counter()
     log = log or (lambda message: None)
-    # The mesh's set-up reads a real rank table, so it is made before fake mode starts.
-    mesh = device_mesh(FAKE_DEVICE, world_size, run.sharding, run.replicas) if run.strategy == "fsdp" else None
+    from ddpfsdp.demos.train import tensor_parallel
+
+    # The mesh's set-up reads a real rank table, so it is made before fake mode starts: FSDP's over
+    # the world, or the 2-D run's (dp, tp), which TP and then FSDP (its "dp" dimension) use.
+    if run.tp:
+        mesh = tensor_parallel.device_mesh(FAKE_DEVICE.type, world_size, run.tp)
+    else:
+        mesh = device_mesh(FAKE_DEVICE, world_size, run.sharding, run.replicas) if run.strategy == "fsdp" else None
     fake_mode = FakeTensorMode()
     with _default_dtype(torch.bfloat16 if run.precision == "bf16" else torch.float32):
         built = _build(run, world_size, mesh, fake_mode)
@@ -390,9 +404,19 @@ def simulate_run(run: RunSpec, world_size: int, *, label: str | None = None,
         "label": label,
         "config": _simulated_config(run, world_size, built),
         "memory": _simulated_memory(run, built, step),
-        "comm": {"per_step": step["comm"].per_op(), "group_sizes": step["comm"].group_sizes(), "step": 2},
+        "comm": {"per_step": step["comm"].per_op(), "group_sizes": step["comm"].group_sizes(), "step": 2,
+                 **_per_group(step["comm"], built["two_d"])},
         "wall_s": time.perf_counter() - started,
     }
+
+
+def _per_group(counter: Any, two_d: Any) -> dict[str, Any]:
+    """A 2-D run's collectives per mesh dimension, as a real run reports them (rank 0's groups)."""
+    if two_d is None:
+        return {}
+    names = two_d.group_names()
+    by_name = counter.per_group()
+    return {"per_group": {dim: by_name.get(name, {}) for dim, name in names.items()}, "groups": [names]}
 
 
 def _simulated_config(run: RunSpec, world_size: int, built: dict[str, Any]) -> dict[str, Any]:
@@ -421,6 +445,7 @@ def _simulated_config(run: RunSpec, world_size: int, built: dict[str, Any]) -> d
         "batch_size": run.batch_size,
         "checkpoint_activations": run.checkpoint_activations,
         "bucket_mb": run.bucket_mb,
+        **({"tp": run.tp, "sequence_parallel": run.sequence_parallel} if run.tp else {}),
         "gpu_mem_bytes": parse_bytes(run.gpu_mem) if run.gpu_mem else None,
         "steps": 1,
         "description": prepared.describe(),
@@ -496,6 +521,11 @@ def _judge(run: dict[str, Any]) -> None:
     theory = theory_of(run)
     config, memory = run["config"], run["memory"]
     ranks, per_op = memory["ranks"], run["comm"]["per_step"]
+    run["theory"] = theory
+    run["versus_theory"] = sc.versus_theory(ranks[0], per_op, theory)
+    if config.get("tp"):
+        run["checks"] = [c.to_dict() for c in _two_d_checks(run, theory)]
+        return
     spec = precision_for(config["precision"])
     allowance = _allowance(run, theory)
     checks = [
@@ -522,9 +552,23 @@ def _judge(run: dict[str, Any]) -> None:
             checks.append(sc.simulated_peak_holds_largest_unit(
                 ranks[0]["peak"], sum(ranks[0][k] for k in claims.STATE_KINDS), unit.get("unsharded_bytes", 0),
                 unit.get("name")))
-    run["theory"] = theory
-    run["versus_theory"] = sc.versus_theory(ranks[0], per_op, theory)
     run["checks"] = [c.to_dict() for c in checks]
+
+
+def _two_d_checks(run: dict[str, Any], theory: dict[str, Any]) -> list[Any]:
+    """A simulated 2-D run against the analytic model, whose per-tensor figures include FSDP's padding:
+    rank 0's model state and every collective's wire bytes (1%), then per group, calls exact."""
+    from ddpfsdp.demos.train import simulated_claims as sc
+    from ddpfsdp.demos.train import two_d_claims as td
+
+    ranks, comm = run["memory"]["ranks"], run["comm"]
+    return [
+        sc.simulated_model_state_matches_calc(ranks[0], theory),
+        sc.simulated_wire_matches_calc(comm["per_step"], theory["comm"]),
+        td.two_d_shards_model_state(ranks, theory),
+        td.tp_comm_matches_theory(comm["per_group"]["tp"], theory),
+        td.dp_comm_matches_theory(comm["per_group"]["dp"], theory),
+    ]
 
 
 def _padding_wire_bytes(run: dict[str, Any], theory: dict[str, Any]) -> int:
