@@ -23,21 +23,11 @@ def no_gpu_here() -> bool:
 
 def foreseen_placement(args: Sequence[str]) -> str | None:
     """'2 ranks on cpu (gloo)', 'a simulated world of 64 ranks', or None when only the launcher can tell."""
+    from ddpfsdp.demos.launch.hardware import default_cpu_procs, option_value
+
     if "--simulate" in args:
-        world = _option(args, "--world")
+        world = option_value(args, "--world")
         return f"a simulated world of {world} ranks" if world else None
     if no_gpu_here():
-        from ddpfsdp.demos.launch.hardware import DEFAULT_CPU_PROCS
-
-        return f"{DEFAULT_CPU_PROCS} ranks on cpu (gloo)"
-    return None
-
-
-def _option(args: Sequence[str], name: str) -> str | None:
-    """The value of `name` given as `name VALUE` or `name=VALUE`; None when it is not given."""
-    for index, arg in enumerate(args):
-        if arg == name and index + 1 < len(args):
-            return args[index + 1]
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
+        return f"{default_cpu_procs(args)} ranks on cpu (gloo)"
     return None

@@ -1,7 +1,8 @@
 """Every evidence check the question bank links to holds in a real run.
 
-Each distinct demo configuration the bank links is launched once (2 CPU processes on gloo), as the
-session's shared launch of that configuration (tests/demo_runs.py), and every check that any question
+Each distinct demo configuration the bank links is launched once (2 CPU processes on gloo; 2 x N for a
+2-D run's --tp N), as the session's shared launch of that configuration (tests/demo_runs.py), and every
+check that any question
 cites for it must be present in the result and pass. A claim the quiz backs with a measurement is only
 as good as this test. The failure lab's links (`fault NAME`) are left to tests/test_faults.py, which runs
 every fault once per session and requires every check.
@@ -13,6 +14,7 @@ from collections import defaultdict
 
 import pytest
 
+from ddpfsdp.demos.launch.hardware import default_cpu_procs
 from ddpfsdp.quiz.loader import load_bank
 
 
@@ -39,7 +41,8 @@ CONFIGURATIONS = _linked_configurations()
     ids=[" ".join([name, *args]) for name, args in sorted(CONFIGURATIONS)],
 )
 def test_linked_evidence_checks_pass(demo_run, demo, args):
-    run = demo_run(demo, *args)
+    # As many processes as the app would give the link on CPU (a 2-D run needs two groups of --tp).
+    run = demo_run(demo, *args, procs=default_cpu_procs(args))
     assert run.error is None, f"{demo} {' '.join(args)} failed: {run.error}"
     assert run.result is not None, f"{demo} {' '.join(args)} returned no result (exit {run.returncode})"
     checks = {check["name"]: check for check in run.result["checks"]}

@@ -45,8 +45,15 @@ def test_events_round_trip_and_ignore_other_output():
     assert events.decode(events.PREFIX + "{not json") is None
 
 
-def test_placement_without_gpus():
+def test_placement_without_gpus(monkeypatch):
     assert resolve_placement(procs=3) == Placement("cpu", 3)
+    # With no --procs on a machine without GPUs: 2 processes, or two groups of --tp for a 2-D run.
+    from ddpfsdp.demos.launch import launcher
+
+    monkeypatch.setattr(launcher, "cuda_device_count", lambda: 0)
+    assert resolve_placement(args=["--model", "tiny"]) == Placement("cpu", 2)
+    assert resolve_placement(args=["--model", "tiny", "--tp", "4"]) == Placement("cpu", 8)
+    assert resolve_placement(args=["--tp=2"]) == Placement("cpu", 4)
     with pytest.raises(LaunchError, match="not both"):
         resolve_placement(gpus=1, procs=1)
 

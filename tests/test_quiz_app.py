@@ -357,6 +357,7 @@ class HeldRun(FakeRun):
     "args, no_gpu, foreseen",
     [
         (["--model", "tiny"], True, "2 ranks on cpu (gloo)"),
+        (["--model", "tiny", "--tp", "2"], True, "4 ranks on cpu (gloo)"),  # two data-parallel groups of tp
         (["--model", "tiny"], False, None),  # GPU devices are there: only the launcher can tell
         (["--simulate", "--world", "64", "--params", "7B"], False, "a simulated world of 64 ranks"),
         (["--simulate", "--world=8"], True, "a simulated world of 8 ranks"),

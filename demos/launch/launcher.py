@@ -61,8 +61,10 @@ def cuda_device_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def resolve_placement(gpus: int | None = None, procs: int | None = None, demo: str = "DEMO") -> Placement:
-    """Where a run goes: `gpus` CUDA devices, `procs` CPU processes, or the machine's default."""
+def resolve_placement(gpus: int | None = None, procs: int | None = None, demo: str = "DEMO",
+                      args: list[str] | tuple[str, ...] = ()) -> Placement:
+    """Where a run goes: `gpus` CUDA devices, `procs` CPU processes, or the machine's default (on CPU,
+    as many processes as the demo's `args` need: `hardware.default_cpu_procs`)."""
     if gpus is not None and procs is not None:
         raise LaunchError("choose one of --gpus (CUDA, NCCL) and --procs (CPU processes, gloo), not both")
     if procs is not None:
@@ -80,9 +82,9 @@ def resolve_placement(gpus: int | None = None, procs: int | None = None, demo: s
                 f"To run on CPU processes here: ddpfsdp demo {demo} --procs {gpus}"
             )
         return Placement("cuda", gpus)
-    from ddpfsdp.demos.launch.hardware import DEFAULT_CPU_PROCS
+    from ddpfsdp.demos.launch.hardware import default_cpu_procs
 
-    return Placement("cuda", available) if available else Placement("cpu", DEFAULT_CPU_PROCS)
+    return Placement("cuda", available) if available else Placement("cpu", default_cpu_procs(args))
 
 
 def processes_with_env(name: str, value: str) -> list[int]:
@@ -234,7 +236,7 @@ class DemoRun:
     ):
         self.demo = demo
         self.args = [str(a) for a in args]
-        self.placement = placement or resolve_placement(gpus, procs, demo)
+        self.placement = placement or resolve_placement(gpus, procs, demo, self.args)
         self.options = validated_options(demo, self.args, self.placement)
         if self.options.get("simulate"):
             # --procs and --gpus do not apply: the simulated ranks are --world, all in one process.
