@@ -23,8 +23,9 @@ KINDS = ("single", "multi", "numeric", "order", "explain")
 SECTIONS = ("## Why", "## Common mistake", "## Evidence")
 # Each distinct linked demo configuration is run once by tests/test_bank_evidence.py; this keeps that
 # file within the CI budget. The failure lab's links are not counted: tests/test_faults.py runs every
-# fault once per session and checks all of its checks.
-MAX_DEMO_CONFIGS = 14
+# fault once per session and checks all of its checks. The 2-D run's two (4 processes each) are shared
+# with tests/test_two_d_run.py, which launches them anyway.
+MAX_DEMO_CONFIGS = 16
 
 
 @pytest.fixture(scope="module")

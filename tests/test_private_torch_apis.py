@@ -78,6 +78,9 @@ PRIVATE_TORCH_APIS: dict[str, tuple[str, ...]] = {
     "'_allgather_base_'": ("torch.ops.c10d._allgather_base_", "the c10d op an all-gather into one tensor dispatches"),
     "'_reduce_scatter_base_'": ("torch.ops.c10d._reduce_scatter_base_", "the c10d op a tensor reduce-scatter dispatches"),
     "'_c10d_functional'": ("torch.ops._c10d_functional.all_reduce", "functional collectives' op namespace"),
+    "torch.distributed._functional_collectives.AsyncCollectiveTensor": (
+        "torch.distributed._functional_collectives.AsyncCollectiveTensor",
+        "a functional collective's pending result, let through so its wait is seen (measure/comm.py)"),
     # memory (measure/memory.py, measure/blas_workspaces.py)
     "torch._C": ("torch._C", "where the release of cuBLAS's workspaces lives"),
     "'_cuda_clearCublasWorkspaces'": ("torch._C._cuda_clearCublasWorkspaces",
