@@ -19,7 +19,8 @@ DOCUMENTED = {
     "arch": "gpt", "model": None, "layers": None, "d_model": None, "heads": None, "seq_len": None,
     "batch_size": 4, "steps": None, "warmup": 2, "precision": "fp32", "optimizer": "adamw", "lr": 1e-3,
     "seed": 0, "checkpoint_activations": False, "timeline": True, "trace": None, "bucket_mb": 25.0,
-    "sharding": "full", "wrap": "block", "fsdp_api": 2, "replicas": 2, "prefetch": "default",
+    "sharding": "full", "wrap": "block", "fsdp_api": 2, "replicas": 2, "prefetch": "default", "tp": None,
+    "sequence_parallel": False,
     "simulate": False, "world": None, "params": None, "gpu_mem": None,
 }
 

@@ -23,7 +23,8 @@ def test_option_names_follow_the_contract():
     names = lambda params: {p.name for p in params}  # noqa: E731
     simulate = {"simulate", "world", "params", "gpu_mem"}
     assert names(training.DDP_OPTIONS) == common | {"bucket_mb"} | simulate
-    assert names(training.FSDP_OPTIONS) == common | {"sharding", "wrap", "fsdp_api", "replicas", "prefetch"} | simulate
+    assert names(training.FSDP_OPTIONS) == common | {"sharding", "wrap", "fsdp_api", "replicas", "prefetch", "tp",
+                                                     "sequence_parallel"} | simulate
     assert names(training.COMPARE_OPTIONS) >= common | {"bucket_mb"}
     assert {p.opts[0] for p in training.FSDP_OPTIONS} >= {"--d-model", "--seq-len", "--checkpoint-activations",
                                                            "--fsdp-api", "--batch-size"}
