@@ -253,7 +253,7 @@ def _make_command(demo: registry.Demo) -> click.Command:
     from ddpfsdp.demos.worker import load
 
     params = [*load(demo.options), *_launch_options()]
-    command = click.Command(
+    command = DemoCommand(
         demo.name,
         params=params,
         help=demo.summary[0].upper() + demo.summary[1:] + ".",
@@ -262,6 +262,30 @@ def _make_command(demo: registry.Demo) -> click.Command:
     )
     command.callback = lambda **kwargs: _run(demo, command, **kwargs)
     return command
+
+
+class DemoCommand(click.Command):
+    """A demo's command: an option that only other demos take is refused naming the demos that take it."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as error:
+            owners = _demos_taking(error.option_name)
+            if owners:
+                error.message = (f"{error.option_name} is not an option of `ddpfsdp demo {self.name}`; "
+                                 f"{' and '.join(f'`ddpfsdp demo {name}`' for name in owners)} "
+                                 f"{'takes' if len(owners) == 1 else 'take'} it")
+                error.possibilities = None
+            raise
+
+
+def _demos_taking(option: str) -> list[str]:
+    """The demos (of those built from an option list) that have `option`."""
+    from ddpfsdp.demos.worker import load
+
+    return [name for name, demo in registry.DEMOS.items() if not demo.command
+            and any(option in param.opts or option in param.secondary_opts for param in load(demo.options))]
 
 
 class DemoGroup(click.Group):
