@@ -15,7 +15,6 @@ stopped and reported. Importing this module does not import torch.
 from __future__ import annotations
 
 import os
-import queue
 import shutil
 import signal
 import socket
@@ -192,30 +191,16 @@ class FaultRun:
                 tails += [f"[rank{rank}]: {line}" for line in lines]
         return "\n".join(tails)
 
-    def _read(self, lines: queue.Queue) -> None:
-        stream = self._procs[0].stdout
-        assert stream is not None
-        for line in stream:
-            event = event_protocol.decode(line)
-            if event is not None:
-                lines.put(event)
-        lines.put(None)
-
-    def _watch(self, lines: queue.Queue) -> Iterator[dict[str, Any]]:
+    def _watch(self) -> Iterator[dict[str, Any]]:
         """Rank 0's events until its stdout closes, holding the ranks to their deadlines."""
+        assert self._procs[0].stdout is not None
         launched = time.monotonic()
         current: tuple[str, float] | None = None  # the fault under way and when its first program began
-        while True:
-            try:
-                event = lines.get(timeout=0.2)
-            except queue.Empty:
-                event = "wait"
+        for event in event_protocol.read_in_background(self._procs[0].stdout):
             now = time.monotonic()
-            if event is None:
-                break
             if self.cancelled:
                 return
-            if event != "wait":
+            if event is not None:
                 if event.get("event") == "start":
                     self.env = event.get("env") or {}
                 elif event.get("event") == "progress" and (current is None or current[0] != event.get("fault")):
@@ -247,10 +232,8 @@ class FaultRun:
                 shutil.rmtree(self._dir, ignore_errors=True)
 
     def _run_to_the_end(self) -> Iterator[dict[str, Any]]:
-        lines: queue.Queue = queue.Queue()
-        threading.Thread(target=self._read, args=(lines,), name="fault-events", daemon=True).start()
         try:
-            yield from self._watch(lines)
+            yield from self._watch()
             deadline = time.monotonic() + FAULT_GRACE_S
             for proc in self._procs if self.error is None and not self.cancelled else ():
                 try:

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+import queue
+import threading
+from collections.abc import Iterator
+from typing import IO, Any
 
 PREFIX = "@@ddpfsdp "
 
@@ -47,3 +50,35 @@ def decode(line: str) -> dict[str, Any] | None:
     except json.JSONDecodeError:
         return None
     return event if isinstance(event, dict) and "event" in event else None
+
+
+def read_in_background(stream: IO[str], poll_s: float = 0.2) -> Iterator[dict[str, Any] | None]:
+    """The events decoded from `stream` until it closes, read on a thread of their own; None after
+    each `poll_s` without one.
+
+    The caller's thread never blocks in a read: a signal such as Ctrl+C that the kernel hands to
+    another thread of the process runs its handler only when the main thread next executes Python,
+    which a read on a silent pipe would put off for as long as the pipe stays silent.
+    """
+    events: queue.Queue[dict[str, Any] | None] = queue.Queue()
+
+    def pump() -> None:
+        for line in stream:
+            event = decode(line)
+            if event is not None:
+                events.put(event)
+        events.put(_CLOSED)
+
+    threading.Thread(target=pump, name="event-reader", daemon=True).start()
+    while True:
+        try:
+            event = events.get(timeout=poll_s)
+        except queue.Empty:
+            yield None
+            continue
+        if event is _CLOSED:
+            return
+        yield event
+
+
+_CLOSED: Any = object()  # the stream's end, in the queue of `read_in_background`

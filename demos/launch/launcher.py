@@ -328,8 +328,7 @@ class DemoRun:
         self.start()
         assert self._proc is not None and self._proc.stdout is not None
         try:
-            for line in self._proc.stdout:
-                event = event_protocol.decode(line)
+            for event in event_protocol.read_in_background(self._proc.stdout):
                 if event is None:
                     continue
                 kind = event["event"]
