@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -24,6 +25,15 @@ def demo_result(demo_run):
         return demo_run(demo, *args, procs=procs).assert_ok()
 
     return result
+
+
+def sigint_as_a_terminal_sends_it() -> None:
+    """`preexec_fn` of a process a test interrupts with SIGINT: its default disposition back.
+
+    A shell without job control starts a background command (`bash .ci/run &`) with SIGINT ignored,
+    and an ignored signal stays ignored across fork and exec; Python then installs no Ctrl+C handler,
+    and the SIGINT a test sends would reach nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.fixture(autouse=True)

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from conftest import sigint_as_a_terminal_sends_it
 from rich.console import Console
 
 from ddpfsdp.quiz.app import make_app
@@ -281,6 +282,7 @@ def _plain_interview(tmp_path) -> subprocess.Popen:
          "--model", "Llama-2-13B-like", "--cluster", "DGX A100 40GB"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
         env={**os.environ, "DDPFSDP_HOME": str(tmp_path), "PYTHONUNBUFFERED": "1", "COLUMNS": "100"},
+        preexec_fn=sigint_as_a_terminal_sends_it,
     )
 
 

@@ -12,6 +12,7 @@ import uuid
 
 import pytest
 from click.testing import CliRunner
+from conftest import sigint_as_a_terminal_sends_it
 
 from ddpfsdp.demos.launch import events
 from ddpfsdp.demos.launch.launcher import DemoRun, LaunchError, Placement, processes_with_env, resolve_placement
@@ -28,6 +29,7 @@ def _cli_process(*argv: str, marker: str) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=sigint_as_a_terminal_sends_it,
     )
 
 
