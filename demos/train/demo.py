@@ -184,7 +184,8 @@ def _run_one(ctx: Any, demo: str, strategy: str, sharding: str | None, options: 
         from ddpfsdp.demos.train.reference import reference_losses
 
         ctx.log("fsdp: the 1-process reference on the same global batches")
-        reference = reference_losses(spec, ctx.world_size // spec.tp, len(run["loss"]), SAMPLES_PER_RANK_STEPS)
+        reference = reference_losses(spec, ctx.world_size // spec.tp, len(run["loss"]), SAMPLES_PER_RANK_STEPS,
+                                     ctx.device)
         checks = [c.to_dict() for c in two_d_run_checks(run, theory, reference)]
     else:
         checks = [c.to_dict() for c in run_checks(run, theory)]

@@ -14,16 +14,20 @@ import torch
 from ddpfsdp.demos.train.spec import RunSpec
 
 
-def reference_losses(spec: RunSpec, data_parallel: int, steps: int, samples_per_rank_steps: int) -> list[float]:
-    """The loss of each of `steps` steps on one process (the run's seed, optimizer and batches)."""
+def reference_losses(spec: RunSpec, data_parallel: int, steps: int, samples_per_rank_steps: int,
+                     device: torch.device) -> list[float]:
+    """The loss of each of `steps` steps on one process and `device` (the run's seed, optimizer and
+    batches). The model is built on the CPU, as the run builds it, then moved: a seeded draw on a
+    GPU gives other weights."""
     from ddpfsdp.demos.train.data import compute_loss, make_loader
     from ddpfsdp.demos.train.models import build_model
     from ddpfsdp.demos.train.presets import shape_for
+    from ddpfsdp.demos.train.strategies import _optimizer
 
     shape = shape_for(spec.arch, spec.model, **spec.overrides)
     torch.manual_seed(spec.seed)
-    model = build_model(spec.arch, spec.model, seed=spec.seed, **spec.overrides)
-    optimizer = (torch.optim.AdamW if spec.optimizer == "adamw" else torch.optim.SGD)(model.parameters(), lr=spec.lr)
+    model = build_model(spec.arch, spec.model, seed=spec.seed, **spec.overrides).to(device)
+    optimizer = _optimizer(spec.optimizer, model.parameters(), spec.lr)
     samplers, loaders = [], []
     for group in range(data_parallel):
         loader, sampler = make_loader(spec.arch, shape, batch_size=spec.batch_size, rank=group,
