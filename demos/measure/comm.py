@@ -139,6 +139,11 @@ def _per_op(collectives: list[Collective]) -> dict[str, dict[str, float]]:
     return {op: totals[op] for op in OPS if op in totals}
 
 
+def per_dimension(names: dict[str, str], by_group: dict[str, Any]) -> dict[str, Any]:
+    """A 2-D run's collectives by mesh dimension ("dp", "tp"), from those by process-group name."""
+    return {dim: by_group.get(name, {}) for dim, name in names.items()}
+
+
 class CommCounter(TorchDispatchMode):
     """Counts every collective issued inside `with CommCounter() as comm:`; read `comm.per_op()`."""
 

@@ -52,8 +52,6 @@ if TYPE_CHECKING:
 TITLE = "2-D: FSDP x TP"
 SHARDS = "all sharded over dp x tp: blocks split by TP, then FSDP"
 
-BLOCK_COLLECTIVES = 4
-"""TP collectives per block per step without sequence parallelism: 2 all-reduces forward, 2 backward."""
 
 LOSS_ALL_REDUCES = 3
 """`loss_parallel`'s forward all-reduces over tp: the row max, the sum of exponentials, the picked logits."""
@@ -157,7 +155,6 @@ def tp_step_comm(shape: GPTShape, batch_size: int, tp: int, precision: str,
     return {
         "ops": ops,
         "terms": [{"where": where, "op": op, "count": count, "bytes_each": size} for count, op, size, where in terms],
-        "block_collectives": BLOCK_COLLECTIVES * (2 if sequence_parallel else 1),
         "block_bytes_each": activation,
     }
 

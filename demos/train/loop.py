@@ -28,7 +28,7 @@ import torch
 import torch.distributed as dist
 
 from ddpfsdp.demos.measure.breakdown import PeakBreakdown
-from ddpfsdp.demos.measure.comm import CommCounter
+from ddpfsdp.demos.measure.comm import CommCounter, per_dimension
 from ddpfsdp.demos.measure.memory import (
     PeakMemory,
     StepTimer,
@@ -345,8 +345,7 @@ def _per_group(gathered: list[dict[str, Any]]) -> dict[str, Any]:
     rank0 = gathered[0]
     if "groups" not in rank0:
         return {}
-    by_name = rank0["comm_groups"]
-    return {"per_group": {dim: by_name.get(name, {}) for dim, name in rank0["groups"].items()},
+    return {"per_group": per_dimension(rank0["groups"], rank0["comm_groups"]),
             "groups": [r["groups"] for r in gathered]}
 
 

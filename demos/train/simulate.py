@@ -414,9 +414,10 @@ def _per_group(counter: Any, two_d: Any) -> dict[str, Any]:
     """A 2-D run's collectives per mesh dimension, as a real run reports them (rank 0's groups)."""
     if two_d is None:
         return {}
+    from ddpfsdp.demos.measure.comm import per_dimension
+
     names = two_d.group_names()
-    by_name = counter.per_group()
-    return {"per_group": {dim: by_name.get(name, {}) for dim, name in names.items()}, "groups": [names]}
+    return {"per_group": per_dimension(names, counter.per_group()), "groups": [names]}
 
 
 def _simulated_config(run: RunSpec, world_size: int, built: dict[str, Any]) -> dict[str, Any]:
