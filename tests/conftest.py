@@ -14,7 +14,12 @@ from demo_runs import DemoRuns
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory) -> DemoRuns:
     """`demo_run(name, *args, procs=2)`: the session's one launch of that configuration (tests/demo_runs.py)."""
-    return DemoRuns(tmp_path_factory.mktemp("demo-runs"))
+    session = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        session = session.parent  # the folder every worker's own temporary folder is made in
+    folder = session / "demo-runs"
+    folder.mkdir(exist_ok=True)
+    return DemoRuns(folder)
 
 
 @pytest.fixture(scope="session")

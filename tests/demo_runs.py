@@ -15,12 +15,19 @@ assertion needs one. A run that failed fails every test that reads it, with its 
 
 A training demo launched on real ranks also writes its recorded step as a Chrome trace (`--trace`, a
 file rank 0 writes after the run; nothing it measures changes), so the trace tests read the same launch.
+
+Under pytest-xdist the workers share one folder: a launch is written there as JSON, under a lock of its
+own, so the first worker to ask launches it and every other worker reads the file (waiting on the lock
+while the launch runs) instead of launching it again.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
-from dataclasses import dataclass, field
+import os
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -72,15 +79,30 @@ class DemoRuns:
     def __call__(self, demo: str, *args: str, procs: int = 2) -> FinishedRun:
         key = (demo, tuple(str(a) for a in args), procs)
         if key not in self._done:
-            self._done[key] = self._launch(*key)
+            self._done[key] = self._shared(*key)
         return self._done[key]
 
-    def _launch(self, demo: str, args: tuple[str, ...], procs: int) -> FinishedRun:
+    def _shared(self, demo: str, args: tuple[str, ...], procs: int) -> FinishedRun:
+        """The launch another worker of this session wrote, or this worker's own, written for them."""
+        name = hashlib.sha256(json.dumps([demo, args, procs]).encode()).hexdigest()[:16]
+        saved = self.folder / f"{name}.json"
+        with open(self.folder / f"{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not saved.exists():
+                run = self._launch(demo, args, procs, self.folder / f"{name}-trace.json")
+                partial = saved.with_suffix(".partial")
+                partial.write_text(json.dumps(asdict(run)))
+                os.replace(partial, saved)
+            data = json.loads(saved.read_text())
+        return FinishedRun(**{**data, "args": tuple(data["args"])})
+
+    @staticmethod
+    def _launch(demo: str, args: tuple[str, ...], procs: int, trace_file: Path) -> FinishedRun:
         import time
 
         from ddpfsdp.demos.launch.launcher import DemoRun
 
-        trace_path = self.folder / f"trace-{len(self._done)}.json" if _traced(demo, args) else None
+        trace_path = trace_file if _traced(demo, args) else None
         extra = ["--trace", str(trace_path)] if trace_path else []
         started = time.monotonic()
         run = DemoRun(demo, [*args, *extra], procs=procs)
