@@ -8,11 +8,12 @@ a list of click.Option). Demo modules import torch inside their functions, so th
 commands and validate input without paying for torch.
 
 Optional hooks, each "module:function" in a module importable without torch:
-  validate(options: dict, world_size: int | None) -> None
+  validate(options: dict, world_size: int | None, device: str | None) -> None
                                                      raises click.UsageError on a bad combination; with
-                                                     world_size None it checks all the world size does
-                                                     not decide (the CLI does so before it places the
-                                                     run, since placing imports torch)
+                                                     world_size and device ("cpu", "cuda") None it
+                                                     checks all the placement does not decide (the CLI
+                                                     does so before it places the run, since placing
+                                                     imports torch)
   render(result: dict, console) -> None              prints the result for a person (rich)
 
 A demo that starts its own ranks rather than the worker's (the failure lab, whose ranks are meant to

@@ -37,6 +37,26 @@ def test_defaults_leave_the_model_to_the_device():
     training.validate_fsdp(options, 2)
 
 
+def test_tp_is_checked_against_the_model_of_the_device_the_run_is_placed_on():
+    # Without --model a run trains its device's default: small (8 heads) on CPU, base (12 heads) on a GPU.
+    options = _parse(training.FSDP_OPTIONS, ["--tp", "3"])
+    training.validate_fsdp(options, None)  # before placement the model is not known yet
+    training.validate_fsdp(options, 6, "cuda")
+    with pytest.raises(click.UsageError, match="must divide the model's 8 heads"):
+        training.validate_fsdp(options, 6, "cpu")
+    with pytest.raises(click.UsageError, match="must divide the model's 12 heads"):
+        training.validate_fsdp(_parse(training.FSDP_OPTIONS, ["--tp", "8"]), 16, "cuda")
+    with pytest.raises(click.UsageError, match="must divide the model's 4 heads"):
+        training.validate_fsdp(_parse(training.FSDP_OPTIONS, ["--tp", "3", "--model", "tiny"]), None)
+
+
+def test_only_sequence_parallelism_needs_tp_to_divide_the_sequence():
+    odd = ["--model", "tiny", "--tp", "2", "--seq-len", "63"]
+    training.validate_fsdp(_parse(training.FSDP_OPTIONS, odd), 4, "cpu")
+    with pytest.raises(click.UsageError, match=r"splits the sequence \(63\) over --tp 2"):
+        training.validate_fsdp(_parse(training.FSDP_OPTIONS, [*odd, "--sequence-parallel"]), 4, "cpu")
+
+
 @pytest.mark.parametrize("alias, canonical", [("FULL_SHARD", "full"), ("SHARD_GRAD_OP", "grad-op"),
                                               ("HYBRID_SHARD", "hybrid"), ("grad-op", "grad-op")])
 def test_fsdp1_sharding_names_are_accepted(alias, canonical):
@@ -123,3 +143,13 @@ def test_default_steps_depend_on_the_device_and_cover_the_warmup():
     assert steps("cpu", warmup=9) == 12  # 9 warm-up, 1 timed, 2 measured
     assert steps("cpu", steps=5) == 5
     training.validate_ddp(_parse(training.DDP_OPTIONS, ["--warmup", "9"]), 2)
+
+
+def test_the_launcher_checks_tp_against_the_model_of_its_placement():
+    from ddpfsdp.demos.launch.launcher import LaunchError, Placement, validated_options
+
+    with pytest.raises(LaunchError, match="must divide the model's 12 heads"):
+        validated_options("fsdp", ["--tp", "8"], Placement("cuda", 16))
+    assert validated_options("fsdp", ["--tp", "3"], Placement("cuda", 6))["tp"] == 3
+    with pytest.raises(LaunchError, match="must divide the model's 8 heads"):
+        validated_options("fsdp", ["--tp", "3"], Placement("cpu", 6))

@@ -153,7 +153,8 @@ def validated_options(demo: str, args: list[str], placement: Placement) -> dict[
             raise LaunchError(too_few_ranks(demo, spec.min_world_size, placement, cuda_device_count(),
                                             simulates="simulate" in options))
         if spec.validate:
-            load(spec.validate)(options, placement.world_size)
+            device = None if placement.device == "fake" else placement.device
+            load(spec.validate)(options, placement.world_size, device)
     except click.ClickException as exc:
         raise LaunchError(exc.format_message()) from None
     return options

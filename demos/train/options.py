@@ -144,11 +144,12 @@ def _check_replica_fits(demo: str, run: RunSpec, params: int) -> None:
         )
 
 
-def validate(demo: str, options: dict[str, Any], world_size: int | None = None) -> None:
+def validate(demo: str, options: dict[str, Any], world_size: int | None = None, device: str | None = None) -> None:
     """Refuse a bad combination of a training demo's options with a message that says what to change.
 
-    `world_size`: the ranks the run is placed on; None checks everything it does not decide (a
-    simulated run's world is its own --world, known before placement).
+    `world_size` and `device` ("cpu" or "cuda"): where the run is placed; None checks everything the
+    placement does not decide (a simulated run's world is its own --world, known before placement;
+    without --model the model is the device's default).
     """
     runs = _runs(demo, options)
     run = runs[0]
@@ -167,7 +168,7 @@ def validate(demo: str, options: dict[str, Any], world_size: int | None = None) 
     _check_trace(run)
     for each in runs:
         _check_fsdp(each, world)
-    _check_tp(run, world)
+    _check_tp(run, world, device)
 
 
 def _check_steps(run: RunSpec) -> None:
@@ -217,7 +218,7 @@ def _check_fsdp(run: RunSpec, world: int | None) -> None:
             )
 
 
-def _check_tp(run: RunSpec, world: int | None) -> None:
+def _check_tp(run: RunSpec, world: int | None, device: str | None) -> None:
     """--tp runs one configuration: FSDP2 full over dp, one unit per block, on a GPT whose heads,
     vocabulary and sequence tp divides, in a world of at least 2 x tp."""
     from ddpfsdp.demos.train.tensor_parallel import check_tp_shape
@@ -235,25 +236,29 @@ def _check_tp(run: RunSpec, world: int | None) -> None:
     for bad, given, needed in refused:
         if bad:
             raise _usage(f"--tp runs {needed}; drop {given}, or drop --tp")
-    shape = run.simulated_model()[3] if run.simulate else presets.shape_for(
-        run.arch, run.resolved("cpu").model, **run.overrides)
+    if run.simulate:
+        shape = run.simulated_model()[3]
+    elif run.model or device:
+        shape = presets.shape_for(run.arch, run.resolved(device or "cpu").model, **run.overrides)
+    else:
+        shape = None  # the device's default model, checked once the run is placed
     try:
-        check_tp_shape(shape, run.tp, world if world is not None else 2 * run.tp)
+        check_tp_shape(shape, run.tp, world if world is not None else 2 * run.tp, run.sequence_parallel)
     except ValueError as exc:
         raise _usage(str(exc)) from None
 
 
-def validate_ddp(options: dict[str, Any], world_size: int | None = None) -> None:
-    validate("ddp", options, world_size)
+def validate_ddp(options: dict[str, Any], world_size: int | None = None, device: str | None = None) -> None:
+    validate("ddp", options, world_size, device)
 
 
-def validate_zero1(options: dict[str, Any], world_size: int | None = None) -> None:
-    validate("zero1", options, world_size)
+def validate_zero1(options: dict[str, Any], world_size: int | None = None, device: str | None = None) -> None:
+    validate("zero1", options, world_size, device)
 
 
-def validate_fsdp(options: dict[str, Any], world_size: int | None = None) -> None:
-    validate("fsdp", options, world_size)
+def validate_fsdp(options: dict[str, Any], world_size: int | None = None, device: str | None = None) -> None:
+    validate("fsdp", options, world_size, device)
 
 
-def validate_compare(options: dict[str, Any], world_size: int | None = None) -> None:
-    validate("compare", options, world_size)
+def validate_compare(options: dict[str, Any], world_size: int | None = None, device: str | None = None) -> None:
+    validate("compare", options, world_size, device)

@@ -33,13 +33,16 @@ if TYPE_CHECKING:
 DIMS = ("dp", "tp")  # tp last: its groups are consecutive ranks, a node's GPUs
 
 
-def check_tp_shape(shape: Any, tp: int, world_size: int) -> None:
-    """Refuse a TP degree the model or the world cannot split, saying what would."""
+def check_tp_shape(shape: Any, tp: int, world_size: int, sequence_parallel: bool = False) -> None:
+    """Refuse a TP degree the model or the world cannot split, saying what would (`shape` None: the
+    world only). Sequence parallelism also splits the sequence, so tp must divide it too."""
     if tp < 2:
         raise ValueError(f"--tp must be at least 2 (got {tp}); without it the run is plain FSDP")
     if world_size % tp or world_size // tp < 2:
         raise ValueError(f"--tp {tp} must divide the world of {world_size} ranks and leave at least 2 data-parallel "
                          f"groups (the mesh is dp x tp): try --procs {2 * tp}, or --world {2 * tp} with --simulate")
+    if shape is None:
+        return
     heads = getattr(shape, "heads", None)
     if heads is None or getattr(shape, "vocab", None) is None:
         raise ValueError("--tp applies to the GPT decoder (--arch gpt): its plan splits heads and the vocabulary")
@@ -47,8 +50,11 @@ def check_tp_shape(shape: Any, tp: int, world_size: int) -> None:
         divisors = [d for d in range(2, heads + 1) if heads % d == 0 and world_size % d == 0 and world_size // d >= 2]
         raise ValueError(f"--tp {tp} must divide the model's {heads} heads (each TP rank computes whole heads); "
                          f"try {', '.join(map(str, divisors)) or 'a smaller --tp'}")
-    if shape.vocab % tp or shape.seq_len % tp:
-        raise ValueError(f"--tp {tp} must divide the vocabulary ({shape.vocab}) and the sequence ({shape.seq_len})")
+    if shape.vocab % tp:
+        raise ValueError(f"--tp {tp} must divide the vocabulary ({shape.vocab}): the embedding and the head split it")
+    if sequence_parallel and shape.seq_len % tp:
+        raise ValueError(f"--sequence-parallel splits the sequence ({shape.seq_len}) over --tp {tp}, which must "
+                         f"divide it; change --seq-len or --tp, or drop --sequence-parallel")
 
 
 def device_mesh(device_type: str, world_size: int, tp: int) -> Any:
@@ -133,7 +139,7 @@ class TwoD:
         """Build the mesh (unless given) and apply the plan to `model` in place, before FSDP."""
         import torch
 
-        check_tp_shape(model.shape, run.tp, world_size)
+        check_tp_shape(model.shape, run.tp, world_size, run.sequence_parallel)
         mesh = mesh if mesh is not None else device_mesh(torch.device(device).type, world_size, run.tp)
         parallelize(model, mesh["tp"], run.sequence_parallel)
         return cls(mesh, run.tp, world_size // run.tp, mesh.get_local_rank("dp"), run.sequence_parallel)
