@@ -174,3 +174,47 @@ def test_cpu_processes_together_must_fit_the_host_ram(monkeypatch):
     assert f"8 processes x {guard.format_bytes(per_rank, 'GiB')} = {together} together" in many.message
     assert "4.00 GiB of available host RAM" in many.message
     assert "will not fit" in many.message and "--force" in many.message
+
+
+def _as_typed(suggestion: str) -> tuple[str, dict, int | None]:
+    """A suggested command read as the CLI reads it: (demo, its parsed options, --gpus or None)."""
+    import click
+
+    from ddpfsdp.demos.train import options as training
+
+    words = suggestion.split()
+    assert words[:2] == ["ddpfsdp", "demo"], suggestion
+    demo, flags, gpus = words[2], words[3:], None
+    if "--gpus" in flags:
+        at = flags.index("--gpus")
+        gpus, flags = int(flags[at + 1]), flags[:at] + flags[at + 2:]
+    params = {"ddp": training.DDP_OPTIONS, "fsdp": training.FSDP_OPTIONS}[demo]
+    command = click.Command(demo, params=list(params), callback=lambda **kw: kw)
+    return demo, command.main(flags, standalone_mode=False), gpus
+
+
+def test_a_tp_run_is_sized_as_one_tp_rank_of_the_2d_mesh():
+    # base (12 layers, d 768, vocab 24,576, seq 1,024) on dp 2 x tp 2: TP rank 0 holds half of each
+    # split tensor (vocabulary rows, qkv and MLP outputs, row-wise inputs), FSDP then halves its rows:
+    # embeddings 6,144 x 768 + 512 x 768, each block 1,773,120, the head's LayerNorm 768 and its
+    # 6,144 x 768 rows: 31,108,608 parameters at 16 bytes each (fp32 weights and grads, AdamW's two).
+    two_d = guard.estimate_rank_bytes("fsdp", options(model="base", batch_size=4, tp=2), device="cuda", world_size=4)
+    plain = guard.estimate_rank_bytes("fsdp", options(model="base", batch_size=4), device="cuda", world_size=4)
+    assert two_d["strategy"] == "2d"
+    assert two_d["parts"]["model_state"] == 31_108_608 * 16
+    # Each TP rank computes half the heads and half the MLP on the same batch.
+    assert two_d["parts"]["activations"] < 0.7 * plain["parts"]["activations"]
+
+
+def test_a_suggestion_keeps_what_was_given_and_the_demo_accepts_it():
+    from ddpfsdp.demos.train.options import validate
+
+    given = options(model="xl", batch_size=16, tp=2, precision="bf16-mixed", timeline=False, sequence_parallel=False)
+    verdict = guard.check_launch("fsdp", given, device="cuda", world_size=4, force=False, available_bytes=8 * GIB)
+    assert not verdict.fits and verdict.suggestion
+    demo, typed, gpus = _as_typed(verdict.suggestion)
+    assert (typed["model"], typed["tp"], typed["precision"], typed["timeline"]) == ("xl", 2, "bf16-mixed", False)
+    assert not typed["checkpoint_activations"]  # the 2-D demo refuses it
+    validate(demo, typed, gpus or 4, "cuda")
+    again = guard.check_launch(demo, typed, device="cuda", world_size=gpus or 4, force=False, available_bytes=8 * GIB)
+    assert again.fits, again.message

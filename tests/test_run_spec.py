@@ -3,13 +3,15 @@ a bad demo option is refused by the command line before the run is placed (placi
 
 from __future__ import annotations
 
+import shlex
+
 import click
 import pytest
 from click.testing import CliRunner
 
 from ddpfsdp.demos.theory import guard
 from ddpfsdp.demos.train import options as cli_options
-from ddpfsdp.demos.train.spec import DEFAULTS, RunSpec, demo_runs, option_fields
+from ddpfsdp.demos.train.spec import DEFAULTS, RunSpec, command_flags, demo_runs, option_fields
 
 TRAINING = {"ddp": cli_options.DDP_OPTIONS, "zero1": cli_options.DDP_OPTIONS, "fsdp": cli_options.FSDP_OPTIONS,
             "compare": cli_options.COMPARE_OPTIONS}
@@ -118,3 +120,22 @@ def test_a_bad_demo_option_is_refused_before_the_run_is_placed(never_placed, arg
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("demo, args", [
+    ("fsdp", ["--model", "xl", "--precision", "bf16-mixed", "--no-timeline", "--tp", "2", "--sequence-parallel"]),
+    ("fsdp", ["--sharding", "hybrid", "--replicas", "4", "--checkpoint-activations", "--lr", "0.5"]),
+    ("ddp", ["--bucket-mb", "1", "--arch", "vit", "--batch-size", "2", "--trace", "my runs/t.json"]),
+    ("ddp", []),
+])
+def test_command_flags_give_back_the_options_they_were_made_from(demo, args):
+    typed = _parse(TRAINING[demo], args)
+    flags = shlex.split(" ".join(command_flags(demo, typed)))
+    assert _parse(TRAINING[demo], flags) == typed
+    assert len(flags) == len(args)  # only what differs from the defaults
+
+
+def test_command_flags_name_the_first_options_first_even_at_their_defaults():
+    typed = _parse(TRAINING["fsdp"], ["--model", "tiny", "--batch-size", "1"])
+    assert command_flags("fsdp", typed, first=["sharding", "batch_size"]) == [
+        "--sharding full", "--batch-size 1", "--model tiny"]

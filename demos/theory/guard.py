@@ -19,12 +19,15 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+import click
+
 from ddpfsdp.demos.theory.activations import gpt_activation_bytes, transformer_activation_bytes
 from ddpfsdp.demos.theory.gpt_layout import gpt_unit_params
 from ddpfsdp.demos.theory.precision import precision_for
 from ddpfsdp.demos.theory.run import theory_for_run
 from ddpfsdp.demos.train import presets
-from ddpfsdp.demos.train.spec import TRAINING_DEMOS, RunSpec, demo_runs
+from ddpfsdp.demos.train.options import validate
+from ddpfsdp.demos.train.spec import TRAINING_DEMOS, RunSpec, command_flags, demo_runs
 from ddpfsdp.demos.units import format_bytes
 
 SAFETY_MARGIN = 0.10
@@ -101,6 +104,22 @@ def _units_and_activations(run: RunSpec, shape: Any) -> tuple[list[int], int]:
     return units, _resnet_activation_bytes(shape, run.batch_size, run.precision)
 
 
+def _run_theory(run: RunSpec, shape: Any, world_size: int) -> tuple[dict[str, Any], int]:
+    """The analytic model's figures for one run on `world_size` ranks, and its activations per rank:
+    a --tp run's are the 2-D model's (one TP rank's share of the parameters and activations)."""
+    if run.tp:
+        from ddpfsdp.demos.theory.tensor_parallel import two_d_run_theory
+
+        theory = two_d_run_theory(shape=shape, world_size=world_size, tp=run.tp, precision=run.precision,
+                                  optimizer=run.optimizer, batch_size=run.batch_size,
+                                  sequence_parallel=run.sequence_parallel)
+        return theory, theory["activation_bytes"]
+    units, activations = _units_and_activations(run, shape)
+    theory = theory_for_run(strategy=run.strategy, sharding=run.sharding, params=shape.params, world_size=world_size,
+                            precision=run.precision, optimizer=run.optimizer, replicas=run.replicas, unit_params=units)
+    return theory, activations
+
+
 def estimate_rank_bytes(demo: str, options: dict[str, Any], *, device: str, world_size: int) -> dict[str, Any]:
     """The per-rank estimate for a training demo's options: {"total_bytes", "parts", "model", ...}.
 
@@ -109,20 +128,10 @@ def estimate_rank_bytes(demo: str, options: dict[str, Any], *, device: str, worl
     runs = [run.resolved(device) for run in demo_runs(demo, options)]
     first = runs[0]  # compare's runs differ in strategy only
     shape = presets.shape_for(first.arch, first.model, **first.overrides)
-    units, activations = _units_and_activations(first, shape)
     overhead = PROCESS_OVERHEAD_BYTES["cpu" if device == "cpu" else "cuda"]
     worst: dict[str, Any] | None = None
     for run in runs:
-        theory = theory_for_run(
-            strategy=run.strategy,
-            sharding=run.sharding,
-            params=shape.params,
-            world_size=world_size,
-            precision=run.precision,
-            optimizer=run.optimizer,
-            replicas=run.replicas,
-            unit_params=units,
-        )
+        theory, activations = _run_theory(run, shape, world_size)
         parts = {
             "model_state": theory["model_state_bytes"],
             "working_set": theory["working_set_bytes"],
@@ -182,17 +191,6 @@ def _fits(estimate: int, available: int) -> bool:
     return estimate <= available * (1 - SAFETY_MARGIN)
 
 
-def _flags(options: dict[str, Any], changed: dict[str, Any]) -> str:
-    words = []
-    for key, value in changed.items():
-        flag = "--" + key.replace("_", "-")
-        if value is True:
-            words.append(flag)
-        elif value not in (None, False):
-            words.append(f"{flag} {value}")
-    return " ".join(words)
-
-
 def _candidates(demo: str, run: RunSpec, device: str, world_size: int):
     """Configurations to try, most similar first: (demo, changed options, world size)."""
     base = {"model": run.model}
@@ -200,10 +198,11 @@ def _candidates(demo: str, run: RunSpec, device: str, world_size: int):
         yield "fsdp", {**base, "sharding": "full"}, world_size
     sharded = {"sharding": "full"} if demo in ("ddp", "fsdp") else {}
     target = "fsdp" if demo == "ddp" else demo
-    if not run.checkpoint_activations:
-        yield target, {**base, **sharded, "checkpoint_activations": True}, world_size
+    # A --tp run keeps every block's activations (the demo refuses --checkpoint-activations with it).
+    checkpoint = {} if run.tp else {"checkpoint_activations": True}
+    if checkpoint and not run.checkpoint_activations:
+        yield target, {**base, **sharded, **checkpoint}, world_size
     batch = run.batch_size
-    checkpoint = {"checkpoint_activations": True}
     while batch > 1:
         batch //= 2
         yield target, {**base, **sharded, **checkpoint, "batch_size": batch}, world_size
@@ -229,14 +228,15 @@ def _suggest(demo: str, options: dict[str, Any], device: str, world_size: int,
         if target == "fsdp" and demo == "ddp":
             trial.pop("bucket_mb", None)
         try:
+            validate(target, trial, ranks, device)  # a suggestion the demo itself would refuse is none
             estimate = estimate_rank_bytes(target, trial, device=device, world_size=ranks)["total_bytes"]
-        except ValueError:
+        except (ValueError, click.UsageError):
             continue
         # `available` is per rank; on CPU a different process count shares the same RAM.
         per_rank = available * world_size // ranks if device == "cpu" else available
         if _fits(estimate, per_rank):
             more = f" {launch_flag} {ranks}" if ranks != world_size else ""
-            command = f"ddpfsdp demo {target} {_flags(options, changed)}{more}".strip()
+            command = " ".join(["ddpfsdp demo", target, *command_flags(target, trial, first=list(changed))]) + more
             return command, estimate
     return None, None
 

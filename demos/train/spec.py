@@ -18,8 +18,9 @@ result's config reports it (unless `reported=False`). Only what relates it to ot
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import Field, dataclass, field, fields, replace
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ddpfsdp.demos.train import presets
 
@@ -263,6 +264,24 @@ def demo_runs(demo: str, options: Mapping[str, Any]) -> list[RunSpec]:
     if demo == "compare":
         return [RunSpec.from_options(options, strategy, sharding) for _, strategy, sharding in COMPARE_RUNS]
     return [RunSpec.from_options(options, demo)]
+
+
+def command_flags(demo: str, options: Mapping[str, Any], first: Sequence[str] = ()) -> list[str]:
+    """The flags that give `demo` these options: the names in `first` as given, then every other
+    option the demo takes whose value is not its default (`--no-NAME` for a negatable one turned off),
+    each value quoted for a shell where it needs it."""
+    taken = {item.name: item for item in option_fields(demo)}
+    names = [*first, *(name for name in taken if name not in first and options.get(name, DEFAULTS[name]) != DEFAULTS[name])]
+    words: list[str] = []
+    for name in names:
+        value = options.get(name, DEFAULTS.get(name))
+        if value is True:
+            words.append(f"--{flag_name(name)}")
+        elif value is False and name in taken and taken[name].metadata["flag"].negatable:
+            words.append(f"--no-{flag_name(name)}")
+        elif value not in (None, False):
+            words.append(f"--{flag_name(name)} {shlex.quote(str(value))}")
+    return words
 
 
 def value_type(item: Field) -> type:
