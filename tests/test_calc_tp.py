@@ -137,7 +137,8 @@ def test_a_bare_count_without_a_shape_has_no_tp_traffic():
 
 
 @pytest.mark.parametrize("args, fragment", [
-    (("--params", "70B", "--gpus", "64", "--tp", "5"), "does not divide --gpus 64"),
+    (("--params", "70B", "--gpus", "64", "--tp", "5"), "tp 5 does not divide the 64 GPUs"),
+    (("--params", "70B", "--gpus", "12", "--tp", "5"), "choose one of 2, 4\n"),  # 64 heads
     (("--params", "70B", "--gpus", "48", "--tp", "3"), "must divide the 64 attention heads"),
     (("--params", "7B", "--tp", "1"), "1 is not in the range x>=2"),
     (("--params", "7B", "--sequence-parallel"), "add --tp"),

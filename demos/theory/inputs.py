@@ -159,7 +159,7 @@ def _two_d(options: CalcOptions, gpus: int, shape: GPTShape | None, accounting: 
     sequence_parallel = read_flag(options.sequence_parallel)
     if options.tp is None:
         if sequence_parallel:
-            raise ValueError("sequence parallelism shards within a TP group: give tp as well")
+            raise ValueError("sequence parallelism shards within a TP group: add --tp N (a TP degree)")
         return {}
     if accounting != "ddpfsdp" or offload != "none":
         raise ValueError("the 2-D configuration is counted with the ddpfsdp accounting and no offload; "

@@ -72,10 +72,12 @@ def check_tp(tp: Any, gpus: int, heads: int | None = None) -> int:
     size = read_count(tp, "tp")
     if size < 2:
         raise ValueError(f"tp must be at least 2 (got {size}); tp 1 is plain FSDP, the ZeRO-3 row")
+    fitting = ", ".join(str(d) for d in range(2, gpus + 1) if gpus % d == 0 and (heads is None or heads % d == 0))
+    choose = f"choose one of {fitting}" if fitting else "no tp of 2 or more divides both"
     if size > gpus or gpus % size:
-        raise ValueError(f"tp {size} must divide the GPU count {gpus}: the mesh is dp x tp, dp = {gpus}/tp")
+        raise ValueError(f"tp {size} does not divide the {gpus} GPUs (the mesh is dp x tp, dp = {gpus}/tp); {choose}")
     if heads is not None and heads % size:
-        raise ValueError(f"tp {size} must divide the {heads} attention heads: each TP rank computes whole heads")
+        raise ValueError(f"tp {size} must divide the {heads} attention heads: each TP rank computes whole heads; {choose}")
     return size
 
 

@@ -183,23 +183,9 @@ def calc(as_json: bool, display_unit: str, **values: Any) -> None:
 def _calc_options(values: dict[str, Any]) -> CalcOptions:
     """The options as typed, checked one by one and then as a whole, names in lower case."""
     _check_values(values["params"], values["model"], values["gpu_mem"], values["gpus"], values["group_size"])
-    _check_tp(values["tp"], values["gpus"], values["sequence_parallel"])
     lowered = {name: value.lower() if name in LOWER_CASE and value else value for name, value in values.items()}
     lowered["strategies"] = [name.lower() for name in values["strategies"]] or None
     return CalcOptions(**lowered)
-
-
-def _check_tp(tp: int | None, gpus: int, sequence_parallel: bool) -> None:
-    if tp is None:
-        if sequence_parallel:
-            raise click.BadParameter("sequence parallelism shards within a TP group: add --tp", param_hint="--sequence-parallel")
-        return
-    if tp > gpus or gpus % tp:
-        raise click.BadParameter(
-            f"{tp} does not divide --gpus {gpus} (the mesh is dp x tp); choose a divisor of {gpus}, "
-            f"e.g. {', '.join(str(d) for d in _divisors(gpus) if d > 1)}",
-            param_hint="--tp",
-        )
 
 
 def _check_values(params: str | None, model: str | None, gpu_mem: str, gpus: int, group_size: int | None) -> None:
