@@ -348,7 +348,7 @@ def _render(result: dict, unit: str) -> None:
         two_d = " (the 2-D column's come from the named size's shape)" if strategies.get("2d", {}).get("activation_bytes") else ""
         console.print(f"[dim]fits: model state + working set only; activations need --model{two_d}[/]")
     console.print(_implementation_table(strategies, inputs["precision"]))
-    console.print(_comm_table(strategies, unit, size, inputs["group_size"]))
+    console.print(_comm_table(strategies, unit, size, inputs))
     console.print("[dim]calls: ? = set by how the implementation fills its buckets[/]")
     for note in result["notes"]:
         console.print(f"• {note}", highlight=False)
@@ -394,14 +394,14 @@ def _implementation_table(strategies: dict, precision: str) -> Any:
     return table
 
 
-def _comm_table(strategies: dict, unit: str, size, group_size: int) -> Any:
+def _comm_table(strategies: dict, unit: str, size, inputs: dict) -> Any:
     from rich.table import Table
 
     comm = Table(title=f"Communication per step, per rank, {unit} (theory; ring)", title_justify="left")
     for column in ("strategy", "collective", "calls", "logical bytes", "wire bytes per rank"):
         comm.add_column(column, justify="left" if column in ("strategy", "collective") else "right")
     for name, row in strategies.items():
-        title = SHORT_TITLES[name] + (f" G={group_size}" if name == "hsdp" else "")
+        title = _header(name, inputs)[0]
         for index, (op, figures) in enumerate(_labelled_ops(row)):
             comm.add_row(
                 title if index == 0 else "",
