@@ -312,6 +312,19 @@ def test_a_simulated_2d_world_runs_the_real_plan(sequence_parallel, tp_calls):
     assert (per_group["dp"]["all_gather"]["count"], per_group["dp"]["reduce_scatter"]["count"]) == (12, 6)
 
 
+def test_a_simulated_2d_world_pads_each_tp_shard_over_dp():
+    # dp 6 x tp 2 on the tiny GPT (4 layers, d 128, vocab 512, seq 64): FSDP pads the rows of each TP
+    # rank's local tensor up to a multiple of 6. Token embedding 256 x 128: 2 rows of 128; position
+    # table 64 x 128: 2 rows; a block: LayerNorms 4 x 4, qkv 192 rows none, proj 128 x 64: 4 rows of
+    # 64 and its bias 4, fc 256 x 128: 2 rows of 128 and its bias 2, fc2 128 x 256: 4 rows of 256 and
+    # its bias 4, 1,562 in all; the head's LayerNorm 8 and its 256 x 128 weight 256. 7,024 elements,
+    # and one local row of every tensor is 2,722 fp32 elements.
+    result = _simulate("fsdp", tp=2, world=12)
+    assert not _failed(result), _failed(result)
+    assert result["memory"]["fsdp_padding_elements"] == 256 + 256 + 4 * 1_562 + 8 + 256
+    assert result["memory"]["shard_row_bytes"] == 2_722 * 4
+
+
 def test_the_simulated_2d_world_is_what_calc_says():
     """The same configuration through `ddpfsdp calc --json`: model state and every op within 1%."""
     result = _simulate("fsdp", tp=2)

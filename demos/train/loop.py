@@ -117,8 +117,8 @@ class _Trainer:
         # Of the unsharded model, before any wrapping: what the analytic model's allowances need.
         self.model_facts = {
             "unsharded_params": unique_storage_bytes(self.model.parameters()),
-            "shard_row_bytes": shard_row_bytes(self.model),
-            "largest_param_bytes": largest_param_bytes(self.model),
+            "shard_row_bytes": shard_row_bytes(self.model.parameters()),
+            "largest_param_bytes": largest_param_bytes(self.model.parameters()),
             "param_tensors": len(list(self.model.parameters())),
             "buffers": unique_storage_bytes(self.model.buffers()),
         }

@@ -17,7 +17,7 @@ each rank holds without broadcasting, so every rank must build bit-identical wei
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -385,22 +385,31 @@ def count_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def shard_row_bytes(model: nn.Module) -> int:
+def shard_row_bytes(params: Iterable[torch.Tensor]) -> int:
     """One dim-0 row of every parameter: how far a rank's shard can sit from 1/N of a tensor.
 
     FSDP2 shards each parameter on dim 0 in ceil(rows/N) chunks: a rank holds up to one padded row
     more than rows/N (padding) or up to one row less (the last ranks of an uneven split).
     """
     total = 0
-    for p in model.parameters():
+    for p in params:
         rows = p.shape[0] if p.dim() else 1
         total += (p.numel() // max(rows, 1)) * p.element_size()
     return total
 
 
-def largest_param_bytes(model: nn.Module) -> int:
+def fsdp_padding_elements(params: Iterable[torch.Tensor], shard_size: int) -> int:
+    """The elements FSDP2 adds by padding each parameter's dim 0 up to a multiple of `shard_size`."""
+    padding = 0
+    for p in params:
+        rows = p.shape[0] if p.dim() else 1
+        padding += (-rows % shard_size) * (p.numel() // max(rows, 1))
+    return padding
+
+
+def largest_param_bytes(params: Iterable[torch.Tensor]) -> int:
     """The largest parameter: ZeRO-1 partitions whole tensors, so a rank's share can miss 1/N by one."""
-    return max((p.numel() * p.element_size() for p in model.parameters()), default=0)
+    return max((p.numel() * p.element_size() for p in params), default=0)
 
 
 def iter_unit_names(model: nn.Module, modules: list[nn.Module]) -> Iterator[str]:

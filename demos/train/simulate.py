@@ -205,18 +205,20 @@ def _all_reduce_hook(world_size: int) -> Callable:
 
 def _shape_facts(model: torch.nn.Module, shard_size: int) -> dict[str, int]:
     """What the analytic model's allowances need: a dim-0 row of every parameter, the largest one,
-    and the elements FSDP adds by padding each parameter's dim 0 to a multiple of the shard group."""
-    from ddpfsdp.demos.train.models import largest_param_bytes, shard_row_bytes
+    and the elements FSDP adds by padding each parameter's dim 0 to a multiple of the shard group.
+
+    Rows and padding are those of the tensors FSDP shards: on a 2-D model each TP rank's local
+    tensor (`DTensor.to_local`), which FSDP splits over dp; the sizes are the whole model's."""
+    from torch.distributed.tensor import DTensor
+
+    from ddpfsdp.demos.train.models import fsdp_padding_elements, largest_param_bytes, shard_row_bytes
 
     params = list(model.parameters())
-    padding = 0
-    for p in params:
-        rows = p.shape[0] if p.dim() else 1
-        padding += (-rows % shard_size) * (p.numel() // max(rows, 1))
+    sharded = [p.to_local() if isinstance(p, DTensor) else p for p in params]
     return {
-        "fsdp_padding_elements": padding,
-        "shard_row_bytes": shard_row_bytes(model),
-        "largest_param_bytes": largest_param_bytes(model),
+        "fsdp_padding_elements": fsdp_padding_elements(sharded, shard_size),
+        "shard_row_bytes": shard_row_bytes(sharded),
+        "largest_param_bytes": largest_param_bytes(params),
         "param_tensors": len(params),
         "unsharded_params": sum(p.numel() * p.element_size() for p in params),
         "buffers": sum(b.numel() * b.element_size() for b in model.buffers()),
@@ -272,6 +274,8 @@ def _build(run: RunSpec, world_size: int, mesh: Any, fake_mode: Any) -> dict[str
         two_d = TwoD.apply(model, run, FAKE_DEVICE, world_size, mesh=mesh)
         mesh = two_d.mesh["dp"]
     shard_size = world_size // run.replicas if run.sharding == "hybrid" else world_size
+    if two_d is not None:
+        shard_size = two_d.dp
     facts = _shape_facts(model, shard_size if run.strategy == "fsdp" else 1)
     params = sum(p.numel() for p in model.parameters())
     if run.checkpoint_activations:
