@@ -13,6 +13,7 @@ tensor; all_gather: the gathered output; reduce_scatter: the unreduced input); a
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections import defaultdict
 from dataclasses import dataclass
@@ -117,10 +118,16 @@ def issued_by_dtensor(types: Any) -> bool:
     (NotImplemented) lets the subclass run and its collectives and waits come back through the mode
     on plain tensors, as torch's CommDebugMode does (tensor/debug/_comm_mode.py).
     """
+    subclasses = _dtensor_types()
+    return any(issubclass(t, subclasses) for t in types)
+
+
+@functools.cache
+def _dtensor_types() -> tuple[type, ...]:
     from torch.distributed._functional_collectives import AsyncCollectiveTensor
     from torch.distributed.tensor import DTensor
 
-    return any(issubclass(t, (DTensor, AsyncCollectiveTensor)) for t in types)
+    return (DTensor, AsyncCollectiveTensor)
 
 
 def _bind(func: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
