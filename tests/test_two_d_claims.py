@@ -110,6 +110,19 @@ def test_critical_path_fails_when_nothing_waits_or_tp_runs_outside_the_blocks():
     assert not c.tp_collectives_on_critical_path([stray], ["3"], THEORY).passed
 
 
+def test_critical_path_is_judged_over_all_ranks_together():
+    # Three ranks wait on every all-reduce and one computes through them (as a rank the scheduler set
+    # aside mid-operation shows it): 3 of 4 in-flight milliseconds wait, and the check holds.
+    waiting, computing = _timeline(GOOD), _timeline(GOOD, waits=False)
+    check = c.tp_collectives_on_critical_path([waiting, waiting, waiting, computing], ["3"] * 4, THEORY)
+    assert check.passed, check.detail
+    assert check.values["exposed_tp_share"] == [pytest.approx(1.0)] * 3 + [pytest.approx(0.0)]
+    assert check.values["pooled_share"] == pytest.approx(0.75)
+    # Three of four ranks computing through them: a quarter waits, and it fails.
+    mostly = c.tp_collectives_on_critical_path([computing, computing, computing, waiting], ["3"] * 4, THEORY)
+    assert not mostly.passed and mostly.values["pooled_share"] == pytest.approx(0.25)
+
+
 def test_critical_path_leaves_out_the_layernorm_gradient_all_reduces():
     # Sequence parallelism: a LayerNorm weight's gradient (d fp32 = 512 bytes) all-reduced in FSDP's
     # post-backward, after the block's compute, is not one of TP's activation collectives.

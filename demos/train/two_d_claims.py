@@ -114,27 +114,33 @@ def tp_collectives_per_block(timeline_ranks: Sequence[Mapping[str, Any]], tp_gro
 def tp_collectives_on_critical_path(timeline_ranks: Sequence[Mapping[str, Any]], tp_groups: Sequence[str],
                                     theory: Mapping[str, Any]) -> Check:
     """TP's activation collectives (b*s*d each) sit inside the units' compute and the step waits for
-    them: on every rank at least half of their in-flight time has no compute running (the next
-    operation needs the result). With sequence parallelism the LayerNorm gradients' all-reduces are
-    not among them: FSDP2 issues them in its post-backward, when it reads each gradient
-    (`_fsdp_param.py`, `_get_grad_inner_tensor` redistributes the tp dimension's Partial)."""
+    them: over all ranks together at least half of their in-flight time has no compute running (the
+    next operation needs the result). Pooled, not rank by rank: on a CPU shared by more processes
+    than cores, a rank the scheduler sets aside in the middle of an operation shows that time as
+    compute beside a collective that had already finished. With sequence parallelism the LayerNorm
+    gradients' all-reduces are not among them: FSDP2 issues them in its post-backward, when it reads
+    each gradient (`_fsdp_param.py`, `_get_grad_inner_tensor` redistributes the tp dimension's Partial)."""
     bytes_each = theory["block_terms"][0]["bytes_each"]
-    shares, outside = [], []
+    shares, outside, waiting, in_flight = [], [], 0.0, 0.0
     for timeline, group in zip(timeline_ranks, tp_groups):
         tp = [collective_interval(c) for c in timeline.get("collectives", [])
               if c["group"] == group and c["bytes"] == bytes_each]
         blocks = [(s["start_s"], s["end_s"]) for s in unit_spans(timeline) if s["unit"].startswith("blocks.")]
-        in_flight = length(tp)
         outside.append(length(subtract(tp, blocks + _ends(timeline))))
-        shares.append(length(subtract(tp, compute_intervals(timeline))) / in_flight if in_flight > 0 else 0.0)
+        idle = length(subtract(tp, compute_intervals(timeline)))
+        shares.append(idle / length(tp) if length(tp) > 0 else 0.0)
+        waiting, in_flight = waiting + idle, in_flight + length(tp)
+    pooled = waiting / in_flight if in_flight > 0 else 0.0
     step_share = [(timeline.get("exposed_share") or 0.0) for timeline in timeline_ranks]
-    passed = bool(shares) and all(share >= EXPOSED_TP_SHARE for share in shares) and not any(outside)
+    passed = bool(shares) and pooled >= EXPOSED_TP_SHARE and not any(outside)
     detail = (f"share of the in-flight time of TP's activation collectives ({_mib(bytes_each)} each) with no "
-              f"compute running, by rank: {[round(s, 3) for s in shares]} (at least {EXPOSED_TP_SHARE:.0%}: the "
-              f"block waits for each one); their time outside any unit's compute: {[round(o, 6) for o in outside]} s")
+              f"compute running: {pooled:.3f} over all ranks, by rank {[round(s, 3) for s in shares]} (at least "
+              f"{EXPOSED_TP_SHARE:.0%} over all ranks: the block waits for each one); their time outside any "
+              f"unit's compute: {[round(o, 6) for o in outside]} s")
     if any(step_share):
         detail += f"; exposed communication over the whole step: {[round(s, 3) for s in step_share]}"
-    return Check("tp_collectives_on_critical_path", passed, detail, {"exposed_tp_share": shares, "outside_s": outside})
+    return Check("tp_collectives_on_critical_path", passed, detail,
+                 {"exposed_tp_share": shares, "pooled_share": pooled, "outside_s": outside})
 
 
 def _ends(timeline: Mapping[str, Any]) -> list[tuple[float, float]]:
