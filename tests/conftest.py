@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -102,19 +103,41 @@ _os._exit(0)
 
 
 def run_script_on_ranks(script: str, folder, nprocs: int = 2, timeout_s: float = 110) -> list[dict]:
-    """Run `script` on `nprocs` gloo ranks under torchrun and return each rank's `out`, in rank order.
+    """Run `script` on `nprocs` gloo ranks, one process each, and return each rank's `out`, in rank order.
 
+    The ranks get the variables torchrun would give them (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)
+    without torchrun's agent, a process of its own that would import torch only to supervise them.
     The script initialises the process group and leaves `rank` and a JSON-able dict `out`; what
     follows it writes `out` to `<folder>/rank<r>.json` and ends the rank.
     """
+    import socket
+
     path = folder / "ranks.py"
     path.write_text(script + RANK_SCRIPT_END)
-    proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nprocs),
-         str(path), str(folder)],
-        capture_output=True, text=True, timeout=timeout_s, env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    common = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+              "WORLD_SIZE": str(nprocs), "LOCAL_WORLD_SIZE": str(nprocs)}
+    ranks = []
+    for rank in range(nprocs):
+        with open(folder / f"rank{rank}.stderr", "w") as stderr:
+            ranks.append(subprocess.Popen([sys.executable, str(path), str(folder)], stdout=subprocess.DEVNULL,
+                                          stderr=stderr, env={**common, "RANK": str(rank), "LOCAL_RANK": str(rank)}))
+    deadline = time.monotonic() + timeout_s
+    try:  # as torchrun would: the first rank to fail ends the others, which would wait for it
+        while any(proc.poll() is None for proc in ranks) and time.monotonic() < deadline:
+            if any(proc.returncode not in (None, 0) for proc in ranks):
+                break
+            time.sleep(0.05)
+    finally:
+        for proc in ranks:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    failed = [f"rank {rank} exited with {proc.returncode}:\n{(folder / f'rank{rank}.stderr').read_text()[-2000:]}"
+              for rank, proc in enumerate(ranks) if proc.returncode != 0]
+    assert not failed, f"within {timeout_s:.0f} s:\n" + "\n".join(failed)
     return [json.loads((folder / f"rank{r}.json").read_text()) for r in range(nprocs)]
 
 
