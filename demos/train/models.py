@@ -391,20 +391,18 @@ def shard_row_bytes(params: Iterable[torch.Tensor]) -> int:
     FSDP2 shards each parameter on dim 0 in ceil(rows/N) chunks: a rank holds up to one padded row
     more than rows/N (padding) or up to one row less (the last ranks of an uneven split).
     """
-    total = 0
-    for p in params:
-        rows = p.shape[0] if p.dim() else 1
-        total += (p.numel() // max(rows, 1)) * p.element_size()
-    return total
+    return sum(_row_elements(p)[1] * p.element_size() for p in params)
 
 
 def fsdp_padding_elements(params: Iterable[torch.Tensor], shard_size: int) -> int:
     """The elements FSDP2 adds by padding each parameter's dim 0 up to a multiple of `shard_size`."""
-    padding = 0
-    for p in params:
-        rows = p.shape[0] if p.dim() else 1
-        padding += (-rows % shard_size) * (p.numel() // max(rows, 1))
-    return padding
+    return sum(-rows % shard_size * row for rows, row in map(_row_elements, params))
+
+
+def _row_elements(p: torch.Tensor) -> tuple[int, int]:
+    """A parameter's dim-0 rows and the elements in each (a 0-d tensor is one row of one)."""
+    rows = p.shape[0] if p.dim() else 1
+    return rows, p.numel() // max(rows, 1)
 
 
 def largest_param_bytes(params: Iterable[torch.Tensor]) -> int:

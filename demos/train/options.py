@@ -219,8 +219,8 @@ def _check_fsdp(run: RunSpec, world: int | None) -> None:
 
 
 def _check_tp(run: RunSpec, world: int | None, device: str | None) -> None:
-    """--tp runs one configuration: FSDP2 full over dp, one unit per block, on a GPT whose heads,
-    vocabulary and sequence tp divides, in a world of at least 2 x tp."""
+    """--tp runs one configuration: FSDP2 full over dp, one unit per block, on a GPT whose heads and
+    vocabulary tp divides (and its sequence, with --sequence-parallel), in a world of at least 2 x tp."""
     from ddpfsdp.demos.train.tensor_parallel import check_tp_shape
 
     if run.sequence_parallel and not run.tp:
