@@ -90,11 +90,9 @@ def _standalone_defaults() -> None:
         return
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     if "MASTER_PORT" not in os.environ:
-        import socket
+        from ddpfsdp.demos.launch.hardware import free_port
 
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            os.environ["MASTER_PORT"] = str(sock.getsockname()[1])
+        os.environ["MASTER_PORT"] = str(free_port())
 
 
 def cuda_index(local_rank: int, visible: int) -> int:

@@ -110,14 +110,11 @@ def run_script_on_ranks(script: str, folder, nprocs: int = 2, timeout_s: float =
     The script initialises the process group and leaves `rank` and a JSON-able dict `out`; what
     follows it writes `out` to `<folder>/rank<r>.json` and ends the rank.
     """
-    import socket
+    from ddpfsdp.demos.launch.hardware import free_port
 
     path = folder / "ranks.py"
     path.write_text(script + RANK_SCRIPT_END)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    common = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+    common = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
               "WORLD_SIZE": str(nprocs), "LOCAL_WORLD_SIZE": str(nprocs)}
     ranks = []
     for rank in range(nprocs):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import uuid
@@ -11,22 +10,17 @@ import uuid
 import pytest
 
 from ddpfsdp.demos.launch import events
+from ddpfsdp.demos.launch.hardware import free_port
 from ddpfsdp.demos.launch.launcher import processes_with_env
 
 MARKER = "DDPFSDP_TEST_MARKER"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.mark.dist
 @pytest.mark.timeout(180)
 def test_two_torchrun_agents_as_two_nodes_give_one_result():
     marker = uuid.uuid4().hex
-    endpoint = f"127.0.0.1:{_free_port()}"
+    endpoint = f"127.0.0.1:{free_port()}"
     env = dict(os.environ, **{MARKER: marker, "OMP_NUM_THREADS": "1"})
     node = [
         sys.executable, "-m", "torch.distributed.run",

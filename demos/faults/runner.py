@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,7 @@ from ddpfsdp.demos.faults import catalog, report
 from ddpfsdp.demos.faults.fault import PHASES
 from ddpfsdp.demos.faults.rank import analysis_path, record_path
 from ddpfsdp.demos.launch import events as event_protocol
+from ddpfsdp.demos.launch.hardware import free_port
 from ddpfsdp.demos.launch.launcher import (
     RUN_ID_ENV,
     STOP_GRACE_S,
@@ -49,12 +49,6 @@ STDERR_TAIL_LINES = 40
 
 
 NO_OPTIONS: list = []  # the registry's options for `fault`: its command parses its own
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def launch_order(names: Sequence[str]) -> list[str]:
@@ -136,7 +130,7 @@ class FaultRun:
             if self._procs or self.cancelled:
                 return
             self._dir = Path(tempfile.mkdtemp(prefix="ddpfsdp-fault-"))
-            port = _free_port()
+            port = free_port()
             command = [sys.executable, "-m", "ddpfsdp.demos.faults.rank", str(self._dir), str(self.timeout_s), *self.faults]
             for rank in range(self.world_size):
                 with open(self._dir / f"rank{rank}.stderr", "w") as stderr:

@@ -1,4 +1,4 @@
-"""What this machine can run: CUDA devices, collective backends, CPU cores and memory.
+"""What this machine can run: CUDA devices, collective backends, CPU cores, memory and a free port.
 
 The launcher picks its default from here (every visible GPU on NCCL, else 2 CPU processes on gloo),
 and `ddpfsdp doctor` prints it.
@@ -144,3 +144,13 @@ def detect() -> Hardware:
         ram_total_bytes=total,
         ram_available_bytes=available,
     )
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now, for a rendezvous on this host (the kernel
+    picks it; another process could take it before the ranks bind it, as with torchrun --standalone)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 from typing import Any
 
@@ -28,9 +27,9 @@ MIB = 1024**2
 
 def _world_of_one() -> None:
     os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        os.environ["MASTER_PORT"] = str(sock.getsockname()[1])
+    from ddpfsdp.demos.launch.hardware import free_port
+
+    os.environ["MASTER_PORT"] = str(free_port())
 
 
 def _memory_stats(device: Any) -> dict[str, int]:
