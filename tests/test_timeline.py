@@ -176,3 +176,26 @@ def test_a_collective_without_a_work_is_completed_when_waited_on(tmp_path):
     assert done[8] is None
     check = timeline_records_every_collective({"ranks": [rank]}, per_op)
     assert not check.passed and "1 without completion" in check.detail
+
+
+def test_completion_is_taken_from_the_future_a_watcher_or_the_stream(tmp_path):
+    """Where a collective's completion comes from, by what the backend returned: gloo's all-reduce
+    Work has a future; its reduce-scatter Work has none, so a host thread waits on it (CPU only).
+    NCCL with async_op=False returns no Work and runs on the current stream (torch >= 2.12), so the
+    stream says when it is done; on CPU nothing would."""
+    import torch
+    import torch.distributed as dist
+
+    from ddpfsdp.demos.measure.timeline import completion_source
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        reduce = dist.all_reduce(torch.ones(4), async_op=True)
+        scatter = dist.reduce_scatter_single(torch.zeros(16), torch.ones(16), async_op=True)
+        reduce.wait()
+        scatter.wait()
+    finally:
+        dist.destroy_process_group()
+    assert [completion_source(reduce, cuda) for cuda in (False, True)] == ["future", "future"]
+    assert [completion_source(scatter, cuda) for cuda in (False, True)] == ["watcher", "none"]
+    assert [completion_source(None, cuda) for cuda in (False, True)] == ["none", "stream"]

@@ -106,6 +106,28 @@ def _work_of(result: Any) -> Any:
     return None
 
 
+def completion_source(work: Any, cuda: bool) -> str:
+    """How a collective's completion can be stamped: "future" (its Work's future calls back),
+    "watcher" (a thread waits on a CPU Work that has no future: gloo's reduce-scatter, torch 2.13
+    "Work::getFuture not implemented"), "stream" (a CUDA collective that returned no Work), or
+    "none" (nothing says when it finished).
+
+    "stream" is right for NCCL called with async_op=False: from torch 2.12 ProcessGroupNCCL runs it
+    on the caller's current stream and returns no Work (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp,
+    `collective`: "in asyncOp=false [default] mode, we use currentStream as ncclStream"), so the next
+    event recorded on that stream fires when it is done. FSDP1 issues its all-gathers, reduce-scatters
+    and NO_SHARD all-reduces this way. A CUDA Work without a future runs on a stream of its own,
+    which a host thread's clock cannot stamp: "none".
+    """
+    if work is None:
+        return "stream" if cuda else "none"
+    try:
+        work.get_future()
+    except Exception:  # noqa: BLE001 - a backend without futures
+        return "none" if cuda else "watcher"
+    return "future"
+
+
 WATCH_JOIN_S = 10.0  # at the step's end, how long a Work without a future may still take to finish
 
 
@@ -303,30 +325,29 @@ class TimelineRecorder(CommCounter):
             # A functional collective returns at once; it is complete when its tensor is waited on.
             self._functional[_storage_of(result)] = (result, event)
             return result
-        work = _work_of(result)
-        future = None
-        if work is not None:
-            try:
-                future = work.get_future()
-            except Exception:  # noqa: BLE001 - a backend without futures: completion is unknown
-                future = None
-        if future is not None:
+        self._watch_completion(_work_of(result), event)
+        return result
+
+    def _watch_completion(self, work: Any, event: dict[str, Any]) -> None:
+        """Stamp `event["completed"]` when the collective is done, by whichever means it offers."""
+        how = completion_source(work, self.cuda)
+        if how == "future":
             def completed(fut):
                 # CPU: gloo runs this on its own thread when the work is done. CUDA: it runs on
                 # streams made to wait for the collective, so the event fires when it is done.
                 event["completed"] = self._now()
                 return None
 
-            future.then(completed)
-        elif work is not None and not self.cuda:
-            # gloo's reduce-scatter gives a Work without a future (torch 2.13: "Work::getFuture not
-            # implemented"): a thread waits on it beside whoever else does, and marks the time.
+            work.get_future().then(completed)
+        elif how == "watcher":
             watcher = threading.Thread(target=_mark_when_done, args=(work, event), daemon=True)
             watcher.start()
             self._watchers.append(watcher)
-        # Otherwise nothing says when it finished: it stays not completed, and
+        elif how == "stream":
+            # On the current stream: an event recorded there now fires once the collective is done.
+            event["completed"] = self._now()
+        # "none": nothing says when it finished, so it stays not completed and
         # `timeline_records_every_collective` names it, rather than showing it done at issue.
-        return result
 
     def _maybe_wait(self, func: Any, args: tuple, kwargs: dict) -> Any:
         """Run a non-collective op. A `wait_tensor` is time the step spends blocked on a functional
