@@ -98,6 +98,22 @@ def test_ddp_with_small_buckets_overlaps_and_fsdp1_without_prefetch_does_not(dem
     assert check["passed"] and check["values"]["ranks"][0]["backward"] == 0, check
 
 
+@pytest.mark.parametrize("args", [["fsdp", *TINY, "--sharding", "grad-op"], ["ddp", *TINY, "--bucket-mb", "1"]])
+def test_without_a_timeline_its_claims_are_left_out_and_the_rest_judged_alike(demo_result, args):
+    """A run with --no-timeline has nothing to judge overlap, resharding, prefetching or completion
+    on: those claims are left out, not failed, and every other check reads the same numbers."""
+    from ddpfsdp.demos.train.demo import run_checks
+
+    result = demo_result(*args)
+    with_timeline = {c.name: c for c in run_checks(result, result["theory"])}
+    without = {c.name: c for c in run_checks({**result, "timeline": None}, result["theory"])}
+    timeline_claims = {"timeline_records_every_collective", "ddp_overlaps_allreduce_with_backward",
+                       "fsdp_reshards_after_forward", "fsdp_prefetches_next_unit"}
+    assert set(with_timeline) - set(without) == timeline_claims & set(with_timeline)
+    assert "timeline_records_every_collective" in with_timeline and len(with_timeline) - len(without) >= 2
+    assert all(without[name] == with_timeline[name] for name in without)
+
+
 def test_recorder_edges_on_one_process(tmp_path):
     """The recorder's hooks, in one gloo process: every unit's forward and backward, in order, and the
     reducer's all-reduce issued in backward and completed."""
