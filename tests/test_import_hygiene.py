@@ -14,6 +14,8 @@ import sys
 
 import pytest
 
+from ddpfsdp.demos.launch.hardware import torch_gpu_build
+
 TORCH = ("torch",)
 TORCH_TEXTUAL = ("torch", "textual")
 TORCH_TEXTUAL_NUMPY = ("torch", "textual", "numpy")
@@ -29,7 +31,7 @@ def _invoke(*argv: str, exit_code: int = 0, words: str = "") -> str:
 
 
 # Bad demo options that need no world size: click refuses them before the run is placed (placing
-# it imports torch to count GPUs). (argv, what the message names)
+# it imports a GPU build of torch to count GPUs). (argv, what the message names)
 BAD_DEMO_OPTIONS = [
     (["demo", "ddp", "--bucket-mb", "-1"], "Invalid value for '--bucket-mb': -1.0 is not in the range x>0"),
     (["demo", "ddp", "--steps", "0"], "--steps"),
@@ -111,6 +113,12 @@ PATHS: dict[str, tuple[str, tuple[str, ...]]] = {
         "import ddpfsdp.demos.train.timeline_claims, ddpfsdp.quiz.widgets.charts\n",
         TORCH),
 }
+
+if torch_gpu_build() is None:  # a GPU build of torch is imported to count its GPUs
+    PATHS["a run placed by the launcher, on this CPU build of torch"] = (
+        "from ddpfsdp.demos.launch.launcher import Placement, resolve_placement\n"
+        "assert resolve_placement(args=['--model', 'tiny']) == Placement('cpu', 2)\n",
+        TORCH)
 
 # Runs in the fresh interpreter: only the standard library before the fork, each path after it.
 DRIVER = r'''

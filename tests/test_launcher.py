@@ -60,6 +60,24 @@ def test_placement_without_gpus(monkeypatch):
         resolve_placement(gpus=1, procs=1)
 
 
+
+def test_the_gpu_build_of_torch_is_read_from_its_version_file():
+    """The launcher counts GPUs only in a GPU build of torch; which build it is comes from
+    torch/version.py, read as text, and agrees with torch.version here."""
+    import torch
+
+    from ddpfsdp.demos.launch.hardware import gpu_build_in_version_file, torch_gpu_build
+
+    here = f"CUDA {torch.version.cuda}" if torch.version.cuda else f"HIP {torch.version.hip}" if torch.version.hip else None
+    assert torch_gpu_build() == here
+    cpu = "from typing import Optional\n__version__ = '2.13.0+cpu'\ncuda: Optional[str] = None\nhip: Optional[str] = None\n"
+    assert gpu_build_in_version_file(cpu) is None
+    assert gpu_build_in_version_file(cpu.replace("cuda: Optional[str] = None", "cuda: Optional[str] = '13.0'")) == "CUDA 13.0"
+    assert gpu_build_in_version_file("cuda = None\nhip = '6.4.1'\n") == "HIP 6.4.1"
+    # Anything else is not a verdict: the launcher then imports torch and asks it.
+    for text in ("cuda = None\n", "cuda = get_cuda()\nhip = None\n", "cuda = (\n"):
+        assert gpu_build_in_version_file(text) == "unknown", text
+
 def test_too_many_gpus_names_the_procs_command_that_runs_here():
     from ddpfsdp.demos.launch.launcher import cuda_device_count
 

@@ -24,6 +24,41 @@ def option_value(args: Sequence[str], name: str) -> str | None:
     return None
 
 
+def torch_gpu_build() -> str | None:
+    """The GPU toolkit the installed torch was built for ("CUDA 13.0", "HIP 6.4"), or None for a CPU
+    build, read from torch/version.py without importing torch; "unknown" when that file cannot be
+    read as expected, so that a caller imports torch and asks it."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("torch")
+        folder = next(iter(spec.submodule_search_locations or ())) if spec else None
+        text = open(os.path.join(folder, "version.py"), encoding="utf-8").read() if folder else ""
+    except (OSError, StopIteration, ValueError):
+        return "unknown"
+    return gpu_build_in_version_file(text)
+
+
+def gpu_build_in_version_file(text: str) -> str | None:
+    """What torch/version.py says of the GPU build: its `cuda` and `hip` strings (None in a CPU build),
+    as torch.version.cuda and torch.version.hip give them; "unknown" unless both are plain constants."""
+    import ast
+
+    try:
+        body = ast.parse(text).body
+    except SyntaxError:
+        return "unknown"
+    builds = {}
+    for node in body:
+        target = node.target if isinstance(node, ast.AnnAssign) else getattr(node, "targets", [None])[0]
+        if isinstance(target, ast.Name) and target.id in ("cuda", "hip") and isinstance(node.value, ast.Constant):
+            builds[target.id] = node.value.value
+    if set(builds) != {"cuda", "hip"}:
+        return "unknown"
+    found = [f"{name.upper()} {version}" for name, version in sorted(builds.items()) if version]
+    return found[0] if found else None
+
+
 def default_cpu_procs(args: Sequence[str] = ()) -> int:
     """CPU processes a demo gets when no --procs is given: DEFAULT_CPU_PROCS, or for a 2-D run
     (`--tp N`) two data-parallel groups of N, the smallest world it runs on."""

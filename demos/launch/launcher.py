@@ -56,6 +56,12 @@ class Placement:
 
 
 def cuda_device_count() -> int:
+    """The CUDA GPUs torch can use here. A CPU build of torch has none, and says so without being
+    imported (2 s the launcher would otherwise spend before any rank starts); a GPU build is asked."""
+    from ddpfsdp.demos.launch.hardware import torch_gpu_build
+
+    if torch_gpu_build() is None:
+        return 0
     import torch
 
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
