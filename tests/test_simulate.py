@@ -185,24 +185,23 @@ def test_7b_hsdp_on_64_ranks_stays_within_1_percent_of_calc(demo_result):
 
 
 @pytest.mark.timeout(300)
-def test_the_cli_simulates_a_world_of_8_labelled_simulated():
-    outcome = run_cli("demo", "fsdp", "--simulate", "--world", "8", "--model", "tiny", "--precision", "bf16-mixed",
-                      "--json")
+def test_the_cli_simulates_a_world_of_8_labelled_simulated_and_saves_it():
+    """One simulated run through the CLI: its text says SIMULATED and has no throughput, and the result
+    it saved is the simulated world's, with FSDP's model state at 1/8 as calc has it."""
+    from ddpfsdp.quiz.store import Store
+
+    args = ["--model", "tiny", "--precision", "bf16-mixed", "--simulate", "--world", "8"]  # the CLI's order
+    outcome = run_cli("demo", "fsdp", *args)
     assert outcome.exception is None and outcome.exit_code == 0, (outcome.exception, outcome.stderr[-3000:])
-    result = json.loads(outcome.stdout)
+    assert "SIMULATED" in outcome.stdout and "no throughput" in outcome.stdout.replace("\n", " ")
+    assert "samples/s" not in outcome.stdout and "on a simulated world of 8 ranks" in outcome.stdout
+    with Store.open() as store:
+        result = store.last_demo_result("fsdp", args).result
     assert result["config"]["simulated"] is True and result["config"]["world_size"] == 8
     rank = result["memory"]["ranks"][0]
     expected = _calc_row("zero3", 8, "bf16-mixed", presets.shape_for("gpt", "tiny").params)["model_state_bytes"]
     assert _state_bytes(rank) == pytest.approx(expected, rel=0.01)
     assert result["memory"]["peak"]["phase"] and result["memory"]["peak"]["categories"]
-    assert "simulated world of 8 ranks" in outcome.stderr
-
-
-def test_the_cli_heading_says_simulated():
-    outcome = run_cli("demo", "ddp", "--simulate", "--world", "8", "--model", "tiny")
-    assert outcome.exception is None and outcome.exit_code == 0, (outcome.exception, outcome.stderr[-3000:])
-    assert "SIMULATED" in outcome.stdout and "no throughput" in outcome.stdout.replace("\n", " ")
-    assert "samples/s" not in outcome.stdout
 
 
 # ----------------------------------------------------------------------------- refusals
