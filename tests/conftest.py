@@ -12,6 +12,16 @@ import pytest
 from demo_runs import DemoRuns
 
 
+def pytest_configure(config):
+    """Python caches compiled bytecode for the session, whatever PYTHONDONTWRITEBYTECODE says.
+
+    The suite starts well over a hundred interpreters (the workers, each demo's launcher and ranks),
+    and each imports the same project modules; without the cache every one compiles them again (half
+    a second each), and every worker rewrites every test module's assertions again. The variable is
+    dropped before the workers start, so they and every process they launch inherit the default."""
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    sys.dont_write_bytecode = False
+
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory) -> DemoRuns:
     """`demo_run(name, *args, procs=2)`: the session's one launch of that configuration (tests/demo_runs.py)."""

@@ -11,7 +11,8 @@ same torch, Textual and pytest (and pytest-xdist: each suite runs as its own pyp
 tree's on a worker per core). Then each suite runs in turn (`python -m pytest -q`), alternating which
 goes first when there are several rounds, and the script prints both wall times, the CPU seconds the
 suite and its children used, the load average around each run, and the ratio of this tree's wall
-time to the base's beside its target (at most 0.5). Timings belong to a quiet machine: check `uptime`.
+time to the base's beside its target (at most 0.5). Every run starts without cached bytecode in its
+tree, as a fresh clone does. Timings belong to a quiet machine: check `uptime`.
 Takes as long as both suites (about 25 minutes on 2 cores).
 """
 
@@ -72,7 +73,14 @@ def _venv(folder: Path, tree: Path) -> Path:
     return python
 
 
+def _clear_bytecode(tree: Path) -> None:
+    """Each run starts cold, as on a fresh clone: no bytecode a previous round of this suite cached."""
+    for cache in list(tree.rglob("__pycache__")):
+        shutil.rmtree(cache, ignore_errors=True)
+
+
 def _run_suite(side: str, python: Path, tree: Path, timeout_s: float, pytest_args: list[str]) -> SuiteRun:
+    _clear_bytecode(tree)
     env = {k: v for k, v in os.environ.items() if k not in ("DDPFSDP_HOME", "PYTEST_ADDOPTS")}
     load_before = os.getloadavg()[0]
     cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
