@@ -95,12 +95,10 @@ def activation_estimate(run: dict[str, Any]) -> int | None:
 def run_checks(run: dict[str, Any], theory: dict[str, Any]) -> list[Any]:
     """The named checks of the `ddp` or `fsdp` demo for one run."""
     from ddpfsdp.demos.train import claims as tc
-    from ddpfsdp.demos.train import timeline_claims as tl
     from ddpfsdp.demos.theory.precision import precision_for
     from ddpfsdp.demos.theory.run import theory_for_run
 
     config, memory, per_op = run["config"], run["memory"], run["comm"]["per_step"]
-    timeline = run.get("timeline")
     ranks = memory["ranks"]
     allowance = _allowance(run, theory)
     checks = [
@@ -115,8 +113,6 @@ def run_checks(run: dict[str, Any], theory: dict[str, Any]) -> list[Any]:
         held_param_bytes = config["params"] * spec.param_bytes
         checks.append(tc.ddp_replicates_model_state(ranks, held_param_bytes))
         checks.append(tc.ddp_uses_all_reduce(per_op))
-        if timeline:
-            checks.append(tl.ddp_overlaps_allreduce_with_backward(timeline, config["bucket_mb"]))
     elif config["strategy"] == "fsdp":
         sharding = config["sharding"]
         world = config["world_size"]
@@ -131,14 +127,24 @@ def run_checks(run: dict[str, Any], theory: dict[str, Any]) -> list[Any]:
                                                     hybrid=sharding == "hybrid"))
         checks.append(tc.fsdp_all_gathers_params(per_op, config["unit_params"] or [config["params"]],
                                                  sharding, spec.gather_bytes))
-        if timeline:
-            checks.append(tl.fsdp_reshards_after_forward(timeline, sharding, config["units"], config["unit_params"]))
-            checks.append(tl.fsdp_prefetches_next_unit(timeline, sharding=sharding, prefetch=config["prefetch"],
-                                                       fsdp_api=config["fsdp_api"], units=config["units"],
-                                                       unit_params=config["unit_params"]))
-    if timeline:  # with --no-timeline, the claims only a timeline can show are not judged
-        checks.append(tl.timeline_records_every_collective(timeline, per_op))
-    return checks
+    return checks + _timeline_checks(config, run.get("timeline"), per_op)
+
+
+def _timeline_checks(config: dict[str, Any], timeline: dict[str, Any] | None, per_op: dict[str, Any]) -> list[Any]:
+    """The claims only the recorded step can show; none with --no-timeline, which records no step."""
+    from ddpfsdp.demos.train import timeline_claims as tl
+
+    if not timeline:
+        return []
+    checks = []
+    if config["strategy"] == "ddp":
+        checks.append(tl.ddp_overlaps_allreduce_with_backward(timeline, config["bucket_mb"]))
+    elif config["strategy"] == "fsdp":
+        sharding, units, unit_params = config["sharding"], config["units"], config["unit_params"]
+        checks.append(tl.fsdp_reshards_after_forward(timeline, sharding, units, unit_params))
+        checks.append(tl.fsdp_prefetches_next_unit(timeline, sharding=sharding, prefetch=config["prefetch"],
+                                                   fsdp_api=config["fsdp_api"], units=units, unit_params=unit_params))
+    return [*checks, tl.timeline_records_every_collective(timeline, per_op)]
 
 
 def two_d_run_checks(run: dict[str, Any], theory: dict[str, Any], reference: list[float]) -> list[Any]:
