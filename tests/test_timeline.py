@@ -197,7 +197,7 @@ def test_a_collective_without_a_work_is_completed_when_waited_on(tmp_path):
 def test_completion_is_taken_from_the_future_a_watcher_or_the_stream(tmp_path):
     """Where a collective's completion comes from, by what the backend returned: gloo's all-reduce
     Work has a future; its reduce-scatter Work has none, so a host thread waits on it (CPU only).
-    NCCL with async_op=False returns no Work and runs on the current stream (torch >= 2.12), so the
+    NCCL with async_op=False returns no Work and runs on the current stream (an H100, torch 2.11), so the
     stream says when it is done; on CPU nothing would."""
     import torch
     import torch.distributed as dist

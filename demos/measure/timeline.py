@@ -112,10 +112,10 @@ def completion_source(work: Any, cuda: bool) -> str:
     "Work::getFuture not implemented"), "stream" (a CUDA collective that returned no Work), or
     "none" (nothing says when it finished).
 
-    "stream" is right for NCCL called with async_op=False: from torch 2.12 ProcessGroupNCCL runs it
-    on the caller's current stream and returns no Work (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp,
-    `collective`: "in asyncOp=false [default] mode, we use currentStream as ncclStream"), so the next
-    event recorded on that stream fires when it is done. FSDP1 issues its all-gathers, reduce-scatters
+    "stream" is right for NCCL called with async_op=False: ProcessGroupNCCL runs it on the caller's
+    current stream and returns no Work (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, `collective`:
+    "in asyncOp=false [default] mode, we use currentStream as ncclStream"; seen on an H100 with torch
+    2.11), so the next event recorded on that stream fires when it is done. FSDP1 issues its all-gathers, reduce-scatters
     and NO_SHARD all-reduces this way. A CUDA Work without a future runs on a stream of its own,
     which a host thread's clock cannot stamp: "none".
     """
