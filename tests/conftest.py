@@ -22,6 +22,7 @@ def pytest_configure(config):
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     sys.dont_write_bytecode = False
 
+
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory) -> DemoRuns:
     """`demo_run(name, *args, procs=2)`: the session's one launch of that configuration (tests/demo_runs.py)."""

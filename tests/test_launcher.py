@@ -60,7 +60,6 @@ def test_placement_without_gpus(monkeypatch):
         resolve_placement(gpus=1, procs=1)
 
 
-
 def test_the_gpu_build_of_torch_is_read_from_its_version_file():
     """The launcher counts GPUs only in a GPU build of torch; which build it is comes from
     torch/version.py, read as text, and agrees with torch.version here."""
@@ -77,6 +76,7 @@ def test_the_gpu_build_of_torch_is_read_from_its_version_file():
     # Anything else is not a verdict: the launcher then imports torch and asks it.
     for text in ("cuda = None\n", "cuda = get_cuda()\nhip = None\n", "cuda = (\n"):
         assert gpu_build_in_version_file(text) == "unknown", text
+
 
 def test_too_many_gpus_names_the_procs_command_that_runs_here():
     from ddpfsdp.demos.launch.launcher import cuda_device_count

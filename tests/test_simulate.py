@@ -204,6 +204,23 @@ def test_the_cli_simulates_a_world_of_8_labelled_simulated_and_saves_it():
     assert result["memory"]["peak"]["phase"] and result["memory"]["peak"]["categories"]
 
 
+
+def test_a_simulated_ddp_run_reads_simulated_with_no_throughput():
+    """The text the CLI prints for a simulated `ddp` run (the demo's own renderer): labelled SIMULATED,
+    and no speed, since nothing ran."""
+    import io
+
+    from rich.console import Console
+
+    from ddpfsdp.demos import registry
+    from ddpfsdp.demos.worker import load
+
+    out = io.StringIO()
+    load(registry.DEMOS["ddp"].render)(_simulate("ddp"), Console(file=out, width=100))
+    text = out.getvalue()
+    assert "SIMULATED" in text and "no throughput" in text.replace("\n", " ")
+    assert "samples/s" not in text
+
 # ----------------------------------------------------------------------------- refusals
 
 
