@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 
 import pytest
-from demo_runs import DemoRuns
+from demo_runs import DemoRuns, shared_json
 
 
 def pytest_configure(config):
@@ -23,15 +23,38 @@ def pytest_configure(config):
     sys.dont_write_bytecode = False
 
 
-@pytest.fixture(scope="session")
-def demo_run(tmp_path_factory) -> DemoRuns:
-    """`demo_run(name, *args, procs=2)`: the session's one launch of that configuration (tests/demo_runs.py)."""
+def _session_folder(tmp_path_factory, name: str):
+    """A folder every worker of this session shares."""
     session = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         session = session.parent  # the folder every worker's own temporary folder is made in
-    folder = session / "demo-runs"
+    folder = session / name
     folder.mkdir(exist_ok=True)
-    return DemoRuns(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory) -> DemoRuns:
+    """`demo_run(name, *args, procs=2)`: the session's one launch of that configuration (tests/demo_runs.py)."""
+    return DemoRuns(_session_folder(tmp_path_factory, "demo-runs"))
+
+
+@pytest.fixture(scope="session")
+def simulated(tmp_path_factory):
+    """`simulated(demo, options)`: the session's one in-process simulation of that configuration
+    (`simulate(demo, options)`), as JSON reads it back; shared by every test and worker that asks."""
+    folder = _session_folder(tmp_path_factory, "simulated-runs")
+    done: dict[str, dict] = {}
+
+    def result(demo: str, options: dict) -> dict:
+        from ddpfsdp.demos.train.simulate import simulate
+
+        key = json.dumps([demo, options], sort_keys=True)
+        if key not in done:
+            done[key] = shared_json(folder, key, lambda: simulate(demo, dict(options)))
+        return done[key]
+
+    return result
 
 
 @pytest.fixture(scope="session")

@@ -27,6 +27,7 @@ import fcntl
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,24 @@ class FinishedRun:
         return self.result
 
 
+def _name(key: Any) -> str:
+    return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
+
+
+def shared_json(folder: Path, key: Any, make: Callable[[], Any]) -> Any:
+    """What `make()` returned for `key` in this session, as JSON reads it back: made by the first worker
+    to ask, under a lock of its own, and read from `folder` by every later one."""
+    name = _name(key)
+    saved = folder / f"{name}.json"
+    with open(folder / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not saved.exists():
+            partial = saved.with_suffix(".partial")
+            partial.write_text(json.dumps(make()))
+            os.replace(partial, saved)
+        return json.loads(saved.read_text())
+
+
 def _traced(demo: str, args: tuple[str, ...]) -> bool:
     return demo in TRACED_DEMOS and "--simulate" not in args and "--no-timeline" not in args and "--trace" not in args
 
@@ -84,16 +103,9 @@ class DemoRuns:
 
     def _shared(self, demo: str, args: tuple[str, ...], procs: int) -> FinishedRun:
         """The launch another worker of this session wrote, or this worker's own, written for them."""
-        name = hashlib.sha256(json.dumps([demo, args, procs]).encode()).hexdigest()[:16]
-        saved = self.folder / f"{name}.json"
-        with open(self.folder / f"{name}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not saved.exists():
-                run = self._launch(demo, args, procs, self.folder / f"{name}-trace.json")
-                partial = saved.with_suffix(".partial")
-                partial.write_text(json.dumps(asdict(run)))
-                os.replace(partial, saved)
-            data = json.loads(saved.read_text())
+        key = [demo, args, procs]
+        trace_file = self.folder / f"{_name(key)}-trace.json"
+        data = shared_json(self.folder, key, lambda: asdict(self._launch(demo, args, procs, trace_file)))
         return FinishedRun(**{**data, "args": tuple(data["args"])})
 
     @staticmethod

@@ -24,17 +24,11 @@ TINY = {"world": 8, "model": "tiny", "batch_size": 4, "simulate": True}
 STATE = ("params", "grads", "optimizer")
 
 
-_SIMULATED: dict[tuple, dict] = {}
-
-
-def _simulate(demo: str, **options):
-    """The simulated run of `demo` on the tiny world of 8 with `options`, once per session (read, never change it)."""
-    from ddpfsdp.demos.train.simulate import simulate
-
-    key = (demo, tuple(sorted(options.items())))
-    if key not in _SIMULATED:
-        _SIMULATED[key] = simulate(demo, {**TINY, **options})
-    return _SIMULATED[key]
+@pytest.fixture
+def simulated_tiny(simulated):
+    """`simulated_tiny(demo, **options)`: the session's simulated run of `demo` on the tiny world of 8 with
+    `options` (conftest's `simulated`, shared with tests/test_simulate_golden.py; read, never change it)."""
+    return lambda demo, **options: simulated(demo, {**TINY, **options})
 
 
 def _state_bytes(rank: dict) -> int:
@@ -54,12 +48,13 @@ def _failed(result: dict) -> list[str]:
 
 
 @pytest.mark.parametrize("demo, extra", [
-    ("fsdp", {}), ("fsdp", {"sharding": "grad-op"}), ("fsdp", {"sharding": "hybrid", "replicas": 2}),
+    ("fsdp", {}), ("fsdp", {"sharding": "grad-op"}),
+    ("fsdp", {"sharding": "hybrid", "replicas": 2, "precision": "bf16-mixed"}),
     ("ddp", {}), ("zero1", {}), ("fsdp", {"precision": "bf16-mixed"}), ("fsdp", {"precision": "bf16"}),
     ("ddp", {"precision": "bf16"}), ("fsdp", {"arch": "resnet"}), ("fsdp", {"checkpoint_activations": True}),
 ])
-def test_a_simulated_world_of_8_matches_the_analytic_model(demo, extra):
-    result = _simulate(demo, **extra)
+def test_a_simulated_world_of_8_matches_the_analytic_model(demo, extra, simulated_tiny):
+    result = simulated_tiny(demo, **extra)
     config = result["config"]
     assert config["simulated"] is True and config["backend"] == "fake" and config["world_size"] == 8
     assert "throughput" not in result  # nothing ran, so there is no speed to report
@@ -83,16 +78,16 @@ def test_a_simulated_world_of_8_matches_the_analytic_model(demo, extra):
     assert abs(rows["model state"]["diff_percent"]) < (2 if demo == "zero1" else 1)
 
 
-def test_vit_padding_is_sent_and_allowed_for_by_the_simulated_wire_check():
+def test_vit_padding_is_sent_and_allowed_for_by_the_simulated_wire_check(simulated_tiny):
     """FSDP pads dim 0 to a multiple of the group: a ViT's one-row class token travels 8 times over."""
-    result = _simulate("fsdp", arch="vit")
+    result = simulated_tiny("fsdp", arch="vit")
     check = next(c for c in result["checks"] if c["name"] == "simulated_wire_matches_calc")
     assert check["passed"] and check["values"]["padding"] > 0
     assert check["values"]["measured"] > check["values"]["theory"] * 1.05
 
 
-def test_fsdp_full_finds_its_peak_in_a_unit_and_its_largest_unit_measured():
-    result = _simulate("fsdp")
+def test_fsdp_full_finds_its_peak_in_a_unit_and_its_largest_unit_measured(simulated_tiny):
+    result = simulated_tiny("fsdp")
     shape = presets.shape_for("gpt", "tiny")
     unit = result["memory"]["largest_unit"]
     assert unit["name"].startswith("blocks.") and unit["params"] == shape.block_params
@@ -104,15 +99,15 @@ def test_fsdp_full_finds_its_peak_in_a_unit_and_its_largest_unit_measured():
     assert check["passed"] and check["values"]["above"] >= unit["unsharded_bytes"]
 
 
-def test_bf16_mixed_gathers_in_bf16_and_reduces_in_fp32():
-    per_op = _simulate("fsdp", precision="bf16-mixed")["comm"]["per_step"]
+def test_bf16_mixed_gathers_in_bf16_and_reduces_in_fp32(simulated_tiny):
+    per_op = simulated_tiny("fsdp", precision="bf16-mixed")["comm"]["per_step"]
     params = presets.shape_for("gpt", "tiny").params
     assert per_op["all_gather"]["bytes"] == 2 * params * 2  # every unit twice, in bf16 (the root holds nothing)
     assert per_op["reduce_scatter"]["bytes"] == params * 4
 
 
-def test_simulated_compare_runs_the_four_strategies_and_passes_its_checks():
-    result = _simulate("compare")
+def test_simulated_compare_runs_the_four_strategies_and_passes_its_checks(simulated_tiny):
+    result = simulated_tiny("compare")
     assert list(result["runs"]) == ["ddp", "zero1", "fsdp-grad-op", "fsdp-full"]
     assert result["config"]["simulated"] is True
     assert not _failed(result), _failed(result)
@@ -126,10 +121,10 @@ def test_simulated_compare_runs_the_four_strategies_and_passes_its_checks():
 
 @pytest.mark.dist
 @pytest.mark.timeout(300)
-def test_simulated_world_of_8_is_the_real_2_process_run_scaled_by_theory(demo_result):
+def test_simulated_world_of_8_is_the_real_2_process_run_scaled_by_theory(demo_result, simulated_tiny):
     """Every figure of the real gloo run on 2 ranks, scaled to 8 ranks by theory, is the simulation's."""
     real = demo_result("compare", "--model", "tiny")["runs"]  # the session's shared launch
-    simulated = _simulate("compare")["runs"]
+    simulated = simulated_tiny("compare")["runs"]
     for name, sim in simulated.items():
         config = sim["config"]
         scale = {}
@@ -205,7 +200,7 @@ def test_the_cli_simulates_a_world_of_8_labelled_simulated_and_saves_it():
 
 
 
-def test_a_simulated_ddp_run_reads_simulated_with_no_throughput():
+def test_a_simulated_ddp_run_reads_simulated_with_no_throughput(simulated_tiny):
     """The text the CLI prints for a simulated `ddp` run (the demo's own renderer): labelled SIMULATED,
     and no speed, since nothing ran."""
     import io
@@ -216,7 +211,7 @@ def test_a_simulated_ddp_run_reads_simulated_with_no_throughput():
     from ddpfsdp.demos.worker import load
 
     out = io.StringIO()
-    load(registry.DEMOS["ddp"].render)(_simulate("ddp"), Console(file=out, width=100))
+    load(registry.DEMOS["ddp"].render)(simulated_tiny("ddp"), Console(file=out, width=100))
     text = out.getvalue()
     assert "SIMULATED" in text and "no throughput" in text.replace("\n", " ")
     assert "samples/s" not in text
@@ -270,13 +265,13 @@ def test_named_sizes_are_within_a_fifth_of_a_percent_of_their_names():
         assert shape.d_model % shape.heads == 0
 
 
-def test_the_evidence_panel_labels_a_simulated_result():
+def test_the_evidence_panel_labels_a_simulated_result(simulated_tiny):
     from rich.console import Console
 
     from ddpfsdp.quiz import evidence as ev
     from ddpfsdp.quiz.widgets.evidence import result_table
 
-    result = _simulate("fsdp")
+    result = simulated_tiny("fsdp")
     assert ev.where(result).startswith("simulated: rank 0 of a world of 8 ranks")
     assert "Simulated" in ev.gloo_caveat(result) and "no throughput" in ev.gloo_caveat(result)
     console = Console(record=True, width=120)
@@ -296,10 +291,10 @@ def test_calc_points_at_the_simulated_run_of_the_same_configuration():
     assert "--sharding hybrid --replicas 8" in out
 
 
-def test_a_stated_gpu_memory_is_held_against_the_simulated_peak():
+def test_a_stated_gpu_memory_is_held_against_the_simulated_peak(simulated_tiny):
     from ddpfsdp.demos.measure.simulated_report import fit_line
 
-    result = _simulate("fsdp", gpu_mem="1GB")
+    result = simulated_tiny("fsdp", gpu_mem="1GB")
     assert result["config"]["gpu_mem_bytes"] == 10**9
     assert "fits in" in fit_line(result)
     assert "does NOT fit" in fit_line({**result, "config": {**result["config"], "gpu_mem_bytes": 10**6}})
@@ -314,8 +309,8 @@ TWO_D_HELD = 472_064 // 4
     (False, {"all_reduce": 21}),
     (True, {"all_gather": 18, "reduce_scatter": 17, "all_reduce": 22}),
 ])
-def test_a_simulated_2d_world_runs_the_real_plan(sequence_parallel, tp_calls):
-    result = _simulate("fsdp", tp=2, sequence_parallel=sequence_parallel)
+def test_a_simulated_2d_world_runs_the_real_plan(sequence_parallel, tp_calls, simulated_tiny):
+    result = simulated_tiny("fsdp", tp=2, sequence_parallel=sequence_parallel)
     assert not _failed(result), _failed(result)
     from ddpfsdp.demos import registry
 
@@ -328,22 +323,22 @@ def test_a_simulated_2d_world_runs_the_real_plan(sequence_parallel, tp_calls):
     assert (per_group["dp"]["all_gather"]["count"], per_group["dp"]["reduce_scatter"]["count"]) == (12, 6)
 
 
-def test_a_simulated_2d_world_pads_each_tp_shard_over_dp():
+def test_a_simulated_2d_world_pads_each_tp_shard_over_dp(simulated_tiny):
     # dp 6 x tp 2 on the tiny GPT (4 layers, d 128, vocab 512, seq 64): FSDP pads the rows of each TP
     # rank's local tensor up to a multiple of 6. Token embedding 256 x 128: 2 rows of 128; position
     # table 64 x 128: 2 rows; a block: LayerNorms 4 x 4, qkv 192 rows none, proj 128 x 64: 4 rows of
     # 64 and its bias 4, fc 256 x 128: 2 rows of 128 and its bias 2, fc2 128 x 256: 4 rows of 256 and
     # its bias 4, 1,562 in all; the head's LayerNorm 8 and its 256 x 128 weight 256. 7,024 elements,
     # and one local row of every tensor is 2,722 fp32 elements.
-    result = _simulate("fsdp", tp=2, world=12)
+    result = simulated_tiny("fsdp", tp=2, world=12)
     assert not _failed(result), _failed(result)
     assert result["memory"]["fsdp_padding_elements"] == 256 + 256 + 4 * 1_562 + 8 + 256
     assert result["memory"]["shard_row_bytes"] == 2_722 * 4
 
 
-def test_the_simulated_2d_world_is_what_calc_says():
+def test_the_simulated_2d_world_is_what_calc_says(simulated_tiny):
     """The same configuration through `ddpfsdp calc --json`: model state and every op within 1%."""
-    result = _simulate("fsdp", tp=2)
+    result = simulated_tiny("fsdp", tp=2)
     outcome = run_cli("calc", "--model", "tiny", "--gpus", "8", "--tp", "2", "--batch-size", "4",
                       "--precision", "fp32", "--json")
     assert outcome.exit_code == 0, outcome.stderr

@@ -92,11 +92,9 @@ def check_against_fixture(name: str, result: Any) -> None:
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("name", CONFIGS)
-def test_simulated_result_is_unchanged(name):
-    from ddpfsdp.demos.train.simulate import simulate
-
+def test_simulated_result_is_unchanged(simulated, name):
     demo, options = CONFIGS[name]
-    check_against_fixture(name, simulate(demo, dict(options)))
+    check_against_fixture(name, simulated(demo, options))  # the session's run, shared with test_simulate.py
 
 
 def test_the_comparison_finds_and_names_a_moved_figure():
