@@ -172,6 +172,9 @@ class TimelineRecorder(CommCounter):
         self.device = torch.device(device)
         self.cuda = self.device.type == "cuda"
         self.model = model
+        # The parameters as they rest between steps (FSDP: this rank's shards), held by alias: a unit
+        # in forward swaps its unsharded parameters in, but its shards stay allocated all the while.
+        self._resting = [p.detach() for p in model.parameters()]
         self.units = units
         self.optimizer = optimizer
         self.hidden_bytes = hidden_bytes
@@ -233,8 +236,13 @@ class TimelineRecorder(CommCounter):
             self.cuda_memory.append((closed[0], torch.cuda.memory_allocated(self.device)))
 
     def sample_params(self, label: str) -> None:
+        """Parameter bytes held now: the resting parameters and those the model holds in their place.
+
+        Counting only the model's current parameters would miss the shards during a unit's forward,
+        and under bf16-mixed on a group of 2 a unit's bf16 unsharded parameters weigh what its fp32
+        shard does: the bytes would seem not to fall when FSDP frees the gathered copy."""
         mark, _ = self._stamp()
-        self.params.append((mark, unique_storage_bytes(self.model.parameters()), label))
+        self.params.append((mark, unique_storage_bytes(itertools.chain(self._resting, self.model.parameters())), label))
 
     def before_backward(self, loss: torch.Tensor) -> None:
         """Mark the start of backward, and queue the mark of its compute end from inside it."""
@@ -399,6 +407,7 @@ class TimelineRecorder(CommCounter):
     def release(self) -> None:
         self._functional = {}
         self.model = None
+        self._resting = []
         self.units = []
         self.optimizer = None
 
