@@ -13,13 +13,13 @@ from ddpfsdp.demos import registry
 
 CONCEPTS = [name for name, demo in registry.DEMOS.items() if demo.kind == "concept"]
 
-# (demo, args, procs): the default run of each demo, plus the ring on 4 ranks with a buffer that
+# (demo, args, procs): the default run of each demo, plus the ring on 3 ranks with a buffer that
 # does not divide evenly into chunks.
 MICRO_BATCHES = 4  # no-sync's default
 RUNS = {
     "sampler": ("sampler", [], 2),
     "allreduce": ("allreduce", [], 2),
-    "allreduce-4": ("allreduce", ["--numel", "13"], 4),
+    "allreduce-3": ("allreduce", ["--numel", "13"], 3),
     "reduce-scatter": ("reduce-scatter", [], 2),
     "wrap": ("wrap", ["--model", "tiny"], 2),
     "reshard": ("reshard", ["--model", "tiny"], 2),
@@ -116,7 +116,7 @@ EXPECTED_ROWS = {
     "checkpoint": lambda r: [[c["label"], ANY, str(c["matmuls"]["forward"]), str(c["matmuls"]["backward"]),
                               str(c["block_matmuls"]["backward"])] for c in r["configs"]],
 }
-EXPECTED_ROWS["allreduce-4"] = EXPECTED_ROWS["allreduce"]
+EXPECTED_ROWS["allreduce-3"] = EXPECTED_ROWS["allreduce"]
 
 
 @pytest.mark.dist
@@ -168,12 +168,14 @@ def test_ring_all_reduce_counts_its_own_sends(concept_run):
 
 
 @pytest.mark.dist
-def test_ring_all_reduce_on_four_ranks_with_uneven_chunks(concept_run):
-    result, _ = concept_run("allreduce-4")
+def test_ring_all_reduce_on_three_ranks_with_uneven_chunks(concept_run):
+    result, _ = concept_run("allreduce-3")
     assert result["buffer_bytes"] == 52
-    # chunks of 4, 3, 3, 3 elements; 6 sends per rank; the total over ranks is 6 x 52 B exactly
-    assert sum(result["sent_bytes_per_rank"]) == 6 * 52
-    assert len(result["moves"]) == 4 * 6
+    # chunks of 5, 4, 4 elements (20, 16, 16 B); 2 x (3 - 1) = 4 sends per rank, one chunk each, and
+    # at every send the 3 ranks' chunks make the whole buffer: 4 x 52 B over the ranks exactly
+    assert sum(result["sent_bytes_per_rank"]) == 4 * 52
+    assert sorted(result["sent_bytes_per_rank"]) == [68, 68, 72]
+    assert len(result["moves"]) == 3 * 4
 
 
 @pytest.mark.dist
