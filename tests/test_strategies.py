@@ -147,10 +147,16 @@ def _rank_main(rank: int, world_size: int, store: str, out_dir: str, configs: di
 
 
 def _run(tmp_path: Path, world_size: int, configs: dict) -> list[dict]:
+    """Every rank a fresh process, forked from a server that imported torch and this module once
+    (a process started clean, not this test process: its threads and OpenMP pool stay here)."""
+    import multiprocessing
+
     import torch.multiprocessing as mp
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    mp.spawn(_rank_main, args=(world_size, str(tmp_path / "store"), str(tmp_path), configs), nprocs=world_size)
+    multiprocessing.set_forkserver_preload(["torch", "torch._dynamo", __name__])
+    mp.start_processes(_rank_main, args=(world_size, str(tmp_path / "store"), str(tmp_path), configs),
+                       nprocs=world_size, start_method="forkserver")
     return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(world_size)]
 
 
