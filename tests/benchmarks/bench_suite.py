@@ -10,7 +10,7 @@ package is installed editable without dependencies (`pip install --no-deps -e`),
 same torch, Textual and pytest (and pytest-xdist: each suite runs as its own pyproject.toml says, this
 tree's on a worker per core). Then each suite runs in turn (`python -m pytest -q`), alternating which
 goes first when there are several rounds, and the script prints both wall times, the CPU seconds the
-suite and its children used, the load average around each run, and the ratio of this tree's wall
+machine used during each (every process, so a quiet machine matters twice), the load average around each run, and the ratio of this tree's wall
 time to the base's beside its target (at most 0.5). Every run starts without cached bytecode in its
 tree, as a fresh clone does. Timings belong to a quiet machine: check `uptime`.
 Takes as long as both suites (about 25 minutes on 2 cores).
@@ -79,17 +79,29 @@ def _clear_bytecode(tree: Path) -> None:
         shutil.rmtree(cache, ignore_errors=True)
 
 
+def _machine_cpu_s() -> float:
+    """CPU seconds every process on this machine has used since boot (Linux's /proc/stat): it counts
+    the processes a suite starts that nobody waits for (a forkserver's ranks), which the CPU time of
+    waited-for children would miss. Elsewhere, the children's time."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 def _run_suite(side: str, python: Path, tree: Path, timeout_s: float, pytest_args: list[str]) -> SuiteRun:
     _clear_bytecode(tree)
     env = {k: v for k, v in os.environ.items() if k not in ("DDPFSDP_HOME", "PYTEST_ADDOPTS")}
     load_before = os.getloadavg()[0]
-    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_before = _machine_cpu_s()
     started = time.perf_counter()
     proc = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *pytest_args], cwd=tree, env=env,
                           capture_output=True, text=True, timeout=timeout_s)
     wall_s = time.perf_counter() - started
-    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu_s = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
+    cpu_s = _machine_cpu_s() - cpu_before
     lines = [line for line in proc.stdout.splitlines() if re.search(r"\d+ (passed|failed|error)", line)]
     summary = lines[-1].strip("= ") if lines else proc.stdout[-500:]
     return SuiteRun(side, wall_s, cpu_s, proc.returncode, summary, load_before, os.getloadavg()[0],
