@@ -10,8 +10,8 @@ package is installed editable without dependencies (`pip install --no-deps -e`),
 same torch, Textual and pytest (and pytest-xdist: each suite runs as its own pyproject.toml says, this
 tree's on a worker per core). Then each suite runs in turn (`python -m pytest -q`), alternating which
 goes first when there are several rounds, and the script prints both wall times, the CPU seconds the
-machine used during each (every process, so a quiet machine matters twice), the load average around each run, and the ratio of this tree's wall
-time to the base's beside its target (at most 0.5). Every run starts without cached bytecode in its
+machine used during each (every process on it, so a quiet machine matters twice), the load average
+around each run, and the ratio of this tree's wall time to the base's beside its target (at most 0.5). Every run starts without cached bytecode in its
 tree, as a fresh clone does. Timings belong to a quiet machine: check `uptime`.
 Takes as long as both suites (about 25 minutes on 2 cores).
 """
