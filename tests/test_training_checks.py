@@ -123,6 +123,14 @@ def test_fsdp_wire_1_5x_ddp():
     assert not tc.fsdp_wire_1_5x_ddp(fsdp, {}).passed
 
 
+def test_the_wire_ratio_is_claimed_where_gathers_and_reduces_move_one_element_size():
+    # Ring bytes per parameter, (N-1)/N aside: fp32 FSDP 4 + 4 + 4 against DDP 4 + 4 (1.5x); bf16
+    # 2 + 2 + 2 against 2 + 2 (1.5x); bf16-mixed gathers bf16 and reduces fp32, 2 + 2 + 4 against
+    # DDP's fp32 4 + 4: the same bytes, so a 1.5x claim would be false there.
+    assert tc.wire_ratio_holds("fp32") and tc.wire_ratio_holds("bf16")
+    assert not tc.wire_ratio_holds("bf16-mixed")
+
+
 def test_peak_within_bounds():
     # model state 8 MB; bound 8 + 4 working set + 10 activations = 22 MB, plus 10%
     ok = _ranks(2 * MB, 2 * MB, 4 * MB, peak=20 * MB)

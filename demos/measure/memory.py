@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import gc
+import itertools
 import platform
 import socket
 import statistics
@@ -70,6 +71,23 @@ def storages(tensors: Iterable[Any]) -> dict[tuple, int]:
 def unique_storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
     """Bytes of the distinct storages behind `tensors` (each storage once, whole)."""
     return sum(storages(tensors).values())
+
+
+def resting_params(model: torch.nn.Module) -> list[torch.Tensor]:
+    """The model's parameters as they rest between steps (FSDP: this rank's shards), held by alias.
+
+    In a unit's forward FSDP swaps its unsharded parameters in (FSDP2 `FSDPParam.to_unsharded`, FSDP1
+    `_use_unsharded_views`), while the shards stay allocated: `param_bytes_held` counts both."""
+    return [p.detach() for p in model.parameters()]
+
+
+def param_bytes_held(resting: Iterable[torch.Tensor], model: torch.nn.Module) -> int:
+    """Parameter bytes held now: the resting parameters and whatever the model holds in their place.
+
+    The model's current parameters alone would miss the shards while a unit is gathered, and under
+    bf16-mixed on a group of 2 a unit's bf16 unsharded copy weighs what its fp32 shard does: the
+    bytes would not seem to fall when FSDP frees the copy, nor grad-op to hold more than full."""
+    return unique_storage_bytes(itertools.chain(resting, model.parameters()))
 
 
 def state_optimizers(optimizer: Any) -> list[torch.optim.Optimizer]:

@@ -48,8 +48,9 @@ from ddpfsdp.demos.measure.comm import CommCounter, classify, issued_by_dtensor
 from ddpfsdp.demos.measure.memory import (
     cpu_allocation_events,
     live_tensor_bytes,
+    param_bytes_held,
+    resting_params,
     state_optimizers,
-    unique_storage_bytes,
 )
 
 MAX_MEMORY_SAMPLES = 400  # enough for a chart's width; peaks and troughs of each slice are kept
@@ -172,9 +173,7 @@ class TimelineRecorder(CommCounter):
         self.device = torch.device(device)
         self.cuda = self.device.type == "cuda"
         self.model = model
-        # The parameters as they rest between steps (FSDP: this rank's shards), held by alias: a unit
-        # in forward swaps its unsharded parameters in, but its shards stay allocated all the while.
-        self._resting = [p.detach() for p in model.parameters()]
+        self._resting = resting_params(model)
         self.units = units
         self.optimizer = optimizer
         self.hidden_bytes = hidden_bytes
@@ -236,13 +235,8 @@ class TimelineRecorder(CommCounter):
             self.cuda_memory.append((closed[0], torch.cuda.memory_allocated(self.device)))
 
     def sample_params(self, label: str) -> None:
-        """Parameter bytes held now: the resting parameters and those the model holds in their place.
-
-        Counting only the model's current parameters would miss the shards during a unit's forward,
-        and under bf16-mixed on a group of 2 a unit's bf16 unsharded parameters weigh what its fp32
-        shard does: the bytes would seem not to fall when FSDP frees the gathered copy."""
         mark, _ = self._stamp()
-        self.params.append((mark, unique_storage_bytes(itertools.chain(self._resting, self.model.parameters())), label))
+        self.params.append((mark, param_bytes_held(self._resting, self.model), label))
 
     def before_backward(self, loss: torch.Tensor) -> None:
         """Mark the start of backward, and queue the mark of its compute end from inside it."""

@@ -34,7 +34,9 @@ from ddpfsdp.demos.measure.memory import (
     StepTimer,
     ddp_reducer_bytes,
     model_state_bytes,
+    param_bytes_held,
     peak_flops_per_s,
+    resting_params,
     unique_storage_bytes,
 )
 from ddpfsdp.demos.measure.timeline import TimelineRecorder
@@ -237,9 +239,10 @@ class _Trainer:
         after_forward: dict[str, int] = {}
         breakdown = PeakBreakdown(self.train_model, self.optimizer, strategy=self.spec.strategy, device=self.device,
                                   held=live_buffers)
+        resting = resting_params(self.train_model)
         with PeakMemory(self.device, since=before_run) as peak, breakdown:
             loss = self.step(
-                after_forward=lambda: after_forward.update(params=unique_storage_bytes(self.train_model.parameters())),
+                after_forward=lambda: after_forward.update(params=param_bytes_held(resting, self.train_model)),
                 after_update=lambda: held.update(model_state_bytes(self.train_model, self.optimizer)),
             )
         bucket_bytes = ddp_reducer_bytes(self.train_model)

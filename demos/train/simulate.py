@@ -366,10 +366,11 @@ def _measured_step(built: dict[str, Any], strategy: str) -> dict[str, Any]:
         tracker.track_external(wrapped, optimizer, *batch)
     held: dict[str, int] = {}
     two_d = built["two_d"]
+    resting = list(wrapped.parameters())  # FSDP2's shards, kept by FSDP while a unit is gathered
     with CommCounter() as comm, tracker:
         with two_d.loss_context() if two_d else contextlib.nullcontext():
             loss = _forward(built)
-            params_after_forward = held_bytes(wrapped.parameters())
+            params_after_forward = held_bytes([*resting, *wrapped.parameters()])  # as param_bytes_held counts
             loss.backward()
         optimizer.step()
         held.update(model_state(wrapped, optimizer))
@@ -635,7 +636,7 @@ def _compared(runs: dict[str, dict[str, Any]], world: int) -> dict[str, Any]:
                                        world, _allowance(full, full["theory"]), name="fsdp_full_shards_everything"),
         claims.grad_op_holds_more_params_at_peak(grad_op["memory"]["ranks"], full["memory"]["ranks"]),
     ]
-    if ddp["config"]["precision"] == "fp32":  # the 1.5x holds at equal element sizes for gather and reduce
+    if claims.wire_ratio_holds(ddp["config"]["precision"]):
         checks.append(claims.fsdp_wire_1_5x_ddp(full["comm"]["per_step"], ddp["comm"]["per_step"]))
     config = {k: v for k, v in ddp["config"].items()
               if k not in ("strategy", "sharding", "description", "units", "unit_params", "wrap", "fsdp_api")}
