@@ -23,6 +23,19 @@ def pytest_configure(config):
     sys.dont_write_bytecode = False
 
 
+def pytest_xdist_auto_num_workers(config):
+    """One worker more than the cores this process may run on (`--maxprocesses` caps it).
+
+    A worker is often waiting rather than computing: on ranks it launched, on another worker's launch
+    of a shared demo, on a Textual app's timers, on a fault's timeout. With one worker per core those
+    waits leave a core idle (on 2 cores, about 50 of 700 core-seconds); one more worker fills them.
+    PYTEST_XDIST_AUTO_NUM_WORKERS, where set, is xdist's to read."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return cores + 1
+
+
 def _session_folder(tmp_path_factory, name: str):
     """A folder every worker of this session shares."""
     session = tmp_path_factory.getbasetemp()

@@ -7,8 +7,8 @@
 Each side gets its own git worktree under a temporary folder (this tree's is HEAD with the uncommitted
 changes to tracked files applied) and its own virtualenv made with --system-site-packages, where the
 package is installed editable without dependencies (`pip install --no-deps -e`), so both run on the
-same torch, Textual and pytest (and pytest-xdist: each suite runs as its own pyproject.toml says, this
-tree's on a worker per core). Then each suite runs in turn (`python -m pytest -q`), alternating which
+same torch, Textual and pytest (and pytest-xdist: each suite runs on the workers its own pyproject.toml
+and conftest.py ask for). Then each suite runs in turn (`python -m pytest -q`), alternating which
 goes first when there are several rounds, and the script prints both wall times, the CPU seconds the
 machine used during each (every process on it, so a quiet machine matters twice), the load average
 around each run, and the ratio of this tree's wall time to the base's beside its target (at most 0.5). Every run starts without cached bytecode in its
