@@ -3,7 +3,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -135,6 +134,8 @@ def run_cli(*argv: str, stdin: str | None = None, env: dict[str, str] | None = N
         return CliOutcome(code, stdout.getvalue().decode(), stderr.getvalue().decode(), exception)
 
 
+RANK_PRELOAD = ("torch", "torch._dynamo", "ddpfsdp.demos.train.loop")
+
 RANK_SCRIPT_END = """
 import json as _json, os as _os, sys as _sys
 import torch.distributed as _dist
@@ -149,39 +150,65 @@ _os._exit(0)
 """
 
 
+def fork_ranks(target, nprocs: int, args: tuple, timeout_s: float) -> None:
+    """`target(rank, *args)` on `nprocs` processes, forked from a server that imported RANK_PRELOAD once.
+
+    A rank started clean would import torch itself (two seconds, twice that with torch._dynamo, which
+    every optimizer step imports); the server is a fresh interpreter of its own, not this test process,
+    so no thread or OpenMP pool of this one is forked. As torchrun does, the first rank to fail ends the
+    others; so does the time running out.
+    """
+    import multiprocessing
+
+    import torch.multiprocessing as mp
+
+    multiprocessing.set_forkserver_preload(list(RANK_PRELOAD))  # read when the server starts
+    ranks = mp.start_processes(target, args=args, nprocs=nprocs, start_method="forkserver", join=False)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while not ranks.join(timeout=max(0.1, deadline - time.monotonic())):
+            assert time.monotonic() < deadline, f"{nprocs} ranks still running after {timeout_s:.0f} s"
+    finally:
+        for process in ranks.processes:
+            if process.is_alive():
+                process.kill()
+            process.join()
+
+
+def _script_rank(rank: int, nprocs: int, port: str, path: str, folder: str) -> None:
+    """One rank of `run_script_on_ranks`: torchrun's variables, one thread, the script as __main__."""
+    import runpy
+
+    import torch
+
+    with open(os.path.join(folder, f"rank{rank}.stderr"), "w") as stderr:
+        os.dup2(stderr.fileno(), 2)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, WORLD_SIZE=str(nprocs),
+                      LOCAL_WORLD_SIZE=str(nprocs), RANK=str(rank), LOCAL_RANK=str(rank), OMP_NUM_THREADS="1")
+    torch.set_num_threads(1)
+    sys.argv = [path, folder]
+    runpy.run_path(path, run_name="__main__")
+
+
 def run_script_on_ranks(script: str, folder, nprocs: int = 2, timeout_s: float = 110) -> list[dict]:
     """Run `script` on `nprocs` gloo ranks, one process each, and return each rank's `out`, in rank order.
 
     The ranks get the variables torchrun would give them (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)
-    without torchrun's agent, a process of its own that would import torch only to supervise them.
-    The script initialises the process group and leaves `rank` and a JSON-able dict `out`; what
-    follows it writes `out` to `<folder>/rank<r>.json` and ends the rank.
+    without torchrun's agent, a process of its own that would import torch only to supervise them;
+    they are forked with torch imported (`fork_ranks`). The script initialises the process group and
+    leaves `rank` and a JSON-able dict `out`; what follows it writes `out` to `<folder>/rank<r>.json`
+    and ends the rank.
     """
     from ddpfsdp.demos.launch.hardware import free_port
 
     path = folder / "ranks.py"
     path.write_text(script + RANK_SCRIPT_END)
-    common = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
-              "WORLD_SIZE": str(nprocs), "LOCAL_WORLD_SIZE": str(nprocs)}
-    ranks = []
-    for rank in range(nprocs):
-        with open(folder / f"rank{rank}.stderr", "w") as stderr:
-            ranks.append(subprocess.Popen([sys.executable, str(path), str(folder)], stdout=subprocess.DEVNULL,
-                                          stderr=stderr, env={**common, "RANK": str(rank), "LOCAL_RANK": str(rank)}))
-    deadline = time.monotonic() + timeout_s
-    try:  # as torchrun would: the first rank to fail ends the others, which would wait for it
-        while any(proc.poll() is None for proc in ranks) and time.monotonic() < deadline:
-            if any(proc.returncode not in (None, 0) for proc in ranks):
-                break
-            time.sleep(0.05)
-    finally:
-        for proc in ranks:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    failed = [f"rank {rank} exited with {proc.returncode}:\n{(folder / f'rank{rank}.stderr').read_text()[-2000:]}"
-              for rank, proc in enumerate(ranks) if proc.returncode != 0]
-    assert not failed, f"within {timeout_s:.0f} s:\n" + "\n".join(failed)
+    try:
+        fork_ranks(_script_rank, nprocs, (nprocs, str(free_port()), str(path), str(folder)), timeout_s)
+    except Exception as error:  # noqa: BLE001 - reported with what the ranks wrote
+        logs = [f"rank {rank}'s stderr:\n{(folder / f'rank{rank}.stderr').read_text()[-2000:]}"
+                for rank in range(nprocs) if (folder / f"rank{rank}.stderr").exists()]
+        raise AssertionError("\n".join([str(error), *logs])) from None
     return [json.loads((folder / f"rank{r}.json").read_text()) for r in range(nprocs)]
 
 

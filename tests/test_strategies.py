@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import fork_ranks
 
 from ddpfsdp.demos.train.spec import RunSpec, canonical_sharding
 from ddpfsdp.demos.train.strategies import ROOT_UNIT
@@ -147,16 +148,7 @@ def _rank_main(rank: int, world_size: int, store: str, out_dir: str, configs: di
 
 
 def _run(tmp_path: Path, world_size: int, configs: dict) -> list[dict]:
-    """Every rank a fresh process, forked from a server that imported torch and this module once
-    (a process started clean, not this test process: its threads and OpenMP pool stay here)."""
-    import multiprocessing
-
-    import torch.multiprocessing as mp
-
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    multiprocessing.set_forkserver_preload(["torch", "torch._dynamo", __name__])
-    mp.start_processes(_rank_main, args=(world_size, str(tmp_path / "store"), str(tmp_path), configs),
-                       nprocs=world_size, start_method="forkserver")
+    fork_ranks(_rank_main, world_size, (world_size, str(tmp_path / "store"), str(tmp_path), configs), timeout_s=240)
     return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(world_size)]
 
 
