@@ -45,6 +45,27 @@ def _session_folder(tmp_path_factory, name: str):
     return folder
 
 
+@pytest.fixture
+def snap_compare(snap_compare):
+    """pytest-textual-snapshot's `snap_compare`, with every text cursor on the screen held steady.
+
+    An Input or TextArea blinks its cursor every half second; on a busy machine the screenshot may
+    fall in either half, so a snapshot with a cursor would pass or fail by timing. With blinking off
+    the cursor of the focused widget is always drawn, as the stored snapshots show it."""
+
+    def compare(app, *args, run_before=None, **kwargs):
+        async def steady(pilot):
+            if run_before is not None:
+                await run_before(pilot)
+            for widget in pilot.app.screen.query("Input, TextArea"):
+                widget.cursor_blink = False
+            await pilot.pause()
+
+        return snap_compare(app, *args, run_before=steady, **kwargs)
+
+    return compare
+
+
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory) -> DemoRuns:
     """`demo_run(name, *args, procs=2)`: the session's one launch of that configuration (tests/demo_runs.py)."""
