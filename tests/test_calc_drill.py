@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
 import textwrap
 
 import pytest
+from conftest import run_script_on_ranks
 
 from ddpfsdp.demos.theory.buckets import DDP_BUCKET_CAP_MB, DDP_FIRST_BUCKET_BYTES, ddp_bucket_bytes
 from ddpfsdp.demos.theory.gpt_layout import gpt_param_numels
@@ -82,47 +81,32 @@ def test_gpt_param_numels_follow_the_models_registration_order():
 
 _DDP_REBUILD = textwrap.dedent(
     """
-    import json, os
     import torch, torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("PORT", "29561"))
-    dist.init_process_group("gloo", rank=0, world_size=1)
-    try:
-        out = {}
-        for cap in (None, 2):
-            torch.manual_seed(0)
-            model = torch.nn.Sequential(*[torch.nn.Linear(256, 256 * (1 + i % 3)) if i % 2 == 0 else torch.nn.Linear(256 * (1 + (i - 1) % 3), 256) for i in range(12)])
-            ddp = DistributedDataParallel(model) if cap is None else DistributedDataParallel(model, bucket_cap_mb=cap)
-            # Buckets are rebuilt at the start of the second iteration, in the order the first one's
-            # gradients arrived; the third shows them in use.
-            for _ in range(3):
-                ddp(torch.randn(2, 256)).sum().backward()
-            data = ddp._get_ddp_logging_data()
-            out[str(cap)] = {
-                "rebuilt": [int(x) for x in data["rebuilt_bucket_sizes"].split(", ")],
-                "params": [p.numel() * p.element_size() for p in model.parameters()],
-            }
-        print(json.dumps(out))
-    finally:
-        dist.destroy_process_group()
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    out = {}
+    for cap in (None, 2):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(*[torch.nn.Linear(256, 256 * (1 + i % 3)) if i % 2 == 0 else torch.nn.Linear(256 * (1 + (i - 1) % 3), 256) for i in range(12)])
+        ddp = DistributedDataParallel(model) if cap is None else DistributedDataParallel(model, bucket_cap_mb=cap)
+        # Buckets are rebuilt at the start of the second iteration, in the order the first one's
+        # gradients arrived; the third shows them in use.
+        for _ in range(3):
+            ddp(torch.randn(2, 256)).sum().backward()
+        data = ddp._get_ddp_logging_data()
+        out[str(cap)] = {
+            "rebuilt": [int(x) for x in data["rebuilt_bucket_sizes"].split(", ")],
+            "params": [p.numel() * p.element_size() for p in model.parameters()],
+        }
     """
 )
 
 
 @pytest.mark.dist
-def test_bucket_rule_matches_a_real_ddp_rebuild():
+def test_bucket_rule_matches_a_real_ddp_rebuild(tmp_path):
     # One gloo process is enough: DDP rebuilds its buckets after the first iteration at any world size.
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.run([sys.executable, "-c", _DDP_REBUILD], capture_output=True, text=True, timeout=120,
-                          env={**__import__("os").environ, "PORT": str(port), "OMP_NUM_THREADS": "1"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    import json
-
-    measured = json.loads(proc.stdout.strip().splitlines()[-1])
+    measured = run_script_on_ranks(_DDP_REBUILD, tmp_path, nprocs=1)[0]
     for cap, run in measured.items():
         cap_mb = None if cap == "None" else float(cap)
         # A Sequential's gradients arrive in reverse registration order.
