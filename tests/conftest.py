@@ -197,12 +197,14 @@ def fork_ranks(target, nprocs: int, args: tuple, timeout_s: float) -> None:
 
 
 def _script_rank(rank: int, nprocs: int, port: str, path: str, folder: str) -> None:
-    """One rank of `run_script_on_ranks`: torchrun's variables, one thread, the script as __main__."""
+    """One rank of `run_script_on_ranks`: torchrun's variables, one thread, the script as __main__, its
+    output dropped and its errors to `<folder>/rank<r>.stderr`."""
     import runpy
 
     import torch
 
-    with open(os.path.join(folder, f"rank{rank}.stderr"), "w") as stderr:
+    with open(os.devnull, "w") as stdout, open(os.path.join(folder, f"rank{rank}.stderr"), "w") as stderr:
+        os.dup2(stdout.fileno(), 1)
         os.dup2(stderr.fileno(), 2)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, WORLD_SIZE=str(nprocs),
                       LOCAL_WORLD_SIZE=str(nprocs), RANK=str(rank), LOCAL_RANK=str(rank), OMP_NUM_THREADS="1")
