@@ -29,10 +29,11 @@ def pytest_xdist_auto_num_workers(config):
     of a shared demo, on a Textual app's timers, on a fault's timeout. With one worker per core those
     waits leave a core idle (on 2 cores, about 50 of 700 core-seconds); one more worker fills them.
     PYTEST_XDIST_AUTO_NUM_WORKERS, where set, is xdist's to read."""
+    from ddpfsdp.demos.launch.hardware import cpu_count
+
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return cores + 1
+    return cpu_count() + 1
 
 
 def _session_folder(tmp_path_factory, name: str):
