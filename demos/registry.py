@@ -146,6 +146,8 @@ DEMOS: dict[str, Demo] = {
                 "fsdp_full_shards_everything": "FSDP full holds 1/N of params, grads and optimizer state",
                 "grad_op_holds_more_params_at_peak": "grad-op keeps unsharded params from forward until backward, so it holds more params at its peak than full",
                 "fsdp_wire_1_5x_ddp": "FSDP full sends 1.5x DDP's bytes per step (3 vs 2 passes of (N-1)/N of the model)",
+                "fsdp_leaves_activations_whole": "FSDP shards model state, not activations: FSDP full's activations at "
+                                                 "its peak are DDP's, not 1/N of them",
             },
         ),
         Demo(

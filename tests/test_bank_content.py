@@ -151,6 +151,7 @@ HAND_COMPUTED: dict[str, float] = {
     # recomputed block, sets the peak.
     "mem-activations-checkpointed": 24 * ACTIVATION_LARGE * 4 + ACTIVATION_LARGE * (4 + 2) + 2 * 4 * 1024 * 24576 * 4,
     "mem-accumulation-fsdp-grads": 7e9 * 4,
+    "mem-fsdp-two-gpus-state": 1.3e9 * (4 + 4 + 8) / 2,  # full sharding on 2 GPUs: half of DDP's 20.8 GB
     "mem-offload-hsdp-node-ram": 70e9 * 16 / 8 * 8,  # a 1/8 shard of 16 B per parameter, 8 GPUs per node
     # DeepSpeed 0.19 estimate_zero3_model_states_mem_needs, offload_param with zero.Init:
     # 18 bytes x params / nodes x 1.5 (additional_buffer_factor); 32 GPUs are 4 nodes of 8.

@@ -272,6 +272,8 @@ def run_compare(ctx: Any, **options: Any) -> dict[str, Any] | None:
     ]
     if tc.wire_ratio_holds(precision):
         checks.append(tc.fsdp_wire_1_5x_ddp(full["comm"]["per_step"], ddp["comm"]["per_step"]))
+    if tc.activations_comparable(precision):
+        checks.append(tc.fsdp_leaves_activations_whole(ddp["memory"]["ranks"], full["memory"]["ranks"]))
     config = {k: v for k, v in ddp["config"].items()
               if k not in ("strategy", "sharding", "description", "units", "unit_params")}
     config["strategies"] = [name for name, _, _ in COMPARE_RUNS]
