@@ -28,7 +28,7 @@ import torch
 import torch.distributed as dist
 
 from ddpfsdp.demos.measure.breakdown import PeakBreakdown
-from ddpfsdp.demos.measure.comm import CommCounter, per_dimension
+from ddpfsdp.demos.measure.comm import CommCounter
 from ddpfsdp.demos.measure.memory import (
     PeakMemory,
     StepTimer,
@@ -292,7 +292,7 @@ def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int
     if trainer.two_d:
         rank_figures["memory"]["block_saved"] = trainer.block_saved_bytes
         rank_figures["groups"] = trainer.two_d.group_names()
-        rank_figures["comm_groups"] = counter.per_group()
+        rank_figures["per_group"] = trainer.two_d.traffic(counter)
     run = {
         "shape": trainer.shape, "params": trainer.params, "model_facts": trainer.model_facts,
         "description": trainer.prepared.describe() + (f"; {trainer.two_d.describe()}" if trainer.two_d else ""),
@@ -348,8 +348,7 @@ def _per_group(gathered: list[dict[str, Any]]) -> dict[str, Any]:
     rank0 = gathered[0]
     if "groups" not in rank0:
         return {}
-    return {"per_group": per_dimension(rank0["groups"], rank0["comm_groups"]),
-            "groups": [r["groups"] for r in gathered]}
+    return {"per_group": rank0["per_group"], "groups": [r["groups"] for r in gathered]}
 
 
 def _result(ctx: Any, spec: RunSpec, run: dict[str, Any], gathered: list[dict[str, Any]], label: str | None,

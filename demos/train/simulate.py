@@ -42,7 +42,7 @@ import torch
 import torch.distributed as dist
 
 from ddpfsdp.demos.measure.breakdown import TORCH_CATEGORIES
-from ddpfsdp.demos.measure.memory import optimizer_state_tensors
+from ddpfsdp.demos.measure.memory import model_state_bytes, param_bytes_held, resting_params
 from ddpfsdp.demos.train.presets import describe_gpt_shape
 from ddpfsdp.demos.train.spec import COMPARE_RUNS, RunSpec, demo_runs
 
@@ -66,36 +66,6 @@ def fake_world(world_size: int) -> Iterator[None]:
         yield
     finally:
         dist.destroy_process_group()
-
-
-def _storages(tensor: torch.Tensor) -> list[Any]:
-    from torch.distributed._tools.common_utils import get_untyped_storages
-
-    return list(get_untyped_storages(tensor))
-
-
-def held_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
-    """Bytes of the distinct storages behind `tensors`, each once (a DTensor counts its local shard).
-
-    Fake storages all report data pointer 0, so storages are told apart by identity; they are kept
-    alive in the table while counting, so an id cannot be reused.
-    """
-    seen: dict[int, Any] = {}
-    for tensor in tensors:
-        if tensor is None:
-            continue
-        for storage in _storages(tensor):
-            seen[id(storage)] = storage
-    return sum(storage.nbytes() for storage in seen.values())
-
-
-def model_state(model: torch.nn.Module, optimizer: Any) -> dict[str, int]:
-    params = list(model.parameters())
-    return {
-        "params": held_bytes(params),
-        "grads": held_bytes(p.grad for p in params),
-        "optimizer": held_bytes(optimizer_state_tensors(optimizer)),
-    }
 
 
 # ----------------------------------------------------------------------------- where the peak is
@@ -366,14 +336,14 @@ def _measured_step(built: dict[str, Any], strategy: str) -> dict[str, Any]:
         tracker.track_external(wrapped, optimizer, *batch)
     held: dict[str, int] = {}
     two_d = built["two_d"]
-    resting = list(wrapped.parameters())  # FSDP2's shards, kept by FSDP while a unit is gathered
+    resting = resting_params(wrapped)  # FSDP2's shards, kept by FSDP while a unit is gathered
     with CommCounter() as comm, tracker:
         with two_d.loss_context() if two_d else contextlib.nullcontext():
             loss = _forward(built)
-            params_after_forward = held_bytes([*resting, *wrapped.parameters()])  # as param_bytes_held counts
+            params_after_forward = param_bytes_held(resting, wrapped)
             loss.backward()
         optimizer.step()
-        held.update(model_state(wrapped, optimizer))
+        held.update(model_state_bytes(wrapped, optimizer))
         optimizer.zero_grad(set_to_none=True)
     return {"held": held, "params_after_forward": params_after_forward, "comm": comm,
             "tracker": tracker, "peak_snapshot": tracker.get_tracker_snapshot("peak"),
@@ -419,10 +389,7 @@ def _per_group(counter: Any, two_d: Any) -> dict[str, Any]:
     """A 2-D run's collectives per mesh dimension, as a real run reports them (rank 0's groups)."""
     if two_d is None:
         return {}
-    from ddpfsdp.demos.measure.comm import per_dimension
-
-    names = two_d.group_names()
-    return {"per_group": per_dimension(names, counter.per_group()), "groups": [names]}
+    return {"per_group": two_d.traffic(counter), "groups": [two_d.group_names()]}
 
 
 def _simulated_config(run: RunSpec, world_size: int, built: dict[str, Any]) -> dict[str, Any]:
