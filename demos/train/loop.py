@@ -137,7 +137,7 @@ class _Trainer:
         if recorder is not None:
             recorder.begin("forward", "forward")
         # 2-D: the logits are split by vocabulary, and the loss and its backward run under loss_parallel.
-        with self.two_d.loss_context() if self.two_d else contextlib.nullcontext():
+        with self.prepared.loss_context():
             with self.prepared.autocast():
                 loss = compute_loss(self.spec.arch, self.train_model, batch)
             if recorder is not None:

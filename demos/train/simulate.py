@@ -318,10 +318,9 @@ def _measured_step(built: dict[str, Any], strategy: str) -> dict[str, Any]:
         tracker = _locating(MemTracker)()
         tracker.track_external(wrapped, optimizer, *batch)
     held: dict[str, int] = {}
-    two_d = built["two_d"]
     resting = resting_params(wrapped)  # FSDP2's shards, kept by FSDP while a unit is gathered
     with CommCounter() as comm, tracker:
-        with two_d.loss_context() if two_d else contextlib.nullcontext():
+        with prepared.loss_context():
             loss = _forward(built)
             params_after_forward = param_bytes_held(resting, wrapped)
             loss.backward()

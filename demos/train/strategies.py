@@ -68,6 +68,11 @@ class Prepared:
             return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
+    def loss_context(self) -> contextlib.AbstractContextManager:
+        """Where the loss and its backward run: a 2-D run's logits are split by vocabulary, so under
+        `loss_parallel`; nothing otherwise."""
+        return self.two_d.loss_context() if self.two_d is not None else contextlib.nullcontext()
+
     def describe(self) -> str:
         optimizer = "AdamW" if self.optimizer_name == "adamw" else "SGD"
         if self.strategy == "ddp":
