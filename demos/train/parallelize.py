@@ -75,7 +75,7 @@ def parallelize(model: nn.Module, run: RunSpec, world: World, device: torch.devi
         dp_mesh = two_d.mesh["dp"] if two_d is not None else None
         wrapped, mesh, units, unit_params = shard(model, run, device, world.size, dp_mesh)
         wrapping = dict(sharding=run.sharding, wrap=run.wrap, fsdp_api=run.fsdp_api, mesh=mesh, units=units,
-                    unit_params=unit_params)
+                        unit_params=unit_params)
     with world.materialized(model):
         if run.strategy in ("ddp", "zero1"):
             wrapped = wrap_ddp(model, device, run.bucket_mb, world.init_sync)
