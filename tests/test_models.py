@@ -32,6 +32,21 @@ def test_big_presets_count_on_meta(arch, preset):
     assert count_params(model) == presets.model_params(arch, preset)
 
 
+@pytest.mark.parametrize("preset, overrides", [("tiny", {}), ("small", {"layers": 3, "seq_len": 40}), ("base", {})])
+def test_the_gpt_layout_is_the_models_own_tensors(preset, overrides):
+    """`GPTShape.tensors`, which the counts, the FSDP units and the analytic model read, names every
+    parameter of the built model with its size, in registration order; the unit counts follow from it."""
+    from ddpfsdp.demos.theory.gpt_layout import gpt_param_numels, gpt_unit_params
+    from ddpfsdp.demos.train.strategies import _unit_modules, _unit_report
+
+    shape = presets.shape_for("gpt", preset, **overrides)
+    model = build_model("gpt", preset, seed=0, device="meta", **overrides)
+    assert shape.tensors() == {name: p.numel() for name, p in model.named_parameters()}
+    assert gpt_param_numels(shape.layers, shape.d_model, shape.vocab, shape.seq_len) == list(shape.tensors().values())
+    for wrap in ("block", "layer", "model"):
+        assert gpt_unit_params(shape, wrap=wrap) == _unit_report(model, _unit_modules(model, wrap))[1], wrap
+
+
 def test_published_counts():
     # Independent of this project's own arithmetic: the figures the papers and timm/torchvision quote.
     assert presets.model_params("vit", "base") == 86_567_656

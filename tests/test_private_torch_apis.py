@@ -38,8 +38,6 @@ PRIVATE_TORCH_APIS: dict[str, tuple[str, ...]] = {
         "torch.testing._internal.distributed.fake_pg.FakeStore", "the store of the fake process group"),
     "torch._subclasses.fake_tensor.FakeTensorMode": (
         "torch._subclasses.fake_tensor.FakeTensorMode", "tensors with shapes and no storage"),
-    "torch.distributed._tools.common_utils.get_untyped_storages": (
-        "torch.distributed._tools.common_utils.get_untyped_storages", "the storages a fake tensor stands for"),
     "torch.distributed._tools.mem_tracker.MemTracker": (
         "torch.distributed._tools.mem_tracker.MemTracker", "peak and its breakdown by kind (DDP, ZeRO-1)"),
     "torch.distributed._tools.fsdp2_mem_tracker.FSDPMemTracker": (

@@ -240,10 +240,20 @@ def test_what_the_fake_run_cannot_handle_is_refused_with_what_to_try(demo, extra
     assert words in caught.value.format_message()
 
 
-def test_ddp_that_fits_the_stated_gpu_memory_is_simulated():
+def test_ddp_that_fits_the_stated_gpu_memory_is_simulated(simulated_tiny):
+    """A DDP replica whose model state fits --gpu-mem passes the check and is simulated with the limit
+    held against its peak; a limit below that model state is refused before anything is built."""
+    from ddpfsdp.demos.measure.simulated_report import fit_line
     from ddpfsdp.demos.train.options import validate_simulated
 
     validate_simulated("ddp", {**TINY, "gpu_mem": "80GB"})
+    result = simulated_tiny("ddp", gpu_mem="80GB")
+    assert result["config"]["gpu_mem_bytes"] == 80 * 10**9 and result["config"]["strategy"] == "ddp"
+    assert not _failed(result), _failed(result)
+    assert "fits in" in fit_line(result)
+    state = _state_bytes(result["memory"]["ranks"][0])
+    with pytest.raises(click.UsageError, match="keeps a full replica"):
+        validate_simulated("ddp", {**TINY, "gpu_mem": f"{state // 2}B"})
 
 
 def test_simulate_only_options_need_simulate():

@@ -24,7 +24,7 @@ STEPS = 3
 BATCH = 4
 SEED = 7
 
-# name -> (arch, prepare() options, checkpoint_activations)
+# name -> (arch, RunSpec options, checkpoint_activations)
 TWO_RANKS = {
     "ddp": ("gpt", dict(strategy="ddp", bucket_mb=1), False),
     "zero1": ("gpt", dict(strategy="zero1"), False),
@@ -75,7 +75,7 @@ def _full(t: torch.Tensor) -> torch.Tensor:
 
 
 def _spec_of(options: dict) -> RunSpec:
-    """The RunSpec of a case's prepare() options ("strategy" and RunSpec's option names)."""
+    """The RunSpec of a case's options ("strategy" and RunSpec's option names)."""
     rest = {k: v for k, v in options.items() if k != "strategy"}
     return RunSpec.from_options(rest, options["strategy"])
 
@@ -83,12 +83,12 @@ def _spec_of(options: dict) -> RunSpec:
 def _train(arch: str, options: dict, checkpoint: bool, rank: int, world_size: int) -> dict:
     from ddpfsdp.demos.train.data import compute_loss, make_loader
     from ddpfsdp.demos.train.models import build_model, count_params
-    from ddpfsdp.demos.train.strategies import prepare
+    from ddpfsdp.demos.train.parallelize import World, parallelize
 
     model = build_model(arch, "tiny", seed=SEED)
-    model.checkpoint_activations = checkpoint
     total = count_params(model)
-    prepared = prepare(model, _spec_of(options), device=torch.device("cpu"), world_size=world_size)
+    prepared = parallelize(model, _spec_of({**options, "checkpoint_activations": checkpoint}), World(world_size),
+                           torch.device("cpu"))
     loader, sampler = make_loader(arch, model, batch_size=BATCH, rank=rank, world_size=world_size, seed=SEED,
                                   num_samples=BATCH * world_size * STEPS)
     sampler.set_epoch(0)
@@ -302,7 +302,7 @@ def test_hybrid_on_four_ranks(four):
 
 def test_bad_choices_are_value_errors():
     from ddpfsdp.demos.train.models import build_model
-    from ddpfsdp.demos.train.strategies import prepare
+    from ddpfsdp.demos.train.parallelize import World, parallelize
 
     model = build_model("gpt", "tiny", seed=0, layers=1)
     for options, message in [
@@ -314,4 +314,4 @@ def test_bad_choices_are_value_errors():
         (dict(strategy="fsdp", sharding="hybrid", replicas=3), "choose one of 1, 2, 4"),
     ]:
         with pytest.raises(ValueError, match=message):
-            prepare(model, _spec_of(options), device="cpu", world_size=4)
+            parallelize(model, _spec_of(options), World(4), "cpu")

@@ -124,12 +124,13 @@ def test_recorder_edges_on_one_process(tmp_path):
     from ddpfsdp.demos.measure.timeline import TimelineRecorder
     from ddpfsdp.demos.train.models import build_model
     from ddpfsdp.demos.train.spec import RunSpec
-    from ddpfsdp.demos.train.strategies import prepare, timeline_units
+    from ddpfsdp.demos.train.parallelize import World, parallelize
+    from ddpfsdp.demos.train.strategies import timeline_units
 
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
     try:
         model = build_model("gpt", "tiny", seed=0)
-        prepared = prepare(model, RunSpec("ddp"), device="cpu", world_size=1)
+        prepared = parallelize(model, RunSpec("ddp"), World(1), "cpu")
         tokens = torch.randint(0, 100, (2, 16))
         units = timeline_units(model, prepared)
         with TimelineRecorder("cpu", prepared.model, units, prepared.optimizer) as recorder:

@@ -1,6 +1,6 @@
 """One configuration of a model-based concept demo, measured step by step.
 
-A trial builds the seeded model, wraps it with `ddpfsdp.demos.train.strategies.prepare`, and runs:
+A trial builds the seeded model, wraps it with `ddpfsdp.demos.train.parallelize.parallelize`, and runs:
   warm-up steps       lazy initialisation, optimizer state, DDP's bucket rebuild: kept out of figures
   1 comm step         under CommCounter: every collective of one training step, per op
   1 memory step       forward and backward under PeakMemory (the optimizer step runs after it)
@@ -68,7 +68,7 @@ def setup(ctx: Any, *, model: str, strategy: str, batch_size: int, seed: int, ch
     from ddpfsdp.demos.train.data import pinned
     from ddpfsdp.demos.train.models import build_model, count_params
     from ddpfsdp.demos.train.spec import RunSpec
-    from ddpfsdp.demos.train.strategies import prepare
+    from ddpfsdp.demos.train.parallelize import World, parallelize
 
     net = build_model("gpt", model, seed=seed)
     net.checkpoint_activations = checkpoint_activations
@@ -76,7 +76,7 @@ def setup(ctx: Any, *, model: str, strategy: str, batch_size: int, seed: int, ch
     blocks = list(net.blocks)
     batches = [pinned(batch, ctx.device)  # so that the non_blocking copy to a GPU is asynchronous
                for batch in rank_batches(ctx, net.shape, batch_size=batch_size, seed=seed, count=batch_count)]
-    prepared = prepare(net, RunSpec.from_options(run, strategy), device=ctx.device, world_size=ctx.world_size)
+    prepared = parallelize(net, RunSpec.from_options(run, strategy), World(ctx.world_size), ctx.device)
     return Setup(prepared, batches, params, blocks)
 
 

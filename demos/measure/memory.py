@@ -53,15 +53,20 @@ def _storage_key_and_bytes(tensor: torch.Tensor) -> tuple[tuple, int] | None:
     nbytes = storage.nbytes()
     if nbytes == 0:
         return None
-    return (tensor.device.type, tensor.device.index, storage.data_ptr()), nbytes
+    # A fake tensor's storage (a simulated run's) has no address: it is told apart by identity, as
+    # torch keeps one Python object per storage for as long as the storage lives.
+    address = storage.data_ptr() or ("storage", id(storage))
+    return (tensor.device.type, tensor.device.index, address), nbytes
 
 
 def storages(tensors: Iterable[Any]) -> dict[tuple, int]:
     """{(device type, index, address): bytes} of the distinct storages behind `tensors`."""
     seen: dict[tuple, int] = {}
+    held = []  # every tensor counted stays alive to the end, so no storage's identity can be reused
     for tensor in tensors:
         if not isinstance(tensor, torch.Tensor):
             continue
+        held.append(tensor)
         found = _storage_key_and_bytes(tensor)
         if found is not None:
             seen[found[0]] = found[1]

@@ -1,5 +1,8 @@
 """How a GPT decoder's parameters are laid out: its tensors in registration order, its FSDP units,
-and its largest module, from a preset's shape (`train.presets`) without building the model."""
+and its largest module, from a preset's shape without building the model.
+
+The layout itself is stated once, by the shape (`GPTShape.tensors` in `train.presets`); everything
+here is read from it."""
 
 from __future__ import annotations
 
@@ -30,38 +33,34 @@ def gpt_unit_params(model: Any, seq_len: int | None = None, wrap: str = "block",
     """Parameters per FSDP unit of a GPT preset, in forward order, root last.
 
     block: embeddings, each block, head, root (empty); model: one unit, the root.
-    layer: embeddings, per block its attention and its MLP (the LayerNorms stay with the block),
-    head, root.
+    layer: embeddings, per block the block itself (its LayerNorms, which no inner unit claims), its
+    attention and its MLP, as FSDP lists them (pre-order), head, root.
     """
     shape = gpt_shape_of(model, seq_len, **overrides)
     if wrap == "model":
         return [shape.params]
     if wrap == "layer":
-        d = shape.d_model
-        attention = 4 * d * d + 4 * d
-        mlp = 8 * d * d + 5 * d
-        rest = shape.block_params - attention - mlp
-        per_block = [attention, mlp, rest]
+        block = shape.block_tensors()
+        attention, mlp = (sum(n for name, n in block.items() if name.startswith(layer)) for layer in ("attn.", "mlp."))
+        per_block = [shape.block_params - attention - mlp, attention, mlp]
         return [shape.embedding_params, *per_block * shape.layers, shape.head_params, 0]
     return [shape.embedding_params, *[shape.block_params] * shape.layers, shape.head_params, 0]
 
 
 def gpt_param_numels(layers: int, d_model: int, vocab: int, seq_len: int) -> list[int]:
-    """Elements of each parameter tensor of the GPT decoder in `presets`, in registration order.
+    """Elements of each parameter tensor of the GPT decoder, in registration order (`GPTShape.tensors`)."""
+    from ddpfsdp.demos.train.presets import GPTShape
 
-    Token and position embeddings; per block: LayerNorm (weight, bias), qkv (weight, bias), output
-    projection (weight, bias), LayerNorm, MLP up (weight, bias), MLP down (weight, bias); the final
-    LayerNorm (weight, bias) and the LM head (weight, no bias).
-    """
-    d = d_model
-    block = [d, d, 3 * d * d, 3 * d, d * d, d, d, d, 4 * d * d, 4 * d, 4 * d * d, d]
-    return [vocab * d, seq_len * d, *block * layers, d, d, d * vocab]
+    # The heads split d_model without changing any tensor's size.
+    return list(GPTShape(layers=layers, d_model=d_model, heads=1, seq_len=seq_len, vocab=vocab).tensors().values())
 
 
 def gpt_largest_layer_params(model: Any) -> int:
     """The largest count of parameters one module of a GPT shape holds itself (not its children):
     how DeepSpeed's `model_to_params` finds the largest layer (embeddings, the qkv projection, the
     MLP's Linears, the LM head)."""
-    shape = gpt_shape_of(model)
-    d = shape.d_model
-    return max(shape.vocab * d, shape.seq_len * d, 3 * d * d + 3 * d, 4 * d * d + 4 * d, 4 * d * d + d)
+    modules: dict[str, int] = {}
+    for name, numel in gpt_shape_of(model).tensors().items():
+        owner = name.rpartition(".")[0]
+        modules[owner] = modules.get(owner, 0) + numel
+    return max(modules.values())

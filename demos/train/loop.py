@@ -28,7 +28,7 @@ import torch
 import torch.distributed as dist
 
 from ddpfsdp.demos.measure.breakdown import PeakBreakdown
-from ddpfsdp.demos.measure.comm import CommCounter, per_dimension
+from ddpfsdp.demos.measure.comm import CommCounter
 from ddpfsdp.demos.measure.memory import (
     PeakMemory,
     StepTimer,
@@ -37,11 +37,9 @@ from ddpfsdp.demos.measure.memory import (
     param_bytes_held,
     peak_flops_per_s,
     resting_params,
-    unique_storage_bytes,
 )
 from ddpfsdp.demos.measure.timeline import TimelineRecorder
 from ddpfsdp.demos.train.spec import RunSpec
-from ddpfsdp.demos.train.tensor_parallel import TwoD
 
 SAMPLES_PER_RANK_STEPS = 8  # the dataset holds this many steps of batches; epochs repeat it reshuffled
 
@@ -100,14 +98,9 @@ class _Trainer:
 
     def __init__(self, ctx: Any, spec: RunSpec, progress: _Progress) -> None:
         from ddpfsdp.demos.train.data import make_loader
-        from ddpfsdp.demos.train.models import (
-            build_model,
-            count_params,
-            largest_param_bytes,
-            shard_row_bytes,
-        )
+        from ddpfsdp.demos.train.models import build_model, count_params
+        from ddpfsdp.demos.train.parallelize import World, parallelize
         from ddpfsdp.demos.train.presets import shape_for
-        from ddpfsdp.demos.train.strategies import prepare
 
         self.ctx, self.spec, self.progress = ctx, spec, progress
         self.device = ctx.device
@@ -116,19 +109,8 @@ class _Trainer:
         torch.manual_seed(spec.seed)
         self.model = build_model(spec.arch, spec.model, seed=spec.seed, **spec.overrides)
         self.params = count_params(self.model)
-        # Of the unsharded model, before any wrapping: what the analytic model's allowances need.
-        self.model_facts = {
-            "unsharded_params": unique_storage_bytes(self.model.parameters()),
-            "shard_row_bytes": shard_row_bytes(self.model.parameters()),
-            "largest_param_bytes": largest_param_bytes(self.model.parameters()),
-            "param_tensors": len(list(self.model.parameters())),
-            "buffers": unique_storage_bytes(self.model.buffers()),
-        }
-        if spec.checkpoint_activations:
-            self.model.checkpoint_activations = True
-        self.two_d = TwoD.apply(self.model, spec, self.device, ctx.world_size) if spec.tp else None
-        self.prepared = prepare(self.model, spec, device=self.device, world_size=ctx.world_size,
-                                mesh=self.two_d.mesh["dp"] if self.two_d else None)
+        self.prepared = parallelize(self.model, spec, World(ctx.world_size), self.device)
+        self.two_d = self.prepared.two_d
         self.train_model, self.optimizer = self.prepared.model, self.prepared.optimizer
         # Every rank of a TP group reads its data-parallel group's batch: the sampler sees dp ranks only.
         batch_rank, batch_ranks = (self.two_d.dp_rank, self.two_d.dp) if self.two_d else (ctx.rank, ctx.world_size)
@@ -155,7 +137,7 @@ class _Trainer:
         if recorder is not None:
             recorder.begin("forward", "forward")
         # 2-D: the logits are split by vocabulary, and the loss and its backward run under loss_parallel.
-        with self.two_d.loss_context() if self.two_d else contextlib.nullcontext():
+        with self.prepared.loss_context():
             with self.prepared.autocast():
                 loss = compute_loss(self.spec.arch, self.train_model, batch)
             if recorder is not None:
@@ -292,10 +274,10 @@ def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int
     if trainer.two_d:
         rank_figures["memory"]["block_saved"] = trainer.block_saved_bytes
         rank_figures["groups"] = trainer.two_d.group_names()
-        rank_figures["comm_groups"] = counter.per_group()
+        rank_figures["per_group"] = trainer.two_d.traffic(counter)
     run = {
-        "shape": trainer.shape, "params": trainer.params, "model_facts": trainer.model_facts,
-        "description": trainer.prepared.describe() + (f"; {trainer.two_d.describe()}" if trainer.two_d else ""),
+        "shape": trainer.shape, "params": trainer.params, "model_facts": trainer.prepared.facts,
+        "description": trainer.prepared.describe(),
         "units": list(trainer.prepared.units),
         "unit_params": list(trainer.prepared.unit_params), "followed": comm["units"],
         "losses": trainer.mean_losses(), "phases_s": trainer.phases_s,
@@ -348,8 +330,7 @@ def _per_group(gathered: list[dict[str, Any]]) -> dict[str, Any]:
     rank0 = gathered[0]
     if "groups" not in rank0:
         return {}
-    return {"per_group": per_dimension(rank0["groups"], rank0["comm_groups"]),
-            "groups": [r["groups"] for r in gathered]}
+    return {"per_group": rank0["per_group"], "groups": [r["groups"] for r in gathered]}
 
 
 def _result(ctx: Any, spec: RunSpec, run: dict[str, Any], gathered: list[dict[str, Any]], label: str | None,

@@ -385,6 +385,26 @@ def count_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+def model_facts(model: nn.Module, shard_size: int) -> dict[str, int]:
+    """What the analytic model's allowances need, read from the model's tensors before FSDP shards them:
+    a dim-0 row of every parameter, the largest one, the elements FSDP adds by padding each parameter's
+    dim 0 to a multiple of `shard_size`, the parameter tensors, and the parameters' and buffers' bytes.
+
+    Rows and padding are those of the tensors FSDP shards: on a 2-D model each TP rank's local tensor
+    (`DTensor.to_local`), which FSDP splits over dp; the sizes are the whole model's. Shapes only, so a
+    model on the meta device answers as a real one does."""
+    params = list(model.parameters())
+    local = [p.to_local() if hasattr(p, "to_local") else p for p in params]
+    return {
+        "fsdp_padding_elements": fsdp_padding_elements(local, shard_size),
+        "shard_row_bytes": shard_row_bytes(local),
+        "largest_param_bytes": largest_param_bytes(params),
+        "param_tensors": len(params),
+        "unsharded_params": sum(p.numel() * p.element_size() for p in params),
+        "buffers": sum(b.numel() * b.element_size() for b in model.buffers()),
+    }
+
+
 def shard_row_bytes(params: Iterable[torch.Tensor]) -> int:
     """One dim-0 row of every parameter: how far a rank's shard can sit from 1/N of a tensor.
 

@@ -35,22 +35,42 @@ class GPTShape:
     seq_len: int
     vocab: int
 
+    # The one statement of the GPT's layout: each parameter tensor's elements, by its name in `models.GPT`,
+    # in registration order. Every count below, the FSDP units and the analytic model read it.
+    def embedding_tensors(self) -> dict[str, int]:
+        return {"embeddings.token.weight": self.vocab * self.d_model,
+                "embeddings.position.weight": self.seq_len * self.d_model}
+
+    def block_tensors(self) -> dict[str, int]:
+        """One block's tensors, by their names inside the block."""
+        d = self.d_model
+        return {"ln_attn.weight": d, "ln_attn.bias": d, "attn.qkv.weight": 3 * d * d, "attn.qkv.bias": 3 * d,
+                "attn.proj.weight": d * d, "attn.proj.bias": d, "ln_mlp.weight": d, "ln_mlp.bias": d,
+                "mlp.fc.weight": 4 * d * d, "mlp.fc.bias": 4 * d, "mlp.proj.weight": 4 * d * d, "mlp.proj.bias": d}
+
+    def head_tensors(self) -> dict[str, int]:
+        """The final LayerNorm and the untied LM head (no bias)."""
+        d = self.d_model
+        return {"head.ln.weight": d, "head.ln.bias": d, "head.out.weight": d * self.vocab}
+
+    def tensors(self) -> dict[str, int]:
+        """Every parameter tensor of the model, by its name in `models.GPT`, in registration order."""
+        block = self.block_tensors()
+        blocks = {f"blocks.{i}.{name}": numel for i in range(self.layers) for name, numel in block.items()}
+        return {**self.embedding_tensors(), **blocks, **self.head_tensors()}
+
     @property
     def block_params(self) -> int:
-        d = self.d_model
-        layer_norms = 2 * (2 * d)
-        attention = (d * 3 * d + 3 * d) + (d * d + d)
-        mlp = (d * 4 * d + 4 * d) + (4 * d * d + d)
-        return layer_norms + attention + mlp
+        return sum(self.block_tensors().values())
 
     @property
     def embedding_params(self) -> int:
-        return self.vocab * self.d_model + self.seq_len * self.d_model
+        return sum(self.embedding_tensors().values())
 
     @property
     def head_params(self) -> int:
         """Final LayerNorm and the LM head."""
-        return 2 * self.d_model + self.d_model * self.vocab
+        return sum(self.head_tensors().values())
 
     @property
     def params(self) -> int:

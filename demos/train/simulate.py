@@ -5,9 +5,10 @@
 One process plays rank 0 of a world of N. Its tensors are `FakeTensor`s (shapes, dtypes and devices,
 no storage: torch._subclasses.fake_tensor), and its process group is the "fake" backend
 (torch.testing._internal.distributed.fake_pg), which accepts every collective and moves nothing. The
-model is built on the meta device and given fake tensors with `to_empty`; it is wrapped by
-`strategies.prepare`, the code the real demos run (FSDP shards it before that, while it is still on
-meta; DDP and ZeRO-1 wrap it after: see `_build`), and trained for one step:
+model is built on the meta device and parallelized by `train.parallelize`, the code the real demos
+run, over a `FakeWorld`, which gives it fake tensors with `to_empty` at the one point `parallelize`
+leaves for it (after FSDP has sharded the model on meta, before DDP and ZeRO-1 wrap it); then it is
+trained for one step:
 
   warm-up         leaves what a first training step leaves behind, so the measured step starts
                   where a real second one does: the optimizer state, and FSDP's gather buffers
@@ -36,13 +37,15 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any, Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Iterable, Iterator
 
 import torch
 import torch.distributed as dist
 
 from ddpfsdp.demos.measure.breakdown import TORCH_CATEGORIES
-from ddpfsdp.demos.measure.memory import optimizer_state_tensors
+from ddpfsdp.demos.measure.memory import model_state_bytes, param_bytes_held, resting_params
+from ddpfsdp.demos.train.parallelize import World, parallelize
 from ddpfsdp.demos.train.presets import describe_gpt_shape
 from ddpfsdp.demos.train.spec import COMPARE_RUNS, RunSpec, demo_runs
 
@@ -66,36 +69,6 @@ def fake_world(world_size: int) -> Iterator[None]:
         yield
     finally:
         dist.destroy_process_group()
-
-
-def _storages(tensor: torch.Tensor) -> list[Any]:
-    from torch.distributed._tools.common_utils import get_untyped_storages
-
-    return list(get_untyped_storages(tensor))
-
-
-def held_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
-    """Bytes of the distinct storages behind `tensors`, each once (a DTensor counts its local shard).
-
-    Fake storages all report data pointer 0, so storages are told apart by identity; they are kept
-    alive in the table while counting, so an id cannot be reused.
-    """
-    seen: dict[int, Any] = {}
-    for tensor in tensors:
-        if tensor is None:
-            continue
-        for storage in _storages(tensor):
-            seen[id(storage)] = storage
-    return sum(storage.nbytes() for storage in seen.values())
-
-
-def model_state(model: torch.nn.Module, optimizer: Any) -> dict[str, int]:
-    params = list(model.parameters())
-    return {
-        "params": held_bytes(params),
-        "grads": held_bytes(p.grad for p in params),
-        "optimizer": held_bytes(optimizer_state_tensors(optimizer)),
-    }
 
 
 # ----------------------------------------------------------------------------- where the peak is
@@ -203,28 +176,6 @@ def _all_reduce_hook(world_size: int) -> Callable:
     return hook
 
 
-def _shape_facts(model: torch.nn.Module, shard_size: int) -> dict[str, int]:
-    """What the analytic model's allowances need: a dim-0 row of every parameter, the largest one,
-    and the elements FSDP adds by padding each parameter's dim 0 to a multiple of the shard group.
-
-    Rows and padding are those of the tensors FSDP shards: on a 2-D model each TP rank's local
-    tensor (`DTensor.to_local`), which FSDP splits over dp; the sizes are the whole model's."""
-    from torch.distributed.tensor import DTensor
-
-    from ddpfsdp.demos.train.models import fsdp_padding_elements, largest_param_bytes, shard_row_bytes
-
-    params = list(model.parameters())
-    sharded = [p.to_local() if isinstance(p, DTensor) else p for p in params]
-    return {
-        "fsdp_padding_elements": fsdp_padding_elements(sharded, shard_size),
-        "shard_row_bytes": shard_row_bytes(sharded),
-        "largest_param_bytes": largest_param_bytes(params),
-        "param_tensors": len(params),
-        "unsharded_params": sum(p.numel() * p.element_size() for p in params),
-        "buffers": sum(b.numel() * b.element_size() for b in model.buffers()),
-    }
-
-
 def _unit_gathers(tracker: Any) -> dict[str, int]:
     """Bytes of unsharded parameters each FSDP unit's pre-forward brought into being, by unit.
 
@@ -246,50 +197,31 @@ def _unit_gathers(tracker: Any) -> dict[str, int]:
     return gathered
 
 
-def _build(run: RunSpec, world_size: int, mesh: Any, fake_mode: Any) -> dict[str, Any]:
-    """Set-up: the model as the run names it, wrapped by the strategy, and a batch, all of it fake.
+@dataclass(frozen=True)
+class FakeWorld(World):
+    """A world of `size` ranks on the fake backend, whose model lives on meta until `parallelize` asks
+    for its tensors, and then gets fake ones.
 
     The model is built on the meta device (shapes and dtypes, no values, no initialisation to run)
-    and made fake with `to_empty` inside `fake_mode`. FSDP shards it before that, on meta: sharding
+    and made fake with `to_empty` inside `fake_mode`, after FSDP has sharded it on meta: sharding
     splits each parameter into one chunk per rank of its group, a tensor object per rank, and a fake
     one costs some fifty times a meta one (512 chunks of an 8192 x 8192 tensor: 27 ms fake, 0.5 ms
     meta; sharding a 70B model on 512 ranks on fake tensors took most of a simulation's time).
     `to_empty` then swaps each shard for a fake tensor in place (`torch.utils.swap_tensors`, as
-    `nn.Module._apply` does for DTensor parameters), so the optimizer built over the sharded
-    parameters keeps them, and FSDP re-reads and if needed re-pads them (`FSDPModule._apply`).
-    DDP and ZeRO-1 wrap the fake model: `to_empty` gives a plain parameter a new object, which the
-    reducer and the optimizer, made before it, would not see.
+    `nn.Module._apply` does for DTensor parameters), and FSDP re-reads and if needed re-pads them
+    (`FSDPModule._apply`). DDP and ZeRO-1 wrap the fake model, and every optimizer is built over
+    fake parameters: `to_empty` gives a plain parameter a new object, which a reducer or an optimizer
+    made before it would not see.
     """
-    from ddpfsdp.demos.train.models import build_model
-    from ddpfsdp.demos.train.strategies import prepare
 
-    arch, model_name, overrides, shape = run.simulated_model()
-    # Built in its final dtype (the default dtype the caller set), so `prepare` has nothing to cast;
-    # on meta no weights are drawn, so the seed is never used.
-    model = build_model(arch, "base" if run.params else model_name, seed=0, device="meta", **overrides)
-    two_d = None
-    if run.tp:  # tensor parallelism first, on meta too; FSDP then shards each TP shard over dp
-        from ddpfsdp.demos.train.tensor_parallel import TwoD
+    fake_mode: Any = None
+    init_sync: ClassVar[bool] = False  # one rank, and weights without data: nothing to check or broadcast
 
-        two_d = TwoD.apply(model, run, FAKE_DEVICE, world_size, mesh=mesh)
-        mesh = two_d.mesh["dp"]
-    shard_size = world_size // run.replicas if run.sharding == "hybrid" else world_size
-    if two_d is not None:
-        shard_size = two_d.dp
-    facts = _shape_facts(model, shard_size if run.strategy == "fsdp" else 1)
-    params = sum(p.numel() for p in model.parameters())
-    if run.checkpoint_activations:
-        model.checkpoint_activations = True
-    if run.strategy == "fsdp":
-        prepared = prepare(model, run, device=FAKE_DEVICE, world_size=world_size, mesh=mesh, init_sync=False)
-    with fake_mode:
-        _make_fake(model, fake_mode)
-        if run.strategy in ("ddp", "zero1"):
-            prepared = prepare(model, run, device=FAKE_DEVICE, world_size=world_size, mesh=mesh, init_sync=False)
-            prepared.model.register_comm_hook(None, _all_reduce_hook(world_size))
-        batch = _fake_batch(arch, shape, run.batch_size)
-    return {"arch": arch, "model_name": model_name, "overrides": overrides, "shape": shape, "model": model,
-            "facts": facts, "params": params, "prepared": prepared, "batch": batch, "two_d": two_d}
+    @contextlib.contextmanager
+    def materialized(self, model: torch.nn.Module) -> Iterator[None]:
+        with self.fake_mode:
+            _make_fake(model, self.fake_mode)
+            yield
 
 
 def _make_fake(model: torch.nn.Module, fake_mode: Any) -> None:
@@ -304,6 +236,27 @@ def _make_fake(model: torch.nn.Module, fake_mode: Any) -> None:
         model.to_empty(device=FAKE_DEVICE)
     finally:
         fake_mode.allow_non_fake_inputs = before
+
+
+def _build(run: RunSpec, world: FakeWorld) -> dict[str, Any]:
+    """Set-up: the model as the run names it, parallelized by `parallelize` as a real run's is, and a
+    batch, all of it fake. What is the simulation's own: the meta model, the fake world, and DDP's
+    comm hook (see the module's docstring)."""
+    from ddpfsdp.demos.train.models import build_model, count_params
+
+    arch, model_name, overrides, shape = run.simulated_model()
+    # Built in its final dtype (the default dtype the caller set), so `parallelize` has nothing to cast;
+    # on meta no weights are drawn, so the seed is never used.
+    model = build_model(arch, "base" if run.params else model_name, seed=0, device="meta", **overrides)
+    params = count_params(model)
+    prepared = parallelize(model, run, world, FAKE_DEVICE)
+    if run.strategy in ("ddp", "zero1"):
+        prepared.model.register_comm_hook(None, _all_reduce_hook(world.size))
+    with world.fake_mode:
+        batch = _fake_batch(arch, shape, run.batch_size)
+    return {"arch": arch, "model_name": model_name, "overrides": overrides, "shape": shape, "model": model,
+            "facts": prepared.facts, "params": params, "prepared": prepared, "batch": batch,
+            "two_d": prepared.two_d}
 
 
 def _forward(built: dict[str, Any]) -> torch.Tensor:
@@ -365,15 +318,14 @@ def _measured_step(built: dict[str, Any], strategy: str) -> dict[str, Any]:
         tracker = _locating(MemTracker)()
         tracker.track_external(wrapped, optimizer, *batch)
     held: dict[str, int] = {}
-    two_d = built["two_d"]
-    resting = list(wrapped.parameters())  # FSDP2's shards, kept by FSDP while a unit is gathered
+    resting = resting_params(wrapped)  # FSDP2's shards, kept by FSDP while a unit is gathered
     with CommCounter() as comm, tracker:
-        with two_d.loss_context() if two_d else contextlib.nullcontext():
+        with prepared.loss_context():
             loss = _forward(built)
-            params_after_forward = held_bytes([*resting, *wrapped.parameters()])  # as param_bytes_held counts
+            params_after_forward = param_bytes_held(resting, wrapped)
             loss.backward()
         optimizer.step()
-        held.update(model_state(wrapped, optimizer))
+        held.update(model_state_bytes(wrapped, optimizer))
         optimizer.zero_grad(set_to_none=True)
     return {"held": held, "params_after_forward": params_after_forward, "comm": comm,
             "tracker": tracker, "peak_snapshot": tracker.get_tracker_snapshot("peak"),
@@ -385,22 +337,13 @@ def simulate_run(run: RunSpec, world_size: int, *, label: str | None = None,
     """One simulated step of `run` on rank 0 of a fake world; the default group must exist."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from ddpfsdp.demos.train.strategies import device_mesh
-
     started = time.perf_counter()
     log = log or (lambda message: None)
-    from ddpfsdp.demos.train import tensor_parallel
-
-    # The mesh's set-up reads a real rank table, so it is made before fake mode starts: FSDP's over
-    # the world, or the 2-D run's (dp, tp), which TP and then FSDP (its "dp" dimension) use.
-    if run.tp:
-        mesh = tensor_parallel.device_mesh(FAKE_DEVICE.type, world_size, run.tp)
-    else:
-        mesh = device_mesh(FAKE_DEVICE, world_size, run.sharding, run.replicas) if run.strategy == "fsdp" else None
-    fake_mode = FakeTensorMode()
+    # The meshes are made by `parallelize` before fake mode starts: their set-up reads a real rank table.
+    world = FakeWorld(world_size, fake_mode=FakeTensorMode())
     with _default_dtype(torch.bfloat16 if run.precision == "bf16" else torch.float32):
-        built = _build(run, world_size, mesh, fake_mode)
-        with fake_mode:
+        built = _build(run, world)
+        with world.fake_mode:
             log(f"{label or run.strategy}: warm-up (creates the optimizer state and FSDP's gather buffers)")
             _warm_up(built, run.strategy)
             log(f"{label or run.strategy}: measured step on a fake world of {world_size}")
@@ -419,10 +362,7 @@ def _per_group(counter: Any, two_d: Any) -> dict[str, Any]:
     """A 2-D run's collectives per mesh dimension, as a real run reports them (rank 0's groups)."""
     if two_d is None:
         return {}
-    from ddpfsdp.demos.measure.comm import per_dimension
-
-    names = two_d.group_names()
-    return {"per_group": per_dimension(names, counter.per_group()), "groups": [names]}
+    return {"per_group": two_d.traffic(counter), "groups": [two_d.group_names()]}
 
 
 def _simulated_config(run: RunSpec, world_size: int, built: dict[str, Any]) -> dict[str, Any]:

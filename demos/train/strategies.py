@@ -1,8 +1,9 @@
 """Wrapping a model for data-parallel training: DDP, ZeRO-1, FSDP2 (`fully_shard`) and FSDP1.
 
-`prepare(model, run, device=..., world_size=...)` wraps a model as its RunSpec (`train.spec`) says and
-returns the wrapped model and its optimizer, plus the facts a demo reports about the wrapping (the
-FSDP units and the parameters each one all-gathers).
+The steps `train.parallelize` composes, with tensor parallelism before them: `shard` (FSDP: the
+model's units, then its root), `wrap_ddp` (DDP and ZeRO-1) and `build_optimizer`; `Prepared` holds
+the result: the wrapped model and its optimizer, plus the facts a demo reports about the wrapping
+(the FSDP units and the parameters each one all-gathers).
 
 What each strategy does in a step:
   ddp    every rank holds everything; gradients are all-reduced in buckets during backward.
@@ -38,7 +39,7 @@ ROOT_UNIT = "<root>"
 
 @dataclass
 class Prepared:
-    """A wrapped model, its optimizer, and what the wrapping did."""
+    """A parallelized model, its optimizer, and what the parallelizing did."""
 
     model: nn.Module
     optimizer: torch.optim.Optimizer
@@ -55,6 +56,8 @@ class Prepared:
     units: list[str] = field(default_factory=list)  # FSDP unit names in forward order, root last
     unit_params: list[int] = field(default_factory=list)  # unsharded parameters each unit manages
     bucket_mb: float | None = None  # ddp / zero1 only
+    two_d: Any = None  # tensor_parallel.TwoD of a --tp run
+    facts: dict[str, int] = field(default_factory=dict)  # models.model_facts, read before FSDP sharded it
 
     def autocast(self) -> contextlib.AbstractContextManager:
         """The forward's autocast: bf16 for DDP / ZeRO-1 in bf16-mixed, nothing otherwise.
@@ -64,6 +67,11 @@ class Prepared:
         if self.strategy in ("ddp", "zero1") and self.precision == "bf16-mixed":
             return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
+
+    def loss_context(self) -> contextlib.AbstractContextManager:
+        """Where the loss and its backward run: a 2-D run's logits are split by vocabulary, so under
+        `loss_parallel`; nothing otherwise."""
+        return self.two_d.loss_context() if self.two_d is not None else contextlib.nullcontext()
 
     def describe(self) -> str:
         optimizer = "AdamW" if self.optimizer_name == "adamw" else "SGD"
@@ -76,48 +84,25 @@ class Prepared:
             api = "FSDP2 fully_shard" if self.fsdp_api == 2 else "FSDP1 FullyShardedDataParallel"
             mesh = f", mesh {tuple(self.mesh.shape)}" if self.mesh is not None else ""
             what = f"{api}, sharding {self.sharding}, wrap {self.wrap}: {len(self.units)} units{mesh}"
-        return f"{what}; precision {self.precision}; {optimizer} lr {self.lr:g}"
+        tensor_parallel = f"; {self.two_d.describe()}" if self.two_d is not None else ""
+        return f"{what}; precision {self.precision}; {optimizer} lr {self.lr:g}{tensor_parallel}"
 
 
-def prepare(model: nn.Module, run: RunSpec, *, device: torch.device | str, world_size: int, mesh: Any = None,
-            init_sync: bool = True) -> Prepared:
-    """Wrap `model` for `run.strategy` and build its optimizer over the wrapped parameters.
-
-    Call on every rank after the default process group is initialised. The model is expected on
-    the CPU (as `build_model` returns it); it is moved to `device` here (FSDP2 moves each unit as
-    it shards it, so the whole unsharded model never sits on the accelerator). Of `run`, the
-    options of the wrapping and the optimizer are read: precision, optimizer, lr, bucket_mb (DDP
-    and ZeRO-1), sharding, wrap, fsdp_api, replicas and prefetch (FSDP).
-
-    `mesh`: a DeviceMesh made by the caller (`device_mesh`); None makes it here. A simulated run
-    passes its own, made outside fake-tensor mode, where the mesh's set-up can read real tensors.
-    `init_sync`: DDP's check of parameter shapes across ranks and its broadcast of rank 0's weights
-    at wrap time; a simulated run has one rank and weights without data, so it turns them off.
-    """
-    device = torch.device(device)
-    common = dict(strategy=run.strategy, device=device, world_size=world_size, precision=run.precision,
-                  optimizer_name=run.optimizer, lr=run.lr)
-    if run.precision == "bf16" and any(p.dtype != torch.bfloat16 for p in model.parameters()):
-        model = model.to(torch.bfloat16)  # a model built in bf16 (a simulated one) needs no cast
-    if run.strategy in ("ddp", "zero1"):
-        wrapped = _wrap_ddp(model, device, run.bucket_mb, init_sync)
-        if run.strategy == "ddp":
-            opt = _optimizer(run.optimizer, wrapped.parameters(), run.lr)
-        else:
-            from torch.distributed.optim import ZeroRedundancyOptimizer
-
-            opt = ZeroRedundancyOptimizer(wrapped.parameters(), optimizer_class=_optimizer_class(run.optimizer),
-                                          lr=run.lr)
-        return Prepared(wrapped, opt, bucket_mb=run.bucket_mb, **common)
-    wrapped, mesh, units, unit_params = _shard(model, run, device, world_size, mesh)
-    opt = _optimizer(run.optimizer, wrapped.parameters(), run.lr)
-    return Prepared(wrapped, opt, sharding=run.sharding, wrap=run.wrap, fsdp_api=run.fsdp_api, mesh=mesh,
-                    units=units, unit_params=unit_params, **common)
+def shard_size(run: RunSpec, world_size: int) -> int:
+    """The ranks FSDP splits each parameter over: the world, a hybrid run's shard group, a 2-D run's dp;
+    1 for the strategies that do not shard parameters."""
+    if run.strategy != "fsdp" or run.sharding == "no-shard":
+        return 1
+    if run.tp:
+        return world_size // run.tp
+    return world_size // run.replicas if run.sharding == "hybrid" else world_size
 
 
-def _shard(model: nn.Module, run: RunSpec, device: torch.device, world_size: int,
-           mesh: Any) -> tuple[nn.Module, Any, list[str], list[int]]:
-    """FSDP2 or FSDP1 over `run`'s units: (wrapped model, mesh, unit names, parameters per unit)."""
+def shard(model: nn.Module, run: RunSpec, device: torch.device, world_size: int,
+          mesh: Any = None) -> tuple[nn.Module, Any, list[str], list[int]]:
+    """FSDP2 or FSDP1 over `run`'s units: (wrapped model, mesh, unit names, parameters per unit).
+
+    `mesh`: where FSDP shards (a 2-D run's "dp" dimension); None makes it here (`device_mesh`)."""
     sharding, replicas = run.sharding, run.replicas
     if sharding == "hybrid" and (replicas < 1 or world_size % replicas):
         raise ValueError(
@@ -141,6 +126,16 @@ def _shard(model: nn.Module, run: RunSpec, device: torch.device, world_size: int
     return (wrapped, mesh, *_fsdp1_unit_report(wrapped))
 
 
+def build_optimizer(run: RunSpec, wrapped: nn.Module) -> torch.optim.Optimizer:
+    """`run`'s optimizer over the wrapped model's parameters; ZeRO-1's shards its state over the ranks."""
+    if run.strategy == "zero1":
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+
+        return ZeroRedundancyOptimizer(wrapped.parameters(), optimizer_class=_optimizer_class(run.optimizer),
+                                       lr=run.lr)
+    return _optimizer(run.optimizer, wrapped.parameters(), run.lr)
+
+
 def _optimizer_class(name: str) -> type[torch.optim.Optimizer]:
     # Plain SGD (no momentum) keeps no optimizer state, as the analytic model's "sgd" assumes.
     return torch.optim.AdamW if name == "adamw" else torch.optim.SGD
@@ -150,7 +145,11 @@ def _optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
     return _optimizer_class(name)(params, lr=lr)
 
 
-def _wrap_ddp(model: nn.Module, device: torch.device, bucket_mb: float, init_sync: bool = True) -> nn.Module:
+def wrap_ddp(model: nn.Module, device: torch.device, bucket_mb: float, init_sync: bool = True) -> nn.Module:
+    """DDP over the default group, `bucket_mb` per gradient bucket (ZeRO-1 trains under DDP too).
+
+    `init_sync`: DDP's check of parameter shapes across ranks and its broadcast of rank 0's weights at
+    wrap time; a simulated world has one rank and weights without data, so it turns them off."""
     from torch.nn.parallel import DistributedDataParallel
 
     # A model already there stays as it is: moving fake tensors to their own device fails.

@@ -148,6 +148,12 @@ class TwoD:
         """This rank's dp and tp process groups by name, as the collective counter reports them."""
         return {dim: str(self.mesh.get_group(dim).group_name) for dim in DIMS}
 
+    def traffic(self, counter: Any) -> dict[str, Any]:
+        """This rank's collectives per mesh dimension, {"dp": per op, "tp": per op}, from a CommCounter."""
+        from ddpfsdp.demos.measure.comm import per_dimension
+
+        return per_dimension(self.group_names(), counter.per_group())
+
     def describe(self) -> str:
         plan = "ColwiseParallel / RowwiseParallel" + (" + SequenceParallel" if self.sequence_parallel else "")
         return f"tensor parallel over tp {self.tp} ({plan}) inside each block, FSDP over dp {self.dp}"

@@ -1,0 +1,86 @@
+"""The one place a plain model becomes a parallel one, for a real run and a simulated one alike.
+
+    parallelized = parallelize(model, run, World(ctx.world_size), ctx.device)
+
+torchtitan's `parallelize_llama` is the model: one function, a fixed order, a reason for each step.
+  1. precision         a bf16 run's model is cast whole, before anything splits it
+  2. tensor parallel   (--tp) the Megatron plan inside each GPT block over the "tp" dimension of a
+                       (dp, tp) mesh (`tensor_parallel.TwoD`); FSDP then shards each TP shard over "dp"
+  3. checkpointing     each block's body recomputed in backward; set on the blocks themselves, before
+                       any wrapper, so an FSDP unit around a block sees an ordinary module
+  4. the model's facts read from the tensors FSDP is about to shard (`models.model_facts`)
+  5. FSDP              each unit, then the root (`strategies.shard`)
+  6. materialize       the world gives the model its tensors: a real model has them already; a
+                       simulated world makes its meta tensors fake here, after FSDP has sharded them
+                       on meta (fifty times cheaper than sharding fake ones) and before DDP, whose
+                       reducer must see the tensors it will train
+  7. DDP / ZeRO-1      the materialized model wrapped (`strategies.wrap_ddp`)
+  8. the optimizer     over the parameters as wrapped (`strategies.build_optimizer`)
+What differs between a real run and a simulated one is only the `World`: its size, how the model
+gets its tensors, and whether DDP may talk to the other ranks at wrap time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from ddpfsdp.demos.train.spec import RunSpec
+from ddpfsdp.demos.train.strategies import Prepared, build_optimizer, shard, shard_size, wrap_ddp
+
+
+@dataclass(frozen=True)
+class World:
+    """The ranks a run trains on, as this process sees them: a real process group of `size` ranks."""
+
+    size: int
+    # DDP checks parameter shapes across the ranks and broadcasts rank 0's weights when it wraps.
+    init_sync: ClassVar[bool] = True
+
+    def materialized(self, model: nn.Module) -> contextlib.AbstractContextManager:
+        """The block in which the model holds its tensors and is wrapped: a real model holds them already."""
+        return contextlib.nullcontext()
+
+
+def parallelize(model: nn.Module, run: RunSpec, world: World, device: torch.device | str) -> Prepared:
+    """`model` parallelized as `run` says over `world`, with its optimizer. Call on every rank after the
+    default process group is initialised, with the model on the CPU (as `build_model` returns it) or,
+    for a simulated world, on meta; it is moved to `device` as it is wrapped.
+
+    Of `run`, the options of the parallelism and the optimizer are read: precision, tp,
+    sequence_parallel, checkpoint_activations, strategy, bucket_mb (DDP and ZeRO-1), sharding, wrap,
+    fsdp_api, replicas and prefetch (FSDP), optimizer and lr. A choice the model or the world cannot
+    take raises ValueError saying what would do.
+    """
+    from ddpfsdp.demos.train.models import model_facts
+
+    device = torch.device(device)
+    if run.precision == "bf16" and any(p.dtype != torch.bfloat16 for p in model.parameters()):
+        model = model.to(torch.bfloat16)  # a model built in bf16 (a simulated one) needs no cast
+    two_d = None
+    if run.tp:
+        from ddpfsdp.demos.train.tensor_parallel import TwoD
+
+        two_d = TwoD.apply(model, run, device, world.size)
+    if run.checkpoint_activations:
+        model.checkpoint_activations = True
+    facts = model_facts(model, shard_size(run, world.size))
+    wrapping: dict[str, Any] = {}  # what Prepared reports of the data-parallel wrap
+    wrapped = model
+    if run.strategy == "fsdp":
+        dp_mesh = two_d.mesh["dp"] if two_d is not None else None
+        wrapped, mesh, units, unit_params = shard(model, run, device, world.size, dp_mesh)
+        wrapping = dict(sharding=run.sharding, wrap=run.wrap, fsdp_api=run.fsdp_api, mesh=mesh, units=units,
+                        unit_params=unit_params)
+    with world.materialized(model):
+        if run.strategy in ("ddp", "zero1"):
+            wrapped = wrap_ddp(model, device, run.bucket_mb, world.init_sync)
+            wrapping = dict(bucket_mb=run.bucket_mb)
+        optimizer = build_optimizer(run, wrapped)
+    return Prepared(wrapped, optimizer, strategy=run.strategy, device=device, world_size=world.size,
+                    precision=run.precision, optimizer_name=run.optimizer, lr=run.lr, two_d=two_d, facts=facts,
+                    **wrapping)
