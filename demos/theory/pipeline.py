@@ -153,15 +153,13 @@ def bubble(pp: int, microbatches: int, schedule: str, stages_per_rank: int = 1) 
     bubble_ratio = bubble_t / useful_t; bubble_fraction = bubble_t / (useful_t + bubble_t).
     """
     schedule = check_schedule(schedule)
-    fill_t = (pp - 1) / stages_per_rank
-    if schedule == "zero-bubble":
-        fill_t *= ZB_H1_BUBBLE_SHARE
-    useful_t = float(microbatches)
+    # In slots of t / scale, so each share is one division of whole numbers (exact to the last bit).
+    scale = stages_per_rank * (round(1 / ZB_H1_BUBBLE_SHARE) if schedule == "zero-bubble" else 1)
     return {
-        "useful_t": useful_t,
-        "bubble_t": fill_t,
-        "bubble_ratio": fill_t / useful_t,
-        "bubble_fraction": fill_t / (useful_t + fill_t),
+        "useful_t": float(microbatches),
+        "bubble_t": (pp - 1) / scale,
+        "bubble_ratio": (pp - 1) / (scale * microbatches),
+        "bubble_fraction": (pp - 1) / (scale * microbatches + pp - 1),
     }
 
 
