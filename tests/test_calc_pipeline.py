@@ -111,3 +111,26 @@ def test_a_bare_count_has_no_block_shape():
     result = invoke("--params", "3B", "--gpus", "8", "--pp", "2")
     assert result.exit_code == 2
     assert "needs their shape" in result.output
+
+
+def _quoted_calc_commands() -> list[tuple[str, str, bool]]:
+    """(answer id, the command's arguments, whether the answer says calc refuses it) for every `ddpfsdp calc`
+    a pipeline answer quotes."""
+    import re
+
+    from ddpfsdp.quiz.loader import default_answers_dir
+
+    found = []
+    for path in sorted(default_answers_dir().glob("pipe-*.md")):
+        text = path.read_text(encoding="utf-8")
+        for match in re.finditer(r"`(ddpfsdp calc [^`]*)`([^.]*)", text):
+            found.append((path.stem, " ".join(match.group(1).split()[2:]), "refuses" in match.group(2)))
+    return found
+
+
+def test_every_calc_command_a_pipeline_answer_quotes_runs_as_it_says():
+    quoted = _quoted_calc_commands()
+    assert len(quoted) >= 15
+    for answer, args, refused in quoted:
+        result = invoke(*args.split())
+        assert result.exit_code == (2 if refused else 0), (answer, args, result.output[-300:])

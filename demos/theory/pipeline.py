@@ -379,10 +379,31 @@ def q_p2p_bytes_per_step(*, pp: Any, microbatches: Any, batch_size: Any, seq_len
     return 2 * p.microbatches * (p.stages - 1) * boundary
 
 
+def q_pipeline_step_time_s(*, params: Any, gpus: Any, pp: Any, microbatches: Any, micro_batch: Any, seq_len: Any,
+                           d_model: Any, precision: str, peak_flops_per_s: float, mfu: float, bytes_per_s: float,
+                           latency_s: float = 0.0, schedule: str = "1f1b", stages_per_rank: Any = None) -> float:
+    """Seconds per step of a pipeline over `pp` stages on `gpus` GPUs (dp = gpus / pp replicas, each running m
+    micro-batches of `micro_batch` sequences): the bubble-free compute (6 FLOPs per parameter per token, at
+    `mfu` of the peak) x (1 + bubble_ratio), plus the fill's and drain's boundary hops over the link."""
+    from ddpfsdp.demos.theory.steptime import compute_time_s
+
+    p = check_pipeline(pp, microbatches, schedule, stages_per_rank)
+    world = read_count(gpus, "gpus")
+    dp = mesh(world, p.pp)["dp"]
+    sequences, tokens = read_count(micro_batch, "micro-batch"), read_count(seq_len, "seq len")
+    bubble_free = compute_time_s(read_count(params, "params"), dp * p.microbatches * sequences * tokens, world,
+                                 float(peak_flops_per_s), float(mfu))
+    ratio = bubble(p.pp, p.microbatches, p.schedule, p.stages_per_rank)["bubble_ratio"]
+    boundary = boundary_bytes(sequences, tokens, read_count(d_model, "d_model"), precision)
+    return step_time_s(bubble_free, ratio, stages=p.stages, boundary=boundary, bytes_per_s=float(bytes_per_s),
+                       latency_s=float(latency_s))["step_s"]
+
+
 QUIZ_FUNCTIONS = {
     "pipeline_bubble_fraction": q_bubble_fraction,
     "pipeline_bubble_ratio": q_bubble_ratio,
     "pipeline_microbatches_for_bubble": q_microbatches_for_bubble,
     "pipeline_in_flight": q_in_flight_microbatches,
     "pipeline_p2p_bytes": q_p2p_bytes_per_step,
+    "pipeline_step_time_s": q_pipeline_step_time_s,
 }
