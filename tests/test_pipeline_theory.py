@@ -127,6 +127,7 @@ def test_step_time_with_the_bubble():
     ((4, 9, "interleaved"), "multiple of its rounds"),
     ((4, 8, "gpipe", 2), "one stage per rank"),
     ((4, 8, "interleaved", 1), "V >= 2"),
+    ((4, 8, "zero-bubble", 2), "ZB-H1 claim for one stage per rank"),
 ])
 def test_bad_pipelines_are_refused_with_what_to_do(args, words):
     with pytest.raises(ValueError, match=words):

@@ -115,6 +115,10 @@ def check_pipeline(pp: Any, microbatches: Any, schedule: Any = "1f1b", stages_pe
     if name in LOOPED and v < 2:
         raise ValueError(f"the interleaved schedule loops over V >= 2 stages per rank (got {v}); "
                          "give --stages-per-rank 2, or --schedule 1f1b for one stage per rank")
+    if name == "zero-bubble" and v != 1:
+        raise ValueError(f"zero-bubble states the paper's ZB-H1 claim for one stage per rank (got {v}); torch's "
+                         "looped zero-bubble schedules (ScheduleZBVZeroBubble: exactly 2 per rank) are not modelled "
+                         "here; drop --stages-per-rank, or use --schedule interleaved for V > 1")
     if name not in LOOPED and v != 1:
         raise ValueError(f"{name} runs one stage per rank (got {v} stages per rank); use --schedule interleaved "
                          "for V > 1")
