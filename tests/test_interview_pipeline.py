@@ -63,3 +63,15 @@ def test_talking_points_quote_this_scenarios_figures():
     points = " ".join(scenario.steps[-1].talking_points)
     m = int(scenario.steps[-3].answer)
     assert f"{m} micro-batches" in points and f"{scenario.setup.nodes} stages" in points
+
+
+def test_the_cli_offers_the_pipeline_family():
+    from click.testing import CliRunner
+
+    from ddpfsdp.quiz.cli import cli
+    from ddpfsdp.quiz.commands.interview import FAMILY_NAMES
+
+    assert set(FAMILY_NAMES) == set(generate.FAMILIES)
+    result = CliRunner().invoke(cli, ["interview", "--json", "--seed", "3", "--family", "pipeline"])
+    assert result.exit_code == 0, result.output
+    assert '"pipeline-microbatches"' in result.output
