@@ -99,6 +99,7 @@ def test_zero_bubble_is_labelled_as_the_papers_claim():
     (("--pp", "3"), "does not divide the 8 GPUs"),
     (("--microbatches", "4"), "add --pp"),
     (("--pp", "2", "--stages-per-rank", "2"), "one stage per rank"),
+    (("--pp", "2", "--offload", "all", "--strategy", "zero3"), "ddpfsdp accounting and no offload"),
 ])
 def test_bad_pipelines_are_usage_errors(args, words):
     result = invoke("--model", "small", "--gpus", "8", *args)

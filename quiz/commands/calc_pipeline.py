@@ -61,6 +61,9 @@ def pipeline_section(pipeline: dict[str, Any], result: dict[str, Any]) -> dict[s
         check_schedule(pipeline["schedule"] or "1f1b")
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--schedule") from None
+    if inputs["accounting"] != "ddpfsdp" or inputs["offload"] != "none":
+        raise click.UsageError("--pp is counted with the ddpfsdp accounting and no offload: drop --accounting "
+                               "deepspeed and --offload to add a pipeline")
     try:
         shape = _block_shape(inputs, pipeline["params_text"])
         pp = pipeline["pp"]
