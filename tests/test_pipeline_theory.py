@@ -147,3 +147,35 @@ def test_quiz_functions_agree_with_the_model():
     assert pipeline.QUIZ_FUNCTIONS["pipeline_in_flight"](pp=4, microbatches=8, schedule="1f1b", stage=1) == 3
     assert pipeline.QUIZ_FUNCTIONS["pipeline_p2p_bytes"](
         pp=4, microbatches=8, batch_size=1, seq_len=4096, d_model=8192, precision="bf16-mixed") == 2 * 8 * 3 * 4096 * 8192 * 2
+
+
+def _torch_interleaved_peak(pp: int, m: int, v: int, rank: int) -> int:
+    """Chunk micro-batches in flight at the peak of rank `rank`, walking the action list torch 2.13's
+    ScheduleInterleaved1F1B builds for it (`_calculate_single_rank_operations`, from the module's own
+    `_get_warmup_ops` and `_get_1f1b_rank_ops`): +1 per forward, -1 per backward."""
+    schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
+    if not hasattr(schedules, "_get_warmup_ops") or not hasattr(schedules, "_get_1f1b_rank_ops"):
+        pytest.skip("this torch builds the interleaved order another way")
+    rounds = max(1, m // pp)
+    per_round = m // rounds
+    warmup = schedules._get_warmup_ops(rank, v, per_round, pp, m)
+    fwd_bwd = v * m - warmup
+    ops = schedules._get_1f1b_rank_ops(
+        v, pp, warmup, fwd_bwd, v * m - fwd_bwd, rank,
+        lambda step: ((step // per_round) % v) * pp + rank,
+        lambda step: (v - 1 - ((step - warmup) // per_round) % v) * pp + rank,
+    )
+    held = peak = 0
+    for action in ops:
+        if action is None:
+            continue
+        held += 1 if action.computation_type == schedules._ComputationType.FORWARD else -1
+        peak = max(peak, held)
+    assert held == 0
+    return peak
+
+
+@pytest.mark.parametrize("pp,m,v", [(4, 8, 2), (4, 6, 2), (4, 12, 3), (2, 8, 4), (8, 16, 2), (4, 3, 2)])
+def test_interleaved_in_flight_matches_torchs_own_action_order(pp, m, v):
+    for rank in range(pp):
+        assert in_flight(pp, m, "interleaved", v, rank)["chunks"] == _torch_interleaved_peak(pp, m, v, rank), rank
