@@ -128,6 +128,8 @@ def test_step_time_with_the_bubble():
     ((4, 8, "gpipe", 2), "one stage per rank"),
     ((4, 8, "interleaved", 1), "V >= 2"),
     ((4, 8, "zero-bubble", 2), "ZB-H1 claim for one stage per rank"),
+    ((4, 8.5, "1f1b"), "whole number"),
+    ((4, "many", "1f1b"), "whole number"),
 ])
 def test_bad_pipelines_are_refused_with_what_to_do(args, words):
     with pytest.raises(ValueError, match=words):

@@ -139,6 +139,8 @@ def check_pipeline(pp: Any, microbatches: Any, schedule: Any = "1f1b", stages_pe
 
 def _at_least(value: Any, what: str, least: int, advice: str) -> int:
     try:
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError(value)
         number = int(value) if isinstance(value, (int, float)) else read_count(value, what)
     except ValueError:
         raise ValueError(f"{what} must be a whole number (got {value!r}); {advice}") from None
