@@ -40,6 +40,7 @@ from ddpfsdp.demos.theory.sharding import (
 )
 from ddpfsdp.demos.theory.state import bytes_per_param, model_state
 from ddpfsdp.quiz import grading
+from ddpfsdp.quiz.drill_pipeline import pipeline_problem
 from ddpfsdp.quiz.grading import Grade, QuantityError
 from ddpfsdp.quiz.loader import BYTE_UNITS, UNITS
 
@@ -127,6 +128,8 @@ class Problem:
     def hint(self) -> str:
         if self.unit in BYTE_UNITS:
             return f"type a size such as 12.5 {self.unit}, 14.9GiB or 1.5e10 (bytes); a bare small number is read in {self.unit}"
+        if self.unit == "x":
+            return "type a fraction or a ratio, such as 0.25 or 1.5"
         return "type a whole number, such as 12"
 
     def to_dict(self) -> dict[str, Any]:
@@ -531,6 +534,7 @@ KINDS: dict[str, Kind] = {
         Kind("sampler-index", "DistributedSampler indices", "sampler", _sampler_index),
         Kind("activations", "Activation memory", "precision", _activations),
         Kind("tp-comm", "TP bytes per rank per step", "two-d", _tp_comm),
+        Kind("pipeline", "Pipeline bubble, micro-batches, in flight", "pipeline", pipeline_problem),
     )
 }
 

@@ -18,7 +18,8 @@ from ddpfsdp.demos.registry import DEMOS
 from ddpfsdp.quiz.loader import load_bank
 
 TOPICS = ("ddp", "sampler", "collectives", "memory", "fsdp-mechanics", "fsdp-wrap", "sharding", "comm",
-          "precision", "fsdp2-debug", "dtensor", "operations", "debugging", "two-d")
+          "precision", "fsdp2-debug", "dtensor", "operations", "debugging", "two-d",
+          "pipeline")
 KINDS = ("single", "multi", "numeric", "order", "explain")
 SECTIONS = ("## Why", "## Common mistake", "## Evidence")
 # Each distinct linked demo configuration is run once by tests/test_bank_evidence.py; this keeps that
@@ -173,6 +174,12 @@ HAND_COMPUTED: dict[str, float] = {
     # Megatron-LM's TP: 4 all-reduces per block per step (2 forward, 2 backward) of b*s*d bf16
     # activations, 2 x 7/8 of each sent per rank on a ring of 8; 86 blocks, b 1, s 4096, d 8192.
     "twod-tp-bytes": 4 * 86 * (1 * 4096 * 8192 * 2) * 2 * 7 / 8,
+    # Pipelines (GPipe; Narayanan et al. 2021): fill and drain take p - 1 slots of m: idle 3 of 8 + 3 slots.
+    "pipe-gpipe-bubble": 3 / 11,
+    # 1F1B over 8 stages: 7 / (m + 7) <= 0.1  <=>  m >= 63 (and torch's Schedule1F1B wants m >= 8).
+    "pipe-microbatches-for-target": 63,
+    # 8 micro-batches x 3 boundaries x 2 directions x b*s*d (1 x 4096 x 8192) bf16 elements.
+    "pipe-p2p-bytes": 8 * 3 * 2 * (1 * 4096 * 8192 * 2),
 }
 
 

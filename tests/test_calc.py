@@ -407,6 +407,15 @@ STRING_ARGS = {
     "deepspeed_gpu_bytes": {"params": "2851M", "gpus": "8", "strategy": "zero3", "offload": "optimizer", "largest_layer": "32M"},
     "deepspeed_host_bytes": {"params": "2851M", "gpus": "8", "strategy": "zero2", "offload": "none", "gpus_per_node": "8", "zero_init": "true"},
     "tp_block_wire_bytes": {"layers": "86", "d_model": "8192", "seq_len": "4096", "batch_size": "1", "tp": "8", "precision": "bf16-mixed", "sequence_parallel": "no"},
+    "pipeline_bubble_fraction": {"pp": "4", "microbatches": "8", "schedule": "interleaved", "stages_per_rank": "2"},
+    "pipeline_bubble_ratio": {"pp": "4", "microbatches": "8", "schedule": "GPipe"},
+    "pipeline_microbatches_for_bubble": {"pp": "8", "target_fraction": "0.1", "schedule": "1f1b", "stages_per_rank": "1"},
+    "pipeline_in_flight": {"pp": "4", "microbatches": "8", "schedule": "1f1b", "stage": "1"},
+    "pipeline_p2p_bytes": {"pp": "4", "microbatches": "8", "batch_size": "1", "seq_len": "4096", "d_model": "8192",
+                           "precision": "bf16-mixed"},
+    "pipeline_step_time_s": {"params": "70B", "gpus": "32", "pp": "4", "microbatches": "27", "micro_batch": "2",
+                             "seq_len": "8192", "d_model": "8192", "precision": "bf16-mixed",
+                             "peak_flops_per_s": "989e12", "mfu": "0.35", "bytes_per_s": "6.25e9", "latency_s": "14e-6"},
 }
 
 

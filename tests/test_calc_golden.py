@@ -67,6 +67,10 @@ CONFIGS: dict[str, tuple[str, ...]] = {
     "two-d-tiny-sequence-parallel": (
         "--model", "tiny", "--gpus", "4", "--tp", "2", "--sequence-parallel", "--precision", "fp32", "--batch-size", "8",
     ),
+    "pipeline-70b-3d-interleaved": (
+        "--params", "70B", "--gpus", "64", "--tp", "8", "--pp", "4", "--microbatches", "16", "--schedule", "interleaved",
+        "--stages-per-rank", "2",
+    ),
 }
 
 # name -> (arguments, exit code): refusals print their message, also byte for byte.
@@ -75,6 +79,7 @@ REFUSALS: dict[str, tuple[tuple[str, ...], int]] = {
     "refused-deepspeed-zero1": (("--params", "7B", "--accounting", "deepspeed", "--strategy", "zero1"), 2),
     "refused-partial-node": (("--params", "7B", "--gpus", "12", "--offload", "optimizer"), 2),
     "refused-tp-heads": (("--params", "70B", "--gpus", "48", "--tp", "3"), 2),
+    "refused-pipeline-no-microbatches": (("--model", "small", "--pp", "2", "--microbatches", "0"), 2),
 }
 
 # Rich sizes its tables to the terminal: fix the width and keep colour off whatever the caller's shell says.

@@ -14,6 +14,8 @@
     deepspeed_accounting   DeepSpeed 0.19's estimator, formula by formula
     tensor_parallel  the 2-D configuration: FSDP over dp x tensor parallelism over tp, its state,
                    traffic per group and activations, for calc and for a 2-D demo run
+    pipeline       pipeline parallelism: stages, schedules and their bubble, activations in flight,
+                   point-to-point bytes, and 3-D composition with TP and FSDP
     inputs         one configuration of the whole table, as given and as read
     rows           one strategy's column of the table
     notes          the table's prose, computed from the configuration

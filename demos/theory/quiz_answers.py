@@ -24,6 +24,7 @@ from ddpfsdp.demos.theory.offload import (
     offload_refusal,
     offloaded_state,
 )
+from ddpfsdp.demos.theory.pipeline import QUIZ_FUNCTIONS as PIPELINE_FUNCTIONS
 from ddpfsdp.demos.theory.precision import bytes_per_param_breakdown
 from ddpfsdp.demos.theory.sampler import sampler_indices
 from ddpfsdp.demos.theory.sharding import ZERO_STAGES, canonical_strategy, resolve_group_size
@@ -247,4 +248,5 @@ QUIZ_FUNCTIONS: dict[str, Callable[..., int | float]] = {
     "pcie_bytes_per_step": q_pcie_bytes_per_step,
     "deepspeed_gpu_bytes": q_deepspeed_gpu_bytes,
     "deepspeed_host_bytes": q_deepspeed_host_bytes,
+    **PIPELINE_FUNCTIONS,
 }

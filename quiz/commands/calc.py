@@ -12,6 +12,7 @@ from ddpfsdp.demos.theory.inputs import CalcOptions
 from ddpfsdp.demos.theory.offload import OFFLOADS, node_layout, offload_refusal
 from ddpfsdp.demos.theory.precision import OPTIMIZER_STATES, PRECISIONS
 from ddpfsdp.demos.units import parse_bytes, parse_count
+from ddpfsdp.quiz.commands.calc_pipeline import pipeline_options, pipeline_section, render_pipeline, take_pipeline_options
 
 LOWER_CASE = ("model", "precision", "optimizer", "offload", "accounting")  # options read in any case
 # The names a person types; the model knows more aliases (`sharding.STRATEGY_ALIASES`).
@@ -135,6 +136,7 @@ def _with_calc_options(command: Any) -> Any:
 
 @click.command()
 @_with_calc_options
+@pipeline_options
 def calc(as_json: bool, display_unit: str, **values: Any) -> None:
     """Theory: per-GPU memory and per-step traffic of DDP, ZeRO-1/2/3, FSDP and HSDP, side by side.
 
@@ -163,20 +165,27 @@ def calc(as_json: bool, display_unit: str, **values: Any) -> None:
       ddpfsdp calc --params 13B --gpus 16 --offload all --strategy zero3
       ddpfsdp calc --params 2851M --gpus 8 --accounting deepspeed --largest-layer 32M --offload optimizer
       ddpfsdp calc --params 70B --gpus 64 --tp 8 --sequence-parallel
+      ddpfsdp calc --params 70B --gpus 64 --tp 8 --pp 4 --microbatches 16 --schedule interleaved
     """
     from ddpfsdp.demos.theory.estimate import estimate_for
 
+    pipeline = take_pipeline_options(values)
     options = _calc_options(values)
     _check_combinations(options)
     try:
         result = estimate_for(options)
     except ValueError as error:
         raise click.UsageError(str(error)) from None
+    section = pipeline_section(pipeline, result)
+    if section is not None:
+        result["pipeline"] = section
 
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
     _render(result, display_unit)
+    if section is not None:
+        render_pipeline(section, result, display_unit)
     click.echo(_simulate_hint(options, result["inputs"]["precision"]))
 
 

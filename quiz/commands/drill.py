@@ -7,7 +7,7 @@ import json
 import click
 
 KIND_NAMES = ("model-state", "fit-stage", "min-gpus", "wire-bytes", "ddp-buckets", "sampler-index", "activations",
-              "tp-comm")
+              "tp-comm", "pipeline")
 
 
 @click.command()

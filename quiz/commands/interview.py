@@ -6,7 +6,7 @@ import json
 
 import click
 
-FAMILY_NAMES = ("fit", "faster", "scale")
+FAMILY_NAMES = ("fit", "faster", "scale", "pipeline")
 
 
 class Seed(click.ParamType):
@@ -45,7 +45,8 @@ def _preset(kind: str, presets_of, what: str):
 @click.option("--seed", type=Seed(), default=None, metavar="S",
               help="Fix the scenario: the same seed gives the same scenario (--json uses 0 when none is given).")
 @click.option("--family", type=click.Choice(FAMILY_NAMES, case_sensitive=False), default=None,
-              help="fit: make a model fit; faster: make a step faster; scale: from one node to many. Default: drawn.")
+              help="fit: make a model fit; faster: make a step faster; scale: from one node to many; "
+              "pipeline: past one node, pipeline across slow links. Default: drawn.")
 @click.option("--model", "model", default=None, metavar="PRESET",
               callback=_preset("model", lambda p: p.MODELS, "model preset"),
               help="Pin the model: GPT-3-XL-like, Llama-2-7B-like, Llama-2-13B-like, Llama-2-70B-like, Llama-3.1-405B-like.")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from ddpfsdp.demos.theory import planning, presets
 from ddpfsdp.demos.theory.sharding import ZERO_STAGES
-from ddpfsdp.quiz.interview import followups, steps
+from ddpfsdp.quiz.interview import followups, pipeline_followups, steps
 from ddpfsdp.quiz.interview.scenario import Scenario, Setup, Step
 
 MFUS = (0.35, 0.40, 0.45, 0.50, 0.55)
@@ -46,6 +46,8 @@ FAMILIES: dict[str, Family] = {
                (4, 8, 16, 32, 64), (followups.slower_network, followups.batch_doubles), followups.explain_faster),
         Family("scale", "From one node to many", ("GPT-3-XL-like", "Llama-2-7B-like", "Llama-2-13B-like"),
                (1,), (followups.more_nodes, followups.batch_doubles), followups.explain_scale),
+        Family("pipeline", "Past one node: pipeline", ("Llama-2-70B-like", "Llama-3.1-405B-like"), (2, 4, 8),
+               (pipeline_followups.across_nodes, pipeline_followups.step_time), pipeline_followups.explain),
     )
 }
 

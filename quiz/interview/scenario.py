@@ -38,6 +38,9 @@ STEP_KINDS: dict[str, tuple[str, str]] = {
     "explain-fit": ("explanation", "sharding"),
     "explain-faster": ("explanation", "comm"),
     "explain-scale": ("explanation", "collectives"),
+    "pipeline-microbatches": ("strategy", "pipeline"),
+    "pipeline-step-time": ("time", "pipeline"),
+    "explain-pipeline": ("explanation", "pipeline"),
 }
 """Every kind of step: (its skill, the quiz topic its answers count toward). Each kind is one card."""
 
