@@ -46,7 +46,7 @@ def memory_plan(
     state = model_state(params, gpus, strategy, precision, optimizer, group_size)["model_state_bytes"]
     working = working_set(strategy, params, precision, gpt_units(layers, d_model, vocab, seq_len))["working_set_bytes"]
     shape = {"layers": layers, "d_model": d_model, "vocab": vocab, "seq_len": seq_len, "batch_size": micro_batch,
-             "precision": precision}
+             "precision": precision, "strategy": strategy}
     keep = q_transformer_activation_bytes(**shape, checkpoint_activations=False)
     checkpointed = q_transformer_activation_bytes(**shape, checkpoint_activations=True)
     base = state + working

@@ -115,7 +115,7 @@ class Setup:
 
     def comm_args(self, strategy: str, group_size: int | None = None) -> dict[str, Any]:
         args = {"params": self.params, "gpus": self.gpus, "strategy": strategy, "precision": self.precision,
-                "units": self.units, **self.links()}
+                "units": self.units, **self.links(), **self.shape_args()}
         if group_size is not None:
             args["group_size"] = group_size
         return args

@@ -1,0 +1,73 @@
+"""What the design interview teaches, held against scenarios worked by hand: calls counted the way each
+implementation issues them, activations in the dtype each strategy's precision gives them, the talking
+points that follow, ties and tolerances that grade what the step means to teach."""
+
+from __future__ import annotations
+
+import pytest
+
+from ddpfsdp.quiz.interview import generate
+
+
+def _step(scenario, kind: str, nth: int = 0):
+    return [step for step in scenario.steps if step.kind == kind][nth]
+
+
+def test_ddp_s_calls_are_its_buckets_not_25_mib_slices():
+    # Seed 6: GPT-3-XL-like (24 layers, d 2048, vocabulary 50257, seq 2048) under DDP, bf16-mixed: fp32 gradients.
+    # Every matrix of a d=2048 block is 16.8 to 67.1 MB, past DDP's 25 MiB cap, so each closes a bucket of its
+    # own with the small tensors before it: 4 per block = 96, the head, the embeddings... 74 in all, as
+    # q_ddp_buckets counts them (never splitting a tensor), where 25 MiB slices of 5.26 GB made 199.
+    scenario = generate.generate(6)
+    assert scenario.plan == "ddp"
+    step = _step(scenario, "comm-time")
+    assert "74 buckets" in step.prompt and "never splitting a tensor" in step.prompt
+    assert "74 calls ×" in step.working
+    # Latency 74 * 14 ring steps * 3.4 us = 3.522 ms; bandwidth 2 * 7/8 * 5.2 GB over 300 GB/s = 30.33 ms.
+    assert step.answer == pytest.approx(0.0338566, rel=1e-4)
+
+
+def test_deepspeed_s_calls_are_its_reduce_buckets_and_one_all_gather():
+    # Seed 3: Llama-2-13B-like, 512 GPUs, DeepSpeed ZeRO-1 in bf16-master. 1.297e10 gradient elements in
+    # reduce buckets of 5e8: 26 reductions; one all-gather of the updated partitions (one parameter group).
+    # Each call costs 448 NVLink steps * 3.4 us + 63 network steps * 14 us = 2.4052 ms.
+    # reduce-scatter 26 * 2.4052 ms = 62.54 ms + 25.95 GB / 25 GB/s (1.038 s) = 1.101 s;
+    # all-gather 2.405 ms + 1.038 s = 1.040 s. Total 2.141 s (992 calls of 25 MiB made it 6.85 s).
+    scenario = generate.generate(3)
+    assert scenario.plan == "zero1"
+    step = _step(scenario, "comm-time")
+    assert "26 here" in step.prompt and "1 here" in step.prompt
+    assert step.answer == pytest.approx(2.141, rel=2e-3)
+    points = _step(scenario, "explain-faster").talking_points
+    # The largest cost is bandwidth now, not latency from a thousand calls.
+    largest = next(point for point in points if point.startswith("The largest cost"))
+    assert "reduce-scatter" in largest and "1.101 s" in largest
+
+
+def test_the_reduce_dtype_talking_point_holds_only_where_gradients_are_fp32():
+    bf16_master = _step(generate.generate(3), "explain-faster").talking_points
+    assert not any("halves the gradient bytes" in point for point in bf16_master)
+    assert any("already reduced in bf16" in point for point in bf16_master)
+    # Seed 4: FSDP2 under bf16-mixed reduces in fp32 (reduce_dtype=fp32).
+    points = _step(generate.generate(4), "explain-faster").talking_points
+    assert any("reduced in fp32 here" in point and "halves the gradient bytes" in point for point in points)
+
+
+def test_fsdp2_s_activations_have_a_bf16_residual_stream():
+    # Seed 4: Llama-2-70B-like (80 layers, d 8192, vocabulary 32000), seq 4096, micro-batch 1, ZeRO-3 as FSDP2
+    # with MixedPrecisionPolicy(param_dtype=bf16): r = c = 2.
+    # block 1*4096*8192*(2*2 + 14*2) = 2^30 B = 1 GiB; 80 blocks = 80 GiB; head 4096*8192*(2 + 2) = 0.125 GiB
+    # + fp32 log-softmax 4096*32000*4 = 0.4883 GiB; the peak adds its gradient: 81.10 GiB (autocast's r = 4
+    # would make 91.2 GiB).
+    scenario = generate.generate(4)
+    assert scenario.plan == "zero3" and scenario.setup.precision == "bf16-mixed"
+    step = _step(scenario, "activations")
+    assert step.answer / 2**30 == pytest.approx(81.1016, rel=1e-5)
+    assert "r = 2" in step.prompt and "MixedPrecisionPolicy" in step.prompt
+    assert "(2·2 + 14·2) = 1 GiB" in step.working
+
+
+def test_ddp_s_activations_keep_an_fp32_residual_stream():
+    scenario = generate.generate(6)  # DDP under bf16-mixed: autocast
+    step = _step(scenario, "activations")
+    assert "r = 4" in step.prompt and "torch.autocast" in step.prompt
