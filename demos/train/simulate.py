@@ -42,7 +42,7 @@ import torch
 import torch.distributed as dist
 
 from ddpfsdp.demos.measure.breakdown import TORCH_CATEGORIES
-from ddpfsdp.demos.measure.memory import optimizer_state_tensors
+from ddpfsdp.demos.measure.memory import optimizer_state_tensors, state_optimizers
 from ddpfsdp.demos.train.presets import describe_gpt_shape
 from ddpfsdp.demos.train.spec import COMPARE_RUNS, RunSpec, demo_runs
 
@@ -363,7 +363,9 @@ def _measured_step(built: dict[str, Any], strategy: str) -> dict[str, Any]:
         tracker.track_inputs(batch)
     else:
         tracker = _locating(MemTracker)()
-        tracker.track_external(wrapped, optimizer, *batch)
+        # MemTracker reads `optimizer.state`; ZeroRedundancyOptimizer keeps its shard's state in its inner
+        # optimizer, so that one is tracked too, or the state would be missing from every figure until step().
+        tracker.track_external(wrapped, *state_optimizers(optimizer), *batch)
     held: dict[str, int] = {}
     two_d = built["two_d"]
     resting = list(wrapped.parameters())  # FSDP2's shards, kept by FSDP while a unit is gathered
