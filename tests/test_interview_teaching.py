@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ddpfsdp.quiz.interview import debrief, generate
+from ddpfsdp.quiz.interview import answers, debrief, generate
 
 
 def _step(scenario, kind: str, nth: int = 0):
@@ -106,3 +106,27 @@ def test_an_activation_figure_from_a_peak_after_backward_is_not_set_against_the_
     row = _debrief_rows(result)["activations at the peak"]
     assert row.difference is None and row.measured == 4
     assert "peaks in its optimizer step" in row.why
+
+
+def test_the_hsdp_tie_break_is_in_the_prompt_and_ties_are_what_a_reader_sees():
+    # Seed 3: G = 4 and G = 8 both step 8.192 s (overlap hides all their communication); G = 8 communicates
+    # less (2.352 s against 4.416 s). Seed 4: G = 16 and G = 32 step 89.2996 s and 89.2998 s, both read
+    # 89.3 s, and communicate as much; G = 32 holds less (35 GB against 70 GB).
+    for seed, best in ((3, 8), (4, 32)):
+        step = _step(generate.generate(seed), "hsdp-group")
+        assert "communicates least" in step.prompt and "holds least" in step.prompt
+        assert step.options[int(step.answer) - 1].value == best, seed
+
+
+def test_the_exposed_share_is_graded_relative_with_a_floor():
+    # Seed 5: DDP on one node, the key 2.5% (a few ms of the last buckets' all-reduce show). Believing
+    # everything hides (0%) is 2.5 points off, beyond the 1-point floor: it fails.
+    step = _step(generate.generate(5), "exposed-share")
+    assert step.answer == pytest.approx(0.025, abs=0.001)
+    assert not answers.grade(step, "0").correct
+    assert answers.grade(step, f"{step.answer * 100 + 0.9:.3f}").correct  # within the 1-point floor
+    # Seed 3's 11.3% key takes a fifth of itself: 2.26 points either way (9.04 to 13.56).
+    large = _step(generate.generate(3), "exposed-share")
+    assert large.answer == pytest.approx(0.113, abs=0.001)
+    assert answers.grade(large, "9.2").correct and not answers.grade(large, "8.8").correct
+    assert "within 20% of it, or 1 point" in large.tolerance_text

@@ -78,10 +78,12 @@ def hsdp_group(setup: Setup, change: str) -> Step:
         prompt="Switch to **HSDP**: shard within groups of G consecutive ranks (at most a node stays on NVLink) and "
         "all-reduce each gradient shard across the groups. Which G gives the "
         f"shortest step whose model state still fits in {gb(setup.gpu_mem_bytes)}? Overlap as graded: "
-        f"{overlap.ASSUMPTIONS['hsdp']}.",
+        f"{overlap.ASSUMPTIONS['hsdp']}. Where steps tie (the same to {planning.TIE_FIGURES} figures, as when overlap "
+        "hides all the communication of several), pick the G that communicates least, and where that ties too, the one that "
+        "holds least.",
         unit="choice", answer=number, fn="best_hsdp_group", args=args, options=options, change=change,
         working="; ".join(f"G = {o.value}: {o.reason}" for o in options) + f". The best is option {number} (where "
-        "overlap hides the communication of several, the one that sends least, then holds least).",
+        "steps tie, the one that communicates least, then holds least).",
     )
 
 

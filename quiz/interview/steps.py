@@ -215,6 +215,12 @@ def overlap_working(plan: str, t: dict) -> str:
     return " ".join(lines)
 
 
+EXPOSED_SHARE_TOLERANCE = 0.20
+"""An exposed share is graded within a fifth of itself: it is a difference of times, each within 10%."""
+EXPOSED_SHARE_FLOOR = 0.01
+"""...but never tighter than 1 point, and never looser: believing everything hides (0%) fails a 3% key."""
+
+
 def exposed_share(setup: Setup, plan: str, change: str | None = None, group_size: int | None = None) -> Step:
     args = setup.time_args(plan, group_size)
     answer = compute("exposed_share", args)
@@ -224,7 +230,8 @@ def exposed_share(setup: Setup, plan: str, change: str | None = None, group_size
         f"{plan_name(plan, group_size)} (as {implementation(plan, setup.precision).name}): "
         f"{overlap.ASSUMPTIONS[plan]}. {overlap.RULE} What share of the step is **exposed communication** "
         "(nothing computing while it runs), with that overlap? Answer in percent.",
-        unit="%", answer=answer, tolerance=0.05, fn="exposed_share", args=args, change=change,
+        unit="%", answer=answer, tolerance=EXPOSED_SHARE_TOLERANCE, floor=EXPOSED_SHARE_FLOOR, fn="exposed_share",
+        args=args, change=change,
         working=overlap_working(plan, times),
     )
 
