@@ -100,3 +100,16 @@ def test_a_real_block_saves_what_the_model_counts_under_each_cast(tmp_path):
     assert autocast == pytest.approx(_block("autocast")["block_bytes"], rel=0.02)
     # The difference is the residual stream's dtype: 2 of the 36 bytes per element, twice.
     assert fsdp < autocast * 0.92
+
+
+def test_calc_s_2d_column_counts_fsdp2_s_bf16_residual_stream():
+    from ddpfsdp.demos.theory.estimate import estimate
+
+    # 70B on 64 GPUs, tp = 8, bf16-mixed, micro-batch 1; activations from the 70B size's blocks (86 layers,
+    # d 8192, vocabulary 50,304, seq 4096). b*s*d = 33,554,432 elements. FSDP2 over dp applies the precision
+    # by param_dtype, so r = 2: a block keeps 2r + 2c whole and 12c/8 split = 4 + 4 + 3 = 11 B per element,
+    # 369,098,752 B; 86 blocks 31,742,492,672. Head: 2 + 2 B per element, 134,217,728, + the vocabulary-
+    # sharded fp32 log-softmax 4096*50,304*4/8 = 103,022,592; the peak adds its gradient: 32,082,755,584 B.
+    # (Autocast's r = 4 would give 15 B per element: 43,692,589,056 B, 27% more.)
+    column = estimate(params="70B", gpus=64, tp=8, precision="bf16-mixed")["strategies"]["2d"]
+    assert column["activation_bytes"] == 32_082_755_584
