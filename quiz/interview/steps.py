@@ -160,7 +160,8 @@ def calls_text(setup: Setup, plan: str, group_size: int | None = None) -> str:
                 f"one call per parameter group ({calls['all_gather']} here)")
     return (f"one all-reduce per DDP gradient bucket: DDP fills buckets of {DDP_BUCKET_CAP_MB} MiB (the first 1 MiB) "
             f"with whole gradients in the order they arrive, never splitting a tensor, so {calls['all_reduce']} "
-            "buckets here")
+            "buckets here (the model laid out as a GPT-style decoder: a fused qkv, an output projection and two MLP "
+            "matrices per block)")
 
 
 RING_MODEL = (
