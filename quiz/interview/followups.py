@@ -75,11 +75,10 @@ def hsdp_group(setup: Setup, change: str) -> Step:
     )
     number = steps.choice(options, best)
     return new_step("hsdp-group", title="HSDP's group size",
-        prompt="Switch to **HSDP**: shard within groups of G consecutive ranks (at most a node stays on NVLink) and "
-        "all-reduce each gradient shard across the groups. Which G gives the "
-        f"shortest step whose model state still fits in {gb(setup.gpu_mem_bytes)}? Overlap as graded: "
-        f"{overlap.ASSUMPTIONS['hsdp']}. Where steps tie (the same to {planning.TIE_FIGURES} figures, as when overlap "
-        "hides all the communication of several), pick the G that communicates least, and where that ties too, the one that "
+        prompt="Switch to **HSDP**: shard in groups of G consecutive ranks, all-reduce gradient shards across groups. "
+        f"Which G fitting in {gb(setup.gpu_mem_bytes)} gives the shortest step? "
+        "Overlap as graded: "
+        f"{overlap.ASSUMPTIONS['hsdp']}. Ties (to {planning.TIE_FIGURES} figures) go to the G that sends least, then "
         "holds least.",
         unit="choice", answer=number, fn="best_hsdp_group", args=args, options=options, change=change,
         working="; ".join(f"G = {o.value}: {o.reason}" for o in options) + f". The best is option {number} (where "
