@@ -50,7 +50,7 @@ def render_fault(result: dict[str, Any], console: Any) -> None:
         console.print(f"\n[{_STYLE[phase]}]{phase.capitalize()}[/]{took}: {escape(str(run.get('program')))}")
         for line in run.get("symptom") or []:
             console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
-        for caveat in analyzer_caveats(list((result.get("fault") or {}).get(phase, {}).get("symptom") or [])):
+        for caveat in analyzer_caveats(list(run.get("symptom") or [])):
             console.print(f"  [dim]Note: {escape(caveat)}[/]")
     console.print(f"\n[bold]Cause:[/] {block.get('cause')}")
     console.print(f"[bold]Fix:[/] {block.get('fix')}")
