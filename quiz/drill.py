@@ -27,7 +27,7 @@ from ddpfsdp.demos.theory.comm import step_comm
 from ddpfsdp.demos.theory.gpt_layout import gpt_param_numels
 from ddpfsdp.demos.theory import presets
 from ddpfsdp.demos.theory.implementations import implementation
-from ddpfsdp.demos.theory.precision import OPTIMIZER_STATES, PRECISIONS
+from ddpfsdp.demos.theory.precision import OPTIMIZER_STATES, PRECISIONS, residual_bytes
 from ddpfsdp.demos.theory.quiz_answers import QUIZ_FUNCTIONS, q_min_gpus, q_min_zero_stage, q_sampler_count
 from ddpfsdp.demos.theory.sampler import sampler_indices
 from ddpfsdp.demos.theory.sharding import (
@@ -437,23 +437,36 @@ def _ordinal(number: int) -> str:
     return f"{number}{suffix}"
 
 
+ACTIVATION_RUNNERS: dict[str, str] = {
+    "ddp": "torch.autocast casts each op's inputs, so the residual stream stays fp32",
+    "zero3": "MixedPrecisionPolicy(param_dtype=bf16) casts the weights, so the residual stream is bf16",
+}
+"""Under bf16-mixed, how the strategy applies the precision decides the residual stream's bytes."""
+
+
 def _activations(rng: random.Random):
     model = _pick(rng, [m for m in MODELS.values() if m.params <= 13 * 10**9])
     precision = _pick(rng, ("fp32", "bf16-mixed", "bf16"), (1, 3, 1))
     batch = _pick(rng, (1, 2, 4, 8))
     seq = _pick(rng, (1024, 2048, model.seq_len))
     checkpoint = rng.random() < 0.5
+    strategy = _pick(rng, tuple(ACTIVATION_RUNNERS)) if precision == "bf16-mixed" else "ddp"
     args = {
         "layers": model.layers, "d_model": model.d_model, "vocab": model.vocab, "seq_len": seq,
         "batch_size": batch, "precision": precision, "checkpoint_activations": checkpoint,
+        **({"strategy": strategy} if precision == "bf16-mixed" else {}),
     }
     spec = PRECISIONS[precision]
+    cast = implementation(strategy, precision).cast
+    r = residual_bytes(spec, cast)
     loss_bytes = 2 if precision == "bf16" else 4
+    runner = (f", run as {implementation(strategy, precision).name} ({ACTIVATION_RUNNERS[strategy]})"
+              if precision == "bf16-mixed" else "")
     prompt = (
         f"A GPT-style decoder shaped like **{model.name}** ({model.layers} layers, d = {model.d_model}, vocabulary "
-        f"{model.vocab}) runs a micro-batch of b = {batch} sequence{'s' if batch > 1 else ''} of s = {seq} tokens in {PRECISION_TEXT[precision]}, "
+        f"{model.vocab}) runs a micro-batch of b = {batch} sequence{'s' if batch > 1 else ''} of s = {seq} tokens in {PRECISION_TEXT[precision]}{runner}, "
         f"**{'with' if checkpoint else 'without'} activation checkpointing** of every block.\n\n"
-        f"Use the analytic model: a block saves b·s·d·(2r + 14c) bytes (r = {spec.residual_bytes}: residual-stream bytes, "
+        f"Use the analytic model: a block saves b·s·d·(2r + 14c) bytes (r = {r}: residual-stream bytes, "
         f"c = {spec.compute_bytes}: compute bytes; fused attention, no s×s scores); with checkpointing a block keeps only "
         "its input (b·s·d·r) and backward recomputes one block at a time. The head keeps b·s·d·(r + c) and the loss's "
         f"log-softmax b·s·vocab·{loss_bytes}; at the peak, early in backward, add the log-softmax's gradient "
@@ -464,15 +477,15 @@ def _activations(rng: random.Random):
     def working(answer: float) -> str:
         parts = transformer_activation_bytes(
             layers=model.layers, d_model=model.d_model, tokens=seq, batch_size=batch, head_outputs=model.vocab,
-            head_tokens=seq, precision=precision, checkpoint_activations=checkpoint,
+            head_tokens=seq, precision=precision, checkpoint_activations=checkpoint, cast=cast,
         )
         elements = batch * seq * model.d_model
         log_softmax = batch * seq * model.vocab * loss_bytes
         gib = lambda value: f"{value / 2**30:,.4g} GiB"  # noqa: E731
-        block = f"block = {batch}·{seq}·{model.d_model}·(2·{spec.residual_bytes} + 14·{spec.compute_bytes}) = {gib(parts['block_bytes'])}"
-        head = f"head = {gib(elements * (spec.residual_bytes + spec.compute_bytes))} + log-softmax {gib(log_softmax)}"
+        block = f"block = {batch}·{seq}·{model.d_model}·(2·{r} + 14·{spec.compute_bytes}) = {gib(parts['block_bytes'])}"
+        head = f"head = {gib(elements * (r + spec.compute_bytes))} + log-softmax {gib(log_softmax)}"
         if checkpoint:
-            body = f"{model.layers} block inputs × {gib(elements * spec.residual_bytes)} = {gib(model.layers * elements * spec.residual_bytes)}"
+            body = f"{model.layers} block inputs × {gib(elements * r)} = {gib(model.layers * elements * r)}"
             extra = f"max(log-softmax gradient {gib(log_softmax)}, recomputed block {gib(parts['block_bytes'])})"
         else:
             body = f"{model.layers} blocks × {gib(parts['block_bytes'])} = {gib(model.layers * parts['block_bytes'])}"

@@ -220,22 +220,37 @@ def grade_numeric(question: Question, text: str) -> Grade:
     )
 
 
+def allowed_steps(question: Question) -> list[frozenset[str]]:
+    """For each place of an order question, the steps that may stand there: the right one, or any of its
+    group where the question names steps that are independent of each other (`any_order`)."""
+    allowed = [frozenset({step}) for step in question.steps]
+    for group in question.any_order:
+        places = [question.steps.index(step) for step in group]
+        for place in places:
+            allowed[place] = frozenset(group)
+    return allowed
+
+
 def grade_order(question: Question, ordered: Sequence[str]) -> Grade:
     steps = list(question.steps)
     if sorted(ordered) != sorted(steps):
         raise ValueError("an order answer must place every step exactly once")
-    in_place = sum(1 for a, b in zip(ordered, steps) if a == b)
+    allowed = allowed_steps(question)
+    in_place = sum(1 for step, fits in zip(ordered, allowed) if step in fits)
     correct = in_place == len(steps)
-    first_wrong = next((i for i, (a, b) in enumerate(zip(ordered, steps)) if a != b), None)
+    first_wrong = next((i for i, (step, fits) in enumerate(zip(ordered, allowed)) if step not in fits), None)
     if correct:
         verdict = f"Correct: all {len(steps)} steps in order."
     else:
-        verdict = f"Not quite: {in_place} of {len(steps)} steps in the right place; step {first_wrong + 1} should be {steps[first_wrong]!r}."
+        should = (repr(steps[first_wrong]) if len(allowed[first_wrong]) == 1
+                  else "one of " + ", ".join(repr(step) for step in steps if step in allowed[first_wrong]))
+        verdict = f"Not quite: {in_place} of {len(steps)} steps in the right place; step {first_wrong + 1} should be {should}."
     return Grade(
         correct,
         in_place / len(steps),
         verdict,
-        " → ".join(steps),
+        " → ".join(steps) + "".join(f" (steps {' and '.join(str(steps.index(s) + 1) for s in group)} in either order)"
+                                    for group in question.any_order),
         list(ordered),
         {"in_place": in_place},
     )
@@ -249,18 +264,20 @@ class StepReview:
     text: str
     yours: str  # the step the answer put in this place
     reason: str
+    interchangeable: frozenset[str] = frozenset()  # steps that may stand here as well (`any_order`)
 
     @property
     def in_place(self) -> bool:
-        return self.yours == self.text
+        return self.yours == self.text or self.yours in self.interchangeable
 
 
 def review_steps(question: Question, grade: Grade) -> list[StepReview]:
     """The right order, each place with what the answer put there and why the right step belongs there."""
     given = list(grade.given or ())
     reasons = question.why or ("",) * len(question.steps)
+    allowed = allowed_steps(question)
     return [
-        StepReview(number, step, given[number - 1] if number <= len(given) else "", reason)
+        StepReview(number, step, given[number - 1] if number <= len(given) else "", reason, allowed[number - 1])
         for number, (step, reason) in enumerate(zip(question.steps, reasons), start=1)
     ]
 

@@ -45,7 +45,7 @@ _KIND_FIELDS = {
     "single": {"choices", "answer", "why"},
     "multi": {"choices", "answer", "why"},
     "numeric": {"calc", "unit", "tolerance", "measure"},
-    "order": {"steps", "why"},
+    "order": {"steps", "why", "any_order"},
     "explain": {"talking_points"},
 }
 # How to run a demo is the app's decision (and the machine's), never the bank's.
@@ -106,6 +106,8 @@ class Question:
     tolerance: float = DEFAULT_TOLERANCE
     measure: str | None = None
     steps: tuple[str, ...] = ()
+    # order: groups of consecutive steps independent of each other, which may come in any order (texts)
+    any_order: tuple[tuple[str, ...], ...] = ()
     talking_points: tuple[str, ...] = ()
 
     @property
@@ -268,6 +270,27 @@ def _string_list(raw: Mapping[str, Any], name: str, path: Path, qid: str, *, min
     return tuple(value)
 
 
+def _load_any_order(raw: Mapping[str, Any], steps: tuple[str, ...], path: Path, qid: str) -> tuple[tuple[str, ...], ...]:
+    """`any_order = [[1, 2]]`: places (from 1) of consecutive steps that are independent of each other."""
+    value = raw.get("any_order", [])
+    groups: list[tuple[str, ...]] = []
+    used: set[int] = set()
+    if not isinstance(value, list):
+        raise BankError(path, "must be a list of lists of step places, e.g. [[1, 2]]", question=qid, field="any_order")
+    for group in value:
+        if (not isinstance(group, list) or len(group) < 2
+                or not all(isinstance(place, int) and 1 <= place <= len(steps) for place in group)):
+            raise BankError(path, f"each group lists at least two step places from 1 to {len(steps)}, e.g. [1, 2]",
+                            question=qid, field="any_order")
+        places = sorted(group)
+        if places != list(range(places[0], places[0] + len(places))) or used & set(places):
+            raise BankError(path, "a group's places must be consecutive and in no other group", question=qid,
+                            field="any_order")
+        used |= set(places)
+        groups.append(tuple(steps[place - 1] for place in places))
+    return tuple(groups)
+
+
 def _load_question(
     path: Path,
     topic: str,
@@ -339,7 +362,8 @@ def _load_question(
         fields.update(_load_numeric(raw, path, qid, functions, demo))
     elif kind == "order":
         steps = _string_list(raw, "steps", path, qid, min_items=2)
-        fields.update(steps=steps, why=_load_why(raw, steps, path, qid, "step"))
+        fields.update(steps=steps, why=_load_why(raw, steps, path, qid, "step"),
+                      any_order=_load_any_order(raw, steps, path, qid))
     else:
         fields["talking_points"] = _string_list(raw, "talking_points", path, qid, min_items=1)
 

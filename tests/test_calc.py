@@ -304,8 +304,14 @@ def test_estimate_from_a_preset_adds_activations():
     result = estimate(model="base", gpus=4, batch_size=2)
     assert result["inputs"]["params"] == presets.model_params("gpt", "base")
     assert result["inputs"]["seq_len"] == 1024
-    activations = {row["activation_bytes"] for row in result["strategies"].values()}
+    fp32 = estimate(model="base", gpus=4, batch_size=2, precision="fp32")
+    activations = {row["activation_bytes"] for row in fp32["strategies"].values()}
     assert len(activations) == 1 and activations.pop() > 0  # data parallelism does not shard activations
+    # Under bf16-mixed the dtype differs: DDP's autocast keeps an fp32 residual stream, FSDP2's param_dtype a bf16 one.
+    mixed = estimate(model="base", gpus=4, batch_size=2, precision="bf16-mixed")["strategies"]
+    assert mixed["ddp"]["activation_bytes"] == mixed["zero1"]["activation_bytes"]
+    assert mixed["zero3"]["activation_bytes"] == mixed["grad-op"]["activation_bytes"] == mixed["hsdp"]["activation_bytes"]
+    assert mixed["zero3"]["activation_bytes"] < mixed["ddp"]["activation_bytes"]
     assert result["strategies"]["ddp"]["fits"] is None  # no gpu_mem given
 
 

@@ -42,6 +42,7 @@ def _bytes(strategy: str, precision: str) -> tuple[int, ...]:
 STATES = {"adamw": 2, "adam": 2, "sgd-momentum": 1, "sgd": 0}  # Adam's two moments, SGD's momentum buffer
 # Activation bytes per element: (residual stream r, compute c, the loss's log-softmax)
 ACTIVATION_BYTES = {"fp32": (4, 4, 4), "bf16-mixed": (4, 2, 4), "bf16": (2, 2, 2)}
+"""(r, c, loss) per precision under autocast; FSDP2's param_dtype makes the residual stream bf16 (r = 2)."""
 
 
 def _held(params: int, gpus: int, strategy: str, precision: str, optimizer: str) -> int:
@@ -110,6 +111,8 @@ def _activation_peak(args: dict) -> int:
     time. The head keeps b*s*d*(r + c) and the log-softmax; the peak, early in backward, adds the
     log-softmax's gradient (or, checkpointed, the recomputed block if that is larger)."""
     r, c, loss = ACTIVATION_BYTES[args["precision"]]
+    if args["precision"] == "bf16-mixed" and args.get("strategy") == "zero3":
+        r = 2  # MixedPrecisionPolicy(param_dtype=bf16): the embeddings' output, so the residual stream, is bf16
     elements = args["batch_size"] * args["seq_len"] * args["d_model"]
     block = elements * (2 * r + 14 * c)
     log_softmax = args["batch_size"] * args["seq_len"] * args["vocab"] * loss
@@ -428,8 +431,8 @@ def test_every_prompt_names_the_implementation_and_precision_it_grades():
 def test_a_prompt_that_disagrees_with_its_arguments_is_caught():
     from dataclasses import replace
 
-    # A seed whose first 30 problems hold a ZeRO-2 wire-bytes one (the draws change as kinds are added).
-    problem = next(p for p in drills.generate(0, 30) if p.kind == "wire-bytes" and p.args["strategy"] == "zero2")
+    problem = next(p for seed in range(1, 40) for p in drills.generate(seed, 30)
+                   if p.kind == "wire-bytes" and p.args["strategy"] == "zero2" and p.args["precision"] == "bf16-mixed")
     # The prompt this drill once printed: FSDP's recipe, graded with ZeRO-2's numbers.
     old = problem.prompt.split(" (as ")[0] + " on 4 nodes of 8 (32 GPUs), in bf16-mixed (PyTorch autocast / FSDP2 " \
         "MixedPrecisionPolicy: fp32 params, grads and optimizer state held; bf16 for compute and FSDP's all-gather)."
@@ -438,3 +441,15 @@ def test_a_prompt_that_disagrees_with_its_arguments_is_caught():
         if other != problem.args["precision"]:
             assert _prompt_disagreements(replace(problem, args={**problem.args, "precision": other})), other
     assert _prompt_disagreements(replace(problem, args={**problem.args, "strategy": "grad-op"}))
+
+
+def test_the_activations_drill_says_how_bf16_mixed_is_applied_and_counts_its_residual_stream():
+    seen = {}
+    for seed in range(300):
+        for problem in drills.generate(seed, 2 * len(drills.KINDS)):
+            if problem.kind == "activations" and problem.args["precision"] == "bf16-mixed":
+                seen.setdefault(problem.args["strategy"], problem)
+    assert set(seen) == {"ddp", "zero3"}
+    assert "r = 4" in seen["ddp"].prompt and "torch.autocast" in seen["ddp"].prompt
+    assert "r = 2" in seen["zero3"].prompt and "MixedPrecisionPolicy" in seen["zero3"].prompt
+    assert seen["zero3"].answer == _activation_peak(seen["zero3"].args)

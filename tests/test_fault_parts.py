@@ -253,3 +253,27 @@ def test_the_printed_result_keeps_torch_and_the_fault_texts_verbatim():
     text = console.export_text()
     for shown in ("use Join([model])", "with Join([model])", "no [bold]markup[/bold]", "8 ✘  gloo:barrier []"):
         assert shown in text
+
+
+def test_the_analyzer_s_misleading_verdicts_are_printed_with_how_to_read_them():
+    from ddpfsdp.demos.faults.render import render_fault
+    from rich.console import Console
+
+    # desync: rank 0 holds the bug, and torch's analyzer names rank 1; rank0-gather's fixed run on gloo: a
+    # false SIZE_OR_SYNTAX_MISMATCH on DTensor's all-gather.
+    result = {"config": {"world_size": 2, "timeout_s": 3.0},
+              "fault": {"name": "desync", "summary": "s", "cause": "c", "fix": "f",
+                        "broken": {"program": "p", "wall_s": 3.1, "symptom": [
+                            "error msg: Culprit rank 1; Error type: COLLECTIVE_TYPE_MISMATCH"]},
+                        "fixed": {"program": "q", "wall_s": 0.2, "symptom": [
+                            "error msg: Culprit rank 1; Error type: SIZE_OR_SYNTAX_MISMATCH"]}}}
+    console = Console(width=400, record=True)
+    render_fault(result, console)
+    text = console.export_text()
+    assert text.count("not that rank N holds the bug") == 2  # under each run that names a culprit
+    assert text.count("only its collective-type and missing-rank findings count") == 1
+    quiet = {**result, "fault": {**result["fault"], "broken": {"program": "p", "symptom": ["no analyzer verdict"]},
+                                 "fixed": {"program": "q", "symptom": ["fine"]}}}
+    console = Console(width=400, record=True)
+    render_fault(quiet, console)
+    assert "Note:" not in console.export_text()

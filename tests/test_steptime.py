@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ddpfsdp.demos.theory import overlap, planning, presets, steptime
+from ddpfsdp.demos.theory.gpt_layout import gpt_param_numels
 
 
 def test_compute_time_is_six_flops_per_parameter_and_token():
@@ -101,20 +102,49 @@ def _two_nodes(**kwargs):
     return steptime.step_comm_times(**links, **kwargs)
 
 
+SMALL_GPT = dict(layers=2, d_model=1024, vocab=8192, seq_len=1024)
+"""43,020,288 parameters (gpt_layout.gpt_param_numels): its DDP buckets are worked by hand below."""
+
+
 def test_ddp_on_two_nodes_runs_its_all_reduce_at_the_network_bandwidth():
-    # 1e9 fp32 gradients = 4e9 B, all-reduced over 16 ranks on 2 nodes at 50 GB/s.
-    # Calls: ceil(4e9 / 25 MiB = 26,214,400 B) = ceil(152.6) = 153 buckets.
-    # Latency per call: 28 NVLink steps * 3.4 us + 2 network steps * 14 us = 123.2 us; * 153 = 18.8496 ms.
-    # Bandwidth: 2 * 15/16 * 4e9 = 7.5e9 B / 50e9 B/s = 0.15 s. Total 0.1688496 s.
-    ops = _two_nodes(params=10**9, gpus=16, strategy="ddp", precision="fp32", units=10)
+    # 43,020,288 fp32 gradients = 172,081,152 B, all-reduced over 16 ranks on 2 nodes at 50 GB/s.
+    # Calls: DDP's buckets, whole tensors in reverse registration order. The head (8192 x 1024 x 4 B =
+    # 33.55 MB) alone passes the first bucket's 1 MiB; every later bucket closes once past 25 MiB
+    # (26.21 MB): block 2's MLP (2 x 16.78 MB), block 2's attention with block 1's MLP down (4.19 + 12.58
+    # + 16.78 MB), block 1's MLP up and attention (16.78 + 4.19 + 12.58 MB), the embeddings (4.19 + 33.55 MB):
+    # 5 calls, where 25 MiB slices would make ceil(172,081,152 / 26,214,400) = 7.
+    # Latency per call: 28 NVLink steps * 3.4 us + 2 network steps * 14 us = 123.2 us; * 5 = 616 us.
+    # Bandwidth: 2 * 15/16 * 172,081,152 = 322,652,160 B / 50e9 B/s = 6.4530432 ms. Total 7.0690432 ms.
+    ops = _two_nodes(params=43_020_288, gpus=16, strategy="ddp", precision="fp32", units=4, **SMALL_GPT)
     assert set(ops) == {"all_reduce"}
     ring = ops["all_reduce"]
-    assert ring["calls"] == 153 and ring["bytes_per_s"] == 50e9
-    assert ring["latency_s"] == pytest.approx(0.0188496)
-    assert ring["time_s"] == pytest.approx(0.1688496)
-    assert steptime.q_comm_time_s(params=10**9, gpus=16, strategy="ddp", precision="fp32", units=10, gpus_per_node=8,
-                                  intra_bytes_per_s=450e9, intra_latency_s=3.4e-6, inter_bytes_per_s=50e9,
-                                  inter_latency_s=14e-6) == pytest.approx(0.1688496)
+    assert ring["calls"] == 5 and ring["bytes_per_s"] == 50e9
+    assert ring["latency_s"] == pytest.approx(616e-6)
+    assert ring["time_s"] == pytest.approx(7.0690432e-3)
+    assert steptime.q_comm_time_s(params=43_020_288, gpus=16, strategy="ddp", precision="fp32", units=4,
+                                  gpus_per_node=8, intra_bytes_per_s=450e9, intra_latency_s=3.4e-6,
+                                  inter_bytes_per_s=50e9, inter_latency_s=14e-6, **SMALL_GPT) == pytest.approx(7.0690432e-3)
+
+
+def test_collective_calls_follow_each_implementation():
+    # A 7B GPT layout (32 layers, d 4096): every matrix passes 25 MiB, so DDP makes one bucket per matrix,
+    # 1 + 4 * 32 + 2 = 131 (as q_ddp_buckets teaches), not the 1,026 slices of 25 MiB of its 26.9 GB of
+    # fp32 gradients; in bf16 the same 131 (each matrix is still past the cap).
+    seven = gpt_param_numels(32, 4096, 32000, 4096)
+    args = dict(params=sum(seven), units=34, tensor_numels=seven)
+    assert steptime.collective_calls("ddp", "all_reduce", precision="fp32", **args) == 131
+    assert steptime.collective_calls("ddp", "all_reduce", precision="bf16-master", **args) == 131
+    # ZeroRedundancyOptimizer broadcasts each parameter: 2 + 12 * 32 + 3 = 389 tensors.
+    assert steptime.collective_calls("zro", "broadcast", precision="fp32", **args) == 389
+    # DeepSpeed ZeRO-1/2: 6.72e9 gradient elements in reduce buckets of 5e8 -> 14 reductions; one all-gather
+    # of the updated partitions per parameter group (all_gather_into_tensor_dp_groups).
+    assert steptime.collective_calls("zero2", "reduce_scatter", precision="fp32", **args) == 14
+    assert steptime.collective_calls("zero1", "all_gather", precision="fp32", **args) == 1
+    # FSDP: one per unit per pass.
+    assert steptime.collective_calls("zero3", "all_gather", precision="fp32", **args) == 68
+    assert steptime.collective_calls("grad-op", "all_gather", precision="fp32", **args) == 34
+    with pytest.raises(ValueError, match="layers, d_model"):
+        steptime.collective_calls("ddp", "all_reduce", precision="fp32", params=10**9, units=10)
 
 
 def test_hsdp_shards_over_nvlink_and_all_reduces_the_shard_over_the_network():
@@ -140,15 +170,15 @@ def test_a_shard_group_larger_than_a_node_runs_at_the_network_bandwidth():
 
 
 def test_exposed_share_and_step_time_put_the_pieces_together():
-    # compute: 6 * 1e9 * 1e6 / (16 * 1e15 * 0.5) = 0.75 s; comm 0.1688496 s (DDP above), hideable 2/3 of
-    # 0.75 = 0.5 s, so nothing shows: share 0; without overlap 0.1688496 / 0.9188496 = 18.376%.
-    args = dict(params=10**9, gpus=16, strategy="ddp", precision="fp32", units=10, gpus_per_node=8,
+    # compute: 6 * 43,020,288 * 1e6 / (16 * 1e15 * 0.5) = 32.265216 ms; comm 7.0690432 ms (DDP above), hideable
+    # 2/3 of the compute = 21.51 ms, so nothing shows: share 0; without overlap 7.0690432 / 39.3342592 = 17.97%.
+    args = dict(params=43_020_288, gpus=16, strategy="ddp", precision="fp32", units=4, gpus_per_node=8,
                 intra_bytes_per_s=450e9, intra_latency_s=3.4e-6, inter_bytes_per_s=50e9, inter_latency_s=14e-6,
-                tokens=10**6, peak_flops_per_s=1e15, mfu=0.5)
+                tokens=10**6, peak_flops_per_s=1e15, mfu=0.5, **SMALL_GPT)
     assert steptime.q_exposed_share(**args) == 0
-    assert steptime.q_exposed_share(**args, overlap=False) == pytest.approx(0.1688496 / 0.9188496)
-    assert steptime.q_step_time_s(**args) == pytest.approx(0.75)
-    assert steptime.q_step_time_s(**args, overlap=False) == pytest.approx(0.9188496)
+    assert steptime.q_exposed_share(**args, overlap=False) == pytest.approx(7.0690432 / 39.3342592)
+    assert steptime.q_step_time_s(**args) == pytest.approx(0.032265216)
+    assert steptime.q_step_time_s(**args, overlap=False) == pytest.approx(0.0393342592)
 
 
 TWO_NODES = dict(gpus_per_node=8, intra_bytes_per_s=450e9, intra_latency_s=3.4e-6, inter_bytes_per_s=50e9,
@@ -158,23 +188,22 @@ TWO_NODES = dict(gpus_per_node=8, intra_bytes_per_s=450e9, intra_latency_s=3.4e-
 def test_zero2_s_all_gather_after_the_step_shows_whole_where_ddp_s_all_reduce_hides():
     # 1e9 params in fp32 on 2 nodes of 8; compute 6 * 1e9 * 1e6 / (16 * 1e15 * 0.5) = 0.75 s: forward 0.25 s,
     # backward 0.5 s. DeepSpeed ZeRO-2 in fp32 reduce-scatters 4e9 B of gradients and all-gathers 4e9 B of
-    # parameters, each over 16 ranks on 2 nodes at 50 GB/s in ceil(4e9 / 26,214,400) = 153 calls:
-    # latency 153 * (14 NVLink steps * 3.4 us + 1 network step * 14 us = 61.6 us) = 9.4248 ms;
-    # wire 15/16 * 4e9 = 3.75e9 B / 50e9 = 75 ms; 84.4248 ms each.
+    # parameters, each over 16 ranks on 2 nodes at 50 GB/s; each ring step costs 14 NVLink steps * 3.4 us +
+    # 1 network step * 14 us = 61.6 us. The gradients go in reduce buckets of 5e8 elements: ceil(1e9 / 5e8) =
+    # 2 calls, 123.2 us; the parameters in one all-gather per parameter group: 61.6 us.
+    # Wire 15/16 * 4e9 = 3.75e9 B / 50e9 = 75 ms each: reduce-scatter 75.1232 ms, all-gather 75.0616 ms.
     # The reduce-scatter hides behind backward; the all-gather, after the optimizer step, shows whole:
-    # the step takes 0.75 + 0.0844248 = 0.8344248 s, 0.0844248 / 0.8344248 = 10.118% exposed.
-    # Without overlap: 0.75 + 0.1688496 = 0.9188496 s. (DDP's all-reduce of the same bytes, 0.1688496 s,
-    # hides behind backward whole: see above.)
+    # the step takes 0.75 + 0.0750616 = 0.8250616 s, 0.0750616 / 0.8250616 = 9.098% exposed.
+    # Without overlap: 0.75 + 0.1501848 = 0.9001848 s.
     args = dict(params=10**9, gpus=16, strategy="zero2", precision="fp32", units=10, **TWO_NODES,
                 tokens=10**6, peak_flops_per_s=1e15, mfu=0.5)
     times = steptime.step_times(**args)
-    assert times["ops"]["all_gather"]["time_s"] == pytest.approx(0.0844248)
-    assert times["ops"]["reduce_scatter"]["time_s"] == pytest.approx(0.0844248)
-    assert times["exposed_by_window_s"] == pytest.approx({"forward": 0.0, "backward": 0.0, "none": 0.0844248})
-    assert steptime.q_step_time_s(**args) == pytest.approx(0.8344248)
-    assert steptime.q_exposed_share(**args) == pytest.approx(0.0844248 / 0.8344248)
-    assert steptime.q_step_time_s(**args, overlap=False) == pytest.approx(0.9188496)
-    assert steptime.q_exposed_share(**{**args, "strategy": "ddp"}) == 0
+    assert times["ops"]["all_gather"]["time_s"] == pytest.approx(0.0750616)
+    assert times["ops"]["reduce_scatter"]["time_s"] == pytest.approx(0.0751232)
+    assert times["exposed_by_window_s"] == pytest.approx({"forward": 0.0, "backward": 0.0, "none": 0.0750616})
+    assert steptime.q_step_time_s(**args) == pytest.approx(0.8250616)
+    assert steptime.q_exposed_share(**args) == pytest.approx(0.0750616 / 0.8250616)
+    assert steptime.q_step_time_s(**args, overlap=False) == pytest.approx(0.9001848)
 
 
 def test_grad_op_s_single_gather_has_only_forward_to_hide_behind():

@@ -12,6 +12,22 @@ from ddpfsdp.demos.faults.catalog import FAULTS
 
 _STYLE = {"broken": "bold red", "fixed": "bold green"}
 
+# What torch's flight-recorder analyzer says that a reader would take the wrong way, and how to read it
+# (torch/distributed/flight_recorder/components/utils.py matches each entry of the first rank against the
+# others; types.py words a rank that differs as "Culprit rank N" and defines SIZE_OR_SYNTAX_MISMATCH).
+ANALYZER_CAVEATS = {
+    "Culprit rank": "The analyzer compares every rank with the first, so \"Culprit rank N\" means rank N differs "
+    "from rank 0, not that rank N holds the bug: it may be the rank that did nothing wrong.",
+    "SIZE_OR_SYNTAX_MISMATCH": "On gloo the analyzer flags DTensor's all-gathers as SIZE_OR_SYNTAX_MISMATCH even in a "
+    "correct run (gloo records their output as one rank's share): only its collective-type and missing-rank "
+    "findings count as a desync.",
+}
+
+
+def analyzer_caveats(lines: list[str]) -> list[str]:
+    """The caveats for what the analyzer said in `lines`, each once."""
+    return [caveat for phrase, caveat in ANALYZER_CAVEATS.items() if any(phrase in line for line in lines)]
+
 
 def list_lines() -> list[str]:
     """`ddpfsdp demo fault --list`: one fault per line with its summary."""
@@ -34,5 +50,7 @@ def render_fault(result: dict[str, Any], console: Any) -> None:
         console.print(f"\n[{_STYLE[phase]}]{phase.capitalize()}[/]{took}: {escape(str(run.get('program')))}")
         for line in run.get("symptom") or []:
             console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
+        for caveat in analyzer_caveats(list(run.get("symptom") or [])):
+            console.print(f"  [dim]Note: {escape(caveat)}[/]")
     console.print(f"\n[bold]Cause:[/] {block.get('cause')}")
     console.print(f"[bold]Fix:[/] {block.get('fix')}")

@@ -6,16 +6,17 @@ from __future__ import annotations
 from typing import Any
 
 from ddpfsdp.demos.theory.gpt_layout import gpt_shape_of
-from ddpfsdp.demos.theory.precision import Precision, precision_for
+from ddpfsdp.demos.theory.precision import Precision, precision_for, residual_bytes
 
 
 def _transformer_block_bytes(
-    tokens: int, batch_size: int, d_model: int, spec: Precision, tp: int = 1, sequence_parallel: bool = False
+    tokens: int, batch_size: int, d_model: int, spec: Precision, tp: int = 1, sequence_parallel: bool = False,
+    cast: str = "autocast",
 ) -> int:
     """Bytes one pre-norm block saves for backward, on one of `tp` tensor-parallel ranks.
 
     Per token, in elements of width d: the block input (residual stream) and the input of the
-    second LayerNorm (2, in `residual_bytes`), and in `compute_bytes`: the first LayerNorm's output
+    second LayerNorm (2, in r bytes), and in c = `compute_bytes`: the first LayerNorm's output
     as the qkv projection's input (1), q, k, v (3), the attention output, which is also the output
     projection's input (1), the second LayerNorm's output (1), the MLP's hidden layer before and
     after GELU (4 + 4). That is 2r + 14c bytes per element of b*s*d (no dropout; with dropout
@@ -36,7 +37,7 @@ def _transformer_block_bytes(
     it again in backward, which would make the whole block 1/t).
     """
     elements = tokens * batch_size * d_model
-    residual = 2 * spec.residual_bytes * elements // (tp if sequence_parallel else 1)
+    residual = 2 * residual_bytes(spec, cast) * elements // (tp if sequence_parallel else 1)
     return residual + 2 * spec.compute_bytes * elements + 12 * spec.compute_bytes * elements // tp
 
 
@@ -52,6 +53,7 @@ def transformer_activation_bytes(
     checkpoint_activations: bool,
     tp: int = 1,
     sequence_parallel: bool = False,
+    cast: str = "autocast",
 ) -> dict[str, int]:
     """Estimated bytes of activations per GPU: what autograd holds at the end of forward
     (`saved_bytes`) and the peak early in backward (`activation_bytes`).
@@ -63,7 +65,10 @@ def transformer_activation_bytes(
     output the loss saves (b * head_tokens * head_outputs, in fp32 except under pure bf16).
     The peak adds, at the start of backward, the log-softmax's gradient (as large as its output),
     or with checkpointing the recomputed block if that is larger.
-    Data parallelism does not shard activations: every strategy holds the same.
+    Data parallelism does not shard activations, but how a strategy applies the precision changes
+    their dtype (`cast`: DDP's torch.autocast, or FSDP2's MixedPrecisionPolicy; `precision.CASTS`):
+    under bf16-mixed FSDP2 holds a bf16 residual stream where DDP holds an fp32 one. The loss's
+    log-softmax is fp32 either way: the loss is computed on logits cast to fp32 (`data.compute_loss`).
     Tensor parallelism over `tp` ranks splits each block as `_transformer_block_bytes` says, and
     the head's log-softmax by vocabulary (the loss runs on vocabulary-sharded logits); sequence
     parallelism also splits the residual stream, so each kept block input and the final
@@ -71,10 +76,10 @@ def transformer_activation_bytes(
     """
     spec = precision_for(precision)
     elements = tokens * batch_size * d_model
-    block = _transformer_block_bytes(tokens, batch_size, d_model, spec, tp, sequence_parallel)
+    block = _transformer_block_bytes(tokens, batch_size, d_model, spec, tp, sequence_parallel, cast)
     loss_bytes = 2 if spec.name in ("bf16", "bf16-master") else 4
     log_softmax = batch_size * head_tokens * head_outputs * loss_bytes // tp
-    residual = elements * spec.residual_bytes // (tp if sequence_parallel else 1)
+    residual = elements * residual_bytes(spec, cast) // (tp if sequence_parallel else 1)
     head = residual + elements * spec.compute_bytes + log_softmax
     if checkpoint_activations:
         saved = layers * residual + head
@@ -96,6 +101,7 @@ def gpt_activation_bytes(
     seq_len: int | None = None,
     checkpoint_activations: bool = False,
     precision: str = "fp32",
+    cast: str = "autocast",
     **overrides: int | None,
 ) -> dict[str, int]:
     """Activations of a GPT preset (or shape) for a micro-batch of `batch_size` sequences."""
@@ -109,4 +115,5 @@ def gpt_activation_bytes(
         head_tokens=shape.seq_len,
         precision=precision,
         checkpoint_activations=checkpoint_activations,
+        cast=cast,
     )

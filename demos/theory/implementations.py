@@ -51,6 +51,7 @@ class Implementation:
     gather_bytes: int  # parameters as the strategy all-gathers or broadcasts them
     reduce_bytes: int  # gradients as they are reduced
     autocast: bool  # torch.autocast casts a bf16 copy of the replicated weights for compute
+    cast: str = "autocast"  # how the precision reaches the forward (`precision.CASTS`): the activations' dtype
 
     def optimizer_bytes_per_param(self, state_tensors: int) -> int:
         return self.master_bytes + state_tensors * self.state_bytes
@@ -91,6 +92,7 @@ def implementation(strategy: str, precision: str, offload: str = "none") -> Impl
     return Implementation(
         strategy, _pytorch_name(strategy, spec.name), spec.param_bytes, spec.grad_bytes, spec.master_bytes,
         spec.state_bytes, gather, spec.reduce_bytes, autocast=strategy in ("ddp", "zro") and spec.name == "bf16-mixed",
+        cast="autocast" if strategy in ("ddp", "zro") else "param-dtype",
     )
 
 
@@ -127,7 +129,7 @@ def _deepspeed(strategy: str, spec: Precision, offload: str) -> Implementation:
     gather_bytes = spec.param_bytes if stage < 3 else (spec.compute_bytes if autocast else spec.param_bytes)
     return Implementation(
         strategy, name, spec.param_bytes, spec.grad_bytes, master_dtype_bytes if copies else 0, spec.state_bytes,
-        gather_bytes, reduce_bytes, autocast=autocast and stage < 3,
+        gather_bytes, reduce_bytes, autocast=autocast and stage < 3, cast="autocast" if autocast else "param-dtype",
     )
 
 

@@ -150,7 +150,11 @@ def shape_notes(inputs: CalcInputs) -> list[str]:
         "bytes, c: compute bytes; fused attention, no seq x seq scores)"
         + ("; with checkpointing only each block's input is kept and one block is recomputed at a time"
            if inputs.checkpoint_activations else "")
-        + ", plus the head's log-softmax and its gradient. Every strategy holds the same activations.",
+        + ", plus the head's log-softmax and its gradient. "
+        + ("Data parallelism shards none of them, but their dtype follows how the strategy applies bf16-mixed: "
+           "DDP's and DeepSpeed's autocast keep the residual stream fp32 (r = 4), FSDP2's "
+           "MixedPrecisionPolicy(param_dtype=bf16) makes it bf16 (r = 2)."
+           if inputs.precision.name == "bf16-mixed" else "Every strategy holds the same activations."),
     ]
 
 

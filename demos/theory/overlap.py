@@ -79,9 +79,9 @@ ASSUMPTIONS: dict[str, str] = {
                "FLOPs, 1/3 of the compute); the reduce-scatters hide behind backward (2/3)",
     "zero3": "half the all-gathers run in forward, each a unit ahead, and hide behind it (2 of the 6 FLOPs, 1/3 of "
              "the compute); the other half, prefetched in backward, and the reduce-scatters hide behind backward (2/3)",
-    "hsdp": "half the all-gathers run in forward, each a unit ahead, and hide behind it (2 of the 6 FLOPs, 1/3 of "
-            "the compute); the other half, prefetched in backward, the reduce-scatters and the all-reduce across the "
-            "groups hide behind backward (2/3)",
+    "hsdp": "half the all-gathers run in forward, a unit ahead, and hide behind it (1/3 of the compute); the other "
+            "half, prefetched in backward, the reduce-scatters and the all-reduce across the groups hide behind "
+            "backward (2/3)",
 }
 ASSUMPTIONS["zero2"] = ASSUMPTIONS["zero1"]
 """What the overlap model assumes of each strategy, as a prompt states it."""

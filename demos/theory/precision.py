@@ -25,7 +25,7 @@ class Precision:
     state_bytes: int  # each optimizer state tensor (e.g. Adam's exp_avg)
     master_bytes: int  # an fp32 master copy of the parameters inside the optimizer (0: none)
     compute_bytes: int  # parameters as matmuls see them, and most activations
-    residual_bytes: int  # the residual stream between blocks
+    residual_bytes: int  # the residual stream between blocks under autocast (`residual_bytes()`: by cast)
     gather_bytes: int  # parameters as FSDP all-gathers them (MixedPrecisionPolicy.param_dtype)
     reduce_bytes: int  # gradients as they are reduced (DDP all-reduce, FSDP reduce_dtype)
     summary: str
@@ -59,6 +59,21 @@ PRECISIONS: dict[str, Precision] = {
         summary="everything in bf16, optimizer states too",
     ),
 }
+
+
+CASTS: dict[str, str] = {
+    "autocast": "torch.autocast casts each op's inputs: the parameters, the embeddings' output and the residual "
+    "stream stay in the held dtype (fp32 under bf16-mixed); matmuls see compute-dtype copies",
+    "param-dtype": "FSDP2's MixedPrecisionPolicy(param_dtype) casts the parameters themselves before forward: the "
+    "embeddings' output, and so the residual stream, the LayerNorm outputs and the logits, are in the compute dtype",
+}
+"""How a precision recipe is applied to the forward, which decides the residual stream's bytes."""
+
+
+def residual_bytes(spec: Precision, cast: str) -> int:
+    """Bytes of the residual stream when `spec` is applied by `cast` (`CASTS`)."""
+    cast = read_choice(cast, CASTS, "cast")
+    return spec.compute_bytes if cast == "param-dtype" else spec.residual_bytes
 
 
 def precision_for(name: str) -> Precision:

@@ -13,6 +13,7 @@ from typing import Any, Callable
 from ddpfsdp.demos.collectives import wire_factor
 from ddpfsdp.demos.theory.accounting import accounting_refusal
 from ddpfsdp.demos.theory.activations import gpt_activation_bytes, transformer_activation_bytes
+from ddpfsdp.demos.theory.implementations import implementation
 from ddpfsdp.demos.theory.arguments import read_count, read_flag
 from ddpfsdp.demos.theory.buckets import ddp_bucket_bytes
 from ddpfsdp.demos.theory.comm import check_collective, step_comm, total_wire_bytes
@@ -59,11 +60,13 @@ def _state_field(field: str) -> Callable[..., int]:
 
 
 def q_activation_bytes(
-    *, model: str, batch_size: Any, seq_len: Any = None, checkpoint_activations: Any = False, precision: str = "fp32"
+    *, model: str, batch_size: Any, seq_len: Any = None, checkpoint_activations: Any = False, precision: str = "fp32",
+    strategy: str = "ddp",
 ) -> int:
     seq = read_count(seq_len, "seq len") if seq_len is not None else None
     return gpt_activation_bytes(
-        model, read_count(batch_size, "batch size"), seq, read_flag(checkpoint_activations), precision
+        model, read_count(batch_size, "batch size"), seq, read_flag(checkpoint_activations), precision,
+        cast=implementation(strategy, precision).cast,
     )["activation_bytes"]
 
 
@@ -154,14 +157,17 @@ def q_sampler_count(*, dataset_len: Any, num_replicas: Any, drop_last: Any = Fal
 
 
 def q_transformer_activation_bytes(
-    *, layers: Any, d_model: Any, vocab: Any, seq_len: Any, batch_size: Any, precision: str, checkpoint_activations: Any = False
+    *, layers: Any, d_model: Any, vocab: Any, seq_len: Any, batch_size: Any, precision: str, checkpoint_activations: Any = False,
+    strategy: str = "ddp",
 ) -> int:
-    """Peak activation bytes of a GPT-style decoder of this shape (see `transformer_activation_bytes`)."""
+    """Peak activation bytes of a GPT-style decoder of this shape (see `transformer_activation_bytes`), with the
+    precision applied as `strategy`'s implementation applies it (DDP: torch.autocast; FSDP2: param_dtype)."""
     seq = read_count(seq_len, "seq len")
     return transformer_activation_bytes(
         layers=read_count(layers, "layers"), d_model=read_count(d_model, "d_model"), tokens=seq,
         batch_size=read_count(batch_size, "batch size"), head_outputs=read_count(vocab, "vocab"), head_tokens=seq,
         precision=precision, checkpoint_activations=read_flag(checkpoint_activations),
+        cast=implementation(strategy, precision).cast,
     )["activation_bytes"]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ddpfsdp.demos.theory.activations import gpt_activation_bytes
 from ddpfsdp.demos.theory.comm import step_comm, total_wire_bytes
 from ddpfsdp.demos.theory.implementations import implementation
 from ddpfsdp.demos.theory.inputs import CalcInputs
@@ -21,7 +22,7 @@ def strategy_row(inputs: CalcInputs, strategy: str) -> dict[str, Any]:
     size = inputs.group_size if strategy == "hsdp" else None
     comm = step_comm(strategy, inputs.params, inputs.gpus, inputs.precision.name, size, inputs.unit_params,
                      inputs.offload)
-    activation = inputs.activations["activation_bytes"] if inputs.activations else None
+    activation = _activation_bytes(inputs, strategy)
     state = offloaded_state(inputs.params, inputs.gpus, strategy, inputs.precision.name, inputs.optimizer,
                             inputs.offload, size, inputs.unit_params)
     row = deepspeed_row(inputs, strategy) if inputs.deepspeed else _ddpfsdp_row(inputs, strategy, state)
@@ -42,6 +43,17 @@ def strategy_row(inputs: CalcInputs, strategy: str) -> dict[str, Any]:
         "comm": comm,
         "wire_bytes_per_rank": total_wire_bytes(comm),
     }
+
+
+def _activation_bytes(inputs: CalcInputs, strategy: str) -> int | None:
+    """Activations as `strategy` holds them: the same tensors for every strategy, in the dtype its way of
+    applying the precision gives them (under bf16-mixed: DDP's autocast keeps an fp32 residual stream,
+    FSDP2's param_dtype a bf16 one)."""
+    if not inputs.activations or inputs.shape is None:
+        return None
+    cast = implementation(strategy, inputs.precision.name, inputs.offload).cast
+    return gpt_activation_bytes(inputs.shape, inputs.batch_size, checkpoint_activations=inputs.checkpoint_activations,
+                                precision=inputs.precision.name, cast=cast)["activation_bytes"]
 
 
 def _implementation_name(inputs: CalcInputs, strategy: str) -> str:

@@ -14,6 +14,13 @@ All theory, the napkin model interviews use; nothing here is measured.
   model counts them (src/graph/tuning.cc), a ring that spans k nodes crosses the network on 2(k-1)
   of an all-reduce's steps and k-1 of the others' (all of them with one rank per node), and runs
   at the network's bandwidth throughout, since the slowest link paces a ring.
+- Calls, as each implementation issues them (`collective_calls`): DDP one all-reduce per gradient
+  bucket, whole tensors filled in the order gradients arrive (`buckets.ddp_bucket_bytes`, 25 MiB cap,
+  a tensor never split); ZeroRedundancyOptimizer one broadcast per parameter (`_broadcast_params_from_rank`
+  without `parameters_as_bucket_view`); DeepSpeed ZeRO-1/2 one reduction per `reduce_bucket_size`
+  (5e8 elements) of gradients and one all-gather of the updated partitions per parameter group
+  (`all_gather_into_tensor_dp_groups`; one group here); FSDP one all-gather and one reduce-scatter per
+  unit per pass (ZeRO-3 and HSDP gather twice, grad-op once), HSDP one all-reduce per unit.
 - Overlap (`overlap`: which collective of which strategy runs during forward, during backward, or
   in neither, from the sources). A window hides its collectives up to its share of the compute
   (forward 2 of the 6 FLOPs, backward 4); what does not fit shows, and so does every collective in
@@ -31,16 +38,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from ddpfsdp.demos.collectives import wire_factor
-from ddpfsdp.demos.theory.buckets import DDP_BUCKET_CAP_MB
+from ddpfsdp.demos.theory.buckets import ddp_bucket_bytes
 from ddpfsdp.demos.theory.comm import step_comm
+from ddpfsdp.demos.theory.gpt_layout import gpt_param_numels
+from ddpfsdp.demos.theory.implementations import implementation
 from ddpfsdp.demos.theory.overlap import WINDOWS, by_window
 from ddpfsdp.demos.theory.sharding import canonical_strategy, resolve_group_size
+from ddpfsdp.demos.theory.working_set import DEEPSPEED_REDUCE_BUCKET_ELEMENTS
 from ddpfsdp.demos.units import parse_count
 
 FLOPS_PER_PARAM_TOKEN = 6
 
-BUCKET_BYTES = DDP_BUCKET_CAP_MB * 2**20
-"""How DDP and ZeRO-1/2 gradient collectives are counted into calls: DDP's default bucket cap."""
+DEEPSPEED_PARAM_GROUPS = 1
+"""Optimizer parameter groups DeepSpeed ZeRO-1/2 all-gathers one by one after the step (one here)."""
 
 
 def compute_time_s(params: float, tokens: float, gpus: int, peak_flops_per_s: float, mfu: float) -> float:
@@ -109,12 +119,31 @@ def exposed(compute_s: float, comm_s: Mapping[str, float]) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- a training step
 
 
-def _calls(strategy: str, op: str, logical_bytes: int, units: int) -> int:
+def collective_calls(
+    strategy: str, op: str, *, params: int, precision: str, units: int, tensor_numels: list[int] | None = None,
+) -> int:
+    """How many calls of `op` one step of `strategy` issues, as its implementation issues them.
+
+    `tensor_numels`: the parameters' sizes in registration order, which DDP's buckets and
+    ZeroRedundancyOptimizer's broadcasts follow; `units`: the FSDP units.
+    """
+    strategy = canonical_strategy(strategy)
     if strategy in ("zero3", "hsdp"):
         return 2 * units if op == "all_gather" else units  # gathered again in backward
     if strategy == "grad-op":
         return units  # gathered once, in forward; reduce-scattered once
-    return max(1, math.ceil(logical_bytes / BUCKET_BYTES))
+    if strategy in ("zero1", "zero2"):
+        if op == "all_gather":
+            return DEEPSPEED_PARAM_GROUPS
+        return max(1, math.ceil(params / DEEPSPEED_REDUCE_BUCKET_ELEMENTS))
+    if not tensor_numels:
+        raise ValueError(f"{strategy}'s calls follow its parameter tensors: give the model's layers, d_model, "
+                         "vocab and seq_len")
+    if op == "broadcast":
+        return sum(1 for numel in tensor_numels if numel > 0)
+    # Gradients arrive in about the reverse of registration order; DDP buckets them in that order.
+    reduce_bytes = implementation(strategy, precision).reduce_bytes
+    return len(ddp_bucket_bytes([numel * reduce_bytes for numel in reversed(tensor_numels)]))
 
 
 def step_comm_times(
@@ -130,12 +159,17 @@ def step_comm_times(
     inter_bytes_per_s: float,
     inter_latency_s: float,
     group_size: int | None = None,
+    layers: int | None = None,
+    d_model: int | None = None,
+    vocab: int | None = None,
+    seq_len: int | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Each collective of one step (step_comm) timed on the link its group runs over.
 
     A group inside one node (HSDP's shard group of at most a node) runs over the intra-node link;
-    any group spanning nodes runs at the inter-node bandwidth. Calls: per FSDP unit for grad-op, ZeRO-3
-    and HSDP (two all-gathers per unit for the last two), per DDP-sized bucket for the others.
+    any group spanning nodes runs at the inter-node bandwidth. Calls as `collective_calls` counts them;
+    DDP's and ZeroRedundancyOptimizer's need the GPT decoder's shape (`layers`, `d_model`, `vocab`,
+    `seq_len`: `gpt_layout.gpt_param_numels`).
     """
     strategy = canonical_strategy(strategy)
     if gpus % gpus_per_node and gpus > gpus_per_node:
@@ -143,6 +177,8 @@ def step_comm_times(
     nodes = max(1, gpus // gpus_per_node)
     group = resolve_group_size(strategy, gpus, group_size)
     ops = step_comm(strategy, params, gpus, precision, group)
+    shape = (layers, d_model, vocab, seq_len)
+    numels = gpt_param_numels(*shape) if None not in shape else None
     timed = {}
     for op, figures in ops.items():
         if strategy == "hsdp" and op != "all_reduce":
@@ -156,7 +192,8 @@ def step_comm_times(
         bandwidth = inter_bytes_per_s if spans > 1 else intra_bytes_per_s
         timing = collective_time_s(
             op, figures["bytes"], ranks, bytes_per_s=bandwidth, intra_latency_s=intra_latency_s,
-            inter_latency_s=inter_latency_s, nodes=spans, calls=_calls(strategy, op, figures["bytes"], units),
+            inter_latency_s=inter_latency_s, nodes=spans,
+            calls=collective_calls(strategy, op, params=params, precision=precision, units=units, tensor_numels=numels),
         )
         timed[op] = {"bytes": figures["bytes"], "ranks": ranks, "nodes": spans, "bytes_per_s": bandwidth, **timing}
     return timed

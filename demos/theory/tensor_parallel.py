@@ -42,6 +42,7 @@ from ddpfsdp.demos.collectives import wire_factor
 from ddpfsdp.demos.theory.activations import transformer_activation_bytes
 from ddpfsdp.demos.theory.arguments import read_count, read_flag
 from ddpfsdp.demos.theory.comm import op_figures, step_comm
+from ddpfsdp.demos.theory.implementations import implementation
 from ddpfsdp.demos.theory.precision import precision_for
 from ddpfsdp.demos.theory.state import model_state
 from ddpfsdp.demos.theory.working_set import working_set
@@ -207,6 +208,7 @@ def two_d_figures(
             layers=shape.layers, d_model=shape.d_model, tokens=shape.seq_len, batch_size=batch_size,
             head_outputs=shape.vocab, head_tokens=shape.seq_len, precision=precision,
             checkpoint_activations=checkpoint_activations, tp=tp, sequence_parallel=sequence_parallel,
+            cast=implementation("zero3", precision).cast,  # FSDP2 over dp applies the precision
         )
     return {
         "mesh": {"dp": dp, "tp": tp},
@@ -305,7 +307,7 @@ def two_d_run_theory(*, shape: GPTShape, world_size: int, tp: int, precision: st
     activations = transformer_activation_bytes(
         layers=shape.layers, d_model=shape.d_model, tokens=shape.seq_len, batch_size=batch_size,
         head_outputs=shape.vocab, head_tokens=shape.seq_len, precision=precision, checkpoint_activations=False,
-        tp=tp, sequence_parallel=sequence_parallel,
+        tp=tp, sequence_parallel=sequence_parallel, cast=implementation("zero3", precision).cast,
     )
     return {
         "strategy": "2d",

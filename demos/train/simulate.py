@@ -44,7 +44,7 @@ import torch
 import torch.distributed as dist
 
 from ddpfsdp.demos.measure.breakdown import TORCH_CATEGORIES
-from ddpfsdp.demos.measure.memory import model_state_bytes, param_bytes_held, resting_params
+from ddpfsdp.demos.measure.memory import model_state_bytes, param_bytes_held, resting_params, state_optimizers
 from ddpfsdp.demos.train.parallelize import World, parallelize
 from ddpfsdp.demos.train.presets import describe_gpt_shape
 from ddpfsdp.demos.train.spec import COMPARE_RUNS, RunSpec, demo_runs
@@ -316,7 +316,9 @@ def _measured_step(built: dict[str, Any], strategy: str) -> dict[str, Any]:
         tracker.track_inputs(batch)
     else:
         tracker = _locating(MemTracker)()
-        tracker.track_external(wrapped, optimizer, *batch)
+        # MemTracker reads `optimizer.state`; ZeroRedundancyOptimizer keeps its shard's state in its inner
+        # optimizer, so that one is tracked too, or the state would be missing from every figure until step().
+        tracker.track_external(wrapped, *state_optimizers(optimizer), *batch)
     held: dict[str, int] = {}
     resting = resting_params(wrapped)  # FSDP2's shards, kept by FSDP while a unit is gathered
     with CommCounter() as comm, tracker:

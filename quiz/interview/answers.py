@@ -80,8 +80,9 @@ def grade(step: Step, text: str) -> Grade:
     if step.unit in ("choice", "count"):
         error, correct = (0.0 if given == expected else math.inf), given == expected
     elif step.unit == "%":
+        # Relative to the share, with an absolute floor: a 3% key is not passed by 0%, a 0% key takes 1 point.
         error = abs(given - expected)
-        correct = error <= step.tolerance + 1e-12
+        correct = error <= max(step.tolerance * abs(expected), step.floor) + 1e-12
     else:
         error = abs(given - expected) / abs(expected) if expected else abs(given)
         correct = error <= step.tolerance

@@ -21,7 +21,7 @@ from ddpfsdp.demos.theory.quiz_answers import q_transformer_activation_bytes
 from ddpfsdp.demos.theory.state import model_state
 from ddpfsdp.demos.train.presets import GPT_SIZES
 from ddpfsdp.quiz.grading import Grade
-from ddpfsdp.quiz.interview.scenario import SKILLS, Scenario, Step
+from ddpfsdp.quiz.interview.scenario import SKILLS, Scenario, Step, gb
 
 # What each plan runs as in PyTorch: the demo, its extra options, and what differs from the paper.
 DEMOS: dict[str, tuple[str, tuple[str, ...], str]] = {
@@ -120,11 +120,13 @@ class Row:
     scenario: float | None  # the analytic model for the scenario
     simulated_theory: float | None  # the analytic model for what was simulated
     measured: float | None  # what the simulation measured
+    why: str = ""  # what the simulation measures that the model does not, where the two can differ
+    comparable: bool = True  # False where the simulation measured another quantity (why says which)
 
     @property
     def difference(self) -> float | None:
-        """Measured against the model for what was simulated, as a fraction."""
-        if self.measured is None or not self.simulated_theory:
+        """Measured against the model for what was simulated, as a fraction; None where not comparable."""
+        if self.measured is None or not self.simulated_theory or not self.comparable:
             return None
         return self.measured / self.simulated_theory - 1
 
@@ -160,19 +162,58 @@ def compare(scenario: Scenario, grades: dict[str, Grade], result: dict[str, Any]
             scenario_state["model_state_bytes"], theory.get("model_state_bytes"), measured_state),
         Row("bytes sent per rank per step", _given(grades, first["wire-bytes"]), first["wire-bytes"].answer,
             theory.get("wire_bytes_per_rank"), measured_wire),
-        Row("activations at the peak", _given(grades, first["activations"]), first["activations"].answer,
-            simulated_acts, (rank.get("peak_breakdown") or {}).get("activations")),
-        Row("peak per GPU", None, plan["kept_total_bytes"],
-            None if simulated_acts is None or theory.get("model_state_bytes") is None
-            else theory["model_state_bytes"] + theory.get("working_set_bytes", 0) + simulated_acts,
-            rank.get("peak")),
+        _activations_row(grades, first["activations"], simulated_acts, rank, config),
+        _peak_row(plan["kept_total_bytes"], theory, simulated_acts, rank),
     ]
     return rows
+
+
+def _at(rank: dict[str, Any]) -> str:
+    phase, module = rank.get("peak_phase") or "its step", rank.get("peak_module")
+    return f"{phase}{f', at {module}' if module else ''}"
+
+
+def _activations_row(grades: dict[str, Grade], step: Step | None, model: float | None, rank: dict[str, Any],
+                     config: dict[str, Any]) -> Row:
+    """The model's activation peak (early in backward) beside what was live at the simulated step's peak."""
+    live = (rank.get("peak_breakdown") or {}).get("activations")
+    phase = rank.get("peak_phase")
+    if phase in ("forward", "backward"):
+        why = (f"The simulation counts the activations live at its step's peak ({_at(rank)}); the model counts every "
+               "block's saved tensors and the head's, plus the log-softmax's gradient, as all alive at once early in "
+               "backward. Tensors freed or not yet made at the simulated peak make the difference.")
+        if config.get("precision") == "bf16-mixed" and config.get("strategy") != "fsdp" and config.get("params"):
+            why += (f" Under autocast, the bf16 copies of the weights that the blocks save for backward (up to "
+                    f"{gb(2 * config['params'])}) are activations to torch's tracker; the model counts them in the "
+                    "working set.")
+        return Row("activations at the peak", _given(grades, step), step.answer if step else None, model, live, why)
+    why = (f"The simulated step peaks in its {phase or 'step'}, after backward has freed the activations "
+           f"({gb(live or 0)} live then): its activation peak, early in backward, was lower than its overall peak, "
+           "so the simulation has no activation peak to set beside the model's.")
+    return Row("activations at the peak", _given(grades, step), step.answer if step else None, model, live, why,
+               comparable=False)
+
+
+def _peak_row(scenario: float, theory: dict[str, Any], acts: float | None, rank: dict[str, Any]) -> Row:
+    """The model's peak (model state + working set + activations) beside the simulated step's, part by part."""
+    model = (None if acts is None or theory.get("model_state_bytes") is None
+             else theory["model_state_bytes"] + theory.get("working_set_bytes", 0) + acts)
+    parts = rank.get("peak_breakdown") or {}
+    live = ", ".join(f"{kind} {gb(value)}" for kind, value in parts.items() if value)
+    why = (f"At the simulated peak ({_at(rank)}): {live or 'no breakdown'}. The model adds every gradient "
+           f"({gb(theory.get('grads_bytes') or 0)}), held between steps; in a step, zero_grad(set_to_none=True) "
+           f"(torch's default) has freed them, so only the {gb(parts.get('grads', 0))} made before the peak are live. "
+           f"Its working set ({gb(theory.get('working_set_bytes') or 0)}) estimates what the step's temporaries "
+           f"({gb(parts.get('temporaries', 0))} at the peak) hold, and its activations are their peak early in "
+           "backward, not those live at this moment.")
+    return Row("peak per GPU", None, scenario, model, rank.get("peak"), why)
 
 
 def _simulated_activations(config: dict[str, Any]) -> float | None:
     keys = ("layers", "d_model", "vocab", "seq_len", "batch_size", "precision")
     if not all(config.get(k) for k in keys):
         return None
-    return q_transformer_activation_bytes(**{k: config[k] for k in keys},
-                                               checkpoint_activations=bool(config.get("checkpoint_activations")))
+    # FSDP2 applies bf16-mixed by param_dtype (a bf16 residual stream); DDP and ZeRO-1 by autocast.
+    strategy = "zero3" if config.get("strategy") == "fsdp" else "ddp"
+    return q_transformer_activation_bytes(**{k: config[k] for k in keys}, strategy=strategy,
+                                          checkpoint_activations=bool(config.get("checkpoint_activations")))

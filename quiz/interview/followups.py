@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ddpfsdp.demos.theory import overlap, planning, steptime
+from ddpfsdp.demos.theory.implementations import implementation
 from ddpfsdp.demos.theory.precision import precision_for
 from ddpfsdp.demos.theory.quiz_answers import q_step_wire_bytes
 from ddpfsdp.demos.theory.state import model_state
@@ -33,7 +34,7 @@ def longer_sequences(setup: Setup, plan: str, group: int | None) -> tuple[Setup,
     changed = setup.changed(seq_len=setup.seq_len * 2)
     change = (f"Sequences are now {changed.seq_len:,} tokens instead of {setup.seq_len:,}; the micro-batch stays "
               f"{setup.micro_batch}.")
-    return changed, plan, group, steps.activations(changed, change=change)
+    return changed, plan, group, steps.activations(changed, plan, change=change)
 
 
 def batch_doubles(setup: Setup, plan: str, group: int | None) -> tuple[Setup, str, int | None, Step]:
@@ -74,13 +75,14 @@ def hsdp_group(setup: Setup, change: str) -> Step:
     )
     number = steps.choice(options, best)
     return new_step("hsdp-group", title="HSDP's group size",
-        prompt="Switch to **HSDP**: shard within groups of G consecutive ranks (at most a node stays on NVLink) and "
-        "all-reduce each gradient shard across the groups. Which G gives the "
-        f"shortest step whose model state still fits in {gb(setup.gpu_mem_bytes)}? Overlap as graded: "
-        f"{overlap.ASSUMPTIONS['hsdp']}.",
+        prompt="Switch to **HSDP**: shard in groups of G consecutive ranks, all-reduce gradient shards across groups. "
+        f"Which G fitting in {gb(setup.gpu_mem_bytes)} gives the shortest step? "
+        "Overlap as graded: "
+        f"{overlap.ASSUMPTIONS['hsdp']}. Ties (to {planning.TIE_FIGURES} figures) go to the G that sends least, then "
+        "holds least.",
         unit="choice", answer=number, fn="best_hsdp_group", args=args, options=options, change=change,
         working="; ".join(f"G = {o.value}: {o.reason}" for o in options) + f". The best is option {number} (where "
-        "overlap hides the communication of several, the one that sends least, then holds least).",
+        "steps tie, the one that communicates least, then holds least).",
     )
 
 
@@ -130,7 +132,10 @@ def explain_fit(setup: Setup, plan: str) -> Step:
         "Prefetching the next unit's all-gather hides most of that traffic behind compute; the first all-gather and "
         "the last reduce-scatter cannot hide.",
         "Activations are not sharded by any data-parallel strategy: checkpointing or a smaller micro-batch is the "
-        "lever for them.",
+        "lever for them."
+        + (" Their dtype does follow the strategy under bf16-mixed: FSDP2's MixedPrecisionPolicy(param_dtype=bf16) "
+           "makes the residual stream bf16, where DDP's autocast keeps it fp32 (2r + 14c = 32 against 36 bytes per "
+           "element of a block)." if setup.precision == "bf16-mixed" else ""),
     ])
 
 
@@ -157,8 +162,20 @@ def explain_faster(setup: Setup, plan: str) -> Step:
         "1/G shard of the gradients across nodes.",
         "More tokens per GPU per step (a larger micro-batch, when memory allows) raises compute per byte sent, so "
         "more of the communication hides.",
-        "Reducing gradients in bf16 instead of fp32 halves the gradient bytes, at some cost in precision.",
+        _reduce_dtype_point(setup, plan),
     ])
+
+
+def _reduce_dtype_point(setup: Setup, plan: str) -> str:
+    """Halving the gradient bytes is a lever only where the gradients are reduced in fp32."""
+    held = implementation(plan, setup.precision)
+    if held.reduce_bytes > 2:
+        return (f"The gradients are reduced in fp32 here (as {held.name}): reducing them in bf16 (FSDP2's "
+                "MixedPrecisionPolicy(reduce_dtype=torch.bfloat16), DDP's bf16_compress_hook) halves the gradient "
+                "bytes, at some cost in precision.")
+    return (f"The gradients are already reduced in bf16 here (as {held.name}), so halving them again is not "
+            "on offer: only fewer bytes of parameters or gradients per step (or fewer ranks across the network) "
+            "would cut the traffic.")
 
 
 def explain_scale(setup: Setup, plan: str) -> Step:

@@ -93,7 +93,7 @@ def generate(seed: int, family: str | None = None, model: str | None = None, clu
     items = [
         steps.model_state_ddp(setup), steps.fit_strategy(setup), steps.wire_bytes(setup, plan),
         steps.compute_time(setup), steps.comm_time(setup, plan), steps.exposed_share(setup, plan),
-        steps.activations(setup), steps.checkpoint(setup, plan),
+        steps.activations(setup, plan), steps.checkpoint(setup, plan),
     ]
     current, strategy, group = setup, plan, None
     for follow in chosen.followups:

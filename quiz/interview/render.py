@@ -73,12 +73,14 @@ def comparison_table(scenario: Scenario, grades: dict[str, Grade], result: dict[
     for column, justify in (("figure", "left"), ("you", "right"), ("model: scenario", "right"),
                             ("model: as simulated", "right"), ("simulated", "right"), ("diff", "right")):
         table.add_column(column, justify=justify)
-    for row in debrief.compare(scenario, grades, result):
+    rows = debrief.compare(scenario, grades, result)
+    for row in rows:
         diff = row.difference
         table.add_row(row.figure, _figure(row.yours), _figure(row.scenario), _figure(row.simulated_theory),
                       _figure(row.measured), "–" if diff is None else f"{diff:+.1%}")
+    whys = "".join(f"\n{row.figure}: {row.why}" for row in rows if row.why)
     table.caption = ("diff: simulated against the model for what was simulated. Simulated, not measured on hardware: "
-                     "real sharding, real collectives issued, real allocations of one step; no time.")
+                     "real sharding, real collectives issued, real allocations of one step; no time." + whys)
     table.caption_justify = "left"
     return table
 

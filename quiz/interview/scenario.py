@@ -118,7 +118,7 @@ class Setup:
 
     def comm_args(self, strategy: str, group_size: int | None = None) -> dict[str, Any]:
         args = {"params": self.params, "gpus": self.gpus, "strategy": strategy, "precision": self.precision,
-                "units": self.units, **self.links()}
+                "units": self.units, **self.links(), **self.shape_args()}
         if group_size is not None:
             args["group_size"] = group_size
         return args
@@ -165,7 +165,8 @@ class Step:
     """One question of the interview, with its answer, tolerance and working from the analytic model.
 
     unit: "GB" or "GiB" (answer in bytes), "s" (seconds), "%" (answer a share in 0..1, graded
-    within `tolerance` points), "count" (exact), "choice" (answer: the right option's number, from
+    within `tolerance` of the answer, relative, but never tighter than `floor` points: a small key is not
+    passed by 0), "count" (exact), "choice" (answer: the right option's number, from
     1), "explain" (self-graded against the talking points; no answer).
     """
 
@@ -178,6 +179,7 @@ class Step:
     unit: str
     answer: float | None
     tolerance: float = 0.0
+    floor: float = 0.0  # "%" only: the least absolute error allowed, in shares (0.01 = 1 point)
     fn: str | None = None
     args: dict[str, Any] = field(default_factory=dict)
     working: str = ""
@@ -200,7 +202,7 @@ class Step:
     @property
     def tolerance_text(self) -> str:
         if self.unit == "%":
-            return f"within {self.tolerance * 100:g} points"
+            return f"within {self.tolerance:.0%} of it, or {self.floor * 100:g} point{'s' if self.floor != 0.01 else ''}"
         if self.unit in ("count", "choice"):
             return "exact"
         if self.unit == "explain":
@@ -212,6 +214,7 @@ class Step:
             "id": self.id, "kind": self.kind, "skill": self.skill, "topic": self.topic, "title": self.title,
             "prompt": self.prompt, "unit": BASE_UNITS[self.unit], "asked_in": self.unit, "answer": self.answer,
             "answer_text": self.answer_text, "tolerance": self.tolerance, "tolerance_kind": TOLERANCE_KINDS[self.unit],
+            **({"tolerance_floor": self.floor} if self.unit == "%" else {}),
             "working": self.working,
         }
         if self.fn is not None:
@@ -234,7 +237,7 @@ def new_step(kind: str, **fields: Any) -> Step:
 
 BASE_UNITS = {"GB": "bytes", "GiB": "bytes", "s": "seconds", "%": "share", "count": "count", "choice": "option",
               "explain": None}
-TOLERANCE_KINDS = {"GB": "relative", "GiB": "relative", "s": "relative", "%": "absolute", "count": "exact",
+TOLERANCE_KINDS = {"GB": "relative", "GiB": "relative", "s": "relative", "%": "relative", "count": "exact",
                    "choice": "exact", "explain": "self"}
 
 

@@ -1,0 +1,109 @@
+"""Bank entries a source audit found wrong in their detail, each held against the source or a run:
+the fused-qkv split (torch.chunk), sequence parallelism's whole tensors (Korthikanti et al. §4.2), the
+slow-links layout's sharding degree, DDP's used-parameter map (one entry per parameter), DDP's buffer
+sync in torch 2.13, and order questions whose independent steps may come in either order."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from ddpfsdp.quiz import grading
+from ddpfsdp.quiz.loader import BankError, load_bank
+
+
+@pytest.fixture(scope="module")
+def bank():
+    return load_bank()
+
+
+def _answer_text(bank, qid: str) -> str:
+    return bank.questions[qid].model_answer()
+
+
+def test_fused_qkv_key_names_what_torch_chunk_gives_rank_0(bank):
+    import torch
+
+    # [q; k; v] rows, each block head-major: row r of block part p belongs to head r // head_dim.
+    heads, head_dim, tp = 4, 2, 2
+    d = heads * head_dim
+    labels = [(part, row // head_dim) for part in "qkv" for row in range(d)]
+    rows = torch.arange(3 * d)
+    rank0 = {labels[int(r)] for r in torch.chunk(rows, tp, dim=0)[0]}  # Shard(0) is torch.chunk
+    assert rank0 == {("q", h) for h in range(heads)} | {("k", h) for h in range(heads // tp)}
+    question = bank.questions["twod-fused-qkv"]
+    assert "the k of the first half of the heads, no v" in question.answer
+    answer = _answer_text(bank, "twod-fused-qkv")
+    assert "first half of the heads" in answer and "no v" in answer
+    assert "half of k for every head" not in answer
+
+
+def test_sp_memory_counts_4_of_korthikanti_s_10_sbh_kept_whole(bank):
+    answer = _answer_text(bank, "twod-sp-memory")
+    assert "4 of Korthikanti et al.'s 10 sbh" in answer and "2 of the 10" not in answer
+
+
+def test_slow_links_does_not_offer_hsdp_where_16_way_sharding_is_needed(bank):
+    answer = _answer_text(bank, "twod-slow-links")
+    assert "FSDP (or HSDP)" not in answer and "16-way" in answer
+    why = bank.questions["twod-slow-links"].why[0]
+    assert "only 8 ways" in why
+
+
+def test_unused_parameters_map_has_an_entry_per_parameter(bank):
+    question = bank.questions["fault-unused-parameters-fix"]
+    assert "6 used tensors" not in question.answer and "each of the 6 parameters" in question.answer
+
+
+def test_batchnorm_cause_names_forward_sync_buffers_as_torch_2_13_does(bank):
+    from torch.nn.parallel import DistributedDataParallel
+
+    signature = inspect.signature(DistributedDataParallel.__init__).parameters
+    if "forward_sync_buffers" in signature:  # torch 2.13: broadcast_buffers deprecated, default None
+        assert signature["broadcast_buffers"].default is None and signature["forward_sync_buffers"].default is None
+    question = bank.questions["fault-batchnorm-sync-cause"]
+    assert not any("broadcast_buffers=True (the default)" in why for why in question.why)
+    assert any("forward_sync_buffers" in why for why in question.why)
+    assert "forward_sync_buffers" in _answer_text(bank, "fault-batchnorm-sync-cause")
+
+
+def test_setup_order_accepts_the_mesh_and_the_meta_model_in_either_order(bank):
+    question = bank.questions["twod-setup-order"]
+    steps = list(question.steps)
+    assert question.any_order == (tuple(steps[:2]),)
+    assert grading.grade_order(question, steps).correct
+    swapped = [steps[1], steps[0], *steps[2:]]
+    grade = grading.grade_order(question, swapped)
+    assert grade.correct and grade.score == 1.0
+    assert all(step.in_place for step in grading.review_steps(question, grade))
+    # The dependent steps still count: TP after FSDP is wrong.
+    wrong = [*steps[:2], steps[3], steps[2], *steps[4:]]
+    graded = grading.grade_order(question, wrong)
+    assert not graded.correct and graded.score == pytest.approx(4 / 6)
+    assert "step 3 should be" in graded.verdict
+
+
+@pytest.mark.parametrize("any_order, says", [
+    ("[[1, 3]]", "consecutive"), ("[[1]]", "at least two"), ("[[1, 9]]", "at least two"), ("[[1, 2], [2, 3]]", "no other"),
+])
+def test_a_bad_any_order_is_refused_with_what_to_write(tmp_path, any_order, says):
+    bank_dir, answers_dir = tmp_path / "bank", tmp_path / "answers"
+    bank_dir.mkdir(), answers_dir.mkdir()
+    (answers_dir / "o.md").write_text("An answer.")
+    (bank_dir / "t.toml").write_text(f'''topic = "t"
+title = "T"
+order = 1
+description = "d"
+
+[[question]]
+id = "o"
+level = 1
+kind = "order"
+prompt = "Order them."
+steps = ["a", "b", "c"]
+any_order = {any_order}
+why = ["1", "2", "3"]
+''')
+    with pytest.raises(BankError, match=says):
+        load_bank(bank_dir, answers_dir)
