@@ -16,7 +16,8 @@ def invoke(*args: str):
 
 
 def test_table_shows_every_strategy_labelled_as_theory():
-    result = invoke("--params", "7.5e9", "--gpus", "64", "--precision", "bf16-master", "--optimizer", "adam")
+    result = invoke("--params", "7.5e9", "--gpus", "64", "--precision", "bf16-master", "--optimizer", "adam",
+                    "--explain")
     assert result.exit_code == 0, result.output
     out = result.output
     assert "Theory" in out and "not measured" in out
@@ -30,6 +31,34 @@ def test_table_shows_every_strategy_labelled_as_theory():
         assert row in out
     assert "all_reduce" in out and "reduce_scatter" in out and "all_gather" in out
     assert "does not shrink model state" in out
+
+
+SCREEN = {"COLUMNS": "80", "LINES": "24", "NO_COLOR": "1", "FORCE_COLOR": None, "TTY_COMPATIBLE": None}
+
+
+def test_the_default_is_the_per_gpu_tables_in_one_screenful():
+    """`calc --params 7B --gpus 8` at 80 columns: the memory tables and the verdicts, at most 40 lines."""
+    result = CliRunner().invoke(cli, ["calc", "--params", "7B", "--gpus", "8"], env=SCREEN)
+    assert result.exit_code == 0, result.output
+    # Each line as an 80-column terminal shows it: a longer one takes more than one row.
+    rows = sum(max(1, -(-len(line) // 80)) for line in result.output.splitlines())
+    assert rows <= 40, result.output
+    out = result.output
+    assert "Per-GPU memory" in out and "fits in 80.00 GB" in out and "ZeRO-3" in out
+    assert "Communication per step" not in out and "What each column follows" not in out and "•" not in out
+    assert "--explain" in out and "Measure it:" in out
+
+
+def test_explain_adds_the_key_the_traffic_and_the_notes():
+    plain = CliRunner().invoke(cli, ["calc", "--params", "7B", "--gpus", "8"], env=SCREEN).output
+    explained = CliRunner().invoke(cli, ["calc", "--params", "7B", "--gpus", "8", "--explain"], env=SCREEN).output
+    assert explained.startswith(plain.split("--explain adds")[0])
+    for part in ("What each column follows", "Communication per step", "calls: ? =", "• Theory:",
+                 "does not shrink model state"):
+        assert part in explained and part not in plain
+    assert "--explain adds" not in explained
+    as_json = invoke("--params", "7B", "--gpus", "8", "--json").output
+    assert as_json == invoke("--params", "7B", "--gpus", "8", "--json", "--explain").output
 
 
 def test_gib_display():

@@ -153,7 +153,8 @@ def test_bad_tp_input_is_refused_with_what_to_do(args, fragment):
 
 
 def test_table_shows_the_2d_column_and_its_groups():
-    result = CliRunner().invoke(cli, ["calc", "--params", "70B", "--gpus", "64", "--tp", "8"], terminal_width=200)
+    result = CliRunner().invoke(cli, ["calc", "--params", "70B", "--gpus", "64", "--tp", "8", "--explain"],
+                           terminal_width=200)
     assert result.exit_code == 0, result.output
     assert "2-D tp=8" in result.output and "parallelize_module over tp" in result.output
     assert "all_reduce (tp)" in result.output and "all_gather (dp)" in result.output

@@ -123,6 +123,11 @@ CALC_OPTIONS = (
         help="With --tp: shard the LayerNorms and the residual stream by sequence (all-gather + reduce-scatter "
         "in place of each all-reduce).",
     ),
+    click.option(
+        "--explain",
+        is_flag=True,
+        help="Also print what each column follows, the traffic per step and the notes behind the figures.",
+    ),
     click.option("--json", "as_json", is_flag=True, help="Print the ddpfsdp.calc/1 document (all sizes in bytes)."),
 )
 
@@ -135,11 +140,12 @@ def _with_calc_options(command: Any) -> Any:
 
 @click.command()
 @_with_calc_options
-def calc(as_json: bool, display_unit: str, **values: Any) -> None:
+def calc(as_json: bool, explain: bool, display_unit: str, **values: Any) -> None:
     """Theory: per-GPU memory and per-step traffic of DDP, ZeRO-1/2/3, FSDP and HSDP, side by side.
 
     Every figure is the analytic model's estimate, not a measurement; run `ddpfsdp demo` to
-    measure. Each column follows one implementation, named under the table: DDP;
+    measure. The per-GPU memory tables come first; --explain adds what each column follows, the
+    communication per step and the notes. Each column follows one implementation: DDP;
     ZeroRedundancyOptimizer (zro, PyTorch's ZeRO-1); DeepSpeed's ZeRO-1 and ZeRO-2; FSDP grad-op
     (SHARD_GRAD_OP); ZeRO-3 (FSDP2, or DeepSpeed under bf16-master); HSDP. The working set,
     activations and totals are labelled estimates.
@@ -156,6 +162,7 @@ def calc(as_json: bool, display_unit: str, **values: Any) -> None:
     \b
     Examples:
       ddpfsdp calc --params 7B --gpus 8
+      ddpfsdp calc --params 7B --gpus 8 --explain
       ddpfsdp calc --params 7.5e9 --gpus 64 --precision bf16-master --optimizer adam
       ddpfsdp calc --model large --gpus 8 --batch-size 8 --checkpoint-activations
       ddpfsdp calc --params 70B --gpus 64 --group-size 8 --gpu-mem 80GB
@@ -176,7 +183,7 @@ def calc(as_json: bool, display_unit: str, **values: Any) -> None:
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
-    _render(result, display_unit)
+    _render(result, display_unit, explain)
     click.echo(_simulate_hint(options, result["inputs"]["precision"]))
 
 
@@ -304,7 +311,7 @@ def _divisors(number: int) -> list[int]:
     return [d for d in range(1, number + 1) if number % d == 0][:8]
 
 
-def _render(result: dict, unit: str) -> None:
+def _render(result: dict, unit: str, explain: bool) -> None:
     from rich.console import Console
 
     from ddpfsdp.demos.units import format_bytes, format_count
@@ -347,6 +354,9 @@ def _render(result: dict, unit: str) -> None:
     if inputs["model"] is None:
         two_d = " (the 2-D column's come from the named size's shape)" if strategies.get("2d", {}).get("activation_bytes") else ""
         console.print(f"[dim]fits: model state + working set only; activations need --model{two_d}[/]")
+    if not explain:
+        console.print("[dim]--explain adds what each column follows, the traffic per step and the notes.[/]")
+        return
     console.print(_implementation_table(strategies, inputs["precision"]))
     console.print(_comm_table(strategies, unit, size, inputs))
     console.print("[dim]calls: ? = set by how the implementation fills its buckets[/]")
