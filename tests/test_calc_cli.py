@@ -124,3 +124,24 @@ def test_help_has_examples():
     assert result.exit_code == 0
     assert "Examples:" in result.output and "ddpfsdp calc --params 7B" in result.output
     assert "Theory" in result.output
+
+
+@pytest.mark.parametrize("args", [("--params", "70B", "--gpus", "64", "--tp", "8"),
+                                  ("--params", "7B", "--gpus", "16", "--tp", "2", "--gpu-mem", "20GB")])
+def test_the_2d_column_is_judged_as_the_others_are(args):
+    """Without a preset no column counts activations: the 2-D column's total and verdict leave them out too."""
+    strategies = json.loads(invoke(*args, "--json").output)["strategies"]
+    for name, row in strategies.items():
+        assert row["activation_bytes"] is None, name
+        assert row["total_bytes"] == row["model_state_bytes"] + row["working_set_bytes"], name
+        assert row["fits"] == (row["total_bytes"] <= 20e9 if "20GB" in args else row["total_bytes"] <= 80e9), name
+    assert strategies["2d"]["shape_activation_bytes"] > 0  # the named size's estimate, kept apart
+    text = invoke(*args).output
+    assert "would add" in text
+
+
+def test_the_2d_column_counts_a_presets_activations_as_the_others_do():
+    strategies = json.loads(invoke("--model", "small", "--gpus", "4", "--tp", "2", "--json").output)["strategies"]
+    for name, row in strategies.items():
+        assert row["activation_bytes"] > 0, name
+        assert row["total_bytes"] == row["model_state_bytes"] + row["working_set_bytes"] + row["activation_bytes"]

@@ -352,7 +352,8 @@ def _render(result: dict, unit: str, explain: bool) -> None:
         console.print("DeepSpeed options: " + "; ".join(
             f"{row['title']}: {row['deepspeed_options']}" for row in strategies.values()), highlight=False)
     if inputs["model"] is None:
-        two_d = " (the 2-D column's come from the named size's shape)" if strategies.get("2d", {}).get("activation_bytes") else ""
+        shaped = strategies.get("2d", {}).get("shape_activation_bytes")
+        two_d = (f" (the 2-D column's, from the named size's shape, would add {size(shaped)})" if shaped else "")
         console.print(f"[dim]fits: model state + working set only; activations need --model{two_d}[/]")
     if not explain:
         console.print("[dim]--explain adds what each column follows, the traffic per step and the notes.[/]")
