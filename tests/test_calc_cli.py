@@ -94,7 +94,7 @@ def test_json_with_a_model_and_checkpointing():
     [
         (["--params", "7Q"], "7B"),
         (["--params", "-3"], "positive"),
-        (["--params", "7B", "--gpus", "0"], "x>=1"),
+        (["--params", "7B", "--gpus", "0"], "1<=x<=1000000"),
         (["--params", "7B", "--gpus", "12", "--group-size", "5"], "divisor of 12"),
         (["--params", "7B", "--precision", "fp16"], "bf16-master"),
         (["--params", "7B", "--optimizer", "lion"], "sgd-momentum"),
@@ -102,6 +102,11 @@ def test_json_with_a_model_and_checkpointing():
         (["--model", "huge"], "tiny, small, base, large, xl"),
         ([], "--params"),
         (["--params", "7B", "--model", "tiny"], "not both"),
+        (["--params", "1e30"], "from 1K to 100T"),
+        (["--params", "101T"], "more than 100T"),
+        (["--params", "999"], "fewer than 1K"),
+        (["--params", "7B", "--gpus", "99999999999999999999"], "1<=x<=1000000"),
+        (["--params", "7B", "--gpus", "1000001"], "1<=x<=1000000"),
     ],
 )
 def test_bad_input_is_a_usage_error(args, named):
@@ -145,3 +150,59 @@ def test_the_2d_column_counts_a_presets_activations_as_the_others_do():
     for name, row in strategies.items():
         assert row["activation_bytes"] > 0, name
         assert row["total_bytes"] == row["model_state_bytes"] + row["working_set_bytes"] + row["activation_bytes"]
+
+
+@pytest.mark.parametrize("args", [("--params", "1K", "--gpus", "1"), ("--params", "100T", "--gpus", "1000000")])
+def test_the_stated_ranges_are_accepted_at_both_ends(args):
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    assert "GB" in result.output
+
+
+def _refused_by_the_demo(command_line: str) -> str | None:
+    """What `ddpfsdp demo fsdp ...` refuses before it starts, through that command's own parser and checks."""
+    import click
+
+    from ddpfsdp.demos import registry
+    from ddpfsdp.demos.worker import load
+    from ddpfsdp.quiz.cli import cli as root
+
+    words = command_line.split()
+    assert words[:3] == ["ddpfsdp", "demo", "fsdp"], command_line
+    demo_group = root.get_command(click.Context(root), "demo")
+    command = demo_group.get_command(click.Context(demo_group), "fsdp")
+    try:
+        ctx = command.make_context("fsdp", words[3:])
+        params = dict(ctx.params)
+        options = {k: v for k, v in params.items() if k not in ("gpus", "procs", "as_json", "force", "timeout_s",
+                                                               "verbose", "fail_rank", "fail_step", "fail_mode")}
+        load(registry.get("fsdp").validate)(options, None)
+    except click.UsageError as error:
+        return error.message
+    return None
+
+
+@pytest.mark.parametrize("args", [
+    ("--params", "7B", "--gpus", "8"),
+    ("--params", "7.5e9", "--gpus", "64"),
+    ("--params", "70B", "--gpus", "64", "--group-size", "8"),
+    ("--params", "70B", "--gpus", "64", "--tp", "8"),
+    ("--params", "7.5e9", "--gpus", "6", "--tp", "3"),
+    ("--params", "7B", "--gpus", "1"),
+    ("--params", "7B", "--gpus", "65537"),
+    ("--params", "7B", "--gpus", "1000000"),
+    ("--model", "tiny", "--gpus", "4", "--tp", "2"),
+    ("--params", "7B", "--gpus", "8", "--precision", "bf16-master"),
+])
+def test_the_simulated_run_it_suggests_is_one_the_demo_accepts(args):
+    """calc names a simulated run only where `ddpfsdp demo fsdp` would start it; otherwise it says why not."""
+    import re
+
+    out = invoke(*args).output
+    suggested = re.search(r"Measure it: `([^`]+)`", out)
+    if suggested:
+        assert _refused_by_the_demo(suggested.group(1)) is None, suggested.group(1)
+    else:
+        refused = re.search(r"No simulated run of this configuration: `([^`]+)` would be refused", out)
+        assert refused, out
+        assert _refused_by_the_demo(refused.group(1))
