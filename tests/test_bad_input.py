@@ -92,3 +92,40 @@ def test_a_data_directory_that_cannot_be_used_is_named(tmp_path, command, where)
     assert "Traceback" not in outcome.stdout + outcome.stderr, outcome.stderr
     assert f"DDPFSDP_HOME={tmp_path / where}" in outcome.stderr
     assert "set DDPFSDP_HOME to a folder you can write to" in outcome.stderr
+
+
+
+def test_an_answer_of_1e400_is_asked_again_and_not_counted(quiz_bank):
+    """1e400 reads as float('inf'): the plain quiz refuses it as unreadable and asks again; drills and
+    interview steps refuse it the same way. Only the answer after it is saved."""
+    import random
+
+    from ddpfsdp.quiz import drill, grading
+    from ddpfsdp.quiz.interview import answers, generate
+    from ddpfsdp.quiz.loader import load_bank
+    from ddpfsdp.quiz.store import Store
+
+    bank = load_bank(*quiz_bank)
+    rng = random.Random(5)  # the ddp topic at seed 5: single, multi, then the numeric question
+    single = bank.questions["ddp-grad-sync"]
+    right_single = grading.shuffled(single.choices, rng).index(single.answer) + 1
+    multi = bank.questions["ddp-replicated-state"]
+    wrong_multi = grading.shuffled(multi.choices, rng).index("parameters") + 1
+    lines = [str(right_single), str(wrong_multi), "1e400", "1.5 GB", "q"]
+    outcome = run_cli("quiz", "--plain", "--bank", str(quiz_bank[0]), "--answers", str(quiz_bank[1]), "--seed", "5",
+                      "--topic", "ddp", stdin="\n".join(lines) + "\n")
+    assert outcome.exception is None, outcome.exception
+    assert "'1e400' is out of range: it reads as infinity" in outcome.stdout, outcome.stdout
+    assert "inf GB" not in outcome.stdout
+    numeric = [a for a in Store.open().attempts() if a.question_id == "ddp-allreduce-wire"]
+    assert [(a.answer["text"], a.correct) for a in numeric] == [("1.5 GB", True)]
+
+    problem = drill.generate(seed=1, count=1)[0]
+    with pytest.raises(grading.QuantityError, match="infinity"):
+        drill.grade(problem, "1e400")
+    scenario = generate.generate(0, family="scale", model="Llama-2-13B-like", cluster="DGX A100 40GB")
+    numeric_steps = [step for step in scenario.steps if step.unit in ("GB", "GiB", "s", "%", "")]
+    assert numeric_steps
+    for step in numeric_steps:
+        with pytest.raises(grading.QuantityError, match="infinity"):
+            answers.grade(step, "1e400")
