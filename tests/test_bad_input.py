@@ -129,3 +129,56 @@ def test_an_answer_of_1e400_is_asked_again_and_not_counted(quiz_bank):
     for step in numeric_steps:
         with pytest.raises(grading.QuantityError, match="infinity"):
             answers.grade(step, "1e400")
+
+
+@pytest.mark.parametrize("command", [["progress"], ["quiz", "--plain"]])
+def test_a_damaged_progress_file_is_reported_once(ddpfsdp_home, command, caplog):
+    """The store leaves the telling to whoever opened it: one warning, not a log line and a warning.
+
+    (Outside pytest a logged warning goes to the terminal through logging's last-resort handler.)"""
+    ddpfsdp_home.mkdir(parents=True, exist_ok=True)
+    (ddpfsdp_home / "ddpfsdp.sqlite3").write_bytes(b"not a database, just bytes " * 100)
+    outcome = run_cli(*command, stdin="q\n")
+    assert outcome.exception is None, repr(outcome.exception)
+    said = outcome.stdout + outcome.stderr
+    assert said.count("was damaged") == 1, said
+    assert [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()] == []
+    assert list(ddpfsdp_home.glob("ddpfsdp.sqlite3.damaged-*"))
+
+
+def _read_only(path, monkeypatch) -> None:
+    """Make the progress file unwritable: by its mode where that binds (not as root), else as SQLite reports it."""
+    import os
+    import sqlite3
+
+    path.chmod(0o444)
+    if os.geteuid() != 0:
+        return
+    from ddpfsdp.quiz.store import Store
+
+    connect = Store._connect
+
+    def refusing(target):
+        if str(target) == str(path):
+            raise sqlite3.OperationalError("attempt to write a readonly database")
+        return connect(target)
+
+    monkeypatch.setattr(Store, "_connect", staticmethod(refusing))
+
+
+@pytest.mark.parametrize("command", [["progress"], ["quiz", "--plain"]])
+def test_a_read_only_progress_file_is_named_once_and_never_moved_aside(ddpfsdp_home, monkeypatch, command):
+    from ddpfsdp.quiz.store import Store
+
+    Store.open().close()
+    path = ddpfsdp_home / "ddpfsdp.sqlite3"
+    before = path.read_bytes()
+    _read_only(path, monkeypatch)
+    outcome = run_cli(*command, stdin="q\n")
+    assert outcome.exception is None, repr(outcome.exception)
+    said = outcome.stdout + outcome.stderr
+    assert "Traceback" not in said
+    assert said.count("is read-only") == 1 and "DDPFSDP_HOME" in said, said
+    assert "damaged" not in said
+    assert not list(ddpfsdp_home.glob("ddpfsdp.sqlite3.damaged-*"))  # the answers in it stay where they are
+    assert path.read_bytes() == before
