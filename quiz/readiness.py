@@ -63,7 +63,7 @@ class Readiness:
         shown = (f"{self.recent:.0%} over {self.recent_answers} mock/interview answer{'s' if self.recent_answers != 1 else ''}"
                  if self.recent is not None else f"no mock or interview answers in {WINDOW_DAYS} days")
         few = (f"; {self.answers} answer{'s' if self.answers != 1 else ''} of the {EVIDENCE_ANSWERS} it takes to "
-               "count in full" if self.answers < EVIDENCE_ANSWERS else "")
+               "count in full" if 0 < self.answers < EVIDENCE_ANSWERS else "")
         return f"mastery {self.mastery:.0%}, {shown}{few}"
 
     def to_dict(self) -> dict[str, Any]:
