@@ -252,3 +252,12 @@ def test_the_printed_result_keeps_torch_and_the_fault_texts_verbatim():
     text = console.export_text()
     for shown in ("use Join([model])", "with Join([model])", "no [bold]markup[/bold]", "8 ✘  gloo:barrier []"):
         assert shown in text
+
+
+def test_a_table_cut_to_its_last_rows_says_so():
+    many = {r: [entry(i, "gloo:all_reduce") for i in range(1, 8)] for r in (0, 1)}
+    lines = fr_table.table_lines(many, rows=6)
+    assert fr_table.divergence_line(None, many).endswith("the same 7 collectives, in the same order")
+    assert [line.split()[0] for line in lines[1:7]] == ["2", "3", "4", "5", "6", "7"]
+    assert lines[7] == "  (the last 6 of 7 sequence ids)"
+    assert "the last" not in "\n".join(fr_table.table_lines(many, rows=7))
