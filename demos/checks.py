@@ -26,6 +26,13 @@ def within(measured: float, expected: float, rel: float, slack: float = 0.0) -> 
     return abs(measured - expected) <= rel * abs(expected) + slack
 
 
+def _sizes(by_rank: list[int]) -> str:
+    """Bytes per rank as a person reads them (rank 0 first); the exact bytes stay in the check's values."""
+    from ddpfsdp.demos.units import format_iec
+
+    return ", ".join(format_iec(value) for value in by_rank) or "none"
+
+
 def peak_lower_on_every_rank(
     name: str, higher: tuple[str, list[int]], lower: tuple[str, list[int]], saving: str
 ) -> Check:
@@ -39,8 +46,8 @@ def peak_lower_on_every_rank(
     return Check(
         name,
         passed,
-        f"peak bytes per rank: {higher_label} {higher_by_rank}, {lower_label} {lower_by_rank}; "
-        f"{saving} saves {saved} bytes",
+        f"peak per rank: {higher_label} {_sizes(higher_by_rank)}, {lower_label} {_sizes(lower_by_rank)}; "
+        f"{saving} saves {_sizes(saved)}",
         {
             f"{higher_label.replace(' ', '_')}_peak_bytes": higher_by_rank,
             f"{lower_label.replace(' ', '_')}_peak_bytes": lower_by_rank,

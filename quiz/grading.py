@@ -58,14 +58,32 @@ def parse_quantity(text: str, unit: str) -> float:
     own unit ("16" to a question in GB is 16 GB), except that a bare number of 1e6 or more to a
     question in a byte unit is taken as bytes, since nobody means 15 billion GB.
     """
-    from ddpfsdp.demos.units import parse_bytes, parse_count
-
     match = _NUMBER.match(text.replace("×", "x"))
     if not match:
         raise QuantityError(f"{text.strip()!r} is not a number; {input_hint(unit)}")
     digits = match.group(1).replace("_", "").replace(",", "")
-    number = float(digits)
+    number = finite(float(digits), text, input_hint(unit))
     suffix = match.group(2)
+    try:
+        return finite(_in_base_units(number, digits, suffix, unit), text, input_hint(unit))
+    except OverflowError:
+        raise QuantityError(_too_large(text, input_hint(unit))) from None
+
+
+def finite(value: float, text: str, hint: str) -> float:
+    """`value`, or a QuantityError where it overflowed to infinity: 1e400 is read as inf, not a size."""
+    if not math.isfinite(value):
+        raise QuantityError(_too_large(text, hint))
+    return value
+
+
+def _too_large(text: str, hint: str) -> str:
+    return f"{text.strip()!r} is out of range: it reads as infinity; {hint}"
+
+
+def _in_base_units(number: float, digits: str, suffix: str, unit: str) -> float:
+    from ddpfsdp.demos.units import parse_bytes, parse_count
+
     try:
         if unit in BYTE_UNITS:
             if not suffix:

@@ -17,15 +17,7 @@ def data_dir(create: bool = True) -> Path:
 
     Raises DataDirError when the place is a file, cannot be created, or cannot be written.
     """
-    override = os.environ.get(HOME_ENV)
-    if override:
-        path = Path(override).expanduser()
-        source = f"{HOME_ENV}={override}"
-    else:
-        import platformdirs
-
-        path = Path(platformdirs.user_data_dir("ddpfsdp", appauthor=False))
-        source = "the platform's user data directory"
+    path, source = location()
     fix = f"set {HOME_ENV} to a folder you can write to (for example {HOME_ENV}=~/.ddpfsdp)"
     if path.exists() and not path.is_dir():
         raise DataDirError(f"the data directory {path} ({source}) is a file, not a folder; {fix}")
@@ -37,3 +29,13 @@ def data_dir(create: bool = True) -> Path:
         if not os.access(path, os.W_OK | os.X_OK):
             raise DataDirError(f"the data directory {path} ({source}) is not writable; {fix}")
     return path
+
+
+def location() -> tuple[Path, str]:
+    """Where the data directory is, and what chose it (`$DDPFSDP_HOME` or the platform), unchecked."""
+    override = os.environ.get(HOME_ENV)
+    if override:
+        return Path(override).expanduser(), f"{HOME_ENV}={override}"
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("ddpfsdp", appauthor=False)), "the platform's user data directory"

@@ -5,6 +5,9 @@ Readiness is half memory and half performance under interview conditions:
   steps, as `scheduler.progress` counts them; a skill's kinds of interview step), unseen cards 0;
 - performance: the mean score of your mock-interview and interview answers in it over the last
   `WINDOW_DAYS` days, 0 when there are none yet.
+Each counts in proportion to the evidence behind it, up to `EVIDENCE_ANSWERS` answers: one right
+answer is one answer's worth of readiness, not 100% (mastery scaled by answers so far / 5; the
+recent mean taken over at least 5 answers, the missing ones counted as 0).
 The three lowest name what to study next, each with the command that studies it.
 
 No torch or textual here: `ddpfsdp progress` and the app's progress screen both show it.
@@ -28,8 +31,10 @@ from ddpfsdp.quiz.store import Attempt, Store
 
 WINDOW_DAYS = 30
 MEMORY_WEIGHT = 0.5
+EVIDENCE_ANSWERS = 5  # answers behind a figure before it counts in full
 METHOD = (f"half FSRS mastery, half your mean score in mock-interview and interview answers over the last "
-          f"{WINDOW_DAYS} days (0 until you have some)")
+          f"{WINDOW_DAYS} days (0 until you have some); each counts in full only from {EVIDENCE_ANSWERS} answers "
+          f"on, in proportion before")
 
 SKILL_COMMANDS: dict[str, str] = {
     "memory": "ddpfsdp drill --kind model-state",
@@ -51,25 +56,31 @@ class Readiness:
     recent: float | None  # mean score of recent mock and interview answers; None when there are none
     recent_answers: int
     command: str
+    answers: int = 0  # every answer behind the mastery, whenever given
 
     @property
     def why(self) -> str:
         shown = (f"{self.recent:.0%} over {self.recent_answers} mock/interview answer{'s' if self.recent_answers != 1 else ''}"
                  if self.recent is not None else f"no mock or interview answers in {WINDOW_DAYS} days")
-        return f"mastery {self.mastery:.0%}, {shown}"
+        few = (f"; {self.answers} answer{'s' if self.answers != 1 else ''} of the {EVIDENCE_ANSWERS} it takes to "
+               "count in full" if 0 < self.answers < EVIDENCE_ANSWERS else "")
+        return f"mastery {self.mastery:.0%}, {shown}{few}"
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "why": self.why}
 
 
-def _score(mastery: float, recent: list[float]) -> float:
-    performance = sum(recent) / len(recent) if recent else 0.0
-    return MEMORY_WEIGHT * mastery + (1 - MEMORY_WEIGHT) * performance
+def _score(mastery: float, answers: int, recent: list[float]) -> float:
+    """Mastery weighed by the answers behind it, and the recent mean over at least EVIDENCE_ANSWERS answers."""
+    evidence = min(1.0, answers / EVIDENCE_ANSWERS)
+    performance = sum(recent) / max(len(recent), EVIDENCE_ANSWERS)
+    return MEMORY_WEIGHT * mastery * evidence + (1 - MEMORY_WEIGHT) * performance
 
 
-def _row(kind: str, name: str, title: str, mastery: float, recent: list[float], command: str) -> Readiness:
-    return Readiness(kind, name, title, _score(mastery, recent), mastery,
-                     sum(recent) / len(recent) if recent else None, len(recent), command)
+def _row(kind: str, name: str, title: str, mastery: float, answers: int, recent: list[float],
+         command: str) -> Readiness:
+    return Readiness(kind, name, title, _score(mastery, answers, recent), mastery,
+                     sum(recent) / len(recent) if recent else None, len(recent), command, answers)
 
 
 def _skill(attempt: Attempt) -> str | None:
@@ -80,14 +91,15 @@ def _skill(attempt: Attempt) -> str | None:
 def report(bank: Bank, store: Store, now: datetime) -> dict[str, Any]:
     """Readiness per topic and per skill, weakest first, and the three to study next."""
     since = now - timedelta(days=WINDOW_DAYS)
-    recent = [a for a in store.attempts() if a.mode in ("mock", "interview") and a.answered_at >= since]
+    attempts = store.attempts()
+    recent = [a for a in attempts if a.mode in ("mock", "interview") and a.answered_at >= since]
     topics = [
-        _row("topic", p.topic, p.title, p.mastery, [a.score for a in recent if a.topic == p.topic],
-             f"ddpfsdp quiz --topic {p.topic}")
+        _row("topic", p.topic, p.title, p.mastery, sum(1 for a in attempts if a.topic == p.topic),
+             [a.score for a in recent if a.topic == p.topic], f"ddpfsdp quiz --topic {p.topic}")
         for p in scheduler.progress(bank, store, now)
     ]
     cards = store.cards()
-    last_correct = {a.question_id: a.correct for a in store.attempts() if a.question_id.startswith(scheduler.INTERVIEW_PREFIX)}
+    last_correct = {a.question_id: a.correct for a in attempts if a.question_id.startswith(scheduler.INTERVIEW_PREFIX)}
     skills = []
     for skill, title in SKILLS.items():
         kinds = [kind for kind, (owner, _) in STEP_KINDS.items() if owner == skill]
@@ -97,7 +109,9 @@ def report(bank: Bank, store: Store, now: datetime) -> dict[str, Any]:
             card = Card.from_json(cards[card_id][0]) if card_id in cards else None
             masteries.append(scheduler.question_mastery(card, last_correct.get(card_id, False), now))
         scores = [a.score for a in recent if a.mode == "interview" and _skill(a) == skill]
-        skills.append(_row("skill", skill, title, sum(masteries) / len(masteries), scores, SKILL_COMMANDS[skill]))
+        answered = sum(1 for a in attempts if a.question_id in {scheduler.INTERVIEW_PREFIX + kind for kind in kinds})
+        skills.append(_row("skill", skill, title, sum(masteries) / len(masteries), answered, scores,
+                           SKILL_COMMANDS[skill]))
     # Ties keep the order they came in (topics: the bank's order, weakest first); untried before tried.
     order = lambda r: (round(r.readiness, 6), r.recent is not None)  # noqa: E731
     topics.sort(key=order)

@@ -169,12 +169,21 @@ class Store:
         except sqlite3.DatabaseError as error:
             if isinstance(error, sqlite3.OperationalError) and "locked" in str(error):
                 raise StoreError(f"{path} is locked by another program; close it and try again") from None
-            moved = cls._move_aside(path)
+            if isinstance(error, sqlite3.OperationalError) and "readonly" in str(error):
+                # A file that cannot be written is not damaged: moving it aside would hide every answer in it.
+                raise StoreError(f"the progress file {path} is read-only ({error}); nothing was changed. Make it "
+                                 "writable, or set DDPFSDP_HOME to a folder you can write to") from None
+            try:
+                moved = cls._move_aside(path)
+            except OSError as failure:
+                raise StoreError(f"the progress file {path} cannot be read ({error}) and cannot be moved aside "
+                                 f"({failure.strerror}); nothing was changed. Set DDPFSDP_HOME to a folder you "
+                                 "can write to") from None
+            # Said once, by whoever opened the store (the CLI, the plain modes, the app), not logged as well.
             warning = (
                 f"The progress file {path} was damaged ({error}). It was moved to {moved.name} "
                 "and a fresh one was started; your earlier attempts are in the moved file."
             )
-            log.warning(warning)
             try:
                 return cls(cls._connect(path), path, warning)
             except sqlite3.DatabaseError as again:

@@ -82,7 +82,8 @@ def test_bad_input_names_the_option_without_a_traceback(argv, names):
     assert names in outcome.stderr, outcome.stderr
 
 
-@pytest.mark.parametrize("command", [["progress"], ["doctor"], ["quiz", "--plain"], ["quiz"]])
+# doctor reports such a directory as one of its findings instead (tests/test_doctor.py).
+@pytest.mark.parametrize("command", [["progress"], ["quiz", "--plain"], ["quiz"]])
 @pytest.mark.parametrize("where", ["a-file", "a-file/below"])
 def test_a_data_directory_that_cannot_be_used_is_named(tmp_path, command, where):
     (tmp_path / "a-file").write_text("not a folder")
@@ -92,3 +93,93 @@ def test_a_data_directory_that_cannot_be_used_is_named(tmp_path, command, where)
     assert "Traceback" not in outcome.stdout + outcome.stderr, outcome.stderr
     assert f"DDPFSDP_HOME={tmp_path / where}" in outcome.stderr
     assert "set DDPFSDP_HOME to a folder you can write to" in outcome.stderr
+
+
+
+def test_an_answer_of_1e400_is_asked_again_and_not_counted(quiz_bank):
+    """1e400 reads as float('inf'): the plain quiz refuses it as unreadable and asks again; drills and
+    interview steps refuse it the same way. Only the answer after it is saved."""
+    import random
+
+    from ddpfsdp.quiz import drill, grading
+    from ddpfsdp.quiz.interview import answers, generate
+    from ddpfsdp.quiz.loader import load_bank
+    from ddpfsdp.quiz.store import Store
+
+    bank = load_bank(*quiz_bank)
+    rng = random.Random(5)  # the ddp topic at seed 5: single, multi, then the numeric question
+    single = bank.questions["ddp-grad-sync"]
+    right_single = grading.shuffled(single.choices, rng).index(single.answer) + 1
+    multi = bank.questions["ddp-replicated-state"]
+    wrong_multi = grading.shuffled(multi.choices, rng).index("parameters") + 1
+    lines = [str(right_single), str(wrong_multi), "1e400", "1.5 GB", "q"]
+    outcome = run_cli("quiz", "--plain", "--bank", str(quiz_bank[0]), "--answers", str(quiz_bank[1]), "--seed", "5",
+                      "--topic", "ddp", stdin="\n".join(lines) + "\n")
+    assert outcome.exception is None, outcome.exception
+    assert "'1e400' is out of range: it reads as infinity" in outcome.stdout, outcome.stdout
+    assert "inf GB" not in outcome.stdout
+    numeric = [a for a in Store.open().attempts() if a.question_id == "ddp-allreduce-wire"]
+    assert [(a.answer["text"], a.correct) for a in numeric] == [("1.5 GB", True)]
+
+    problem = drill.generate(seed=1, count=1)[0]
+    with pytest.raises(grading.QuantityError, match="infinity"):
+        drill.grade(problem, "1e400")
+    scenario = generate.generate(0, family="scale", model="Llama-2-13B-like", cluster="DGX A100 40GB")
+    numeric_steps = [step for step in scenario.steps if step.unit in ("GB", "GiB", "s", "%", "")]
+    assert numeric_steps
+    for step in numeric_steps:
+        with pytest.raises(grading.QuantityError, match="infinity"):
+            answers.grade(step, "1e400")
+
+
+@pytest.mark.parametrize("command", [["progress"], ["quiz", "--plain"]])
+def test_a_damaged_progress_file_is_reported_once(ddpfsdp_home, command, caplog):
+    """The store leaves the telling to whoever opened it: one warning, not a log line and a warning.
+
+    (Outside pytest a logged warning goes to the terminal through logging's last-resort handler.)"""
+    ddpfsdp_home.mkdir(parents=True, exist_ok=True)
+    (ddpfsdp_home / "ddpfsdp.sqlite3").write_bytes(b"not a database, just bytes " * 100)
+    outcome = run_cli(*command, stdin="q\n")
+    assert outcome.exception is None, repr(outcome.exception)
+    said = outcome.stdout + outcome.stderr
+    assert said.count("was damaged") == 1, said
+    assert [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()] == []
+    assert list(ddpfsdp_home.glob("ddpfsdp.sqlite3.damaged-*"))
+
+
+def _read_only(path, monkeypatch) -> None:
+    """Make the progress file unwritable: by its mode where that binds (not as root), else as SQLite reports it."""
+    import os
+    import sqlite3
+
+    path.chmod(0o444)
+    if os.geteuid() != 0:
+        return
+    from ddpfsdp.quiz.store import Store
+
+    connect = Store._connect
+
+    def refusing(target):
+        if str(target) == str(path):
+            raise sqlite3.OperationalError("attempt to write a readonly database")
+        return connect(target)
+
+    monkeypatch.setattr(Store, "_connect", staticmethod(refusing))
+
+
+@pytest.mark.parametrize("command", [["progress"], ["quiz", "--plain"]])
+def test_a_read_only_progress_file_is_named_once_and_never_moved_aside(ddpfsdp_home, monkeypatch, command):
+    from ddpfsdp.quiz.store import Store
+
+    Store.open().close()
+    path = ddpfsdp_home / "ddpfsdp.sqlite3"
+    before = path.read_bytes()
+    _read_only(path, monkeypatch)
+    outcome = run_cli(*command, stdin="q\n")
+    assert outcome.exception is None, repr(outcome.exception)
+    said = outcome.stdout + outcome.stderr
+    assert "Traceback" not in said
+    assert said.count("is read-only") == 1 and "DDPFSDP_HOME" in said, said
+    assert "damaged" not in said
+    assert not list(ddpfsdp_home.glob("ddpfsdp.sqlite3.damaged-*"))  # the answers in it stay where they are
+    assert path.read_bytes() == before

@@ -16,7 +16,8 @@ def invoke(*args: str):
 
 
 def test_table_shows_every_strategy_labelled_as_theory():
-    result = invoke("--params", "7.5e9", "--gpus", "64", "--precision", "bf16-master", "--optimizer", "adam")
+    result = invoke("--params", "7.5e9", "--gpus", "64", "--precision", "bf16-master", "--optimizer", "adam",
+                    "--explain")
     assert result.exit_code == 0, result.output
     out = result.output
     assert "Theory" in out and "not measured" in out
@@ -30,6 +31,34 @@ def test_table_shows_every_strategy_labelled_as_theory():
         assert row in out
     assert "all_reduce" in out and "reduce_scatter" in out and "all_gather" in out
     assert "does not shrink model state" in out
+
+
+SCREEN = {"COLUMNS": "80", "LINES": "24", "NO_COLOR": "1", "FORCE_COLOR": None, "TTY_COMPATIBLE": None}
+
+
+def test_the_default_is_the_per_gpu_tables_in_one_screenful():
+    """`calc --params 7B --gpus 8` at 80 columns: the memory tables and the verdicts, at most 40 lines."""
+    result = CliRunner().invoke(cli, ["calc", "--params", "7B", "--gpus", "8"], env=SCREEN)
+    assert result.exit_code == 0, result.output
+    # Each line as an 80-column terminal shows it: a longer one takes more than one row.
+    rows = sum(max(1, -(-len(line) // 80)) for line in result.output.splitlines())
+    assert rows <= 40, result.output
+    out = result.output
+    assert "Per-GPU memory" in out and "fits in 80.00 GB" in out and "ZeRO-3" in out
+    assert "Communication per step" not in out and "What each column follows" not in out and "•" not in out
+    assert "--explain" in out and "Measure it:" in out
+
+
+def test_explain_adds_the_key_the_traffic_and_the_notes():
+    plain = CliRunner().invoke(cli, ["calc", "--params", "7B", "--gpus", "8"], env=SCREEN).output
+    explained = CliRunner().invoke(cli, ["calc", "--params", "7B", "--gpus", "8", "--explain"], env=SCREEN).output
+    assert explained.startswith(plain.split("--explain adds")[0])
+    for part in ("What each column follows", "Communication per step", "calls: ? =", "• Theory:",
+                 "does not shrink model state"):
+        assert part in explained and part not in plain
+    assert "--explain adds" not in explained
+    as_json = invoke("--params", "7B", "--gpus", "8", "--json").output
+    assert as_json == invoke("--params", "7B", "--gpus", "8", "--json", "--explain").output
 
 
 def test_gib_display():
@@ -65,7 +94,7 @@ def test_json_with_a_model_and_checkpointing():
     [
         (["--params", "7Q"], "7B"),
         (["--params", "-3"], "positive"),
-        (["--params", "7B", "--gpus", "0"], "x>=1"),
+        (["--params", "7B", "--gpus", "0"], "1<=x<=1000000"),
         (["--params", "7B", "--gpus", "12", "--group-size", "5"], "divisor of 12"),
         (["--params", "7B", "--precision", "fp16"], "bf16-master"),
         (["--params", "7B", "--optimizer", "lion"], "sgd-momentum"),
@@ -73,6 +102,11 @@ def test_json_with_a_model_and_checkpointing():
         (["--model", "huge"], "tiny, small, base, large, xl"),
         ([], "--params"),
         (["--params", "7B", "--model", "tiny"], "not both"),
+        (["--params", "1e30"], "from 1K to 100T"),
+        (["--params", "101T"], "more than 100T"),
+        (["--params", "999"], "fewer than 1K"),
+        (["--params", "7B", "--gpus", "99999999999999999999"], "1<=x<=1000000"),
+        (["--params", "7B", "--gpus", "1000001"], "1<=x<=1000000"),
     ],
 )
 def test_bad_input_is_a_usage_error(args, named):
@@ -95,3 +129,80 @@ def test_help_has_examples():
     assert result.exit_code == 0
     assert "Examples:" in result.output and "ddpfsdp calc --params 7B" in result.output
     assert "Theory" in result.output
+
+
+@pytest.mark.parametrize("args", [("--params", "70B", "--gpus", "64", "--tp", "8"),
+                                  ("--params", "7B", "--gpus", "16", "--tp", "2", "--gpu-mem", "20GB")])
+def test_the_2d_column_is_judged_as_the_others_are(args):
+    """Without a preset no column counts activations: the 2-D column's total and verdict leave them out too."""
+    strategies = json.loads(invoke(*args, "--json").output)["strategies"]
+    for name, row in strategies.items():
+        assert row["activation_bytes"] is None, name
+        assert row["total_bytes"] == row["model_state_bytes"] + row["working_set_bytes"], name
+        assert row["fits"] == (row["total_bytes"] <= 20e9 if "20GB" in args else row["total_bytes"] <= 80e9), name
+    assert strategies["2d"]["shape_activation_bytes"] > 0  # the named size's estimate, kept apart
+    text = invoke(*args).output
+    assert "would add" in text
+
+
+def test_the_2d_column_counts_a_presets_activations_as_the_others_do():
+    strategies = json.loads(invoke("--model", "small", "--gpus", "4", "--tp", "2", "--json").output)["strategies"]
+    for name, row in strategies.items():
+        assert row["activation_bytes"] > 0, name
+        assert row["total_bytes"] == row["model_state_bytes"] + row["working_set_bytes"] + row["activation_bytes"]
+
+
+@pytest.mark.parametrize("args", [("--params", "1K", "--gpus", "1"), ("--params", "100T", "--gpus", "1000000")])
+def test_the_stated_ranges_are_accepted_at_both_ends(args):
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    assert "GB" in result.output
+
+
+def _refused_by_the_demo(command_line: str) -> str | None:
+    """What `ddpfsdp demo fsdp ...` refuses before it starts, through that command's own parser and checks."""
+    import click
+
+    from ddpfsdp.demos import registry
+    from ddpfsdp.demos.worker import load
+    from ddpfsdp.quiz.cli import cli as root
+
+    words = command_line.split()
+    assert words[:3] == ["ddpfsdp", "demo", "fsdp"], command_line
+    demo_group = root.get_command(click.Context(root), "demo")
+    command = demo_group.get_command(click.Context(demo_group), "fsdp")
+    try:
+        ctx = command.make_context("fsdp", words[3:])
+        params = dict(ctx.params)
+        options = {k: v for k, v in params.items() if k not in ("gpus", "procs", "as_json", "force", "timeout_s",
+                                                               "verbose", "fail_rank", "fail_step", "fail_mode")}
+        load(registry.get("fsdp").validate)(options, None)
+    except click.UsageError as error:
+        return error.message
+    return None
+
+
+@pytest.mark.parametrize("args", [
+    ("--params", "7B", "--gpus", "8"),
+    ("--params", "7.5e9", "--gpus", "64"),
+    ("--params", "70B", "--gpus", "64", "--group-size", "8"),
+    ("--params", "70B", "--gpus", "64", "--tp", "8"),
+    ("--params", "7.5e9", "--gpus", "6", "--tp", "3"),
+    ("--params", "7B", "--gpus", "1"),
+    ("--params", "7B", "--gpus", "65537"),
+    ("--params", "7B", "--gpus", "1000000"),
+    ("--model", "tiny", "--gpus", "4", "--tp", "2"),
+    ("--params", "7B", "--gpus", "8", "--precision", "bf16-master"),
+])
+def test_the_simulated_run_it_suggests_is_one_the_demo_accepts(args):
+    """calc names a simulated run only where `ddpfsdp demo fsdp` would start it; otherwise it says why not."""
+    import re
+
+    out = invoke(*args).output
+    suggested = re.search(r"Measure it: `([^`]+)`", out)
+    if suggested:
+        assert _refused_by_the_demo(suggested.group(1)) is None, suggested.group(1)
+    else:
+        refused = re.search(r"No simulated run of this configuration: `([^`]+)` would be refused", out)
+        assert refused, out
+        assert _refused_by_the_demo(refused.group(1))

@@ -101,7 +101,7 @@ def _compare(path: Path, output: str) -> None:
 
 @pytest.mark.parametrize("name", CONFIGS)
 def test_table_is_unchanged(name):
-    result = _calc(CONFIGS[name])
+    result = _calc((*CONFIGS[name], "--explain"))
     assert result.exit_code == 0, result.output
     _compare(GOLDEN / f"{name}.txt", result.output)
 
@@ -111,6 +111,13 @@ def test_json_is_unchanged(name):
     result = _calc((*CONFIGS[name], "--json"))
     assert result.exit_code == 0, result.output
     _compare(GOLDEN / f"{name}.json", result.output)
+
+
+def test_the_default_view_is_unchanged():
+    """Without --explain: the memory tables, the fits note, the pointer to --explain and the simulated run."""
+    result = _calc(CONFIGS["params-7b-defaults"])
+    assert result.exit_code == 0, result.output
+    _compare(GOLDEN / "params-7b-defaults.short.txt", result.output)
 
 
 @pytest.mark.parametrize("name", REFUSALS)
@@ -125,7 +132,7 @@ def test_the_configurations_use_every_option():
     """A new option of `ddpfsdp calc` needs a configuration here before its output is held fixed."""
     from ddpfsdp.quiz.commands.calc import calc
 
-    used = {arg for args in CONFIGS.values() for arg in args if arg.startswith("--")} | {"--json"}
+    used = {arg for args in CONFIGS.values() for arg in args if arg.startswith("--")} | {"--json", "--explain"}
     offered = {opt for param in calc.params for opt in (*param.opts, *param.secondary_opts)} - {"--help"}
     assert offered - used == set()
 

@@ -54,3 +54,23 @@ def test_data_dir_honours_override(tmp_path, monkeypatch):
     monkeypatch.setenv("DDPFSDP_HOME", str(tmp_path / "elsewhere"))
     assert data_dir() == tmp_path / "elsewhere"
     assert data_dir().is_dir()
+
+
+def test_a_data_directory_that_cannot_be_used_is_one_of_the_findings(tmp_path, monkeypatch):
+    """doctor diagnoses an unusable DDPFSDP_HOME instead of refusing to run; every other row is still there."""
+    (tmp_path / "a-file").write_text("not a folder")
+    home = tmp_path / "a-file" / "below"
+    monkeypatch.setenv("DDPFSDP_HOME", str(home))
+    result = CliRunner().invoke(cli, ["doctor"], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())
+    assert "cannot be used" in out and str(home) in out and "cannot be created" in out
+    assert "set DDPFSDP_HOME to a folder you can write to" in out
+    assert "torch" in out and "gloo" in out and "training demos" in out
+    report = json.loads(CliRunner().invoke(cli, ["doctor", "--json"]).output)
+    assert report["data_dir"] == str(home) and "cannot be created" in report["data_dir_problem"]
+
+
+def test_a_usable_data_directory_has_no_problem(ddpfsdp_home):
+    report = json.loads(CliRunner().invoke(cli, ["doctor", "--json"]).output)
+    assert report["data_dir"] == str(ddpfsdp_home) and report["data_dir_problem"] is None

@@ -277,3 +277,12 @@ def test_the_analyzer_s_misleading_verdicts_are_printed_with_how_to_read_them():
     console = Console(width=400, record=True)
     render_fault(quiet, console)
     assert "Note:" not in console.export_text()
+
+
+def test_a_table_cut_to_its_last_rows_says_so():
+    many = {r: [entry(i, "gloo:all_reduce") for i in range(1, 8)] for r in (0, 1)}
+    lines = fr_table.table_lines(many, rows=6)
+    assert fr_table.divergence_line(None, many).endswith("the same 7 collectives, in the same order")
+    assert [line.split()[0] for line in lines[1:7]] == ["2", "3", "4", "5", "6", "7"]
+    assert lines[7] == "  (the last 6 of 7 sequence ids)"
+    assert "the last" not in "\n".join(fr_table.table_lines(many, rows=7))

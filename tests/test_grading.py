@@ -114,6 +114,24 @@ def test_parse_quantity_refuses_nonsense_with_a_hint(text, unit):
     assert str(raised.value)
 
 
+@pytest.mark.parametrize("text, unit", [
+    ("1e400", "GB"), ("1e400 GB", "GB"), ("1e308 GB", "GB"), ("1e999GiB", "GiB"), ("-1e400", "GB"),
+    ("1e400", ""), ("1e300T", ""), ("1e400x", "x"), ("1e400", "x"),
+])
+def test_a_number_that_overflows_to_infinity_is_refused(text, unit):
+    """1e400 reads as float('inf'): no answer, with a message that says so and how to type one."""
+    with pytest.raises(QuantityError, match="out of range: it reads as infinity; type") as raised:
+        parse_quantity(text, unit)
+    assert repr(text) in str(raised.value)
+
+
+def test_an_infinite_answer_is_not_graded(bank):
+    question = bank.questions["ddp-allreduce-wire"]
+    with pytest.raises(QuantityError, match="infinity"):
+        grade_numeric(question, "1e400")
+    assert grade_numeric(question, "1e300").verdict.startswith("Not quite")  # large but finite: a wrong answer
+
+
 def test_numeric_relative_tolerance(bank):
     question = bank.questions["ddp-allreduce-wire"]  # 1.5 GB, tolerance 5%
     assert grade_numeric(question, "1.5 GB").correct

@@ -83,3 +83,41 @@ def test_the_interview(snap_compare, quiz_bank, state, size):
         await STATES[state](pilot)
 
     assert snap_compare(_app(quiz_bank), terminal_size=SIZES[size], run_before=run)
+
+
+def _first_step_app(quiz_bank):
+    """`ddpfsdp interview --seed 5` at its first step: the job open above the question."""
+    from ddpfsdp.quiz.interview.generate import generate
+
+    bank_dir, answers_dir = quiz_bank
+    return make_app(bank_dir=bank_dir, answers_dir=answers_dir, seed=11, interview=generate(5),
+                    clock=lambda: T0, monotonic=lambda: 500.0)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_the_first_step_shows_the_whole_question(snap_compare, quiz_bank, size):
+    """120x40: the job open and the whole question under it; 80x24: the job folded to its summary line."""
+    async def run(pilot):
+        await pilot.pause()
+
+    assert snap_compare(_first_step_app(quiz_bank), terminal_size=SIZES[size], run_before=run)
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_first_question_is_never_cut_above_empty_rows(quiz_bank, size):
+    """The question's scroll takes the rows its content needs while the page has them: no scrollbar over
+    a cut question with empty rows below (seed 5 at 120x40 showed one line of the question, 19 rows free)."""
+    from ddpfsdp.quiz.widgets.room import Room
+
+    app = _first_step_app(quiz_bank)
+    async with app.run_test(size=SIZES[size]) as pilot:
+        for _ in range(4):
+            await pilot.pause(0.05)
+        body = app.screen.query_one("#interview-body")
+        room = app.screen.query_one(Room)
+        prompt = app.screen.query_one("#interview-prompt")
+        if size == "wide":
+            assert not app.screen.query_one("#interview-job").collapsed
+        assert body.virtual_size.height <= body.size.height or room.region.height <= 1, (
+            body.virtual_size, body.size, room.region)
+        assert prompt.region.bottom <= body.region.bottom

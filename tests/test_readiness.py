@@ -48,7 +48,9 @@ def test_readiness_is_half_mastery_half_recent_mock_and_interview_scores(bank):
     # ddp: three recent answers (mock right 1.0, interview right 1.0, interview wrong 0.0) -> 2/3.
     ddp = topics["ddp"]
     assert ddp.recent == pytest.approx(2 / 3) and ddp.recent_answers == 3
-    assert ddp.readiness == pytest.approx(0.5 * ddp.mastery + 0.5 * 2 / 3)
+    # Three answers of the five it takes to count in full: mastery at 3/5, the mean over 5 (2 of 5 right).
+    assert ddp.answers == 3
+    assert ddp.readiness == pytest.approx(0.5 * ddp.mastery * 3 / 5 + 0.5 * 2 / 5)
     # memory: its one kind of step answered right; time: one of its three kinds, answered wrong.
     assert skills["memory"].recent == 1.0 and skills["memory"].mastery > 0
     assert skills["time"].recent == 0.0 and skills["time"].mastery == 0 and skills["time"].readiness == 0
@@ -62,7 +64,30 @@ def test_old_answers_no_longer_count_as_recent(bank):
     store = Store.memory()
     _step(store, "model-state", "ddp", "memory", True, T0 - timedelta(days=readiness.WINDOW_DAYS + 1))
     memory = {r.name: r for r in readiness.report(bank, store, T0)["skills"]}["memory"]
-    assert memory.recent is None and memory.readiness == pytest.approx(0.5 * memory.mastery)
+    assert memory.recent is None and memory.readiness == pytest.approx(0.5 * memory.mastery / 5)
+
+
+def test_one_right_answer_is_not_readiness(bank):
+    """One right interview answer is evidence for one answer's worth: at most a fifth, not 100%."""
+    store = Store.memory()
+    _step(store, "model-state", "ddp", "memory", True, T0)
+    memory = {r.name: r for r in readiness.report(bank, store, T0)["skills"]}["memory"]
+    assert memory.recent == 1.0 and memory.mastery > 0
+    assert memory.readiness <= 1 / readiness.EVIDENCE_ANSWERS
+    assert "1 answer of the 5 it takes to count in full" in memory.why
+
+
+def test_readiness_grows_with_the_evidence_and_reaches_full_only_with_enough(bank):
+    store = Store.memory()
+    shown = []
+    for day in range(8):
+        at = T0 + timedelta(days=day * 3)
+        _step(store, "model-state", "ddp", "memory", True, at)
+        shown.append({r.name: r for r in readiness.report(bank, store, at)["skills"]}["memory"].readiness)
+    assert shown == sorted(shown) and shown[0] < shown[3]
+    for answers, ready in enumerate(shown, start=1):
+        assert ready <= answers / readiness.EVIDENCE_ANSWERS + 1e-9
+    assert shown[-1] > 0.75  # eight right answers over three weeks: well on the way
 
 
 def test_each_thing_to_study_comes_with_its_command(bank):

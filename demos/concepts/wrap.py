@@ -129,8 +129,8 @@ def check_collectives_scale_with_units(rows: list[dict]) -> Check:
     )
     per_unit = all(r["reduce_scatter"] == r["units"] and r["units"] <= r["all_gather"] <= 2 * r["units"]
                    for r in rows)
-    table = "; ".join(f"{r['label']}: {r['units']} units, {r['all_gather']} all-gathers, "
-                      f"{r['reduce_scatter']} reduce-scatters" for r in ordered)
+    table = "; ".join(f"{r['label']}: {_counted(r['units'], 'unit')}, {_counted(r['all_gather'], 'all-gather')}, "
+                      f"{_counted(r['reduce_scatter'], 'reduce-scatter')}" for r in ordered)
     return Check(
         "collectives_scale_with_units",
         len(rows) >= 2 and increasing and per_unit,
@@ -138,3 +138,7 @@ def check_collectives_scale_with_units(rows: list[dict]) -> Check:
         f"between one and two all-gathers per unit)",
         {"rows": ordered},
     )
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"

@@ -71,6 +71,9 @@ def table_lines(entries_by_rank: dict[int, list[dict[str, Any]]], rows: int = SH
     for seq, row in zip(seqs, cells):
         mark = "✘" if found is not None and seq == found["seq"] else " "
         lines.append(f"{seq:>5} {mark}  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    every = [seq for seq in sequence_ids(entries_by_rank) if found is None or seq <= found["seq"]]
+    if len(seqs) < len(every):  # the line above the table counts them all: say which of them are shown
+        lines.append(f"  (the last {len(seqs)} of {len(every)} sequence ids)")
     if found is not None:
         for rank, frame in found["frames"].items():
             if frame:

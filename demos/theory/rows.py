@@ -120,7 +120,10 @@ def two_d_row(inputs: CalcInputs) -> dict[str, Any]:
         exact_layout=inputs.shape is not None,
     )
     activation = figures.pop("activations")
-    activation_bytes = activation["activation_bytes"] if activation else None
+    shape_activation_bytes = activation["activation_bytes"] if activation else None
+    # The other columns count activations only for a preset (`inputs.activations`); a named size's
+    # shape gives TP its traffic, but its activations are kept apart so every column is judged alike.
+    activation_bytes = shape_activation_bytes if inputs.shape is not None else None
     tp_comm = figures.pop("tp_comm")
     dp_comm = figures.pop("dp_comm")
     total = figures["model_state_bytes"] + figures["working_set_bytes"] + (activation_bytes or 0)
@@ -133,6 +136,7 @@ def two_d_row(inputs: CalcInputs) -> dict[str, Any]:
         "bytes_per_param": bytes_per_param("zero3", inputs.precision.name, inputs.optimizer),
         **figures,
         "activation_bytes": activation_bytes,
+        "shape_activation_bytes": shape_activation_bytes,
         "total_bytes": total,
         "fits": None if limit is None else total <= limit,
         "offload": inputs.offload,

@@ -53,7 +53,11 @@ MEASURED_STEPS = 2  # after the timed steps: one under the collective counter, o
 MIN_TIMED_STEPS = 1
 MIN_WARMUP_STEPS = 1  # DDP issues extra broadcasts on its second iteration; the comm step must come later
 SIMULATED_MODEL = "tiny"  # a simulated run's model when neither --model nor --params names one
-MAX_SIMULATED_WORLD = 65536
+# FSDP2 cuts every parameter into one chunk per rank (_chunk_with_empty, a fake tensor each), so a
+# simulated step takes time in proportion to the world: 70B at 8192 ranks takes about 45 s on 2 cores,
+# 65536 over 11 minutes. The largest world is the one that completes within a minute (time it with
+# `python tests/benchmarks/bench_simulate.py --demo fsdp --world 8192 --params 70B`).
+MAX_SIMULATED_WORLD = 8192
 
 
 def min_steps(warmup: int) -> int:
@@ -176,7 +180,7 @@ class RunSpec:
     simulate: bool = option(False, "Simulate instead of running: the same strategy code on fake tensors over a fake "
                                    "process group, in one process, no GPU. Measures sharding, collectives and "
                                    "allocations, not time.", reported=False)
-    world: int | None = option(None, "The number of ranks to simulate (e.g. 64).", **_SIMULATED)
+    world: int | None = option(None, f"The number of ranks to simulate (e.g. 64; at most {MAX_SIMULATED_WORLD}).", **_SIMULATED)
     params: str | None = option(None, f"A named GPT size instead of --model: {', '.join(presets.GPT_SIZES)}.",
                                 **_SIMULATED)
     gpu_mem: str | None = option(None, "Memory of one GPU (80GB, 80GiB); ddp and zero1 refuse a replica that "

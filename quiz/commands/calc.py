@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import click
@@ -14,6 +15,11 @@ from ddpfsdp.demos.theory.precision import OPTIMIZER_STATES, PRECISIONS
 from ddpfsdp.demos.units import parse_bytes, parse_count
 from ddpfsdp.quiz.commands.calc_pipeline import pipeline_options, pipeline_section, render_pipeline, take_pipeline_options
 
+# What the analytic model is asked about: models from a thousand parameters to 100 trillion (today's
+# largest are a few trillion), on one GPU to a million (today's largest jobs use about 100,000).
+PARAMS_RANGE = (1_000, 100 * 10**12)
+GPUS_RANGE = (1, 1_000_000)
+
 LOWER_CASE = ("model", "precision", "optimizer", "offload", "accounting")  # options read in any case
 # The names a person types; the model knows more aliases (`sharding.STRATEGY_ALIASES`).
 STRATEGY_NAMES = ("ddp", "zro", "zero1", "zero2", "grad-op", "zero3", "hsdp", "fsdp", "fsdp-full", "hybrid")
@@ -21,13 +27,24 @@ STRATEGY_NAMES = ("ddp", "zro", "zero1", "zero2", "grad-op", "zero3", "hsdp", "f
 
 # Every option of `calc`, in the order --help lists them; each lands in the CalcOptions field of its name.
 CALC_OPTIONS = (
-    click.option("--params", "params", metavar="COUNT", help="Parameter count: 7B, 7.5e9, 350M, 125K, 1.3T."),
+    click.option(
+        "--params",
+        "params",
+        metavar="COUNT",
+        help="Parameter count: 7B, 7.5e9, 350M, 125K, 1.3T; from 1K to 100T.",
+    ),
     click.option(
         "--model",
         metavar="PRESET",
         help="A GPT preset (tiny, small, base, large, xl) instead of --params; adds activations and real FSDP units.",
     ),
-    click.option("--gpus", type=click.IntRange(min=1), default=CalcOptions.gpus, show_default=True, help="GPUs in the job (N)."),
+    click.option(
+        "--gpus",
+        type=click.IntRange(*GPUS_RANGE),
+        default=CalcOptions.gpus,
+        show_default=True,
+        help=f"GPUs in the job (N), {GPUS_RANGE[0]} to {GPUS_RANGE[1]:,}.",
+    ),
     click.option(
         "--group-size",
         type=click.IntRange(min=1),
@@ -124,6 +141,11 @@ CALC_OPTIONS = (
         help="With --tp: shard the LayerNorms and the residual stream by sequence (all-gather + reduce-scatter "
         "in place of each all-reduce).",
     ),
+    click.option(
+        "--explain",
+        is_flag=True,
+        help="Also print what each column follows, the traffic per step and the notes behind the figures.",
+    ),
     click.option("--json", "as_json", is_flag=True, help="Print the ddpfsdp.calc/1 document (all sizes in bytes)."),
 )
 
@@ -137,11 +159,12 @@ def _with_calc_options(command: Any) -> Any:
 @click.command()
 @_with_calc_options
 @pipeline_options
-def calc(as_json: bool, display_unit: str, **values: Any) -> None:
+def calc(as_json: bool, explain: bool, display_unit: str, **values: Any) -> None:
     """Theory: per-GPU memory and per-step traffic of DDP, ZeRO-1/2/3, FSDP and HSDP, side by side.
 
     Every figure is the analytic model's estimate, not a measurement; run `ddpfsdp demo` to
-    measure. Each column follows one implementation, named under the table: DDP;
+    measure. The per-GPU memory tables come first; --explain adds what each column follows, the
+    communication per step and the notes. Each column follows one implementation: DDP;
     ZeroRedundancyOptimizer (zro, PyTorch's ZeRO-1); DeepSpeed's ZeRO-1 and ZeRO-2; FSDP grad-op
     (SHARD_GRAD_OP); ZeRO-3 (FSDP2, or DeepSpeed under bf16-master); HSDP. The working set,
     activations and totals are labelled estimates.
@@ -158,6 +181,7 @@ def calc(as_json: bool, display_unit: str, **values: Any) -> None:
     \b
     Examples:
       ddpfsdp calc --params 7B --gpus 8
+      ddpfsdp calc --params 7B --gpus 8 --explain
       ddpfsdp calc --params 7.5e9 --gpus 64 --precision bf16-master --optimizer adam
       ddpfsdp calc --model large --gpus 8 --batch-size 8 --checkpoint-activations
       ddpfsdp calc --params 70B --gpus 64 --group-size 8 --gpu-mem 80GB
@@ -183,7 +207,7 @@ def calc(as_json: bool, display_unit: str, **values: Any) -> None:
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
-    _render(result, display_unit)
+    _render(result, display_unit, explain)
     if section is not None:
         render_pipeline(section, result, display_unit)
     click.echo(_simulate_hint(options, result["inputs"]["precision"]))
@@ -204,10 +228,16 @@ def _check_values(params: str | None, model: str | None, gpu_mem: str, gpus: int
     if params is not None and model is not None:
         raise click.UsageError("give --params or --model, not both")
     try:
-        if params is not None:
-            parse_count(params)
+        count = parse_count(params) if params is not None else None
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--params") from None
+    low, high = PARAMS_RANGE
+    if count is not None and not low <= count <= high:
+        raise click.BadParameter(
+            f"{params} is {'fewer than 1K' if count < low else 'more than 100T'} parameters; "
+            "give a count from 1K to 100T (e.g. 7B, 70B, 1.3T)",
+            param_hint="--params",
+        )
     try:
         parse_bytes(gpu_mem)
     except ValueError as error:
@@ -270,18 +300,41 @@ def _simulate_hint(options: CalcOptions, precision: str) -> str:
     from ddpfsdp.demos.train.presets import GPT_SIZES
 
     params, gpus, group_size = options.params, options.gpus, options.group_size
-    if options.model is not None:
-        what = f"--model {options.model}"
-    elif params is not None and params.strip().upper() in GPT_SIZES:
-        what = f"--params {params.strip().upper()}"
-    else:
-        what = f"--params {{{','.join(GPT_SIZES)}}}"
     world = max(gpus, 2)
+    named = f"--params {params.strip().upper()}" if params is not None and params.strip().upper() in GPT_SIZES else None
+    nearest = None
+    if options.model is None and named is None:  # the named size nearest the count, on a log scale
+        count = parse_count(params)
+        nearest = min(GPT_SIZES, key=lambda size: abs(math.log(parse_count(size) / count)))
+    what = f"--model {options.model}" if options.model is not None else named or f"--params {nearest}"
     hybrid = f" --sharding hybrid --replicas {gpus // group_size}" if group_size and 1 < group_size < gpus else ""
     hybrid += f" --tp {options.tp}" if options.tp else ""
     precise = f" --precision {precision}" if precision in ("fp32", "bf16-mixed", "bf16") else ""
-    return (f"Measure it: `ddpfsdp demo fsdp --simulate --world {world} {what}{precise}{hybrid}` runs the real "
-            f"FSDP code on fake tensors over a fake process group of {world} ranks (ddp, zero1 and compare too).")
+    args = f"--simulate --world {world} {what}{precise}{hybrid}"
+    refusal = _simulation_refusal(args.split())
+    if refusal:
+        return f"No simulated run of this configuration: `ddpfsdp demo fsdp {args}` would be refused ({refusal})."
+    sizes = "" if nearest is None else (
+        f" It simulates a named size ({', '.join(GPT_SIZES)}) or a preset, not a bare count: {nearest} is the "
+        f"nearest to {params}.")
+    return (f"Measure it: `ddpfsdp demo fsdp {args}` runs the real FSDP code on fake tensors over a fake "
+            f"process group of {world} ranks (ddp, zero1 and compare too).{sizes}")
+
+
+def _simulation_refusal(args: list[str]) -> str | None:
+    """What `ddpfsdp demo fsdp ARGS` would refuse before it starts, checked as that command checks it."""
+    from ddpfsdp.demos import registry
+    from ddpfsdp.demos.worker import load
+    from ddpfsdp.quiz.commands.demo import LAUNCH_PARAMS, DemoGroup
+
+    command = DemoGroup().get_command(click.Context(click.Group()), "fsdp")
+    try:
+        with command.make_context("fsdp", list(args)) as ctx:
+            options = {name: value for name, value in ctx.params.items() if name not in LAUNCH_PARAMS}
+            load(registry.get("fsdp").validate)(options, None)
+    except click.UsageError as error:
+        return error.message
+    return None
 
 
 # Column headers: a short title and what it shards, each at most 9 characters so four columns fit 80.
@@ -313,7 +366,7 @@ def _divisors(number: int) -> list[int]:
     return [d for d in range(1, number + 1) if number % d == 0][:8]
 
 
-def _render(result: dict, unit: str) -> None:
+def _render(result: dict, unit: str, explain: bool) -> None:
     from rich.console import Console
 
     from ddpfsdp.demos.units import format_bytes, format_count
@@ -354,8 +407,12 @@ def _render(result: dict, unit: str) -> None:
         console.print("DeepSpeed options: " + "; ".join(
             f"{row['title']}: {row['deepspeed_options']}" for row in strategies.values()), highlight=False)
     if inputs["model"] is None:
-        two_d = " (the 2-D column's come from the named size's shape)" if strategies.get("2d", {}).get("activation_bytes") else ""
+        shaped = strategies.get("2d", {}).get("shape_activation_bytes")
+        two_d = (f" (the 2-D column's, from the named size's shape, would add {size(shaped)})" if shaped else "")
         console.print(f"[dim]fits: model state + working set only; activations need --model{two_d}[/]")
+    if not explain:
+        console.print("[dim]--explain adds what each column follows, the traffic per step and the notes.[/]")
+        return
     console.print(_implementation_table(strategies, inputs["precision"]))
     console.print(_comm_table(strategies, unit, size, inputs))
     console.print("[dim]calls: ? = set by how the implementation fills its buckets[/]")

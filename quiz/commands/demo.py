@@ -102,6 +102,8 @@ def _save(demo: registry.Demo, args: list[str], result: dict[str, Any], console)
         from ddpfsdp.quiz.store import Store
 
         with Store.open() as store:
+            if store.warning:
+                console.print(f"[yellow]warning:[/] {store.warning}")
             store.save_demo_result(demo.name, args, result)
     except Exception as exc:  # noqa: BLE001 - the result on screen matters more than the copy on disk
         console.print(f"[yellow]warning:[/] the result was not saved to the progress store: {exc}")
@@ -202,11 +204,10 @@ def _follow(demo: registry.Demo, run: Any, status, *, quiet: bool, err) -> None:
     except KeyboardInterrupt:
         run.cancel()
         left = run.leftover_pids()
-        err.print(
-            f"Cancelled: all {run.placement.world_size} ranks stopped."
-            if not left
-            else f"Cancelled, but processes {left} are still alive."
-        )
+        # A simulated world is one process, whatever --world says.
+        stopped = ("the simulation's one process stopped" if run.placement.device == "fake"
+                   else f"all {run.placement.world_size} ranks stopped")
+        err.print(f"Cancelled: {stopped}." if not left else f"Cancelled, but processes {left} are still alive.")
         sys.exit(130)
 
 

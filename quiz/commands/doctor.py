@@ -19,12 +19,16 @@ def doctor(as_json: bool) -> None:
     from rich.table import Table
 
     from ddpfsdp.demos.launch.hardware import detect
-    from ddpfsdp.quiz.paths import data_dir
+    from ddpfsdp.quiz.paths import DataDirError, data_dir, location
 
     hardware = detect()
-    home = data_dir()
+    # A data directory that cannot be used is one of the findings: every other command stops on it.
+    try:
+        home, problem = data_dir(), None
+    except DataDirError as error:
+        home, problem = location()[0], str(error)
     if as_json:
-        report = hardware.to_dict() | {"data_dir": str(home)}
+        report = hardware.to_dict() | {"data_dir": str(home), "data_dir_problem": problem}
         click.echo(json.dumps(report, indent=2))
         return
 
@@ -49,7 +53,7 @@ def doctor(as_json: bool) -> None:
         "RAM", f"{_gib(hardware.ram_total_bytes)} total, {_gib(hardware.ram_available_bytes)} available"
     )
     table.add_row("python", f"{hardware.python} on {hardware.platform}")
-    table.add_row("data directory", str(home))
+    table.add_row("data directory", str(home) if problem is None else f"[red]cannot be used:[/] {problem}")
     table.add_row("demos use", hardware.default_launch.describe() + " by default")
     table.add_row("training demos", "need 2 ranks: " + "; or ".join(hardware.data_parallel_commands))
     Console().print(table)

@@ -15,7 +15,7 @@ def progress(as_json: bool) -> None:
 
     Each drill kind and each kind of interview step you have tried counts as one more card of its
     topic (`ddpfsdp drill`, `ddpfsdp interview`). Readiness is half FSRS mastery, half your recent
-    mock-interview and interview scores.
+    mock-interview and interview scores, each in proportion to the answers behind it until there are 5.
     """
     from ddpfsdp.quiz import readiness, scheduler
     from ddpfsdp.quiz.loader import BankError, load_bank

@@ -47,7 +47,8 @@ def _split(text: str, step: Step) -> tuple[float, str]:
     match = _NUMBER.match(text)
     if not match:
         raise QuantityError(f"{text.strip()!r} is not a number; {hint(step)}")
-    return float(match.group(1).replace("_", "").replace(",", "")), match.group(2)
+    number = grading.finite(float(match.group(1).replace("_", "").replace(",", "")), text, hint(step))
+    return number, match.group(2)
 
 
 def read(step: Step, text: str) -> float:

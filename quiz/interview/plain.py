@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 from rich.prompt import Prompt
 from rich.rule import Rule
+from rich.text import Text
 
 from ddpfsdp.quiz.grading import SELF_GRADES, Grade, QuantityError
 from ddpfsdp.quiz.interview import answers, debrief, render
@@ -48,8 +49,8 @@ def _show(console: Console, step: Step, grade: Grade) -> None:
     mark = "✔" if grade.correct else "✘"
     console.print(f"[{style}]{mark} {grade.verdict}[/]", highlight=False)
     if step.working:
-        console.print("[bold]Working:[/] ", end="")
-        console.print(step.working, markup=False, highlight=False)
+        # One Text, so rich wraps the label and the working together, at spaces, to the console's width.
+        console.print(Text.assemble(("Working:", "bold"), " ", step.working), highlight=False)
 
 
 def run_interview_plain(

@@ -18,7 +18,9 @@ class EvidenceScreen(Screen):
     CSS_PATH = "pages.tcss"
     BINDINGS = [
         Binding("r", "run_demo", "Run demo"),
-        Binding("escape", "escape", "Cancel demo / Back"),
+        # One key, named for what it does now: the footer says "Cancel demo" only while one runs.
+        Binding("escape", "cancel_demo", "Cancel demo"),
+        Binding("escape", "escape", "Back"),
         Binding("?", "app.help", "Help"),
     ]
 
@@ -35,6 +37,20 @@ class EvidenceScreen(Screen):
 
     def action_run_demo(self) -> None:
         self.query_one(EvidencePanel).start()
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("cancel_demo", "escape"):
+            running = any(panel.running for panel in self.query(EvidencePanel))
+            return running if action == "cancel_demo" else not running
+        return True
+
+    def on_demo_finished(self) -> None:
+        self.refresh_bindings()
+
+    def action_cancel_demo(self) -> None:
+        self.query_one(EvidencePanel).cancel()
+        self.refresh_bindings()
 
     def action_escape(self) -> None:
         if not self.query_one(EvidencePanel).cancel():

@@ -33,7 +33,9 @@ class FeedbackScreen(Screen):
         Binding("n", "next", "Next"),
         Binding("d", "show_evidence", "Evidence"),
         Binding("r", "run_demo", "Run demo", show=False),
-        Binding("escape", "escape", "Cancel demo / Home"),
+        # One key, named for what it does now: the footer says "Cancel demo" only while one runs.
+        Binding("escape", "cancel_demo", "Cancel demo"),
+        Binding("escape", "escape", "Home"),
         Binding("?", "app.help", "Help"),
         *(Binding(str(i), f"self_grade({i})", show=False) for i in range(1, 5)),
     ]
@@ -197,6 +199,7 @@ class FeedbackScreen(Screen):
     # --- actions ------------------------------------------------------------------------------------
 
     def on_demo_finished(self, message: DemoFinished) -> None:
+        self.refresh_bindings()
         if self.question.kind == "numeric" and message.result is not None:
             self._update_predict_measure(message.result)
 
@@ -228,10 +231,21 @@ class FeedbackScreen(Screen):
         if panels:
             panels.first().scroll_visible(top=True)
             panels.first().start()
+        self.refresh_bindings()
 
     def _cancel_demo(self) -> bool:
         panels = self.query("#evidence")
         return bool(panels) and panels.first().cancel()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("cancel_demo", "escape"):
+            running = any(panel.running for panel in self.query("#evidence"))
+            return running if action == "cancel_demo" else not running
+        return True
+
+    def action_cancel_demo(self) -> None:
+        self._cancel_demo()
+        self.refresh_bindings()
 
     def action_escape(self) -> None:
         if self._cancel_demo():

@@ -77,7 +77,9 @@ class InterviewScreen(Screen):
             yield Static(self.scenario.setup.summary(), id="interview-summary")
             yield Static(id="interview-change")
             with TargetScroll(id="interview-body"):
-                job = f"The job (seed {self.scenario.seed}): {self.scenario.title}"
+                # The header names the family; the model and the cluster fit an 80-column title after it.
+                what = self.scenario.title.removeprefix(f"{FAMILIES[self.scenario.family].title}: ")
+                job = f"The job (seed {self.scenario.seed}): {what}"
                 with Collapsible(title=job, collapsed=self.index > 0, id="interview-job"):
                     yield Static(Markdown(self.scenario.setup.describe()), id="interview-setup")
                 yield Static(id="interview-title")

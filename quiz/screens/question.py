@@ -44,6 +44,8 @@ class QuestionScreen(Screen):
         # n is a letter in a text box; ctrl+n skips from there too.
         Binding("ctrl+n", "skip", "Skip", show=False, priority=True),
         Binding("d", "evidence", "Evidence"),
+        # d is a letter in a text box; ctrl+o opens the evidence from there (the footer shows whichever works).
+        Binding("ctrl+o", "evidence_from_text", "Evidence", priority=True),
         Binding("escape", "leave", "Home"),
         Binding("?", "app.help", "Help"),
         *(Binding(str(i), f"digit({i})", show=False) for i in range(1, 10)),
@@ -81,7 +83,7 @@ class QuestionScreen(Screen):
     def _hint(self) -> str:
         """The keys for this kind, short enough for one line at 80 columns."""
         q = self.question
-        evidence = " · d evidence" if q.demo else ""
+        evidence = (f" · {'ctrl+o' if self._typed else 'd'} evidence") if q.demo else ""
         count = len(self.display_choices)
         if q.kind == "single":
             return f"1–{count} choose · Enter submit{evidence} · ? help"
@@ -149,6 +151,21 @@ class QuestionScreen(Screen):
 
     def action_skip(self) -> None:
         self.app.next_question()
+
+    @property
+    def _typed(self) -> bool:
+        """Whether the answer is a text box, where letters are typed rather than pressed as keys."""
+        return self.question.kind not in ("single", "multi", "order")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "evidence":
+            return not self._typed
+        if action == "evidence_from_text":
+            return self._typed
+        return True
+
+    def action_evidence_from_text(self) -> None:
+        self.action_evidence()
 
     def action_evidence(self) -> None:
         if self.question.demo is None:

@@ -45,6 +45,7 @@ class Room(Widget, can_focus=False):
         # not laid out yet, would be lost with no Resize to set it again.
         if scroll.outer_size.height > self.MIN_ROWS:
             scroll.styles.max_height = self.MIN_ROWS
+        scroll.styles.min_height = None
 
     def on_resize(self, event: Resize) -> None:
         scroll = self.screen.query_one(self.scroll)
@@ -55,3 +56,8 @@ class Room(Widget, can_focus=False):
         if scroll.styles.max_height is None or scroll.styles.max_height.value != rows:
             scroll.styles.max_height = rows
             self.post_message(self.Grown(self, rows))
+        # `height: auto` can come out a row short of what the content needs (an open Collapsible first in
+        # the scroll), leaving the question cut with a scrollbar above empty rows: give it those rows.
+        needed = scroll.virtual_size.height + scroll.gutter.height
+        if left > 0 and scroll.outer_size.height < min(needed, rows):
+            scroll.styles.min_height = min(needed, rows)
