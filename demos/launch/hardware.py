@@ -8,20 +8,9 @@ from __future__ import annotations
 
 import os
 import platform
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 DEFAULT_CPU_PROCS = 2
-
-
-def option_value(args: Sequence[str], name: str) -> str | None:
-    """The value of `name` given as `name VALUE` or `name=VALUE`; None when it is not given."""
-    for index, arg in enumerate(args):
-        if arg == name and index + 1 < len(args):
-            return args[index + 1]
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-    return None
 
 
 def torch_gpu_build() -> str | None:
@@ -59,11 +48,10 @@ def gpu_build_in_version_file(text: str) -> str | None:
     return found[0] if found else None
 
 
-def default_cpu_procs(args: Sequence[str] = ()) -> int:
+def default_cpu_procs(tp: int | None = None) -> int:
     """CPU processes a demo gets when no --procs is given: DEFAULT_CPU_PROCS, or for a 2-D run
     (`--tp N`) two data-parallel groups of N, the smallest world it runs on."""
-    tp = option_value(args, "--tp")
-    return max(DEFAULT_CPU_PROCS, 2 * int(tp)) if tp is not None and tp.isdigit() else DEFAULT_CPU_PROCS
+    return max(DEFAULT_CPU_PROCS, 2 * tp) if tp else DEFAULT_CPU_PROCS
 
 
 @dataclass(frozen=True)

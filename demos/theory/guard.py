@@ -17,7 +17,7 @@ import json
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 import click
 
@@ -27,7 +27,7 @@ from ddpfsdp.demos.theory.precision import precision_for
 from ddpfsdp.demos.theory.run import theory_for_run
 from ddpfsdp.demos.train import presets
 from ddpfsdp.demos.train.options import validate
-from ddpfsdp.demos.train.spec import TRAINING_DEMOS, RunSpec, command_flags, demo_runs
+from ddpfsdp.demos.train.spec import TRAINING_DEMOS, RunSpec, command_flags, option_fields
 from ddpfsdp.demos.units import format_bytes
 
 SAFETY_MARGIN = 0.10
@@ -120,12 +120,18 @@ def _run_theory(run: RunSpec, shape: Any, world_size: int) -> tuple[dict[str, An
     return theory, activations
 
 
-def estimate_rank_bytes(demo: str, options: dict[str, Any], *, device: str, world_size: int) -> dict[str, Any]:
-    """The per-rank estimate for a training demo's options: {"total_bytes", "parts", "model", ...}.
+def _spec(demo: str, spec: RunSpec | Mapping[str, Any]) -> RunSpec:
+    return spec if isinstance(spec, RunSpec) else RunSpec.for_demo(demo, spec)
+
+
+def estimate_rank_bytes(demo: str, spec: RunSpec | Mapping[str, Any], *, device: str,
+                        world_size: int) -> dict[str, Any]:
+    """The per-rank estimate for a training demo's spec (or the options that make it): {"total_bytes",
+    "parts", "model", ...}.
 
     Options left out take RunSpec's defaults. Raises ValueError for options RunSpec does not allow.
     """
-    runs = [run.resolved(device) for run in demo_runs(demo, options)]
+    runs = _spec(demo, spec).resolved(device).runs(demo)
     first = runs[0]  # compare's runs differ in strategy only
     shape = presets.shape_for(first.arch, first.model, **first.overrides)
     overhead = PROCESS_OVERHEAD_BYTES["cpu" if device == "cpu" else "cuda"]
@@ -219,10 +225,11 @@ def _candidates(demo: str, run: RunSpec, device: str, world_size: int):
             yield target, {"model": smaller, **sharded, **checkpoint, "batch_size": 1}, world_size
 
 
-def _suggest(demo: str, options: dict[str, Any], device: str, world_size: int,
+def _suggest(demo: str, spec: RunSpec, device: str, world_size: int,
              available: int) -> tuple[str | None, int | None]:
     launch_flag = "--procs" if device == "cpu" else "--gpus"
-    run = demo_runs(demo, options)[0].resolved(device)
+    run = spec.resolved(device)
+    options = {item.name: getattr(spec, item.name) for item in option_fields(demo)}
     for target, changed, ranks in _candidates(demo, run, device, world_size):
         trial = {**options, **changed}
         if target == "fsdp" and demo == "ddp":
@@ -243,7 +250,7 @@ def _suggest(demo: str, options: dict[str, Any], device: str, world_size: int,
 
 def check_launch(
     demo: str,
-    options: dict[str, Any],
+    spec: RunSpec | Mapping[str, Any],
     *,
     device: str,
     world_size: int,
@@ -261,7 +268,8 @@ def check_launch(
         return Verdict(True, None, None, f"{demo}: a concept demo on a small model; no memory estimate needed.")
     device = "cpu" if device == "cpu" else "cuda"
     try:
-        estimate = estimate_rank_bytes(demo, options, device=device, world_size=world_size)
+        spec = _spec(demo, spec)
+        estimate = estimate_rank_bytes(demo, spec, device=device, world_size=world_size)
     except (ValueError, TypeError, AttributeError) as error:
         return Verdict(
             True, None, None,
@@ -297,7 +305,7 @@ def check_launch(
             f"{described}; fits in {format_bytes(usable, 'GiB')} usable of {format_bytes(available, 'GiB')} {where}.",
             forced=force, breakdown=estimate["parts"],
         )
-    suggestion, suggested_bytes = _suggest(demo, options, device, world_size, available)
+    suggestion, suggested_bytes = _suggest(demo, spec, device, world_size, available)
     advice = (
         f" Try: {suggestion} (estimate {format_bytes(suggested_bytes, 'GiB')} per rank)."
         if suggestion

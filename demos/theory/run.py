@@ -10,37 +10,16 @@ from ddpfsdp.demos.collectives import wire_factor
 from ddpfsdp.demos.theory.comm import op_figures, step_comm, total_wire_bytes
 from ddpfsdp.demos.theory.implementations import implementation
 from ddpfsdp.demos.theory.precision import Precision, check_optimizer, precision_for
+from ddpfsdp.demos.theory.sharding import canonical_sharding
 from ddpfsdp.demos.theory.state import model_state
 from ddpfsdp.demos.theory.working_set import working_set
 from ddpfsdp.demos.units import format_bytes
-
-FSDP_SHARDING_ALIASES: dict[str, str] = {
-    "full": "full",
-    "full_shard": "full",
-    "grad-op": "grad-op",
-    "shard_grad_op": "grad-op",
-    "hybrid": "hybrid",
-    "hybrid_shard": "hybrid",
-    "no-shard": "no-shard",
-    "no_shard": "no-shard",
-}
-
 
 class _Plan(NamedTuple):
     """How a run maps onto the model: the strategy it is, and its collectives per step."""
 
     name: str
     comm: dict[str, dict[str, int | None]]
-
-
-def _fsdp_sharding(name: str | None) -> str:
-    key = (name or "full").strip().lower()
-    if key not in FSDP_SHARDING_ALIASES:
-        raise ValueError(
-            f"unknown sharding {name!r}; choose one of full, grad-op, hybrid "
-            "(or FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD)"
-        )
-    return FSDP_SHARDING_ALIASES[key]
 
 
 def theory_for_run(
@@ -87,7 +66,7 @@ def theory_for_run(
     elif strategy == "zero1":
         plan = _zero1(params, world, spec, buffer_bytes, notes)
     elif strategy == "fsdp":
-        plan = _fsdp(_fsdp_sharding(sharding), params, world, spec, replicas, units, notes)
+        plan = _fsdp(canonical_sharding(sharding or "full"), params, world, spec, replicas, units, notes)
     else:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of ddp, zero1, fsdp")
     group_size = world // int(replicas or 2) if plan.name == "hsdp" else None

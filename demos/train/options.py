@@ -6,16 +6,17 @@ DDP_OPTIONS, FSDP_OPTIONS and COMPARE_OPTIONS are click parameters made from Run
 (`train.spec`): flag, type, default, choices, bounds and help come from there, so the CLI, the
 worker and the launch guard parse a demo's options the same way, with one default each. Click
 refuses a value of the wrong type, outside an option's choices or below its bound while it parses.
-`validate_*` then relate the options to each other: given no world size (the CLI calls them so
-before it places the run, which imports torch), everything the world size does not decide; given
-one, that too. Only click is imported here, never torch.
+`validate_*` then relate the options of a run's spec (`RunSpec.for_demo`) to each other: given no
+world size (the CLI calls them so before it places the run, which imports torch), everything the
+world size does not decide; given one, that too. They read the spec they are given and build none.
+Only click is imported here, never torch.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import Field
-from typing import Any
+from typing import Any, Mapping
 
 import click
 
@@ -25,7 +26,6 @@ from ddpfsdp.demos.train.spec import (
     MEASURED_STEPS,
     MIN_TIMED_STEPS,
     RunSpec,
-    demo_runs,
     flag_name,
     min_steps,
     option_fields,
@@ -82,16 +82,19 @@ def _usage(message: str) -> click.UsageError:
     return click.UsageError(message)
 
 
-def _runs(demo: str, options: dict[str, Any]) -> list[RunSpec]:
+def spec_of(demo: str, spec: RunSpec | Mapping[str, Any]) -> RunSpec:
+    """The demo's spec: the one given, or the one its options make (a bad value is a usage error)."""
+    if isinstance(spec, RunSpec):
+        return spec
     try:
-        return demo_runs(demo, options)
+        return RunSpec.for_demo(demo, spec)
     except ValueError as exc:
         raise _usage(str(exc)) from None
 
 
-def validate_simulated(demo: str, options: dict[str, Any]) -> None:
+def validate_simulated(demo: str, spec: RunSpec | Mapping[str, Any]) -> None:
     """Refuse, with what to try, what the fake run cannot handle (no torch: the CLI checks first)."""
-    run = _runs(demo, options)[0]
+    run = spec_of(demo, spec)
     world = run.world
     if world is None or world < 2:
         raise _usage(f"--simulate needs --world N, the ranks to simulate, at least 2 (e.g. --world 64); got {world}")
@@ -144,17 +147,17 @@ def _check_replica_fits(demo: str, run: RunSpec, params: int) -> None:
         )
 
 
-def validate(demo: str, options: dict[str, Any], world_size: int | None = None, device: str | None = None) -> None:
+def validate(demo: str, spec: RunSpec | Mapping[str, Any], world_size: int | None = None,
+             device: str | None = None) -> None:
     """Refuse a bad combination of a training demo's options with a message that says what to change.
 
     `world_size` and `device` ("cpu" or "cuda"): where the run is placed; None checks everything the
     placement does not decide (a simulated run's world is its own --world, known before placement;
     without --model the model is the device's default).
     """
-    runs = _runs(demo, options)
-    run = runs[0]
+    run = spec_of(demo, spec)
     if run.simulate:
-        validate_simulated(demo, options)
+        validate_simulated(demo, run)
     else:
         given = [f"--{flag_name(item.name)}" for item in option_fields()
                  if item.metadata["flag"].simulate_only and getattr(run, item.name) is not None]
@@ -166,7 +169,7 @@ def validate(demo: str, options: dict[str, Any], world_size: int | None = None, 
     _check_steps(run)
     _check_shape(run)
     _check_trace(run)
-    for each in runs:
+    for each in run.runs(demo):
         _check_fsdp(each, world)
     _check_tp(run, world, device)
 
@@ -185,7 +188,7 @@ def _check_shape(run: RunSpec) -> None:
     """The model with its overrides exists: the one named, or the default of either device."""
     try:
         for device_type in ("cpu", "cuda"):
-            presets.shape_for(run.arch, run.resolved(device_type).model, **run.overrides)
+            presets.shape_for(run.arch, run.model_for(device_type), **run.overrides)
     except ValueError as exc:
         raise _usage(f"{exc} (check --arch, --model and the overrides)") from None
 
@@ -239,7 +242,7 @@ def _check_tp(run: RunSpec, world: int | None, device: str | None) -> None:
     if run.simulate:
         shape = run.simulated_model()[3]
     elif run.model or device:
-        shape = presets.shape_for(run.arch, run.resolved(device or "cpu").model, **run.overrides)
+        shape = presets.shape_for(run.arch, run.model_for(device or "cpu"), **run.overrides)
     else:
         shape = None  # the device's default model, checked once the run is placed
     try:
@@ -248,17 +251,18 @@ def _check_tp(run: RunSpec, world: int | None, device: str | None) -> None:
         raise _usage(str(exc)) from None
 
 
-def validate_ddp(options: dict[str, Any], world_size: int | None = None, device: str | None = None) -> None:
-    validate("ddp", options, world_size, device)
+def validate_ddp(spec: RunSpec | Mapping[str, Any], world_size: int | None = None, device: str | None = None) -> None:
+    validate("ddp", spec, world_size, device)
 
 
-def validate_zero1(options: dict[str, Any], world_size: int | None = None, device: str | None = None) -> None:
-    validate("zero1", options, world_size, device)
+def validate_zero1(spec: RunSpec | Mapping[str, Any], world_size: int | None = None, device: str | None = None) -> None:
+    validate("zero1", spec, world_size, device)
 
 
-def validate_fsdp(options: dict[str, Any], world_size: int | None = None, device: str | None = None) -> None:
-    validate("fsdp", options, world_size, device)
+def validate_fsdp(spec: RunSpec | Mapping[str, Any], world_size: int | None = None, device: str | None = None) -> None:
+    validate("fsdp", spec, world_size, device)
 
 
-def validate_compare(options: dict[str, Any], world_size: int | None = None, device: str | None = None) -> None:
-    validate("compare", options, world_size, device)
+def validate_compare(spec: RunSpec | Mapping[str, Any], world_size: int | None = None,
+                     device: str | None = None) -> None:
+    validate("compare", spec, world_size, device)

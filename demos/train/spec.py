@@ -1,7 +1,12 @@
 """What one training run is: every option of the `ddp`, `zero1`, `fsdp` and `compare` demos, typed, with
 its default and its allowed values, each stated once.
 
-    run = RunSpec.from_options({"precision": "bf16-mixed"}, "fsdp").resolved("cpu")
+    spec = RunSpec.for_demo("fsdp", {"precision": "bf16-mixed"}).resolved("cpu")
+
+A process builds its spec once: the CLI from the options click parsed, a rank from the JSON the
+launcher hands it (`to_json`/`from_json`), a bare `torchrun` rank from its own command line. The
+checks, the guard, the store's key and the training read that one value (`resolved` gives it back
+unchanged once the device has filled it in).
 
 Everything reads this: the command line (`train.options` builds each click option from a field here:
 flag, type, default, choices, bounds and help), the checks of those options, the launch guard
@@ -18,17 +23,16 @@ result's config reports it (unless `reported=False`). Only what relates it to ot
 
 from __future__ import annotations
 
+import json
 import shlex
 from dataclasses import Field, dataclass, field, fields, replace
 from typing import Any, Mapping, Sequence
 
+from ddpfsdp.demos.theory.sharding import canonical_sharding
 from ddpfsdp.demos.train import presets
 
 ARCHS = ("gpt", "vit", "resnet")
 STRATEGIES = ("ddp", "zero1", "fsdp")
-# Canonical sharding names; FSDP1's (FULL_SHARD, ...) and any case are accepted for them.
-SHARDINGS = ("full", "grad-op", "hybrid", "no-shard")
-FSDP1_SHARDINGS = {"FULL_SHARD": "full", "SHARD_GRAD_OP": "grad-op", "HYBRID_SHARD": "hybrid", "NO_SHARD": "no-shard"}
 # What --sharding offers (no-shard is DDP by another name; the concept demos use it, the CLI does not).
 SHARDING_FLAGS = ("full", "grad-op", "hybrid", "FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD")
 WRAPS = ("block", "layer", "model")
@@ -58,16 +62,6 @@ MAX_SIMULATED_WORLD = 65536
 
 def min_steps(warmup: int) -> int:
     return max(warmup, MIN_WARMUP_STEPS) + MIN_TIMED_STEPS + MEASURED_STEPS
-
-
-def canonical_sharding(name: str) -> str:
-    """full | grad-op | hybrid | no-shard, from those names or FSDP1's (FULL_SHARD, ...), in any case."""
-    key = str(name).strip().lower().replace("_", "-")
-    aliases = {fsdp1.lower().replace("_", "-"): ours for fsdp1, ours in FSDP1_SHARDINGS.items()}
-    key = aliases.get(key, key)
-    if key not in SHARDINGS:
-        raise ValueError(f"unknown sharding {name!r}; choose one of {', '.join([*SHARDINGS, *FSDP1_SHARDINGS])}")
-    return key
 
 
 @dataclass(frozen=True)
@@ -207,11 +201,49 @@ class RunSpec:
             given["sharding"] = sharding
         return cls(strategy=strategy, **given)
 
+    @classmethod
+    def for_demo(cls, demo: str, options: Mapping[str, Any]) -> RunSpec:
+        """The one spec of a training demo's options; compare's trains with DDP first (`runs` gives its
+        four). Raises ValueError as `from_options` does, and for a demo that does not train."""
+        if demo not in TRAINING_DEMOS:
+            raise ValueError(f"{demo!r} is not a training demo; those are {', '.join(TRAINING_DEMOS)}")
+        return cls.from_options(options, COMPARE_RUNS[0][1] if demo == "compare" else demo)
+
+    def runs(self, demo: str) -> list[RunSpec]:
+        """The runs a training demo trains with this spec: itself, or compare's four in turn."""
+        if demo != "compare":
+            return [self]
+        return [self if (strategy, sharding) == (self.strategy, self.sharding)
+                else replace(self, strategy=strategy, sharding=sharding) for _, strategy, sharding in COMPARE_RUNS]
+
+    def model_for(self, device_type: str) -> str:
+        """The preset the run trains on this device: --model, else the device's default."""
+        return self.model or presets.default_preset(self.arch, "cpu" if device_type == "cpu" else "cuda")
+
     def resolved(self, device_type: str) -> RunSpec:
-        """The model and the step count left to the device ("cpu", or "cuda" for any accelerator)."""
+        """The model and the step count left to the device ("cpu", or "cuda" for any accelerator);
+        the spec itself when both are given."""
+        if self.model is not None and self.steps is not None:
+            return self
         kind = "cpu" if device_type == "cpu" else "cuda"
         steps = self.steps if self.steps is not None else max(DEFAULT_STEPS[kind], min_steps(self.warmup))
-        return replace(self, model=self.model or presets.default_preset(self.arch, kind), steps=steps)
+        return replace(self, model=self.model_for(kind), steps=steps)
+
+    def to_json(self) -> str:
+        """The spec as JSON, every field by name: what the launcher hands each rank."""
+        return json.dumps({item.name: getattr(self, item.name) for item in fields(self)})
+
+    @classmethod
+    def from_json(cls, text: str) -> RunSpec:
+        """The spec `to_json` wrote, checked again as any spec is when it is built."""
+        return cls(**json.loads(text))
+
+    def key(self, demo: str) -> dict[str, Any]:
+        """What identifies the run among a demo's saved results: every option that demo takes whose value
+        is not its default (canonical: FSDP1's sharding names read as ours, numbers as numbers). A file
+        to write (--trace) changes nothing measured, so it is not part of it."""
+        return {item.name: getattr(self, item.name) for item in option_fields(demo)
+                if not item.metadata["flag"].path and getattr(self, item.name) != DEFAULTS[item.name]}
 
     @property
     def overrides(self) -> dict[str, int]:
@@ -261,9 +293,7 @@ def option_fields(demo: str | None = None) -> list[Field]:
 
 def demo_runs(demo: str, options: Mapping[str, Any]) -> list[RunSpec]:
     """The runs a training demo trains from its options: one, or compare's four in turn."""
-    if demo == "compare":
-        return [RunSpec.from_options(options, strategy, sharding) for _, strategy, sharding in COMPARE_RUNS]
-    return [RunSpec.from_options(options, demo)]
+    return RunSpec.for_demo(demo, options).runs(demo)
 
 
 def command_flags(demo: str, options: Mapping[str, Any], first: Sequence[str] = ()) -> list[str]:
