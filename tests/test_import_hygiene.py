@@ -67,7 +67,7 @@ PATHS: dict[str, tuple[str, tuple[str, ...]]] = {
         "estimate(model='base', gpus=8)\n",
         TORCH_TEXTUAL_NUMPY),
     "the launch guard's verdict": (
-        "from ddpfsdp.demos.theory import guard\n"
+        "from ddpfsdp.demos.launch import guard\n"
         "guard.check_launch('ddp', {'model': 'base', 'batch_size': 8}, device='cuda', world_size=2, force=False,\n"
         "                   available_bytes=2**34)\n",
         TORCH),

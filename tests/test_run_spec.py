@@ -9,7 +9,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from ddpfsdp.demos.theory import guard
+from ddpfsdp.demos.launch import guard
 from ddpfsdp.demos.train import options as cli_options
 from ddpfsdp.demos.train.spec import DEFAULTS, RunSpec, command_flags, demo_runs, option_fields
 

@@ -10,6 +10,8 @@ import os
 import platform
 from dataclasses import asdict, dataclass, field
 
+from ddpfsdp.demos.host import cpu_count, ram_bytes
+
 DEFAULT_CPU_PROCS = 2
 
 
@@ -115,29 +117,6 @@ def commands_for_ranks(demo: str, ranks: int, gpus: int) -> list[str]:
     processes always."""
     on_gpus = [f"ddpfsdp demo {demo} --gpus {ranks}"] if gpus >= ranks else []
     return [*on_gpus, f"ddpfsdp demo {demo} --procs {ranks}"]
-
-
-def cpu_count() -> int:
-    """Cores this process may run on (respects affinity and container limits where visible)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
-
-
-def ram_bytes() -> tuple[int | None, int | None]:
-    """(total, available) physical memory in bytes; None where the platform does not say."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            fields = dict(line.split(":", 1) for line in meminfo)
-        kib = lambda key: int(fields[key].split()[0]) * 1024  # noqa: E731
-        return kib("MemTotal"), kib("MemAvailable")
-    except (OSError, KeyError, ValueError):
-        pass
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), None
-    except (ValueError, OSError, AttributeError):
-        return None, None
 
 
 def detect() -> Hardware:

@@ -1,19 +1,19 @@
 """How a GPT decoder's parameters are laid out: its tensors in registration order, its FSDP units,
-and its largest module, from a preset's shape (`train.presets`) without building the model."""
+and its largest module, from a preset's shape (`demos.shapes`) without building the model."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ddpfsdp.demos.train.presets import GPTShape
+    from ddpfsdp.demos.shapes import GPTShape
 
 
 def gpt_shape_of(model: Any, seq_len: int | None = None, **overrides: int | None) -> GPTShape:
     """A GPT preset's shape by name (or a shape as given), with `seq_len` and `overrides` applied."""
-    from ddpfsdp.demos.train import presets
+    from ddpfsdp.demos import shapes
 
-    if isinstance(model, presets.GPTShape):
+    if isinstance(model, shapes.GPTShape):
         shape = model
         if seq_len is not None:
             from dataclasses import replace
@@ -21,9 +21,9 @@ def gpt_shape_of(model: Any, seq_len: int | None = None, **overrides: int | None
             shape = replace(shape, seq_len=seq_len)
         return shape
     name = str(model).strip().lower()
-    if name not in presets.GPT_PRESETS:
-        raise ValueError(f"unknown model {model!r}; choose a GPT preset: {', '.join(presets.GPT_PRESETS)}")
-    return presets.gpt_shape(name, seq_len=seq_len, **overrides)
+    if name not in shapes.GPT_PRESETS:
+        raise ValueError(f"unknown model {model!r}; choose a GPT preset: {', '.join(shapes.GPT_PRESETS)}")
+    return shapes.gpt_shape(name, seq_len=seq_len, **overrides)
 
 
 def gpt_unit_params(model: Any, seq_len: int | None = None, wrap: str = "block", **overrides: int | None) -> list[int]:
@@ -47,7 +47,7 @@ def gpt_unit_params(model: Any, seq_len: int | None = None, wrap: str = "block",
 
 
 def gpt_param_numels(layers: int, d_model: int, vocab: int, seq_len: int) -> list[int]:
-    """Elements of each parameter tensor of the GPT decoder in `presets`, in registration order.
+    """Elements of each parameter tensor of the GPT decoder in `demos.shapes`, in registration order.
 
     Token and position embeddings; per block: LayerNorm (weight, bias), qkv (weight, bias), output
     projection (weight, bias), LayerNorm, MLP up (weight, bias), MLP down (weight, bias); the final

@@ -16,7 +16,7 @@ from ddpfsdp.demos.train.spec import COMPARE_RUNS, OVERRIDE_NAMES, RunSpec
 
 def _shape(config: dict[str, Any], arch: str = "gpt") -> Any:
     """The model's shape as the run built it: its preset with the overrides it ran with."""
-    from ddpfsdp.demos.train.presets import GPT_SIZES, shape_for
+    from ddpfsdp.demos.shapes import GPT_SIZES, shape_for
 
     if str(config["model"]).upper() in GPT_SIZES:  # a simulated named size: its whole shape is in the config
         return shape_for("gpt", "base", **{k: config[k] for k in (*OVERRIDE_NAMES, "vocab") if k in config})
@@ -78,7 +78,7 @@ def _allowance(run: dict[str, Any], theory: dict[str, Any]) -> dict[str, int]:
 def activation_estimate(run: dict[str, Any]) -> int | None:
     """The analytic model's activation bytes for the run's model and micro-batch; None for a ResNet,
     whose activations the analytic model does not estimate."""
-    from ddpfsdp.demos.theory.guard import model_activation_bytes
+    from ddpfsdp.demos.theory.activations import model_activation_bytes
 
     config = run["config"]
     arch = config.get("arch", "gpt")

@@ -106,7 +106,7 @@ class _Trainer:
             largest_param_bytes,
             shard_row_bytes,
         )
-        from ddpfsdp.demos.train.presets import shape_for
+        from ddpfsdp.demos.shapes import shape_for
         from ddpfsdp.demos.train.strategies import prepare
 
         self.ctx, self.spec, self.progress = ctx, spec, progress

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 import click
 
-from ddpfsdp.demos.train import presets
+from ddpfsdp.demos import shapes
 from ddpfsdp.demos.train.spec import (
     MAX_SIMULATED_WORLD,
     MEASURED_STEPS,
@@ -112,8 +112,8 @@ def validate_simulated(demo: str, spec: RunSpec | Mapping[str, Any]) -> None:
                      "tensors do not have; simulate FSDP2 (--fsdp-api 2, the default)")
     if run.params and (run.model or run.arch != "gpt"):
         raise _usage("--params picks a GPT shape of that size; leave out --model and --arch, or give --model instead")
-    if run.params and run.params.strip().upper() not in presets.GPT_SIZES:
-        raise _usage(f"--params {run.params}: the simulated sizes are {', '.join(presets.GPT_SIZES)}; for "
+    if run.params and run.params.strip().upper() not in shapes.GPT_SIZES:
+        raise _usage(f"--params {run.params}: the simulated sizes are {', '.join(shapes.GPT_SIZES)}; for "
                      "another size give --model with --layers, --d-model and --heads")
     try:
         params = run.simulated_model()[3].params
@@ -188,7 +188,7 @@ def _check_shape(run: RunSpec) -> None:
     """The model with its overrides exists: the one named, or the default of either device."""
     try:
         for device_type in ("cpu", "cuda"):
-            presets.shape_for(run.arch, run.model_for(device_type), **run.overrides)
+            shapes.shape_for(run.arch, run.model_for(device_type), **run.overrides)
     except ValueError as exc:
         raise _usage(f"{exc} (check --arch, --model and the overrides)") from None
 
@@ -242,7 +242,7 @@ def _check_tp(run: RunSpec, world: int | None, device: str | None) -> None:
     if run.simulate:
         shape = run.simulated_model()[3]
     elif run.model or device:
-        shape = presets.shape_for(run.arch, run.model_for(device or "cpu"), **run.overrides)
+        shape = shapes.shape_for(run.arch, run.model_for(device or "cpu"), **run.overrides)
     else:
         shape = None  # the device's default model, checked once the run is placed
     try:

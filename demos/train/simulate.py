@@ -43,7 +43,7 @@ import torch.distributed as dist
 
 from ddpfsdp.demos.measure.breakdown import TORCH_CATEGORIES
 from ddpfsdp.demos.measure.memory import optimizer_state_tensors
-from ddpfsdp.demos.train.presets import describe_gpt_shape
+from ddpfsdp.demos.shapes import describe_gpt_shape
 from ddpfsdp.demos.train.spec import COMPARE_RUNS, RunSpec
 
 FAKE_DEVICE = torch.device("cpu")
@@ -594,7 +594,7 @@ def _environment() -> dict[str, Any]:
     import platform
     import socket
 
-    from ddpfsdp.demos.launch.hardware import cpu_count
+    from ddpfsdp.demos.host import cpu_count
 
     return {"torch": torch.__version__, "python": platform.python_version(), "device_names": [],
             "cpu_count": cpu_count(), "hostname": socket.gethostname(), "torch_threads": torch.get_num_threads()}

@@ -10,7 +10,7 @@ unchanged once the device has filled it in).
 
 Everything reads this: the command line (`train.options` builds each click option from a field here:
 flag, type, default, choices, bounds and help), the checks of those options, the launch guard
-(`theory.guard`), `strategies.prepare`, `compare`, the training loop and the simulation
+(`launch.guard`), `strategies.prepare`, `compare`, the training loop and the simulation
 (`train.simulate`). Torch-free and click-free, so the CLI can check a demo's options before any rank
 starts.
 
@@ -29,7 +29,7 @@ from dataclasses import Field, dataclass, field, fields, replace
 from typing import Any, Mapping, Sequence
 
 from ddpfsdp.demos.theory.sharding import canonical_sharding
-from ddpfsdp.demos.train import presets
+from ddpfsdp.demos import shapes
 
 ARCHS = ("gpt", "vit", "resnet")
 STRATEGIES = ("ddp", "zero1", "fsdp")
@@ -105,10 +105,10 @@ def flag_name(name: str) -> str:
 
 
 def _models_help() -> str:
-    names = "; ".join(f"{', '.join(presets.PRESETS[arch])} ({arch})" for arch in ARCHS)
+    names = "; ".join(f"{', '.join(shapes.PRESETS[arch])} ({arch})" for arch in ARCHS)
     pairs: dict[tuple[str, str], list[str]] = {}
     for arch in ARCHS:
-        pairs.setdefault((presets.default_preset(arch, "cpu"), presets.default_preset(arch, "cuda")), []).append(arch)
+        pairs.setdefault((shapes.default_preset(arch, "cpu"), shapes.default_preset(arch, "cuda")), []).append(arch)
     defaults = ", ".join(f"{cpu} / {gpu} ({', '.join(archs)})" for (cpu, gpu), archs in pairs.items())
     return f"Preset: {names}. Default on CPU / GPU: {defaults}."
 
@@ -171,7 +171,7 @@ class RunSpec:
                                    "process group, in one process, no GPU. Measures sharding, collectives and "
                                    "allocations, not time.", reported=False)
     world: int | None = option(None, "The number of ranks to simulate (e.g. 64).", **_SIMULATED)
-    params: str | None = option(None, f"A named GPT size instead of --model: {', '.join(presets.GPT_SIZES)}.",
+    params: str | None = option(None, f"A named GPT size instead of --model: {', '.join(shapes.GPT_SIZES)}.",
                                 **_SIMULATED)
     gpu_mem: str | None = option(None, "Memory of one GPU (80GB, 80GiB); ddp and zero1 refuse a replica that "
                                        "cannot fit in it.", **_SIMULATED)
@@ -218,7 +218,7 @@ class RunSpec:
 
     def model_for(self, device_type: str) -> str:
         """The preset the run trains on this device: --model, else the device's default."""
-        return self.model or presets.default_preset(self.arch, "cpu" if device_type == "cpu" else "cuda")
+        return self.model or shapes.default_preset(self.arch, "cpu" if device_type == "cpu" else "cuda")
 
     def resolved(self, device_type: str) -> RunSpec:
         """The model and the step count left to the device ("cpu", or "cuda" for any accelerator);
@@ -267,10 +267,10 @@ class RunSpec:
         Raises ValueError for a size or a shape that does not exist.
         """
         if self.params:
-            sized = {**vars(presets.sized_gpt_shape(self.params)), **self.overrides}
-            return "gpt", self.params.strip().upper(), sized, presets.shape_for("gpt", "base", **sized)
+            sized = {**vars(shapes.sized_gpt_shape(self.params)), **self.overrides}
+            return "gpt", self.params.strip().upper(), sized, shapes.shape_for("gpt", "base", **sized)
         model = self.model or SIMULATED_MODEL
-        return self.arch, model, self.overrides, presets.shape_for(self.arch, model, **self.overrides)
+        return self.arch, model, self.overrides, shapes.shape_for(self.arch, model, **self.overrides)
 
     def reported(self) -> dict[str, Any]:
         """What a result's config says of the run: the strategy and every reported option, the shape

@@ -93,7 +93,7 @@ def _guard(demo: registry.Demo, placement: Any, spec: Any, force: bool, out) -> 
     # A simulated run allocates nothing real, so there is nothing for the launch guard to estimate.
     if demo.kind != "training" or placement.device == "fake":
         return
-    from ddpfsdp.demos.theory.guard import check_launch
+    from ddpfsdp.demos.launch.guard import check_launch
 
     verdict = check_launch(demo.name, spec, device=placement.device, world_size=placement.world_size, force=force)
     if not verdict.proceed:

@@ -6,6 +6,8 @@ activations, plus a fixed runtime overhead per process. It is compared with free
 fit, the verdict names a configuration that would (FSDP full sharding, activation checkpointing,
 a smaller batch, more GPUs, a smaller model), and the caller refuses to launch unless forced.
 A demo's options are read as its RunSpec (`train.spec`): an option left out takes the run's default.
+It sits with the launch, not the theory: it reads the run's spec, the demos' own checks of a
+suggestion (`train.options`) and what the host has free.
 
 Pure Python at import; torch is imported only to ask CUDA what is free, and then in a child
 process, so the launcher never holds a CUDA context on the GPUs its ranks are about to use.
@@ -21,13 +23,13 @@ from typing import Any, Mapping
 
 import click
 
-from ddpfsdp.demos.theory.activations import gpt_activation_bytes, transformer_activation_bytes
+from ddpfsdp.demos.theory.activations import model_activation_bytes, resnet_activation_bytes
 from ddpfsdp.demos.theory.gpt_layout import gpt_unit_params
-from ddpfsdp.demos.theory.precision import precision_for
 from ddpfsdp.demos.theory.run import theory_for_run
-from ddpfsdp.demos.train import presets
+from ddpfsdp.demos import shapes
 from ddpfsdp.demos.train.options import validate
 from ddpfsdp.demos.train.spec import TRAINING_DEMOS, RunSpec, command_flags, option_fields
+from ddpfsdp.demos.registry import DATA_PARALLEL_MIN_RANKS
 from ddpfsdp.demos.units import format_bytes
 
 SAFETY_MARGIN = 0.10
@@ -57,39 +59,6 @@ class Verdict:
 # ----------------------------------------------------------------------------- the estimate
 
 
-def _resnet_activation_bytes(shape: Any, batch_size: int, precision: str) -> int:
-    """A rough count of what a ResNet saves for backward, per sample: per BasicBlock its input,
-    the two convolutions' outputs (BatchNorm inputs), the ReLU output and the block's output
-    (plus the shortcut's BatchNorm input where the shape changes); the stem's three tensors."""
-    element = precision_for(precision).compute_bytes
-    side = shape.image_size // (2 if shape.imagenet_stem else 1)
-    elements = shape.channels * shape.image_size**2 + 3 * shape.widths[0] * side**2
-    if shape.imagenet_stem:
-        side //= 2
-    for in_ch, out_ch, stride in shape.block_shapes():
-        in_side = side
-        side //= stride
-        tensors = 4 + (1 if stride != 1 or in_ch != out_ch else 0)
-        elements += in_ch * in_side**2 + tensors * out_ch * side**2
-    return batch_size * elements * element
-
-
-def model_activation_bytes(arch: str, shape: Any, batch_size: int, checkpoint_activations: bool,
-                           precision: str) -> int | None:
-    """The analytic model's activation bytes of one micro-batch of a GPT or ViT shape; None for
-    another architecture, whose activations the analytic model does not estimate."""
-    if arch == "gpt":
-        return gpt_activation_bytes(shape, batch_size, None, checkpoint_activations, precision)["activation_bytes"]
-    if arch == "vit":
-        # The classifier reads the class token only: one token of `classes` logits per sample.
-        return transformer_activation_bytes(
-            layers=shape.layers, d_model=shape.d_model, tokens=shape.tokens, batch_size=batch_size,
-            head_outputs=shape.classes, head_tokens=1, precision=precision,
-            checkpoint_activations=checkpoint_activations,
-        )["activation_bytes"]
-    return None
-
-
 def _units_and_activations(run: RunSpec, shape: Any) -> tuple[list[int], int]:
     """The parameters of each FSDP unit, and the activations: the analytic model's, or for a ResNet a rough count."""
     activations = model_activation_bytes(run.arch, shape, run.batch_size, run.checkpoint_activations, run.precision)
@@ -101,7 +70,7 @@ def _units_and_activations(run: RunSpec, shape: Any) -> tuple[list[int], int]:
         return units, activations
     blocks = [shape.basic_block_params(*block) for block in shape.block_shapes()]
     units = [shape.params] if run.wrap == "model" else [shape.stem_params, *blocks, shape.head_params, 0]
-    return units, _resnet_activation_bytes(shape, run.batch_size, run.precision)
+    return units, resnet_activation_bytes(shape, run.batch_size, run.precision)
 
 
 def _run_theory(run: RunSpec, shape: Any, world_size: int) -> tuple[dict[str, Any], int]:
@@ -133,7 +102,7 @@ def estimate_rank_bytes(demo: str, spec: RunSpec | Mapping[str, Any], *, device:
     """
     runs = _spec(demo, spec).resolved(device).runs(demo)
     first = runs[0]  # compare's runs differ in strategy only
-    shape = presets.shape_for(first.arch, first.model, **first.overrides)
+    shape = shapes.shape_for(first.arch, first.model, **first.overrides)
     overhead = PROCESS_OVERHEAD_BYTES["cpu" if device == "cpu" else "cuda"]
     worst: dict[str, Any] | None = None
     for run in runs:
@@ -183,7 +152,7 @@ def _cuda_free_bytes(world_size: int) -> int | None:
 def available_rank_bytes(device: str, world_size: int) -> int | None:
     """Memory one rank may use: free memory of its GPU, or available RAM shared by the processes."""
     if device == "cpu":
-        from ddpfsdp.demos.launch.hardware import ram_bytes
+        from ddpfsdp.demos.host import ram_bytes
 
         _, available = ram_bytes()
         return None if available is None else available // world_size
@@ -198,7 +167,13 @@ def _fits(estimate: int, available: int) -> bool:
 
 
 def _candidates(demo: str, run: RunSpec, device: str, world_size: int):
-    """Configurations to try, most similar first: (demo, changed options, world size)."""
+    """Configurations to try, most similar first: (demo, changed options, world size). On CPU the
+    same run on fewer processes comes first: they share one RAM, so fewer leave each one more."""
+    if device == "cpu":
+        ranks = world_size // 2
+        while ranks >= DATA_PARALLEL_MIN_RANKS:
+            yield demo, {}, ranks
+            ranks //= 2
     base = {"model": run.model}
     if demo == "ddp" or (demo == "fsdp" and run.sharding != "full"):
         yield "fsdp", {**base, "sharding": "full"}, world_size
@@ -219,7 +194,7 @@ def _candidates(demo: str, run: RunSpec, device: str, world_size: int):
     if device == "cpu" and world_size > 2:
         # CPU processes share one RAM: fewer of them leaves each one more.
         yield target, {**base, **sharded, **checkpoint, "batch_size": 1}, 2
-    names = list(presets.PRESETS[run.arch])
+    names = list(shapes.PRESETS[run.arch])
     if run.model in names:
         for smaller in reversed(names[: names.index(run.model)]):
             yield target, {"model": smaller, **sharded, **checkpoint, "batch_size": 1}, world_size
