@@ -59,33 +59,33 @@ class Verdict:
 # ----------------------------------------------------------------------------- the estimate
 
 
-def _units_and_activations(run: RunSpec, shape: Any) -> tuple[list[int], int]:
+def _units_and_activations(spec: RunSpec, shape: Any) -> tuple[list[int], int]:
     """The parameters of each FSDP unit, and the activations: the analytic model's, or for a ResNet a rough count."""
-    activations = model_activation_bytes(run.arch, shape, run.batch_size, run.checkpoint_activations, run.precision)
-    if run.arch == "gpt":
-        return gpt_unit_params(shape, wrap=run.wrap), activations
-    if run.arch == "vit":
+    activations = model_activation_bytes(spec.arch, shape, spec.batch_size, spec.checkpoint_activations, spec.precision)
+    if spec.arch == "gpt":
+        return gpt_unit_params(shape, wrap=spec.wrap), activations
+    if spec.arch == "vit":
         blocks = [shape.block_params] * shape.layers
-        units = [shape.params] if run.wrap == "model" else [shape.embedding_params, *blocks, shape.head_params, 0]
+        units = [shape.params] if spec.wrap == "model" else [shape.embedding_params, *blocks, shape.head_params, 0]
         return units, activations
     blocks = [shape.basic_block_params(*block) for block in shape.block_shapes()]
-    units = [shape.params] if run.wrap == "model" else [shape.stem_params, *blocks, shape.head_params, 0]
-    return units, resnet_activation_bytes(shape, run.batch_size, run.precision)
+    units = [shape.params] if spec.wrap == "model" else [shape.stem_params, *blocks, shape.head_params, 0]
+    return units, resnet_activation_bytes(shape, spec.batch_size, spec.precision)
 
 
-def _run_theory(run: RunSpec, shape: Any, world_size: int) -> tuple[dict[str, Any], int]:
+def _run_theory(spec: RunSpec, shape: Any, world_size: int) -> tuple[dict[str, Any], int]:
     """The analytic model's figures for one run on `world_size` ranks, and its activations per rank:
     a --tp run's are the 2-D model's (one TP rank's share of the parameters and activations)."""
-    if run.tp:
+    if spec.tp:
         from ddpfsdp.demos.theory.tensor_parallel import two_d_run_theory
 
-        theory = two_d_run_theory(shape=shape, world_size=world_size, tp=run.tp, precision=run.precision,
-                                  optimizer=run.optimizer, batch_size=run.batch_size,
-                                  sequence_parallel=run.sequence_parallel)
+        theory = two_d_run_theory(shape=shape, world_size=world_size, tp=spec.tp, precision=spec.precision,
+                                  optimizer=spec.optimizer, batch_size=spec.batch_size,
+                                  sequence_parallel=spec.sequence_parallel)
         return theory, theory["activation_bytes"]
-    units, activations = _units_and_activations(run, shape)
-    theory = theory_for_run(strategy=run.strategy, sharding=run.sharding, params=shape.params, world_size=world_size,
-                            precision=run.precision, optimizer=run.optimizer, replicas=run.replicas, unit_params=units)
+    units, activations = _units_and_activations(spec, shape)
+    theory = theory_for_run(strategy=spec.strategy, sharding=spec.sharding, params=shape.params, world_size=world_size,
+                            precision=spec.precision, optimizer=spec.optimizer, replicas=spec.replicas, unit_params=units)
     return theory, activations
 
 
@@ -105,8 +105,8 @@ def estimate_rank_bytes(demo: str, spec: RunSpec | Mapping[str, Any], *, device:
     shape = shapes.shape_for(first.arch, first.model, **first.overrides)
     overhead = PROCESS_OVERHEAD_BYTES["cpu" if device == "cpu" else "cuda"]
     worst: dict[str, Any] | None = None
-    for run in runs:
-        theory, activations = _run_theory(run, shape, world_size)
+    for each in runs:
+        theory, activations = _run_theory(each, shape, world_size)
         parts = {
             "model_state": theory["model_state_bytes"],
             "working_set": theory["working_set_bytes"],
@@ -166,7 +166,7 @@ def _fits(estimate: int, available: int) -> bool:
     return estimate <= available * (1 - SAFETY_MARGIN)
 
 
-def _candidates(demo: str, run: RunSpec, device: str, world_size: int):
+def _candidates(demo: str, spec: RunSpec, device: str, world_size: int):
     """Configurations to try, most similar first: (demo, changed options, world size). On CPU the
     same run on fewer processes comes first: they share one RAM, so fewer leave each one more."""
     if device == "cpu":
@@ -174,16 +174,16 @@ def _candidates(demo: str, run: RunSpec, device: str, world_size: int):
         while ranks >= DATA_PARALLEL_MIN_RANKS:
             yield demo, {}, ranks
             ranks //= 2
-    base = {"model": run.model}
-    if demo == "ddp" or (demo == "fsdp" and run.sharding != "full"):
+    base = {"model": spec.model}
+    if demo == "ddp" or (demo == "fsdp" and spec.sharding != "full"):
         yield "fsdp", {**base, "sharding": "full"}, world_size
     sharded = {"sharding": "full"} if demo in ("ddp", "fsdp") else {}
     target = "fsdp" if demo == "ddp" else demo
     # A --tp run keeps every block's activations (the demo refuses --checkpoint-activations with it).
-    checkpoint = {} if run.tp else {"checkpoint_activations": True}
-    if checkpoint and not run.checkpoint_activations:
+    checkpoint = {} if spec.tp else {"checkpoint_activations": True}
+    if checkpoint and not spec.checkpoint_activations:
         yield target, {**base, **sharded, **checkpoint}, world_size
-    batch = run.batch_size
+    batch = spec.batch_size
     while batch > 1:
         batch //= 2
         yield target, {**base, **sharded, **checkpoint, "batch_size": batch}, world_size
@@ -194,18 +194,17 @@ def _candidates(demo: str, run: RunSpec, device: str, world_size: int):
     if device == "cpu" and world_size > 2:
         # CPU processes share one RAM: fewer of them leaves each one more.
         yield target, {**base, **sharded, **checkpoint, "batch_size": 1}, 2
-    names = list(shapes.PRESETS[run.arch])
-    if run.model in names:
-        for smaller in reversed(names[: names.index(run.model)]):
+    names = list(shapes.PRESETS[spec.arch])
+    if spec.model in names:
+        for smaller in reversed(names[: names.index(spec.model)]):
             yield target, {"model": smaller, **sharded, **checkpoint, "batch_size": 1}, world_size
 
 
 def _suggest(demo: str, spec: RunSpec, device: str, world_size: int,
              available: int) -> tuple[str | None, int | None]:
     launch_flag = "--procs" if device == "cpu" else "--gpus"
-    run = spec.resolved(device)
     options = {item.name: getattr(spec, item.name) for item in option_fields(demo)}
-    for target, changed, ranks in _candidates(demo, run, device, world_size):
+    for target, changed, ranks in _candidates(demo, spec.resolved(device), device, world_size):
         trial = {**options, **changed}
         if target == "fsdp" and demo == "ddp":
             trial.pop("bucket_mb", None)

@@ -36,8 +36,9 @@ STRATEGIES = ("ddp", "zero1", "fsdp")
 # What --sharding offers (no-shard is DDP by another name; the concept demos use it, the CLI does not).
 SHARDING_FLAGS = ("full", "grad-op", "hybrid", "FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD")
 WRAPS = ("block", "layer", "model")
-PRECISIONS = ("fp32", "bf16-mixed", "bf16")
-OPTIMIZERS = ("adamw", "sgd")
+# What the demos train with (calc and the interview also size bf16-master, adam and sgd-momentum).
+DEMO_PRECISIONS = ("fp32", "bf16-mixed", "bf16")
+DEMO_OPTIMIZERS = ("adamw", "sgd")
 FSDP_APIS = (1, 2)
 # default: FSDP2 as it comes (all-gathers issued at each unit's pre-forward; in backward the next
 #   unit's all-gather issued from the current unit's pre-backward), FSDP1 with BACKWARD_PRE;
@@ -136,8 +137,8 @@ class RunSpec:
     warmup: int = option(2, "Steps before timing starts (DDP rebuilds its buckets after the first).",
                          minimum=MIN_WARMUP_STEPS)
     precision: str = option("fp32", "fp32; bf16-mixed (autocast for DDP, MixedPrecisionPolicy for FSDP); "
-                                     "bf16 throughout.", choices=PRECISIONS)
-    optimizer: str = option("adamw", "AdamW (two fp32 states per parameter) or SGD (no state).", choices=OPTIMIZERS)
+                                     "bf16 throughout.", choices=DEMO_PRECISIONS)
+    optimizer: str = option("adamw", "AdamW (two fp32 states per parameter) or SGD (no state).", choices=DEMO_OPTIMIZERS)
     lr: float = option(1e-3, "Learning rate.", minimum=0, above_minimum=True)
     seed: int = option(0, "Seed of the weights and the data.")
     checkpoint_activations: bool = option(False, "Recompute each block's activations in backward instead of "
