@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 import click
@@ -106,7 +107,7 @@ def cpu_procs(asked: Asked) -> int:
 
 def options_of(asked: Asked) -> dict[str, Any]:
     """What was asked, as a plain dict (a start event's config)."""
-    return json.loads(asked.to_json()) if isinstance(asked, RunSpec) else dict(asked)
+    return asdict(asked) if isinstance(asked, RunSpec) else dict(asked)
 
 
 def to_json(demo: Demo, asked: Asked) -> str:

@@ -4,7 +4,7 @@ its default and its allowed values, each stated once.
     spec = RunSpec.for_demo("fsdp", {"precision": "bf16-mixed"}).resolved("cpu")
 
 A process builds its spec once: the CLI from the options click parsed, a rank from the JSON the
-launcher hands it (`to_json`/`from_json`), a bare `torchrun` rank from its own command line. The
+launcher hands it (`launch.request`), a bare `torchrun` rank from its own command line. The
 checks, the guard, the store's key and the training read that one value (`resolved` gives it back
 unchanged once the device has filled it in).
 
@@ -23,7 +23,6 @@ result's config reports it (unless `reported=False`). Only what relates it to ot
 
 from __future__ import annotations
 
-import json
 import shlex
 from dataclasses import Field, dataclass, field, fields, replace
 from typing import Any, Mapping, Sequence
@@ -229,15 +228,6 @@ class RunSpec:
         kind = "cpu" if device_type == "cpu" else "cuda"
         steps = self.steps if self.steps is not None else max(DEFAULT_STEPS[kind], min_steps(self.warmup))
         return replace(self, model=self.model_for(kind), steps=steps)
-
-    def to_json(self) -> str:
-        """The spec as JSON, every field by name: what the launcher hands each rank."""
-        return json.dumps({item.name: getattr(self, item.name) for item in fields(self)})
-
-    @classmethod
-    def from_json(cls, text: str) -> RunSpec:
-        """The spec `to_json` wrote, checked again as any spec is when it is built."""
-        return cls(**json.loads(text))
 
     def key(self, demo: str) -> dict[str, Any]:
         """What identifies the run among a demo's saved results: every option that demo takes whose value
