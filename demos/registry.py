@@ -79,6 +79,12 @@ class Demo:
             module = self.module.split(":")[0]
             object.__setattr__(self, "options", f"{module}:OPTIONS")
 
+    def run_on_rank(self, ctx: Any, asked: Any) -> Any:
+        """The demo's code on this rank with what it was asked: a training demo's RunSpec, or a concept
+        demo's options as keywords."""
+        function = load(self.module)
+        return function(ctx, asked) if self.kind == "training" else function(ctx, **asked)
+
 
 _TRAINING_CHECKS = {
     "loss_decreases": "training works: the loss at the last step is below the loss at the first",

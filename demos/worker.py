@@ -32,13 +32,8 @@ import click
 from ddpfsdp.demos import registry
 from ddpfsdp.demos.launch import events, request
 from ddpfsdp.demos.launch.context import DEFAULT_TIMEOUT_S, DEVICE_ENV, TIMEOUT_ENV
-from ddpfsdp.demos.registry import load
 
 TRACEBACK_CHARS = 3000  # keeps an error event well inside one pipe write
-
-# Kept for callers that parse a demo's options by hand (tests, benchmarks): `request` does it.
-demo_command = request.command
-parse_demo_options = request.parse
 
 
 def _env_from_slurm() -> None:
@@ -168,8 +163,7 @@ def run_rank(demo_name: str, args: list[str], device_type: str | None = None) ->
             backend=backend,
             config=request.options_of(asked),
         )
-        function = load(demo.module)
-        result = function(ctx, asked) if demo.kind == "training" else function(ctx, **asked)
+        result = demo.run_on_rank(ctx, asked)
         if ctx.is_main:
             if not isinstance(result, dict):
                 raise TypeError(f"demo {demo.name!r} returned {type(result).__name__} on rank 0, not a result dict")

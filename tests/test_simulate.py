@@ -208,7 +208,7 @@ def test_a_simulated_ddp_run_reads_simulated_with_no_throughput(simulated_tiny):
     from rich.console import Console
 
     from ddpfsdp.demos import registry
-    from ddpfsdp.demos.worker import load
+    from ddpfsdp.demos.registry import load
 
     out = io.StringIO()
     load(registry.DEMOS["ddp"].render)(simulated_tiny("ddp"), Console(file=out, width=100))
@@ -233,7 +233,7 @@ def test_a_simulated_ddp_run_reads_simulated_with_no_throughput(simulated_tiny):
 ])
 def test_what_the_fake_run_cannot_handle_is_refused_with_what_to_try(demo, extra, words):
     from ddpfsdp.demos import registry
-    from ddpfsdp.demos.worker import load
+    from ddpfsdp.demos.registry import load
 
     with pytest.raises(click.UsageError) as caught:
         load(registry.get(demo).validate)({**TINY, **extra}, 1)
