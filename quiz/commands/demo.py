@@ -28,7 +28,7 @@ def _render(demo: registry.Demo, result: dict[str, Any], console) -> None:
         console.print(f"[dim]{CPU_NOTE}[/]")
 
 
-def _run(demo: registry.Demo, command: click.Command, **params: Any) -> None:
+def _run(demo: registry.Demo, **params: Any) -> None:
     from rich.console import Console
 
     from ddpfsdp.demos.launch.request import LAUNCH_PARAMS
@@ -182,7 +182,7 @@ def _make_command(demo: registry.Demo) -> click.Command:
         short_help=demo.summary,
         context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     )
-    command.callback = lambda **kwargs: _run(demo, command, **kwargs)
+    command.callback = lambda **kwargs: _run(demo, **kwargs)
     return command
 
 
