@@ -140,7 +140,7 @@ def key(demo: Demo, asked: Asked, device: str | None = None) -> dict[str, Any]:
     `device` ("cpu" or "cuda"; None leaves it open). So on CPU `wrap` and `wrap --model tiny` are one
     run, whatever order or spelling the options came in."""
     if isinstance(asked, RunSpec):
-        return (asked.resolved(device) if device and not asked.simulate else asked).key(demo.name)
+        return asked.key(demo.name, device)
     if device and asked.get("model", "") is None:
         from ddpfsdp.demos.concepts.trial import default_model
 

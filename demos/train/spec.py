@@ -220,21 +220,29 @@ class RunSpec:
         """The preset the run trains on this device: --model, else the device's default."""
         return self.model or shapes.default_preset(self.arch, "cpu" if device_type == "cpu" else "cuda")
 
+    def steps_for(self, device_type: str) -> int:
+        """The steps the run trains on this device: --steps, else the device's default (at least the
+        warm-up, one timed step and the measured ones)."""
+        kind = "cpu" if device_type == "cpu" else "cuda"
+        return self.steps if self.steps is not None else max(DEFAULT_STEPS[kind], min_steps(self.warmup))
+
     def resolved(self, device_type: str) -> RunSpec:
         """The model and the step count left to the device ("cpu", or "cuda" for any accelerator);
         the spec itself when both are given."""
         if self.model is not None and self.steps is not None:
             return self
-        kind = "cpu" if device_type == "cpu" else "cuda"
-        steps = self.steps if self.steps is not None else max(DEFAULT_STEPS[kind], min_steps(self.warmup))
-        return replace(self, model=self.model_for(kind), steps=steps)
+        return replace(self, model=self.model_for(device_type), steps=self.steps_for(device_type))
 
-    def key(self, demo: str) -> dict[str, Any]:
+    def key(self, demo: str, device_type: str | None = None) -> dict[str, Any]:
         """What identifies the run among a demo's saved results: every option that demo takes whose value
-        is not its default (canonical: FSDP1's sharding names read as ours, numbers as numbers). A file
-        to write (--trace) changes nothing measured, so it is not part of it."""
-        return {item.name: getattr(self, item.name) for item in option_fields(demo)
-                if not item.metadata["flag"].path and getattr(self, item.name) != DEFAULTS[item.name]}
+        is not its default (canonical: FSDP1's sharding names read as ours, numbers as numbers), with
+        what `device_type` decides (the model, the steps) filled in unless it is None or the run is
+        simulated. A file to write (--trace) changes nothing measured, so it is not part of it."""
+        values = {item.name: getattr(self, item.name) for item in option_fields(demo)}
+        if device_type and not self.simulate:
+            values.update(model=self.model_for(device_type), steps=self.steps_for(device_type))
+        return {item.name: values[item.name] for item in option_fields(demo)
+                if not item.metadata["flag"].path and values[item.name] != DEFAULTS[item.name]}
 
     @property
     def overrides(self) -> dict[str, int]:
