@@ -2,13 +2,15 @@
 
 This module is cheap to import (no torch): the CLI lists demos from it, the quiz validates the
 question bank's demo links and evidence checks against it, and the worker finds a demo's code here.
-A demo's code is `module:function`, called on every rank as `function(ctx, **options)`, where
-`options` are parsed from the command line by the demo's click parameters (`options`, "module:ATTR",
-a list of click.Option). Demo modules import torch inside their functions, so the CLI can build its
-commands and validate input without paying for torch.
+A demo's code is `module:function`, called on every rank with what it was asked (`launch.request`):
+a training demo as `function(ctx, spec)` with its RunSpec, a concept demo as `function(ctx, **options)`
+with its options parsed by the demo's click parameters (`options`, "module:ATTR", a list of
+click.Option). Demo modules import torch inside their functions, so the CLI can build its commands and
+validate input without paying for torch; every string here names a module of the demos' own stages
+(train, measure, concepts, faults), never one above them.
 
 Optional hooks, each "module:function" in a module importable without torch:
-  validate(options: dict, world_size: int | None, device: str | None) -> None
+  validate(asked, world_size: int | None, device: str | None) -> None
                                                      raises click.UsageError on a bad combination; with
                                                      world_size and device ("cpu", "cuda") None it
                                                      checks all the placement does not decide (the CLI
@@ -17,20 +19,46 @@ Optional hooks, each "module:function" in a module importable without torch:
   render(result: dict, console) -> None              prints the result for a person (rich)
 
 A demo that starts its own ranks rather than the worker's (the failure lab, whose ranks are meant to
-fail) names instead:
-  command: a click command that `ddpfsdp demo NAME` runs
+fail; `ddpfsdp demo fault` is its own command) names instead:
   runner(args: list[str]) -> run                     the run the quiz starts for evidence: events(),
                                                      cancel(), result, error, cancelled, as DemoRun has
+Its checks are its catalogue's claims, read only when asked for, so listing the demos or running
+another one never imports the failure lab's programs.
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-
-from ddpfsdp.demos.faults.catalog import CLAIMS as FAULT_CLAIMS
-from ddpfsdp.demos.faults.catalog import SUMMARY as FAULT_SUMMARY
+from typing import Any
 
 DATA_PARALLEL_MIN_RANKS = 2  # what these demos show happens between ranks: data parallelism, collectives
+
+
+def load(target: str) -> Any:
+    """Import "package.module:attribute"."""
+    module_name, attribute = target.split(":")
+    return getattr(importlib.import_module(module_name), attribute)
+
+
+class LoadedChecks(Mapping):
+    """A demo's checks kept in another module ("module:ATTR"), imported the first time they are read."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+
+    def _checks(self) -> Mapping[str, str]:
+        return load(self.target)
+
+    def __getitem__(self, name: str) -> str:
+        return self._checks()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._checks())
+
+    def __len__(self) -> int:
+        return len(self._checks())
 
 
 @dataclass(frozen=True)
@@ -39,18 +67,23 @@ class Demo:
     summary: str  # one line for `ddpfsdp demo --help`
     module: str  # "package.module:function"
     kind: str  # "training" (full training run, schema ddpfsdp.demo/1) or "concept"
-    checks: dict[str, str] = field(default_factory=dict)  # check name -> the claim it tests
+    checks: Mapping[str, str] = field(default_factory=dict)  # check name -> the claim it tests
     options: str = ""  # "module:ATTR": the click parameters of this demo
     validate: str | None = None
     render: str | None = None
     min_world_size: int = DATA_PARALLEL_MIN_RANKS  # fewer are refused before launch, with commands that give enough
-    command: str | None = None
-    runner: str | None = None
+    runner: str | None = None  # set: the demo starts its own ranks (see above), not the worker's
 
     def __post_init__(self) -> None:
         if not self.options:
             module = self.module.split(":")[0]
             object.__setattr__(self, "options", f"{module}:OPTIONS")
+
+    def run_on_rank(self, ctx: Any, asked: Any) -> Any:
+        """The demo's code on this rank with what it was asked: a training demo's RunSpec, or a concept
+        demo's options as keywords."""
+        function = load(self.module)
+        return function(ctx, asked) if self.kind == "training" else function(ctx, **asked)
 
 
 _TRAINING_CHECKS = {
@@ -253,12 +286,11 @@ DEMOS: dict[str, Demo] = {
         ),
         Demo(
             "fault",
-            FAULT_SUMMARY,
+            "the failure lab: a real distributed-training bug and its fix on real ranks (--list names them)",
             "ddpfsdp.demos.faults.rank:main",
             "fault",
-            checks=dict(FAULT_CLAIMS),
+            checks=LoadedChecks("ddpfsdp.demos.faults.catalog:CLAIMS"),
             options="ddpfsdp.demos.faults.runner:NO_OPTIONS",
-            command="ddpfsdp.quiz.commands.fault:fault",
             runner="ddpfsdp.demos.faults.runner:run_from_link",
         ),
     ]

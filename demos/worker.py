@@ -11,13 +11,15 @@ The same module runs unchanged under a user's own multi-node launch:
 (under Slurm without torchrun, RANK/WORLD_SIZE/LOCAL_RANK come from SLURM_PROCID/SLURM_NTASKS/
 SLURM_LOCALID, and MASTER_ADDR/MASTER_PORT must be exported by the batch script).
 
+What a rank runs comes from the launcher as JSON (`launch.request.SPEC_ENV`), read without parsing
+a command line; under a launch of one's own, as above, the rank parses its command line itself.
+
 Rank 0 writes JSON-lines events on stdout (ddpfsdp.demos.launch.events); any rank that fails writes an
 `error` event with its traceback before it exits non-zero, and the process group is always destroyed.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import signal
 import sys
@@ -28,28 +30,10 @@ from typing import Any
 import click
 
 from ddpfsdp.demos import registry
+from ddpfsdp.demos.launch import events, request
+from ddpfsdp.demos.launch.context import DEFAULT_TIMEOUT_S, DEVICE_ENV, TIMEOUT_ENV
 
-from ddpfsdp.demos.launch import events
-
-DEVICE_ENV = "DDPFSDP_DEVICE"  # "cuda" or "cpu"; unset: CUDA where torch sees a GPU, else CPU
-TIMEOUT_ENV = "DDPFSDP_TIMEOUT_S"
-DEFAULT_TIMEOUT_S = 120.0  # short on purpose: a dead peer should not hang a user for the default 10-30 min
 TRACEBACK_CHARS = 3000  # keeps an error event well inside one pipe write
-
-
-def load(target: str) -> Any:
-    """Import "package.module:attribute"."""
-    module_name, attribute = target.split(":")
-    return getattr(importlib.import_module(module_name), attribute)
-
-
-def demo_command(demo: registry.Demo) -> click.Command:
-    """A click command that parses a demo's own options into a dict (used by the CLI and the worker)."""
-    return click.Command(demo.name, params=list(load(demo.options)), callback=lambda **kw: kw)
-
-
-def parse_demo_options(demo: registry.Demo, args: list[str]) -> dict[str, Any]:
-    return demo_command(demo).main(args, prog_name=f"ddpfsdp.demos.worker {demo.name}", standalone_mode=False)
 
 
 def _env_from_slurm() -> None:
@@ -119,21 +103,34 @@ def _emit_error(rank: int, exc: BaseException, message: str | None = None) -> No
     sys.stdout.flush()
 
 
-def run(demo_name: str, args: list[str], device_type: str | None = None) -> int:
+def asked_of(demo: registry.Demo, args: list[str]) -> request.Asked:
+    """What this rank runs: the launcher's JSON when it sent one, else this rank's own command line,
+    parsed and checked for the world size (a bare torchrun or srun launch)."""
+    sent = os.environ.get(request.SPEC_ENV)
+    if sent:
+        if args:
+            raise click.UsageError(f"{request.SPEC_ENV} is set: the run's options come from it, not from "
+                                   f"the command line ({' '.join(args)}); unset it or drop them")
+        return request.from_json(demo, sent)
+    asked = request.from_args(demo, args)
+    request.validate(demo, asked, int(os.environ["WORLD_SIZE"]))
+    return asked
+
+
+def run_rank(demo_name: str, args: list[str], device_type: str | None = None) -> int:
+    """This rank's part of one demo: join the process group, run the demo, report; the exit status."""
     demo = registry.get(demo_name)
     _env_from_slurm()
     _standalone_defaults()
     die_with_parent()
     rank = int(os.environ["RANK"])
     try:
-        options = parse_demo_options(demo, args)
-        if demo.validate:
-            load(demo.validate)(options, int(os.environ["WORLD_SIZE"]))
+        asked = asked_of(demo, args)
     except click.ClickException as exc:
         _emit_error(rank, exc, exc.format_message())
         raise
-    if options.get("simulate"):
-        return _run_simulated(demo, options)
+    if request.simulated_world(asked) is not None:
+        return _run_simulated(demo, asked)
 
     import torch
     import torch.distributed as dist
@@ -164,9 +161,9 @@ def run(demo_name: str, args: list[str], device_type: str | None = None) -> int:
             world_size=ctx.world_size,
             device=device.type,
             backend=backend,
-            config=dict(options),
+            config=request.options_of(asked),
         )
-        result = load(demo.module)(ctx, **options)
+        result = demo.run_on_rank(ctx, asked)
         if ctx.is_main:
             if not isinstance(result, dict):
                 raise TypeError(f"demo {demo.name!r} returned {type(result).__name__} on rank 0, not a result dict")
@@ -183,7 +180,7 @@ def run(demo_name: str, args: list[str], device_type: str | None = None) -> int:
         return 1
 
 
-def _run_simulated(demo: registry.Demo, options: dict[str, Any]) -> int:
+def _run_simulated(demo: registry.Demo, spec: Any) -> int:
     """A simulated run: this one process plays rank 0 of --world ranks; no process group to join."""
 
     def emit(event: str, **fields: Any) -> None:
@@ -193,9 +190,9 @@ def _run_simulated(demo: registry.Demo, options: dict[str, Any]) -> int:
     try:
         from ddpfsdp.demos.train.simulate import simulate
 
-        emit("start", demo=demo.name, world_size=options["world"], device="fake", backend="fake",
-             config=dict(options))
-        result = simulate(demo.name, options, log=lambda message: emit("log", message=message))
+        emit("start", demo=demo.name, world_size=spec.world, device="fake", backend="fake",
+             config=request.options_of(spec))
+        result = simulate(demo.name, spec, log=lambda message: emit("log", message=message))
         emit("result", result=result)
         return 0
     except click.ClickException as exc:
@@ -222,12 +219,12 @@ def _exit(code: int) -> None:
     default=None,
     help="Where to train: cuda (NCCL) or cpu (gloo). Default: cuda when torch sees a GPU.",
 )
-@click.argument("demo_name", metavar="DEMO", type=click.Choice([n for n, d in registry.DEMOS.items() if not d.command]))
+@click.argument("demo_name", metavar="DEMO", type=click.Choice([n for n, d in registry.DEMOS.items() if not d.runner]))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def main(device_type: str | None, demo_name: str, args: tuple[str, ...]) -> None:
     """Run one demo on this rank; launch it with torchrun, srun or `ddpfsdp demo`."""
     try:
-        code = run(demo_name, list(args), device_type)
+        code = run_rank(demo_name, list(args), device_type)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)

@@ -60,7 +60,7 @@ def default_demo_runner(demo: str, args: list[str]) -> Any:
     # Imported here: the launcher is cheap, but nothing demo-related loads until a demo runs.
     from ddpfsdp.demos.launch.launcher import DemoRun
     from ddpfsdp.demos.registry import DEMOS
-    from ddpfsdp.demos.worker import load
+    from ddpfsdp.demos.registry import load
 
     spec = DEMOS.get(demo)
     if spec is not None and spec.runner:  # a demo that starts its own ranks (the failure lab)

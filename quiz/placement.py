@@ -13,6 +13,8 @@ import glob
 import os
 from collections.abc import Sequence
 
+import click
+
 
 def no_gpu_here() -> bool:
     """True when torch cannot see a GPU on this machine, whatever build it is."""
@@ -21,13 +23,19 @@ def no_gpu_here() -> bool:
     return not glob.glob("/dev/nvidia[0-9]*") and not os.path.exists("/dev/kfd")
 
 
-def foreseen_placement(args: Sequence[str]) -> str | None:
-    """'2 ranks on cpu (gloo)', 'a simulated world of 64 ranks', or None when only the launcher can tell."""
-    from ddpfsdp.demos.launch.hardware import default_cpu_procs, option_value
+def foreseen_placement(demo: str, args: Sequence[str]) -> str | None:
+    """'2 ranks on cpu (gloo)', 'a simulated world of 64 ranks', or None when only the launcher can tell
+    (or the demo's options cannot be read: the launcher then says what is wrong with them)."""
+    from ddpfsdp.demos import registry
+    from ddpfsdp.demos.launch import request
 
-    if "--simulate" in args:
-        world = option_value(args, "--world")
-        return f"a simulated world of {world} ranks" if world else None
+    try:
+        asked = request.from_args(registry.get(demo), args)
+    except (ValueError, click.ClickException):
+        return None
+    world = request.simulated_world(asked)
+    if world is not None:
+        return f"a simulated world of {world} ranks"
     if no_gpu_here():
-        return f"{default_cpu_procs(args)} ranks on cpu (gloo)"
+        return f"{request.cpu_procs(asked)} ranks on cpu (gloo)"
     return None

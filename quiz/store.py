@@ -32,9 +32,11 @@ log = logging.getLogger(__name__)
 FILENAME = "ddpfsdp.sqlite3"
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 10.0
-# How a demo is launched does not change what it measures about the model, so results are keyed
-# without these (the fingerprint records where it ran).
-_LAUNCH_FLAGS = {"--procs": True, "--gpus": True, "--json": False, "--force": False}
+# How a demo is launched does not change what it measures about the model, so results are keyed by
+# what the demo was asked (`demos.launch.request.key`: the options that differ from their defaults),
+# without its launch options; the fingerprint records where it ran. Keys written before that were the
+# command line's words less these flags (a JSON list); they are re-keyed when first read.
+_LEGACY_LAUNCH_FLAGS = {"--procs": True, "--gpus": True, "--json": False, "--force": False}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -110,9 +112,9 @@ def _iso(moment: datetime) -> str:
 
 
 def canonical_args(args: Sequence[str]) -> list[str]:
-    """Demo arguments without the launch flags, and numbers in one spelling ("1.0" and "1" are one
-    value: the CLI records a float option as click parsed it), so a result is found however it was
-    launched or typed."""
+    """The key results were saved under before they were keyed by what was asked: the words less the
+    launch flags, numbers in one spelling. Still the key of a demo that parses its own command line
+    (the failure lab), and of words no demo takes."""
     kept: list[str] = []
     skip_value = False
     for arg in args:
@@ -120,11 +122,44 @@ def canonical_args(args: Sequence[str]) -> list[str]:
             skip_value = False
             continue
         name = arg.split("=", 1)[0]
-        if name in _LAUNCH_FLAGS:
-            skip_value = _LAUNCH_FLAGS[name] and "=" not in arg
+        if name in _LEGACY_LAUNCH_FLAGS:
+            skip_value = _LEGACY_LAUNCH_FLAGS[name] and "=" not in arg
             continue
         kept.append(_number_spelling(arg))
     return kept
+
+
+DEVICES = ("cpu", "cuda")  # the devices whose defaults a saved key fills in
+
+
+def demo_keys(demo: str, asked: Any, device: str | None = None) -> list[str]:
+    """The keys a demo's result is found by (`device` None: those of every device, and the one that
+    leaves the device's part open) or saved under (the
+    device it ran on; another word, such as "fake", leaves what the device decides open): the JSON of
+    `request.key` for what was asked, given as a command line (its words, launch options among them or
+    not) or as the value the demo runs (a RunSpec or a concept demo's options). So on CPU `wrap` and
+    `wrap --model tiny --procs 2` share one key. Words no demo takes are keyed as given."""
+    import click
+
+    from ddpfsdp.demos import registry
+    from ddpfsdp.demos.launch import request
+
+    words = isinstance(asked, (list, tuple))
+    as_given = [json.dumps(canonical_args(asked) if words else request.options_of(asked), sort_keys=True)]
+    try:
+        entry = registry.get(demo)
+        if entry.runner:  # the failure lab parses its own words
+            return as_given
+        value = request.from_command_line(entry, asked) if words else asked
+        devices = [device] if device in DEVICES else [None] if device else [*DEVICES, None]
+        return list(dict.fromkeys(json.dumps(request.key(entry, value, each), sort_keys=True) for each in devices))
+    except (ValueError, click.ClickException):
+        return as_given
+
+
+def _device_of(result: Any) -> str | None:
+    config = result.get("config") if isinstance(result, dict) else None
+    return config.get("device") if isinstance(config, dict) else None
 
 
 def _number_spelling(arg: str) -> str:
@@ -156,6 +191,7 @@ class Store:
         self.path = path
         # Set when the file on disk was damaged and moved aside; the app and CLI show it to the user.
         self.warning = warning
+        self._rekeyed = False
 
     # --- opening ---------------------------------------------------------------------------------
 
@@ -343,21 +379,45 @@ class Store:
 
     # --- demo results ------------------------------------------------------------------------------
 
-    def save_demo_result(self, demo: str, args: Sequence[str], result: dict[str, Any], *, saved_at: datetime | None = None) -> None:
+    def save_demo_result(self, demo: str, asked: Any, result: dict[str, Any], *, saved_at: datetime | None = None) -> None:
+        """Save a result under what the demo was asked: its command line's words, or its RunSpec or options."""
         env = result.get("env") if isinstance(result, dict) else None
         host = (env or {}).get("hostname") or socket.gethostname()
         with self.transaction() as db:
             db.execute(
                 "INSERT INTO demo_results (demo, args_json, result_json, saved_at, fingerprint, hostname) VALUES (?, ?, ?, ?, ?, ?)",
-                (demo, json.dumps(canonical_args(args)), json.dumps(result), _iso(saved_at or utc_now()), fingerprint(env, host), host),
+                (demo, demo_keys(demo, asked, _device_of(result) or "unknown")[0], json.dumps(result),
+                 _iso(saved_at or utc_now()), fingerprint(env, host), host),
             )
 
-    def last_demo_result(self, demo: str, args: Sequence[str]) -> SavedResult | None:
-        """The newest result of this demo with these arguments, preferring one measured on this machine."""
+    def _rekey_demo_results(self) -> None:
+        """Key results saved under the command line's words by what they asked, once per store."""
+        if self._rekeyed:
+            return
+        self._rekeyed = True
+        rows = self._query("SELECT id, demo, args_json, result_json FROM demo_results WHERE args_json LIKE '[%'")
+        changed = []
+        for row in rows:
+            try:
+                words, result = json.loads(row["args_json"]), json.loads(row["result_json"])
+            except json.JSONDecodeError:
+                continue
+            key = demo_keys(row["demo"], words, _device_of(result) or "unknown")[0] if isinstance(words, list) else row["args_json"]
+            if key != row["args_json"]:
+                changed.append((key, row["id"]))
+        if changed:
+            with self.transaction() as db:
+                db.executemany("UPDATE demo_results SET args_json = ? WHERE id = ?", changed)
+
+    def last_demo_result(self, demo: str, asked: Any) -> SavedResult | None:
+        """The newest result of this demo asked the same (however its options were spelled or ordered,
+        defaults given or left out), preferring one measured on this machine."""
+        self._rekey_demo_results()
+        keys = demo_keys(demo, asked)
         rows = self._query(
             "SELECT result_json, saved_at, fingerprint, hostname FROM demo_results"
-            " WHERE demo = ? AND args_json = ? ORDER BY id DESC",
-            (demo, json.dumps(canonical_args(args))),
+            f" WHERE demo = ? AND args_json IN ({', '.join('?' * len(keys))}) ORDER BY id DESC",
+            (demo, *keys),
         )
         if not rows:
             return None

@@ -76,7 +76,7 @@ def test_editing_code_the_real_bank_calls_lazily_rebuilds_it(tmp_path, loads):
     """DeepSpeed's accounting and the GPT presets are imported inside the functions that the real
     bank's numeric answers call."""
     load_bank_cached(cache_dir=tmp_path)
-    for module in ("ddpfsdp.demos.theory.deepspeed_accounting", "ddpfsdp.demos.train.presets"):
+    for module in ("ddpfsdp.demos.theory.deepspeed_accounting", "ddpfsdp.demos.shapes"):
         before = len(loads)
         with touched(Path(importlib.import_module(module).__file__)):
             load_bank_cached(cache_dir=tmp_path)

@@ -14,7 +14,8 @@ from collections import defaultdict
 
 import pytest
 
-from ddpfsdp.demos.launch.hardware import default_cpu_procs
+from ddpfsdp.demos import registry
+from ddpfsdp.demos.launch import request
 from ddpfsdp.quiz.loader import load_bank
 
 
@@ -42,7 +43,7 @@ CONFIGURATIONS = _linked_configurations()
 )
 def test_linked_evidence_checks_pass(demo_run, demo, args):
     # As many processes as the app would give the link on CPU (a 2-D run needs two groups of --tp).
-    run = demo_run(demo, *args, procs=default_cpu_procs(args))
+    run = demo_run(demo, *args, procs=request.cpu_procs(request.from_args(registry.get(demo), args)))
     assert run.error is None, f"{demo} {' '.join(args)} failed: {run.error}"
     assert run.result is not None, f"{demo} {' '.join(args)} returned no result (exit {run.returncode})"
     checks = {check["name"]: check for check in run.result["checks"]}

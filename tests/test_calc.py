@@ -19,7 +19,7 @@ from ddpfsdp.demos.theory.sharding import resolve_group_size
 from ddpfsdp.demos.theory.state import model_state
 from ddpfsdp.demos.theory.working_set import working_set
 
-from ddpfsdp.demos.train import presets
+from ddpfsdp.demos import shapes
 
 PSI = 7_500_000_000  # the ZeRO paper's 7.5B example: N = 64, K = 12, mixed-precision Adam
 
@@ -244,9 +244,9 @@ def test_ddp_working_set_counts_buckets_and_autocast_copies():
 
 
 def test_gpt_units_cover_the_model():
-    for preset in presets.GPT_PRESETS:
+    for preset in shapes.GPT_PRESETS:
         for wrap in ("block", "layer", "model"):
-            assert sum(gpt_unit_params(preset, wrap=wrap)) == presets.model_params("gpt", preset)
+            assert sum(gpt_unit_params(preset, wrap=wrap)) == shapes.model_params("gpt", preset)
 
 
 def test_activations_follow_the_stated_formula():
@@ -302,7 +302,7 @@ def test_estimate_document_shape():
 
 def test_estimate_from_a_preset_adds_activations():
     result = estimate(model="base", gpus=4, batch_size=2)
-    assert result["inputs"]["params"] == presets.model_params("gpt", "base")
+    assert result["inputs"]["params"] == shapes.model_params("gpt", "base")
     assert result["inputs"]["seq_len"] == 1024
     fp32 = estimate(model="base", gpus=4, batch_size=2, precision="fp32")
     activations = {row["activation_bytes"] for row in fp32["strategies"].values()}
@@ -440,7 +440,7 @@ def test_every_quiz_function_takes_string_keywords(name):
 
 def test_quiz_answers():
     q = QUIZ_FUNCTIONS
-    assert q["param_count"](model="base") == presets.model_params("gpt", "base")
+    assert q["param_count"](model="base") == shapes.model_params("gpt", "base")
     assert q["model_state_bytes"](**STRING_ARGS["model_state_bytes"]) == 16 * 7 * 10**9 // 8
     # 70B at 16 B/param = 1.12 TB; 80 GB GPUs under ZeRO-3 need ceil(1120/80) = 14.
     assert q["min_gpus"](**STRING_ARGS["min_gpus"]) == 14

@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from ddpfsdp.demos.theory.activations import gpt_activation_bytes  # noqa: E402
-from ddpfsdp.demos.train import presets  # noqa: E402
+from ddpfsdp.demos import shapes  # noqa: E402
 from ddpfsdp.demos.train.models import build_model  # noqa: E402
 
 
@@ -23,7 +23,7 @@ def saved_activation_bytes(preset: str, batch_size: int, precision: str, checkpo
     if precision == "bf16":
         model = model.to(torch.bfloat16)
     model.checkpoint_activations = checkpoint
-    shape = presets.gpt_shape(preset)
+    shape = shapes.gpt_shape(preset)
     generator = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, shape.vocab, (batch_size, shape.seq_len), generator=generator)
     targets = torch.randint(0, shape.vocab, (batch_size, shape.seq_len), generator=generator)

@@ -45,3 +45,26 @@ def test_bad_input_is_a_usage_error_not_a_traceback(argv):
     assert outcome.exit_code == 2
     assert "Traceback" not in outcome.stderr
     assert "Usage:" in outcome.stderr
+
+
+def test_only_demo_fault_loads_the_failure_lab():
+    """The registry names the failure lab without importing its programs: a training demo's command,
+    the worker and the launcher leave them unloaded; `demo fault` loads them."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from ddpfsdp.quiz.cli import cli\n"
+        "import ddpfsdp.demos.worker, ddpfsdp.demos.launch.launcher\n"
+        "r = CliRunner().invoke(cli, ['demo', 'fsdp', '--model', 'huge'])\n"
+        "assert r.exit_code == 2, r.output\n"
+        "before = sorted(m for m in sys.modules if m.startswith('ddpfsdp.demos.faults'))\n"
+        "r = CliRunner().invoke(cli, ['demo', 'fault', '--list'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "print(before, 'ddpfsdp.demos.faults.catalog' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["[]", "True"]

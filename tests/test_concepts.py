@@ -56,13 +56,13 @@ def test_every_concept_demo_has_a_run():
 
 @pytest.mark.parametrize("name", CONCEPTS)
 def test_options_have_defaults_and_help(name):
-    from ddpfsdp.demos.worker import parse_demo_options
+    from ddpfsdp.demos.launch.request import parse as parse_demo_options
 
     demo = registry.DEMOS[name]
     options = parse_demo_options(demo, [])
     # --model is left unset so the run picks it: tiny on CPU, small on GPU
     assert all(value is not None for key, value in options.items() if key != "model"), options
-    from ddpfsdp.demos.worker import load
+    from ddpfsdp.demos.registry import load
 
     for option in load(demo.options):
         assert option.help, f"{name} {option.name} has no help"
@@ -127,7 +127,7 @@ def test_result_renders_as_a_table(concept_run, key):
 
     from rich.console import Console
 
-    from ddpfsdp.demos.worker import load
+    from ddpfsdp.demos.registry import load
 
     result, _ = concept_run(key)
     out = io.StringIO()

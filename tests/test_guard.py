@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ddpfsdp.demos.theory import guard
+from ddpfsdp.demos.launch import guard
 
 GIB = 2**30
 
@@ -88,9 +88,9 @@ def test_sharding_lowers_the_estimate():
 
 
 def test_cpu_ram_is_shared_by_the_processes(monkeypatch):
-    from ddpfsdp.demos.launch import hardware
+    from ddpfsdp.demos import host
 
-    monkeypatch.setattr(hardware, "ram_bytes", lambda: (64 * GIB, 8 * GIB))
+    monkeypatch.setattr(host, "ram_bytes", lambda: (64 * GIB, 8 * GIB))
     assert guard.available_rank_bytes("cpu", 4) == 2 * GIB
     small = guard.check_launch("fsdp", options(model="tiny", batch_size=4), device="cpu", world_size=4, force=False)
     assert small.fits and small.available_bytes == 2 * GIB
@@ -142,14 +142,28 @@ def test_fewer_cpu_processes_are_suggested_before_a_smaller_model():
     assert "--model large" in verdict.suggestion
 
 
+def test_on_cpu_the_same_demo_on_fewer_processes_is_suggested_first():
+    # DDP's estimate per rank does not depend on the world size; the host's RAM is shared, so each
+    # of 16 processes gets 4 times what each of 64 gets, and 32 still get too little.
+    run = options(model="small", batch_size=8)
+    per_rank = guard.estimate_rank_bytes("ddp", run, device="cpu", world_size=64)["total_bytes"]
+    available = int(per_rank / (1 - guard.SAFETY_MARGIN) / 3)  # per rank, at 64 processes
+    verdict = guard.check_launch("ddp", run, device="cpu", world_size=64, force=False, available_bytes=available)
+    assert not verdict.fits
+    assert verdict.suggestion == "ddpfsdp demo ddp --model small --batch-size 8 --steps 10 --procs 16"
+    # None fits: another strategy is suggested.
+    none = guard.check_launch("ddp", run, device="cpu", world_size=4, force=False, available_bytes=available // 8)
+    assert none.suggestion is None or not none.suggestion.startswith("ddpfsdp demo ddp ")
+
+
 @pytest.mark.parametrize(("arch", "model"), [("vit", "large"), ("resnet", "34")])
 def test_vision_models_are_sized_too(arch, model):
-    from ddpfsdp.demos.train import presets
+    from ddpfsdp.demos import shapes
 
-    if arch not in getattr(presets, "PRESETS", {}):
+    if arch not in getattr(shapes, "PRESETS", {}):
         pytest.skip(f"no {arch} presets")
     estimate = guard.estimate_rank_bytes("ddp", options(arch=arch, model=model, batch_size=32), device="cuda", world_size=2)
-    assert estimate["params"] == presets.model_params(arch, model)
+    assert estimate["params"] == shapes.model_params(arch, model)
     assert estimate["parts"]["activations"] > 0
     refused = guard.check_launch("ddp", options(arch=arch, model=model, batch_size=32), device="cuda",
                                  world_size=2, force=False, available_bytes=estimate["total_bytes"] // 2)
@@ -159,9 +173,9 @@ def test_vision_models_are_sized_too(arch, model):
 def test_cpu_processes_together_must_fit_the_host_ram(monkeypatch):
     # Each DDP rank of the small model needs under 1 GiB, far below the host's 4 GiB; eight of them
     # together need about 7 GiB, so the run is refused before launch, with the sum in the message.
-    from ddpfsdp.demos.launch import hardware
+    from ddpfsdp.demos import host
 
-    monkeypatch.setattr(hardware, "ram_bytes", lambda: (64 * GIB, 4 * GIB))
+    monkeypatch.setattr(host, "ram_bytes", lambda: (64 * GIB, 4 * GIB))
     run = options(model="small", batch_size=8)
     per_rank = guard.estimate_rank_bytes("ddp", run, device="cpu", world_size=8)["total_bytes"]
     assert per_rank < GIB < 8 * per_rank

@@ -1,8 +1,11 @@
-"""The package's import graph has no cycle, and no module imports both textual and torch.
+"""The package's import graph has no cycle, its stages import downwards only, and no module imports
+both textual and torch.
 
 The graph is read from the source with `ast`, every import counted wherever it stands (a deferred
 import inside a function is still a dependency), so a cycle hidden behind a local import is caught
-too. The walk covers every module of the installed `ddpfsdp` package.
+too; for the stages, so is every "package.module:attribute" string a module names for `load` (the
+registry's demo code, options and hooks). The walk covers every module of the installed `ddpfsdp`
+package.
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ from __future__ import annotations
 import ast
 import importlib.util
 import pkgutil
+import re
+import shutil
 from pathlib import Path
 
 ROOTS = ("ddpfsdp.quiz", "ddpfsdp.demos", "ddpfsdp.answers")
@@ -49,6 +54,17 @@ def imported_names(name: str, path: Path) -> set[str]:
             names.add(module)
             names.update(f"{module}.{alias.name}" for alias in node.names)
     return names
+
+
+_LOAD_TARGET = re.compile(r"^(ddpfsdp(?:\.\w+)+):\w+$")
+
+
+def load_targets(path: Path) -> set[str]:
+    """Modules a module names in "package.module:attribute" strings, which `registry.load` imports."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return {match.group(1) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and (match := _LOAD_TARGET.match(node.value))}
 
 
 def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
@@ -158,3 +174,73 @@ def test_a_failure_lab_module_reaching_into_training_is_found():
              "ddpfsdp.demos.concepts.sampler": {"ddpfsdp.demos.faults.catalog"}}
     assert room_violations(graph) == ["ddpfsdp.demos.concepts.sampler imports ddpfsdp.demos.faults.catalog",
                                       "ddpfsdp.demos.faults.data imports ddpfsdp.demos.train.models"]
+
+
+# The stages, bottom to top: a module may import its own stage and those below it, never one above.
+# The first prefix that a module's name starts with gives its stage; anything else of ddpfsdp.demos
+# (shapes, units, collectives, checks, host, the package itself) is the bottom one.
+STAGES = (
+    ("commands", ("ddpfsdp.quiz", "ddpfsdp.answers")),
+    ("launch", ("ddpfsdp.demos.launch", "ddpfsdp.demos.worker", "ddpfsdp.demos.registry", "ddpfsdp.demos.faults")),
+    ("train and measure", ("ddpfsdp.demos.train", "ddpfsdp.demos.measure", "ddpfsdp.demos.concepts")),
+    ("theory", ("ddpfsdp.demos.theory",)),
+)
+BOTTOM = "shapes and units"
+ORDER = [BOTTOM, *reversed([name for name, _ in STAGES])]
+
+
+def stage_of(module: str) -> str:
+    for name, prefixes in STAGES:
+        if any(module == prefix or module.startswith(prefix + ".") for prefix in prefixes):
+            return name
+    return BOTTOM
+
+
+def stage_violations(modules: dict[str, Path]) -> list[str]:
+    """Every import, and every "module:attribute" string, that points into a higher stage; and the
+    launcher's side of the launch reaching into the ranks' side (the worker)."""
+    graph = import_graph(modules)
+    found = []
+    for name, path in sorted(modules.items()):
+        strings = {target for target in load_targets(path) if target in modules}
+        for target in sorted(graph[name] | strings):
+            how = "names" if target in strings - graph[name] else "imports"
+            if ORDER.index(stage_of(target)) > ORDER.index(stage_of(name)):
+                found.append(f"{name} {how} {target} ({stage_of(target)} is above {stage_of(name)})")
+            elif name.startswith("ddpfsdp.demos.launch.") and target == "ddpfsdp.demos.worker":
+                found.append(f"{name} {how} {target} (the launcher's side of the launch never imports the ranks')")
+    return found
+
+
+def test_every_stage_imports_only_itself_and_the_stages_below():
+    modules = package_modules()
+    assert {stage_of(name) for name in modules} == set(ORDER)
+    assert stage_of("ddpfsdp.demos.shapes") == BOTTOM and stage_of("ddpfsdp.demos.theory.run") == "theory"
+    assert stage_violations(modules) == []
+
+
+def _planted(tmp_path: Path, module: str, line: str) -> dict[str, Path]:
+    """The package's modules, with `module` read from a copy that has `line` added at its end."""
+    modules = package_modules()
+    copy = tmp_path / modules[module].name
+    shutil.copy(modules[module], copy)
+    copy.write_text(copy.read_text(encoding="utf-8") + "\n" + line + "\n", encoding="utf-8")
+    return {**modules, module: copy}
+
+
+def test_a_planted_upward_import_is_found(tmp_path):
+    modules = _planted(tmp_path, "ddpfsdp.demos.theory.state", "def f():\n    from ddpfsdp.demos.train.spec import RunSpec")
+    assert stage_violations(modules) == [
+        "ddpfsdp.demos.theory.state imports ddpfsdp.demos.train.spec (train and measure is above theory)"]
+
+
+def test_a_planted_registry_string_into_the_quiz_is_found(tmp_path):
+    modules = _planted(tmp_path, "ddpfsdp.demos.registry", 'COMMAND = "ddpfsdp.quiz.commands.fault:fault"')
+    assert stage_violations(modules) == [
+        "ddpfsdp.demos.registry names ddpfsdp.quiz.commands.fault (commands is above launch)"]
+
+
+def test_the_launcher_importing_the_worker_is_found(tmp_path):
+    modules = _planted(tmp_path, "ddpfsdp.demos.launch.launcher", "from ddpfsdp.demos.worker import main")
+    assert stage_violations(modules) == ["ddpfsdp.demos.launch.launcher imports ddpfsdp.demos.worker (the launcher's "
+                                         "side of the launch never imports the ranks')"]

@@ -67,7 +67,7 @@ PATHS: dict[str, tuple[str, tuple[str, ...]]] = {
         "estimate(model='base', gpus=8)\n",
         TORCH_TEXTUAL_NUMPY),
     "the launch guard's verdict": (
-        "from ddpfsdp.demos.theory import guard\n"
+        "from ddpfsdp.demos.launch import guard\n"
         "guard.check_launch('ddp', {'model': 'base', 'batch_size': 8}, device='cuda', world_size=2, force=False,\n"
         "                   available_bytes=2**34)\n",
         TORCH),
@@ -116,8 +116,8 @@ PATHS: dict[str, tuple[str, tuple[str, ...]]] = {
 
 if torch_gpu_build() is None:  # a GPU build of torch is imported to count its GPUs
     PATHS["a run placed by the launcher, on this CPU build of torch"] = (
-        "from ddpfsdp.demos.launch.launcher import Placement, resolve_placement\n"
-        "assert resolve_placement(args=['--model', 'tiny']) == Placement('cpu', 2)\n",
+        "from ddpfsdp.demos.launch.launcher import DemoRun, Placement\n"
+        "assert DemoRun('fsdp', ['--model', 'tiny']).placement == Placement('cpu', 2)\n",
         TORCH)
 
 # Runs in the fresh interpreter: only the standard library before the fork, each path after it.

@@ -53,9 +53,10 @@ def test_placement_without_gpus(monkeypatch):
     from ddpfsdp.demos.launch import launcher
 
     monkeypatch.setattr(launcher, "cuda_device_count", lambda: 0)
-    assert resolve_placement(args=["--model", "tiny"]) == Placement("cpu", 2)
-    assert resolve_placement(args=["--model", "tiny", "--tp", "4"]) == Placement("cpu", 8)
-    assert resolve_placement(args=["--tp=2"]) == Placement("cpu", 4)
+    assert resolve_placement() == Placement("cpu", 2)
+    assert DemoRun("fsdp", ["--model", "tiny"]).placement == Placement("cpu", 2)
+    assert DemoRun("fsdp", ["--model", "tiny", "--tp", "4"]).placement == Placement("cpu", 8)
+    assert DemoRun("fsdp", ["--tp=2"]).placement == Placement("cpu", 4)
     with pytest.raises(LaunchError, match="not both"):
         resolve_placement(gpus=1, procs=1)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ddpfsdp.demos.train import presets
+from ddpfsdp.demos import shapes
 from ddpfsdp.demos.train.models import build_model, count_params, iter_unit_names
 
 CPU_SIZED = [("gpt", "tiny"), ("gpt", "small"), ("vit", "tiny"), ("vit", "small"),
@@ -15,21 +15,21 @@ BIG = [("gpt", "base"), ("gpt", "large"), ("gpt", "xl"), ("vit", "base"), ("vit"
 
 
 def test_every_preset_is_covered():
-    listed = {(arch, name) for arch, table in presets.PRESETS.items() for name in table}
+    listed = {(arch, name) for arch, table in shapes.PRESETS.items() for name in table}
     assert listed == set(CPU_SIZED) | set(BIG)
 
 
 @pytest.mark.parametrize("arch,preset", CPU_SIZED)
 def test_built_model_has_the_presets_count(arch, preset):
     model = build_model(arch, preset, seed=0)
-    assert count_params(model) == presets.model_params(arch, preset)
+    assert count_params(model) == shapes.model_params(arch, preset)
 
 
 @pytest.mark.parametrize("arch,preset", BIG)
 def test_big_presets_count_on_meta(arch, preset):
     model = build_model(arch, preset, seed=0, device="meta")
     assert all(p.is_meta for p in model.parameters())
-    assert count_params(model) == presets.model_params(arch, preset)
+    assert count_params(model) == shapes.model_params(arch, preset)
 
 
 @pytest.mark.parametrize("preset, overrides", [("tiny", {}), ("small", {"layers": 3, "seq_len": 40}), ("base", {})])
@@ -39,7 +39,7 @@ def test_the_gpt_layout_is_the_models_own_tensors(preset, overrides):
     from ddpfsdp.demos.theory.gpt_layout import gpt_param_numels, gpt_unit_params
     from ddpfsdp.demos.train.strategies import _unit_modules, _unit_report
 
-    shape = presets.shape_for("gpt", preset, **overrides)
+    shape = shapes.shape_for("gpt", preset, **overrides)
     model = build_model("gpt", preset, seed=0, device="meta", **overrides)
     assert shape.tensors() == {name: p.numel() for name, p in model.named_parameters()}
     assert gpt_param_numels(shape.layers, shape.d_model, shape.vocab, shape.seq_len) == list(shape.tensors().values())
@@ -49,10 +49,10 @@ def test_the_gpt_layout_is_the_models_own_tensors(preset, overrides):
 
 def test_published_counts():
     # Independent of this project's own arithmetic: the figures the papers and timm/torchvision quote.
-    assert presets.model_params("vit", "base") == 86_567_656
-    assert presets.model_params("vit", "large") == 304_326_632
-    assert presets.model_params("resnet", "18") == 11_689_512
-    assert presets.model_params("resnet", "34") == 21_797_672
+    assert shapes.model_params("vit", "base") == 86_567_656
+    assert shapes.model_params("vit", "large") == 304_326_632
+    assert shapes.model_params("resnet", "18") == 11_689_512
+    assert shapes.model_params("resnet", "34") == 21_797_672
 
 
 @pytest.mark.parametrize(
@@ -63,27 +63,27 @@ def test_published_counts():
 )
 def test_overrides_change_model_and_count_alike(arch, overrides):
     model = build_model(arch, "tiny", seed=0, **overrides)
-    assert count_params(model) == presets.model_params(arch, "tiny", **overrides)
-    assert count_params(model) != presets.model_params(arch, "tiny") or arch == "resnet"
+    assert count_params(model) == shapes.model_params(arch, "tiny", **overrides)
+    assert count_params(model) != shapes.model_params(arch, "tiny") or arch == "resnet"
 
 
 def test_bad_names_and_overrides_are_value_errors():
     with pytest.raises(ValueError, match="choose one of tiny"):
-        presets.model_params("vit", "huge")
+        shapes.model_params("vit", "huge")
     with pytest.raises(ValueError, match="choose one of gpt, vit, resnet"):
-        presets.model_params("mlp", "tiny")
+        shapes.model_params("mlp", "tiny")
     with pytest.raises(ValueError, match="heads cannot be set for resnet"):
-        presets.model_params("resnet", "tiny", heads=4)
+        shapes.model_params("resnet", "tiny", heads=4)
     with pytest.raises(ValueError, match="not divisible by patch"):
-        presets.model_params("vit", "tiny", patch=5)
+        shapes.model_params("vit", "tiny", patch=5)
     # None means "keep the preset", as click passes unset options.
-    assert presets.model_params("resnet", "18", layers=None, heads=None) == 11_689_512
+    assert shapes.model_params("resnet", "18", layers=None, heads=None) == 11_689_512
 
 
 def test_default_presets_exist():
-    for arch in presets.PRESETS:
+    for arch in shapes.PRESETS:
         for device_type in ("cpu", "cuda"):
-            assert presets.default_preset(arch, device_type) in presets.PRESETS[arch]
+            assert shapes.default_preset(arch, device_type) in shapes.PRESETS[arch]
 
 
 @pytest.mark.parametrize("arch", ["gpt", "vit", "resnet"])
@@ -176,7 +176,7 @@ def test_gpt_is_causal():
 
 def _inputs(model, batch):
     shape = model.shape
-    if isinstance(shape, presets.GPTShape):
+    if isinstance(shape, shapes.GPTShape):
         return torch.randint(0, shape.vocab, (batch, shape.seq_len), generator=torch.Generator().manual_seed(0))
     return torch.randn(batch, shape.channels, shape.image_size, shape.image_size,
                        generator=torch.Generator().manual_seed(0))

@@ -367,7 +367,7 @@ def test_where_a_run_goes_is_foreseen_only_where_it_is_certain(monkeypatch, args
     from ddpfsdp.quiz import placement
 
     monkeypatch.setattr(placement, "no_gpu_here", lambda: no_gpu)
-    assert placement.foreseen_placement(args) == foreseen
+    assert placement.foreseen_placement("fsdp", args) == foreseen
 
 
 def test_no_gpu_here_reads_the_device_nodes_and_cuda_visible_devices(monkeypatch):

@@ -9,7 +9,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from ddpfsdp.demos.theory import guard
+from ddpfsdp.demos.launch import guard
 from ddpfsdp.demos.train import options as cli_options
 from ddpfsdp.demos.train.spec import DEFAULTS, RunSpec, command_flags, demo_runs, option_fields
 
@@ -139,3 +139,54 @@ def test_command_flags_name_the_first_options_first_even_at_their_defaults():
     typed = _parse(TRAINING["fsdp"], ["--model", "tiny", "--batch-size", "1"])
     assert command_flags("fsdp", typed, first=["sharding", "batch_size"]) == [
         "--sharding full", "--batch-size 1", "--model tiny"]
+
+
+# ----------------------------------------------------------------------------- the spec the ranks get
+
+
+def test_the_ranks_get_the_spec_the_cli_read_and_parse_no_command_line(monkeypatch):
+    from ddpfsdp.demos import registry, worker
+    from ddpfsdp.demos.launch import request
+    from ddpfsdp.demos.launch.launcher import DemoRun
+
+    fsdp = registry.get("fsdp")
+    spec = request.from_args(fsdp, ["--model", "tiny", "--sharding", "SHARD_GRAD_OP", "--lr", "0.5"])
+    assert spec == RunSpec.for_demo("fsdp", {"model": "tiny", "sharding": "grad-op", "lr": 0.5})
+    run = DemoRun("fsdp", asked=spec, procs=2)
+    assert run.command[-3:] == ["--device", "cpu", "fsdp"]  # no option on the ranks' command line
+    sent = run._environment()[request.SPEC_ENV]
+    assert request.from_json(fsdp, sent) == spec
+    with pytest.raises(ValueError, match="not of 'ddp'"):
+        request.from_json(registry.get("ddp"), sent)
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv(request.SPEC_ENV, sent)
+    assert worker.asked_of(fsdp, []) == spec
+    with pytest.raises(click.UsageError, match="come from it"):
+        worker.asked_of(fsdp, ["--model", "small"])
+    # A bare torchrun or srun launch: the rank parses and checks its own command line.
+    monkeypatch.delenv(request.SPEC_ENV)
+    assert worker.asked_of(fsdp, ["--model", "tiny", "--sharding", "grad-op", "--lr", "0.5"]) == spec
+    with pytest.raises(click.UsageError, match="cannot split 2 ranks"):
+        worker.asked_of(fsdp, ["--sharding", "hybrid"])
+
+
+def test_a_concept_demo_gets_its_options_as_they_were_parsed():
+    from ddpfsdp.demos import registry
+    from ddpfsdp.demos.launch import request
+
+    wrap = registry.get("wrap")
+    options = request.from_args(wrap, ["--batch-size", "2"])
+    assert options == {"model": None, "batch_size": 2, "seed": 0}
+    assert request.from_json(wrap, request.to_json(wrap, options)) == options
+    assert request.key(wrap, options, "cpu") == {"batch_size": 2, "model": "tiny"}
+    assert request.key(wrap, options, "cuda") == {"batch_size": 2, "model": "small"}
+
+
+def test_resolving_a_spec_with_nothing_left_to_fill_gives_it_back():
+    given = RunSpec.for_demo("ddp", {"model": "tiny", "steps": 6})
+    assert given.resolved("cpu") is given
+    left = RunSpec.for_demo("ddp", {})
+    assert left.resolved("cpu") == RunSpec.for_demo("ddp", {"model": "small", "steps": 8})
+    assert [run.strategy for run in left.runs("compare")] == ["ddp", "zero1", "fsdp", "fsdp"]
+    assert [run.sharding for run in left.runs("compare")] == [None, None, "grad-op", "full"]

@@ -18,7 +18,7 @@ from conftest import run_cli
 from ddpfsdp.demos.collectives import wire_factor
 from ddpfsdp.demos.theory.estimate import estimate
 from ddpfsdp.demos.theory.run import theory_for_run
-from ddpfsdp.demos.train import presets
+from ddpfsdp.demos import shapes
 
 TINY = {"world": 8, "model": "tiny", "batch_size": 4, "simulate": True}
 STATE = ("params", "grads", "optimizer")
@@ -88,7 +88,7 @@ def test_vit_padding_is_sent_and_allowed_for_by_the_simulated_wire_check(simulat
 
 def test_fsdp_full_finds_its_peak_in_a_unit_and_its_largest_unit_measured(simulated_tiny):
     result = simulated_tiny("fsdp")
-    shape = presets.shape_for("gpt", "tiny")
+    shape = shapes.shape_for("gpt", "tiny")
     unit = result["memory"]["largest_unit"]
     assert unit["name"].startswith("blocks.") and unit["params"] == shape.block_params
     assert unit["unsharded_bytes"] == shape.block_params * 4  # fp32, gathered whole
@@ -101,7 +101,7 @@ def test_fsdp_full_finds_its_peak_in_a_unit_and_its_largest_unit_measured(simula
 
 def test_bf16_mixed_gathers_in_bf16_and_reduces_in_fp32(simulated_tiny):
     per_op = simulated_tiny("fsdp", precision="bf16-mixed")["comm"]["per_step"]
-    params = presets.shape_for("gpt", "tiny").params
+    params = shapes.shape_for("gpt", "tiny").params
     assert per_op["all_gather"]["bytes"] == 2 * params * 2  # every unit twice, in bf16 (the root holds nothing)
     assert per_op["reduce_scatter"]["bytes"] == params * 4
 
@@ -170,7 +170,7 @@ def test_7b_hsdp_on_64_ranks_stays_within_1_percent_of_calc(demo_result):
     """HSDP with 8 replicas of a 7B GPT on 64 simulated ranks, against `ddpfsdp calc`'s hsdp row."""
     hybrid = demo_result("fsdp", *HYBRID_7B)
     assert hybrid["config"]["simulated"] is True and hybrid["config"]["world_size"] == 64
-    params = presets.sized_gpt_shape("7B").params
+    params = shapes.sized_gpt_shape("7B").params
     expected = _calc_row("hsdp", 64, "bf16-mixed", params, 8)["model_state_bytes"]
     assert _state_bytes(hybrid["memory"]["ranks"][0]) == pytest.approx(expected, rel=0.01)
     assert hybrid["memory"]["peak"]["phase"] in ("forward", "backward", "optimizer step")
@@ -194,7 +194,7 @@ def test_the_cli_simulates_a_world_of_8_labelled_simulated_and_saves_it():
         result = store.last_demo_result("fsdp", args).result
     assert result["config"]["simulated"] is True and result["config"]["world_size"] == 8
     rank = result["memory"]["ranks"][0]
-    expected = _calc_row("zero3", 8, "bf16-mixed", presets.shape_for("gpt", "tiny").params)["model_state_bytes"]
+    expected = _calc_row("zero3", 8, "bf16-mixed", shapes.shape_for("gpt", "tiny").params)["model_state_bytes"]
     assert _state_bytes(rank) == pytest.approx(expected, rel=0.01)
     assert result["memory"]["peak"]["phase"] and result["memory"]["peak"]["categories"]
 
@@ -208,7 +208,7 @@ def test_a_simulated_ddp_run_reads_simulated_with_no_throughput(simulated_tiny):
     from rich.console import Console
 
     from ddpfsdp.demos import registry
-    from ddpfsdp.demos.worker import load
+    from ddpfsdp.demos.registry import load
 
     out = io.StringIO()
     load(registry.DEMOS["ddp"].render)(simulated_tiny("ddp"), Console(file=out, width=100))
@@ -233,7 +233,7 @@ def test_a_simulated_ddp_run_reads_simulated_with_no_throughput(simulated_tiny):
 ])
 def test_what_the_fake_run_cannot_handle_is_refused_with_what_to_try(demo, extra, words):
     from ddpfsdp.demos import registry
-    from ddpfsdp.demos.worker import load
+    from ddpfsdp.demos.registry import load
 
     with pytest.raises(click.UsageError) as caught:
         load(registry.get(demo).validate)({**TINY, **extra}, 1)
@@ -270,7 +270,7 @@ def test_a_refusal_on_the_command_line_has_no_traceback():
 
 
 def test_named_sizes_are_within_a_fifth_of_a_percent_of_their_names():
-    for name, shape in presets.GPT_SIZES.items():
+    for name, shape in shapes.GPT_SIZES.items():
         assert shape.params == pytest.approx(float(name[:-1]) * 1e9, rel=0.002), name
         assert shape.d_model % shape.heads == 0
 

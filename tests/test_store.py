@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import json
 import sqlite3
 import subprocess
 import sys
@@ -155,6 +156,47 @@ def test_a_number_is_one_value_however_it_is_spelled():
     with Store.open() as store:
         store.save_demo_result("ddp", ["--model", "tiny", "--bucket-mb", "1.0"], {"demo": "ddp"})
         assert store.last_demo_result("ddp", ["--model", "tiny", "--bucket-mb", "1"]) is not None
+
+
+def _on(device: str, n: int) -> dict:
+    return {"demo": "x", "config": {"device": device}, "n": n}
+
+
+def test_a_result_is_found_however_its_options_were_spelled():
+    """Keyed by what was asked: defaults given or left out, any order, FSDP1's names, launch flags."""
+    from ddpfsdp.demos.train.spec import RunSpec
+
+    store = Store.memory()
+    store.save_demo_result("wrap", [], _on("cpu", 1))  # `ddpfsdp demo wrap` on CPU trains the tiny model
+    for words in (["--model", "tiny"], ["--seed", "0", "--model=tiny", "--procs", "2"], ["--batch-size", "4"]):
+        assert store.last_demo_result("wrap", words).result["n"] == 1, words
+    assert store.last_demo_result("wrap", ["--model", "small"]) is None  # what a GPU run of `wrap` trains
+    asked = RunSpec.for_demo("fsdp", {"model": "tiny", "sharding": "SHARD_GRAD_OP", "steps": 6})
+    store.save_demo_result("fsdp", asked, _on("cpu", 2))  # the CLI saves the spec it ran
+    found = store.last_demo_result("fsdp", ["--steps", "6", "--lr", "1e-3", "--sharding", "grad-op", "--wrap", "block",
+                                            "--model", "tiny", "--json"])
+    assert found.result["n"] == 2
+    assert store.last_demo_result("fsdp", ["--steps", "6", "--model", "tiny"]) is None  # full, not grad-op
+    # Without --steps a CPU run takes 8: the run asked with --steps 8 is that run.
+    store.save_demo_result("ddp", ["--model", "tiny"], _on("cpu", 3))
+    assert store.last_demo_result("ddp", ["--model", "tiny", "--steps", "8"]).result["n"] == 3
+    assert store.last_demo_result("ddp", ["--model", "tiny", "--steps", "20"]) is None
+
+
+def test_results_saved_under_the_old_word_keys_are_found(tmp_path):
+    path = tmp_path / "old.sqlite3"
+    Store.open(path).close()
+    db = sqlite3.connect(path)
+    rows = [("wrap", "[]", _on("cpu", 1)), ("fault", '["desync"]', _on("cpu", 2)),
+            ("ddp", '["--no-such-option"]', _on("cpu", 3))]
+    db.executemany("INSERT INTO demo_results (demo, args_json, result_json, saved_at, fingerprint, hostname)"
+                   " VALUES (?, ?, ?, ?, 'f', 'h')", [(d, a, json.dumps(r), T0.isoformat()) for d, a, r in rows])
+    db.commit()
+    db.close()
+    with Store.open(path) as store:
+        assert store.last_demo_result("wrap", ["--model", "tiny"]).result["n"] == 1
+        assert store.last_demo_result("fault", ["desync"]).result["n"] == 2
+        assert store.last_demo_result("ddp", ["--no-such-option"]).result["n"] == 3  # kept as it was
 
 
 def test_store_imports_neither_torch_nor_textual():

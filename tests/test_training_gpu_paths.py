@@ -7,7 +7,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from ddpfsdp.demos.train.models import build_model, count_params
-from ddpfsdp.demos.train.presets import shape_for
+from ddpfsdp.demos.shapes import shape_for
 from ddpfsdp.demos.train.loop import flops_per_sample
 
 

@@ -157,10 +157,12 @@ def test_default_steps_depend_on_the_device_and_cover_the_warmup():
 
 
 def test_the_launcher_checks_tp_against_the_model_of_its_placement():
-    from ddpfsdp.demos.launch.launcher import LaunchError, Placement, validated_options
+    from ddpfsdp.demos import registry
+    from ddpfsdp.demos.launch.launcher import LaunchError, Placement, check_placement
 
+    fsdp = registry.get("fsdp")
     with pytest.raises(LaunchError, match="must divide the model's 12 heads"):
-        validated_options("fsdp", ["--tp", "8"], Placement("cuda", 16))
-    assert validated_options("fsdp", ["--tp", "3"], Placement("cuda", 6))["tp"] == 3
+        check_placement(fsdp, RunSpec.for_demo("fsdp", {"tp": 8}), Placement("cuda", 16))
+    check_placement(fsdp, RunSpec.for_demo("fsdp", {"tp": 3}), Placement("cuda", 6))
     with pytest.raises(LaunchError, match="must divide the model's 8 heads"):
-        validated_options("fsdp", ["--tp", "3"], Placement("cpu", 6))
+        check_placement(fsdp, RunSpec.for_demo("fsdp", {"tp": 3}), Placement("cpu", 6))

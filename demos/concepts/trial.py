@@ -26,10 +26,13 @@ def model_option(default_help: str = "tiny on CPU, small on GPU") -> click.Optio
                         help=f"GPT preset (default: {default_help}).")
 
 
+def default_model(device_type: str) -> str:
+    """The preset a concept demo trains without --model: tiny on CPU, small on a GPU."""
+    return "tiny" if device_type == "cpu" else "small"
+
+
 def resolve_model(ctx: Any, model: str | None) -> str:
-    if model is not None:
-        return model
-    return "small" if ctx.device.type == "cuda" else "tiny"
+    return model if model is not None else default_model(ctx.device.type)
 
 
 @dataclass

@@ -5,8 +5,6 @@ from __future__ import annotations
 from ddpfsdp.demos.faults import collectives, data, gradients, initialisation
 from ddpfsdp.demos.faults.fault import Fault
 
-SUMMARY = "the failure lab: a real distributed-training bug and its fix on real ranks (--list names them)"
-
 FAULTS: dict[str, Fault] = {
     fault.name: fault
     for fault in (*collectives.FAULTS, *gradients.FAULTS, *data.FAULTS, *initialisation.FAULTS)

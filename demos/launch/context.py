@@ -13,6 +13,9 @@ from typing import Any
 
 from ddpfsdp.demos.launch import events
 
+DEVICE_ENV = "DDPFSDP_DEVICE"  # "cuda" or "cpu"; unset: CUDA where torch sees a GPU, else CPU
+TIMEOUT_ENV = "DDPFSDP_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 120.0  # short on purpose: a dead peer should not hang a user for the default 10-30 min
 FAIL_RANK_ENV = "DDPFSDP_FAIL_RANK"
 FAIL_STEP_ENV = "DDPFSDP_FAIL_STEP"
 # "raise" (an exception: the rank reports it) or "exit" (the process vanishes with no report, as a crash

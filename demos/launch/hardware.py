@@ -8,20 +8,11 @@ from __future__ import annotations
 
 import os
 import platform
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
+from ddpfsdp.demos.host import cpu_count, ram_bytes
+
 DEFAULT_CPU_PROCS = 2
-
-
-def option_value(args: Sequence[str], name: str) -> str | None:
-    """The value of `name` given as `name VALUE` or `name=VALUE`; None when it is not given."""
-    for index, arg in enumerate(args):
-        if arg == name and index + 1 < len(args):
-            return args[index + 1]
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-    return None
 
 
 def torch_gpu_build() -> str | None:
@@ -59,11 +50,10 @@ def gpu_build_in_version_file(text: str) -> str | None:
     return found[0] if found else None
 
 
-def default_cpu_procs(args: Sequence[str] = ()) -> int:
+def default_cpu_procs(tp: int | None = None) -> int:
     """CPU processes a demo gets when no --procs is given: DEFAULT_CPU_PROCS, or for a 2-D run
     (`--tp N`) two data-parallel groups of N, the smallest world it runs on."""
-    tp = option_value(args, "--tp")
-    return max(DEFAULT_CPU_PROCS, 2 * int(tp)) if tp is not None and tp.isdigit() else DEFAULT_CPU_PROCS
+    return max(DEFAULT_CPU_PROCS, 2 * tp) if tp else DEFAULT_CPU_PROCS
 
 
 @dataclass(frozen=True)
@@ -127,29 +117,6 @@ def commands_for_ranks(demo: str, ranks: int, gpus: int) -> list[str]:
     processes always."""
     on_gpus = [f"ddpfsdp demo {demo} --gpus {ranks}"] if gpus >= ranks else []
     return [*on_gpus, f"ddpfsdp demo {demo} --procs {ranks}"]
-
-
-def cpu_count() -> int:
-    """Cores this process may run on (respects affinity and container limits where visible)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
-
-
-def ram_bytes() -> tuple[int | None, int | None]:
-    """(total, available) physical memory in bytes; None where the platform does not say."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            fields = dict(line.split(":", 1) for line in meminfo)
-        kib = lambda key: int(fields[key].split()[0]) * 1024  # noqa: E731
-        return kib("MemTotal"), kib("MemAvailable")
-    except (OSError, KeyError, ValueError):
-        pass
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), None
-    except (ValueError, OSError, AttributeError):
-        return None, None
 
 
 def detect() -> Hardware:

@@ -1,9 +1,13 @@
 """Start a demo on N ranks with torch.distributed.run and stream its events.
 
-    run = DemoRun("fsdp", ["--model", "tiny"], procs=2)
+    run = DemoRun("fsdp", ["--model", "tiny"], procs=2)      # or DemoRun("fsdp", asked=spec, procs=2)
     for event in run.events():
         ...
     run.result, run.error, run.returncode
+
+The demo's options are read once (`request`): parsed from `args`, or given already read as `asked`;
+checked for the placement; then handed to every rank as JSON in an environment variable
+(`request.SPEC_ENV`), so no rank parses a command line again.
 
 The torchrun agent runs in its own session, so a Ctrl+C aimed at the terminal reaches only us; we
 then stop the agent with SIGTERM, which it forwards to every rank before it exits. The agent is never
@@ -28,10 +32,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ddpfsdp.demos import registry
 from ddpfsdp.demos.launch import events as event_protocol
-from ddpfsdp.demos.launch.context import FAIL_MODE_ENV, FAIL_RANK_ENV, FAIL_STEP_ENV
-from ddpfsdp.demos.launch.hardware import commands_for_ranks
-from ddpfsdp.demos.worker import DEVICE_ENV, TIMEOUT_ENV
+from ddpfsdp.demos.launch import request
+from ddpfsdp.demos.launch.context import DEVICE_ENV, FAIL_MODE_ENV, FAIL_RANK_ENV, FAIL_STEP_ENV, TIMEOUT_ENV
+from ddpfsdp.demos.launch.hardware import DEFAULT_CPU_PROCS, commands_for_ranks
+from ddpfsdp.demos.registry import Demo
 
 RUN_ID_ENV = "DDPFSDP_RUN_ID"
 STOP_GRACE_S = 4.0  # SIGTERM to the agent, then this long before anything left is killed
@@ -68,9 +74,9 @@ def cuda_device_count() -> int:
 
 
 def resolve_placement(gpus: int | None = None, procs: int | None = None, demo: str = "DEMO",
-                      args: list[str] | tuple[str, ...] = ()) -> Placement:
+                      cpu_procs: int = DEFAULT_CPU_PROCS) -> Placement:
     """Where a run goes: `gpus` CUDA devices, `procs` CPU processes, or the machine's default (on CPU,
-    as many processes as the demo's `args` need: `hardware.default_cpu_procs`)."""
+    `cpu_procs`: as many processes as the run needs, `request.cpu_procs`)."""
     if gpus is not None and procs is not None:
         raise LaunchError("choose one of --gpus (CUDA, NCCL) and --procs (CPU processes, gloo), not both")
     if procs is not None:
@@ -88,9 +94,7 @@ def resolve_placement(gpus: int | None = None, procs: int | None = None, demo: s
                 f"To run on CPU processes here: ddpfsdp demo {demo} --procs {gpus}"
             )
         return Placement("cuda", gpus)
-    from ddpfsdp.demos.launch.hardware import default_cpu_procs
-
-    return Placement("cuda", available) if available else Placement("cpu", default_cpu_procs(args))
+    return Placement("cuda", available) if available else Placement("cpu", cpu_procs)
 
 
 def processes_with_env(name: str, value: str) -> list[int]:
@@ -142,28 +146,18 @@ def too_few_ranks(demo: str, needed: int, placement: Placement, gpus: int, simul
             f"{placement.describe()}.{machine} Run: " + "; or ".join(commands))
 
 
-def validated_options(demo: str, args: list[str], placement: Placement) -> dict[str, Any]:
-    """The demo's options parsed from `args` and checked for this placement, before anything starts."""
+def check_placement(demo: Demo, asked: request.Asked, placement: Placement) -> None:
+    """Refuse, before anything starts, a run its placement cannot hold: too few ranks for the demo, or
+    options the demo's own checks refuse for this world size and device."""
     import click
 
-    from ddpfsdp.demos import registry
-    from ddpfsdp.demos.worker import load, parse_demo_options
-
     try:
-        spec = registry.get(demo)
-    except ValueError as exc:
-        raise LaunchError(str(exc)) from None
-    try:
-        options = parse_demo_options(spec, args)
-        if not options.get("simulate") and placement.world_size < spec.min_world_size:
-            raise LaunchError(too_few_ranks(demo, spec.min_world_size, placement, cuda_device_count(),
-                                            simulates="simulate" in options))
-        if spec.validate:
-            device = None if placement.device == "fake" else placement.device
-            load(spec.validate)(options, placement.world_size, device)
+        if request.simulated_world(asked) is None and placement.world_size < demo.min_world_size:
+            raise LaunchError(too_few_ranks(demo.name, demo.min_world_size, placement, cuda_device_count(),
+                                            simulates=demo.kind == "training"))
+        request.validate(demo, asked, placement.world_size, None if placement.device == "fake" else placement.device)
     except click.ClickException as exc:
         raise LaunchError(exc.format_message()) from None
-    return options
 
 
 @dataclass(frozen=True)
@@ -224,6 +218,18 @@ def summarize_failure(lines: list[str], reported: frozenset[int] | set[int] = fr
     return Failure(rank, f"rank {rank} {how} before reporting an error{left}", own)
 
 
+def _read(demo: str, args: list[str]) -> request.Asked:
+    """What a demo is asked from its command line; a demo or an option that does not exist is a LaunchError."""
+    import click
+
+    try:
+        return request.from_args(registry.get(demo), args)
+    except ValueError as exc:
+        raise LaunchError(str(exc)) from None
+    except click.ClickException as exc:
+        raise LaunchError(exc.format_message()) from None
+
+
 class DemoRun:
     """One launch of one demo on N ranks."""
 
@@ -232,6 +238,7 @@ class DemoRun:
         demo: str,
         args: list[str] | tuple[str, ...] = (),
         *,
+        asked: request.Asked | None = None,
         gpus: int | None = None,
         procs: int | None = None,
         placement: Placement | None = None,
@@ -243,11 +250,14 @@ class DemoRun:
     ):
         self.demo = demo
         self.args = [str(a) for a in args]
-        self.placement = placement or resolve_placement(gpus, procs, demo, self.args)
-        self.options = validated_options(demo, self.args, self.placement)
-        if self.options.get("simulate"):
+        self.asked = asked if asked is not None else _read(demo, self.args)
+        entry = registry.get(demo)
+        self.placement = placement or resolve_placement(gpus, procs, demo, request.cpu_procs(self.asked))
+        world = request.simulated_world(self.asked)
+        if world is not None:
             # --procs and --gpus do not apply: the simulated ranks are --world, all in one process.
-            self.placement = Placement("fake", self.options["world"])
+            self.placement = Placement("fake", world)
+        check_placement(entry, self.asked, self.placement)
         self.timeout_s = timeout_s
         self.fail_rank = fail_rank
         self.fail_step = fail_step
@@ -269,8 +279,9 @@ class DemoRun:
 
     @property
     def command(self) -> list[str]:
+        """The ranks' command line: what they run comes in the environment (`request.SPEC_ENV`)."""
         if self.placement.device == "fake":
-            return [sys.executable, "-m", "ddpfsdp.demos.worker", self.demo, *self.args]
+            return [sys.executable, "-m", "ddpfsdp.demos.worker", self.demo]
         return [
             sys.executable,
             "-m",
@@ -285,7 +296,6 @@ class DemoRun:
             "--device",
             self.placement.device,
             self.demo,
-            *self.args,
         ]
 
     def _environment(self) -> dict[str, str]:
@@ -293,6 +303,7 @@ class DemoRun:
         env.update(self.extra_env)
         env[RUN_ID_ENV] = self.run_id
         env[DEVICE_ENV] = self.placement.device
+        env[request.SPEC_ENV] = request.to_json(registry.get(self.demo), self.asked)
         env["PYTHONUNBUFFERED"] = "1"
         if self.timeout_s is not None:
             env[TIMEOUT_ENV] = str(self.timeout_s)

@@ -1,4 +1,4 @@
-"""Theory: the analytic model, one module per concern, and the launch guard that asks it whether a run fits.
+"""Theory: the analytic model, one module per concern.
 
     precision      bytes per element under each precision recipe, per parameter with each optimizer
     sharding       the strategies, what each shards and how many ways (the ZeRO stages, HSDP)
@@ -26,11 +26,11 @@
     planning       the plans an interview asks for: the lowest stage that fits, checkpointing, HSDP's group
     presets        the models, GPUs, links and clusters interviews quote, each figure with its source
     arguments      counts and flags as people write them ("7B", "yes")
-    guard          before a launch: does the run fit on this machine?
 
 A new strategy is named, titled and given what it shards in `sharding`, then its working set
 (`working_set`) and its traffic (`comm`); `rows` puts it in the table. Everything here is computed from counts and
 byte sizes; nothing is measured, and nothing imports torch, so the CLI and the quiz can use it at
-once. It may import the top-level `units` and `collectives`, the torch-free model shapes in
-`train.presets` and a run's options in `train.spec`.
+once. It may import only the bottom stage: the top-level `units`, `collectives` and the torch-free
+model shapes in `shapes` (`tests/test_import_graph.py` holds every stage to that); the launch guard
+that asks it whether a run fits is `launch.guard`.
 """

@@ -117,3 +117,36 @@ def gpt_activation_bytes(
         checkpoint_activations=checkpoint_activations,
         cast=cast,
     )
+
+
+def resnet_activation_bytes(shape: Any, batch_size: int, precision: str) -> int:
+    """A rough count of what a ResNet saves for backward, per sample: per BasicBlock its input,
+    the two convolutions' outputs (BatchNorm inputs), the ReLU output and the block's output
+    (plus the shortcut's BatchNorm input where the shape changes); the stem's three tensors."""
+    element = precision_for(precision).compute_bytes
+    side = shape.image_size // (2 if shape.imagenet_stem else 1)
+    elements = shape.channels * shape.image_size**2 + 3 * shape.widths[0] * side**2
+    if shape.imagenet_stem:
+        side //= 2
+    for in_ch, out_ch, stride in shape.block_shapes():
+        in_side = side
+        side //= stride
+        tensors = 4 + (1 if stride != 1 or in_ch != out_ch else 0)
+        elements += in_ch * in_side**2 + tensors * out_ch * side**2
+    return batch_size * elements * element
+
+
+def model_activation_bytes(arch: str, shape: Any, batch_size: int, checkpoint_activations: bool,
+                           precision: str) -> int | None:
+    """The analytic model's activation bytes of one micro-batch of a GPT or ViT shape; None for
+    another architecture, whose activations the analytic model does not estimate."""
+    if arch == "gpt":
+        return gpt_activation_bytes(shape, batch_size, None, checkpoint_activations, precision)["activation_bytes"]
+    if arch == "vit":
+        # The classifier reads the class token only: one token of `classes` logits per sample.
+        return transformer_activation_bytes(
+            layers=shape.layers, d_model=shape.d_model, tokens=shape.tokens, batch_size=batch_size,
+            head_outputs=shape.classes, head_tokens=1, precision=precision,
+            checkpoint_activations=checkpoint_activations,
+        )["activation_bytes"]
+    return None

@@ -1,7 +1,7 @@
 """How a GPT decoder's parameters are laid out: its tensors in registration order, its FSDP units,
 and its largest module, from a preset's shape without building the model.
 
-The layout itself is stated once, by the shape (`GPTShape.tensors` in `train.presets`); everything
+The layout itself is stated once, by the shape (`GPTShape.tensors` in `demos.shapes`); everything
 here is read from it."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ddpfsdp.demos.train.presets import GPTShape
+    from ddpfsdp.demos.shapes import GPTShape
 
 
 def gpt_shape_of(model: Any, seq_len: int | None = None, **overrides: int | None) -> GPTShape:
     """A GPT preset's shape by name (or a shape as given), with `seq_len` and `overrides` applied."""
-    from ddpfsdp.demos.train import presets
+    from ddpfsdp.demos import shapes
 
-    if isinstance(model, presets.GPTShape):
+    if isinstance(model, shapes.GPTShape):
         shape = model
         if seq_len is not None:
             from dataclasses import replace
@@ -24,9 +24,9 @@ def gpt_shape_of(model: Any, seq_len: int | None = None, **overrides: int | None
             shape = replace(shape, seq_len=seq_len)
         return shape
     name = str(model).strip().lower()
-    if name not in presets.GPT_PRESETS:
-        raise ValueError(f"unknown model {model!r}; choose a GPT preset: {', '.join(presets.GPT_PRESETS)}")
-    return presets.gpt_shape(name, seq_len=seq_len, **overrides)
+    if name not in shapes.GPT_PRESETS:
+        raise ValueError(f"unknown model {model!r}; choose a GPT preset: {', '.join(shapes.GPT_PRESETS)}")
+    return shapes.gpt_shape(name, seq_len=seq_len, **overrides)
 
 
 def gpt_unit_params(model: Any, seq_len: int | None = None, wrap: str = "block", **overrides: int | None) -> list[int]:
@@ -49,7 +49,7 @@ def gpt_unit_params(model: Any, seq_len: int | None = None, wrap: str = "block",
 
 def gpt_param_numels(layers: int, d_model: int, vocab: int, seq_len: int) -> list[int]:
     """Elements of each parameter tensor of the GPT decoder, in registration order (`GPTShape.tensors`)."""
-    from ddpfsdp.demos.train.presets import GPTShape
+    from ddpfsdp.demos.shapes import GPTShape
 
     # The heads split d_model without changing any tensor's size.
     return list(GPTShape(layers=layers, d_model=d_model, heads=1, seq_len=seq_len, vocab=vocab).tensors().values())

@@ -14,7 +14,7 @@ from ddpfsdp.demos.theory.quiz_answers import q_transformer_activation_bytes
 from ddpfsdp.demos.theory.sharding import ZERO_STAGES, canonical_strategy
 from ddpfsdp.demos.theory.state import model_state
 from ddpfsdp.demos.theory.working_set import working_set
-from ddpfsdp.demos.train.presets import GPTShape
+from ddpfsdp.demos.shapes import GPTShape
 from ddpfsdp.demos.units import parse_bytes, parse_count
 
 NONE_FITS = -1

@@ -10,37 +10,16 @@ from ddpfsdp.demos.collectives import wire_factor
 from ddpfsdp.demos.theory.comm import op_figures, step_comm, total_wire_bytes
 from ddpfsdp.demos.theory.implementations import implementation
 from ddpfsdp.demos.theory.precision import Precision, check_optimizer, precision_for
+from ddpfsdp.demos.theory.sharding import canonical_sharding
 from ddpfsdp.demos.theory.state import model_state
 from ddpfsdp.demos.theory.working_set import working_set
 from ddpfsdp.demos.units import format_bytes
-
-FSDP_SHARDING_ALIASES: dict[str, str] = {
-    "full": "full",
-    "full_shard": "full",
-    "grad-op": "grad-op",
-    "shard_grad_op": "grad-op",
-    "hybrid": "hybrid",
-    "hybrid_shard": "hybrid",
-    "no-shard": "no-shard",
-    "no_shard": "no-shard",
-}
-
 
 class _Plan(NamedTuple):
     """How a run maps onto the model: the strategy it is, and its collectives per step."""
 
     name: str
     comm: dict[str, dict[str, int | None]]
-
-
-def _fsdp_sharding(name: str | None) -> str:
-    key = (name or "full").strip().lower()
-    if key not in FSDP_SHARDING_ALIASES:
-        raise ValueError(
-            f"unknown sharding {name!r}; choose one of full, grad-op, hybrid "
-            "(or FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD)"
-        )
-    return FSDP_SHARDING_ALIASES[key]
 
 
 def theory_for_run(
@@ -72,7 +51,7 @@ def theory_for_run(
     every forward (forward_sync_buffers=True, the default). DDP also broadcasts its rebuilt bucket
     order once, in the second iteration: measure after at least two steps.
     """
-    spec = precision_for(precision)
+    recipe = precision_for(precision)
     optimizer = check_optimizer(optimizer)
     params = int(params)
     world = int(world_size)
@@ -80,22 +59,22 @@ def theory_for_run(
     notes = [
         "Theory: the analytic model's figures for this run's configuration, shown beside the "
         "measurement, never instead of it.",
-        f"{spec.name}: {spec.summary}.",
+        f"{recipe.name}: {recipe.summary}.",
     ]
     if strategy == "ddp":
-        plan = _ddp(params, world, spec, buffer_bytes, bucket_bytes, notes)
+        plan = _ddp(params, world, recipe, buffer_bytes, bucket_bytes, notes)
     elif strategy == "zero1":
-        plan = _zero1(params, world, spec, buffer_bytes, notes)
+        plan = _zero1(params, world, recipe, buffer_bytes, notes)
     elif strategy == "fsdp":
-        plan = _fsdp(_fsdp_sharding(sharding), params, world, spec, replicas, units, notes)
+        plan = _fsdp(canonical_sharding(sharding or "full"), params, world, recipe, replicas, units, notes)
     else:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of ddp, zero1, fsdp")
     group_size = world // int(replicas or 2) if plan.name == "hsdp" else None
-    state = model_state(params, world, plan.name, spec.name, optimizer, group_size)
-    work = working_set(plan.name, params, spec.name, units, gradient_as_bucket_view=gradient_as_bucket_view)
+    state = model_state(params, world, plan.name, recipe.name, optimizer, group_size)
+    work = working_set(plan.name, params, recipe.name, units, gradient_as_bucket_view=gradient_as_bucket_view)
     return {
         "strategy": plan.name,
-        "implementation": implementation(plan.name, spec.name).name,
+        "implementation": implementation(plan.name, recipe.name).name,
         **state,
         "working_set_bytes": work["working_set_bytes"],
         "comm": plan.comm,
@@ -104,9 +83,9 @@ def theory_for_run(
     }
 
 
-def _ddp(params: int, world: int, spec: Precision, buffer_bytes: int, bucket_bytes: int | None,
+def _ddp(params: int, world: int, recipe: Precision, buffer_bytes: int, bucket_bytes: int | None,
          notes: list[str]) -> _Plan:
-    comm = step_comm("ddp", params, world, spec.name)
+    comm = step_comm("ddp", params, world, recipe.name)
     if buffer_bytes:
         comm["broadcast"] = op_figures(None, buffer_bytes, wire_factor("broadcast", world))
     if bucket_bytes:
@@ -117,8 +96,8 @@ def _ddp(params: int, world: int, spec: Precision, buffer_bytes: int, bucket_byt
     return _Plan("ddp", comm)
 
 
-def _zero1(params: int, world: int, spec: Precision, buffer_bytes: int, notes: list[str]) -> _Plan:
-    comm = step_comm("zro", params, world, spec.name)
+def _zero1(params: int, world: int, recipe: Precision, buffer_bytes: int, notes: list[str]) -> _Plan:
+    comm = step_comm("zro", params, world, recipe.name)
     comm["broadcast"] = op_figures(None, comm["broadcast"]["bytes"] + buffer_bytes, wire_factor("broadcast", world))
     notes.append(
         "PyTorch's ZeroRedundancyOptimizer (calc's zro, not DeepSpeed's ZeRO-1): DDP all-reduces the full "
@@ -128,17 +107,17 @@ def _zero1(params: int, world: int, spec: Precision, buffer_bytes: int, notes: l
     return _Plan("zro", comm)
 
 
-def _fsdp(sharding: str, params: int, world: int, spec: Precision, replicas: int | None,
+def _fsdp(sharding: str, params: int, world: int, recipe: Precision, replicas: int | None,
           units: list[int] | None, notes: list[str]) -> _Plan:
     if sharding == "full":
-        return _Plan("zero3", step_comm("zero3", params, world, spec.name, unit_params=units))
+        return _Plan("zero3", step_comm("zero3", params, world, recipe.name, unit_params=units))
     if sharding == "grad-op":
         notes.append(
             "FSDP grad-op (reshard_after_forward=False, FSDP1's SHARD_GRAD_OP): shards rest like ZeRO-3, "
             "but each unit stays unsharded from forward until backward ends, so there is one all-gather "
             "per unit per step instead of two, and the full parameters are part of the working set."
         )
-        return _Plan("grad-op", step_comm("grad-op", params, world, spec.name, unit_params=units))
+        return _Plan("grad-op", step_comm("grad-op", params, world, recipe.name, unit_params=units))
     if sharding == "hybrid":
         groups = int(replicas or 2)
         if groups < 1 or world % groups:
@@ -148,5 +127,5 @@ def _fsdp(sharding: str, params: int, world: int, spec: Precision, replicas: int
             f"HSDP: shards within groups of {group}, replicated across {groups} groups; "
             "reduce-scatter and all-gather run in the group, an all-reduce of the shard across groups."
         )
-        return _Plan("hsdp", step_comm("hsdp", params, world, spec.name, group_size=group, unit_params=units))
-    return _Plan("ddp", step_comm("ddp", params, world, spec.name))
+        return _Plan("hsdp", step_comm("hsdp", params, world, recipe.name, group_size=group, unit_params=units))
+    return _Plan("ddp", step_comm("ddp", params, world, recipe.name))

@@ -23,6 +23,23 @@ from typing import Any
 
 from ddpfsdp.demos.theory.arguments import read_count
 
+# FSDP's sharding names, one each (a demo's --sharding, a run's config, the theory of a run); FSDP1's
+# (FULL_SHARD, ...) and any case are read as them.
+FSDP_SHARDINGS: tuple[str, ...] = ("full", "grad-op", "hybrid", "no-shard")
+FSDP1_SHARDINGS: dict[str, str] = {"FULL_SHARD": "full", "SHARD_GRAD_OP": "grad-op", "HYBRID_SHARD": "hybrid",
+                                   "NO_SHARD": "no-shard"}
+
+
+def canonical_sharding(name: str) -> str:
+    """full | grad-op | hybrid | no-shard, from those names or FSDP1's (FULL_SHARD, ...), in any case."""
+    key = str(name).strip().lower().replace("_", "-")
+    aliases = {fsdp1.lower().replace("_", "-"): ours for fsdp1, ours in FSDP1_SHARDINGS.items()}
+    key = aliases.get(key, key)
+    if key not in FSDP_SHARDINGS:
+        raise ValueError(f"unknown sharding {name!r}; choose one of {', '.join([*FSDP_SHARDINGS, *FSDP1_SHARDINGS])}")
+    return key
+
+
 STRATEGIES: tuple[str, ...] = ("ddp", "zro", "zero1", "zero2", "grad-op", "zero3", "hsdp")
 
 STRATEGY_TITLES: dict[str, str] = {

@@ -48,7 +48,7 @@ from ddpfsdp.demos.theory.state import model_state
 from ddpfsdp.demos.theory.working_set import working_set
 
 if TYPE_CHECKING:
-    from ddpfsdp.demos.train.presets import GPTShape
+    from ddpfsdp.demos.shapes import GPTShape
 
 TITLE = "2-D: FSDP x TP"
 SHARDS = "all sharded over dp x tp: blocks split by TP, then FSDP"
@@ -256,7 +256,7 @@ def two_d_notes(row: dict[str, Any], gpus_per_node: int, shape: GPTShape | None,
            " TP leaves the LayerNorms, two biases per block and the position table whole on every TP "
            "rank; a bare parameter count leaves them out (a model preset counts them)."),
     ]
-    from ddpfsdp.demos.train.presets import describe_gpt_shape
+    from ddpfsdp.demos.shapes import describe_gpt_shape
 
     if shape is None:
         notes.append("TP traffic and activations need the block shape: give a model preset or a named size "

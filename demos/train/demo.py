@@ -3,8 +3,8 @@
     python -m torch.distributed.run --standalone --nproc-per-node 2 -m ddpfsdp.demos.worker fsdp --model tiny
     ddpfsdp demo compare --procs 2 --model tiny
 
-Each run's configuration is a RunSpec (`train.spec`) read from the demo's options, which
-`train.options` makes and checks. torch is imported inside the functions, never at module level.
+Each demo is called with its run's RunSpec (`train.spec`), read once by the CLI or the worker and
+checked by `train.options`. torch is imported inside the functions, never at module level.
 """
 
 from __future__ import annotations
@@ -14,13 +14,9 @@ from typing import Any
 from ddpfsdp.demos.train.spec import COMPARE_RUNS, OVERRIDE_NAMES, RunSpec
 
 
-def _spec(ctx: Any, options: dict[str, Any], strategy: str, sharding: str | None = None) -> RunSpec:
-    return RunSpec.from_options(options, strategy, sharding).resolved(ctx.device.type)
-
-
 def _shape(config: dict[str, Any], arch: str = "gpt") -> Any:
     """The model's shape as the run built it: its preset with the overrides it ran with."""
-    from ddpfsdp.demos.train.presets import GPT_SIZES, shape_for
+    from ddpfsdp.demos.shapes import GPT_SIZES, shape_for
 
     if str(config["model"]).upper() in GPT_SIZES:  # a simulated named size: its whole shape is in the config
         return shape_for("gpt", "base", **{k: config[k] for k in (*OVERRIDE_NAMES, "vocab") if k in config})
@@ -82,7 +78,7 @@ def _allowance(run: dict[str, Any], theory: dict[str, Any]) -> dict[str, int]:
 def activation_estimate(run: dict[str, Any]) -> int | None:
     """The analytic model's activation bytes for the run's model and micro-batch; None for a ResNet,
     whose activations the analytic model does not estimate."""
-    from ddpfsdp.demos.theory.guard import model_activation_bytes
+    from ddpfsdp.demos.theory.activations import model_activation_bytes
 
     config = run["config"]
     arch = config.get("arch", "gpt")
@@ -178,10 +174,10 @@ def _envelope(ctx: Any, demo: str, config: dict[str, Any], **fields: Any) -> dic
     return {"schema": "ddpfsdp.demo/1", "demo": demo, "config": config, "env": environment(ctx), **fields}
 
 
-def _run_one(ctx: Any, demo: str, strategy: str, sharding: str | None, options: dict[str, Any]) -> dict[str, Any] | None:
+def _run_one(ctx: Any, demo: str, spec: RunSpec) -> dict[str, Any] | None:
     from ddpfsdp.demos.train.loop import train
 
-    spec = _spec(ctx, options, strategy, sharding)
+    spec = spec.resolved(ctx.device.type)
     ctx.log(f"{demo}: {spec.arch} {spec.model}, {ctx.world_size} ranks on {ctx.device.type} ({ctx.backend})")
     run = train(ctx, spec)
     if run is None:
@@ -200,7 +196,7 @@ def _run_one(ctx: Any, demo: str, strategy: str, sharding: str | None, options: 
         checks = [c.to_dict() for c in run_checks(run, theory)]
     fields = {k: v for k, v in run.items() if k not in ("config", "label")}
     result = _envelope(ctx, demo, run["config"], **fields, theory=theory, checks=checks)
-    _write_trace(ctx, result, options.get("trace"))
+    _write_trace(ctx, result, spec.trace)
     return result
 
 
@@ -224,29 +220,29 @@ def _write_trace(ctx: Any, result: dict[str, Any], path: str | None) -> None:
         ctx.log(f"trace not written: {exc}")
 
 
-def run_ddp(ctx: Any, **options: Any) -> dict[str, Any] | None:
-    return _run_one(ctx, "ddp", "ddp", None, options)
+def run_ddp(ctx: Any, spec: RunSpec) -> dict[str, Any] | None:
+    return _run_one(ctx, "ddp", spec)
 
 
-def run_zero1(ctx: Any, **options: Any) -> dict[str, Any] | None:
-    return _run_one(ctx, "zero1", "zero1", None, options)
+def run_zero1(ctx: Any, spec: RunSpec) -> dict[str, Any] | None:
+    return _run_one(ctx, "zero1", spec)
 
 
-def run_fsdp(ctx: Any, **options: Any) -> dict[str, Any] | None:
-    return _run_one(ctx, "fsdp", "fsdp", None, options)
+def run_fsdp(ctx: Any, spec: RunSpec) -> dict[str, Any] | None:
+    return _run_one(ctx, "fsdp", spec)
 
 
-def run_compare(ctx: Any, **options: Any) -> dict[str, Any] | None:
+def run_compare(ctx: Any, spec: RunSpec) -> dict[str, Any] | None:
     from ddpfsdp.demos.train import claims as tc
     from ddpfsdp.demos.train.loop import train
 
     runs: dict[str, dict[str, Any]] = {}
-    steps = _spec(ctx, options, "ddp").steps
+    resolved = spec.resolved(ctx.device.type)
+    steps = resolved.steps
     total = steps * len(COMPARE_RUNS)
-    for index, (name, strategy, sharding) in enumerate(COMPARE_RUNS):
-        spec = _spec(ctx, options, strategy, sharding)
+    for index, ((name, _, _), one) in enumerate(zip(COMPARE_RUNS, resolved.runs("compare"))):
         ctx.log(f"compare: {name} ({index + 1} of {len(COMPARE_RUNS)})")
-        run = train(ctx, spec, label=name, step_offset=index * steps, total_steps=total)
+        run = train(ctx, one, label=name, step_offset=index * steps, total_steps=total)
         if run is not None:
             theory = theory_of(run)
             _add_exposed(run)
@@ -279,5 +275,5 @@ def run_compare(ctx: Any, **options: Any) -> dict[str, Any] | None:
     config["strategies"] = [name for name, _, _ in COMPARE_RUNS]
     result = _envelope(ctx, "compare", config, runs=runs, checks=[c.to_dict() for c in checks],
                        wall_s=sum(run["wall_s"] for run in runs.values()))
-    _write_trace(ctx, result, options.get("trace"))
+    _write_trace(ctx, result, spec.trace)
     return result

@@ -98,9 +98,9 @@ class _Trainer:
 
     def __init__(self, ctx: Any, spec: RunSpec, progress: _Progress) -> None:
         from ddpfsdp.demos.train.data import make_loader
+        from ddpfsdp.demos.shapes import shape_for
         from ddpfsdp.demos.train.models import build_model, count_params
         from ddpfsdp.demos.train.parallelize import World, parallelize
-        from ddpfsdp.demos.train.presets import shape_for
 
         self.ctx, self.spec, self.progress = ctx, spec, progress
         self.device = ctx.device

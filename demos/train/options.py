@@ -6,26 +6,26 @@ DDP_OPTIONS, FSDP_OPTIONS and COMPARE_OPTIONS are click parameters made from Run
 (`train.spec`): flag, type, default, choices, bounds and help come from there, so the CLI, the
 worker and the launch guard parse a demo's options the same way, with one default each. Click
 refuses a value of the wrong type, outside an option's choices or below its bound while it parses.
-`validate_*` then relate the options to each other: given no world size (the CLI calls them so
-before it places the run, which imports torch), everything the world size does not decide; given
-one, that too. Only click is imported here, never torch.
+`validate_*` then relate the options of a run's spec (`RunSpec.for_demo`) to each other: given no
+world size (the CLI calls them so before it places the run, which imports torch), everything the
+world size does not decide; given one, that too. They read the spec they are given and build none.
+Only click is imported here, never torch.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import Field
-from typing import Any
+from typing import Any, Mapping
 
 import click
 
-from ddpfsdp.demos.train import presets
+from ddpfsdp.demos import shapes
 from ddpfsdp.demos.train.spec import (
     MAX_SIMULATED_WORLD,
     MEASURED_STEPS,
     MIN_TIMED_STEPS,
     RunSpec,
-    demo_runs,
     flag_name,
     min_steps,
     option_fields,
@@ -82,119 +82,122 @@ def _usage(message: str) -> click.UsageError:
     return click.UsageError(message)
 
 
-def _runs(demo: str, options: dict[str, Any]) -> list[RunSpec]:
+def spec_of(demo: str, spec: RunSpec | Mapping[str, Any]) -> RunSpec:
+    """The demo's spec: the one given, or the one its options make (a bad value is a usage error)."""
+    if isinstance(spec, RunSpec):
+        return spec
     try:
-        return demo_runs(demo, options)
+        return RunSpec.for_demo(demo, spec)
     except ValueError as exc:
         raise _usage(str(exc)) from None
 
 
-def validate_simulated(demo: str, options: dict[str, Any]) -> None:
+def validate_simulated(demo: str, spec: RunSpec | Mapping[str, Any]) -> None:
     """Refuse, with what to try, what the fake run cannot handle (no torch: the CLI checks first)."""
-    run = _runs(demo, options)[0]
-    world = run.world
+    spec = spec_of(demo, spec)
+    world = spec.world
     if world is None or world < 2:
         raise _usage(f"--simulate needs --world N, the ranks to simulate, at least 2 (e.g. --world 64); got {world}")
     if world > MAX_SIMULATED_WORLD:
         raise _usage(f"--world {world} is beyond what one process simulates (at most {MAX_SIMULATED_WORLD}); "
                      "per-rank figures at that scale follow from `ddpfsdp calc --gpus N`")
-    if run.trace:
+    if spec.trace:
         raise _usage("--trace records a real step in time; a simulated run computes nothing and takes no time. "
                      "Record one on real ranks instead: ddpfsdp demo fsdp --procs 2 --trace PATH")
-    if run.prefetch != "default":
-        raise _usage(f"--prefetch {run.prefetch} changes when all-gathers are issued, which only a real "
+    if spec.prefetch != "default":
+        raise _usage(f"--prefetch {spec.prefetch} changes when all-gathers are issued, which only a real "
                      "step's timeline shows; leave it out with --simulate")
-    if run.fsdp_api != 2:
+    if spec.fsdp_api != 2:
         raise _usage("--fsdp-api 1 cannot be simulated: FSDP1 flattens parameters into one storage, which fake "
                      "tensors do not have; simulate FSDP2 (--fsdp-api 2, the default)")
-    if run.params and (run.model or run.arch != "gpt"):
+    if spec.params and (spec.model or spec.arch != "gpt"):
         raise _usage("--params picks a GPT shape of that size; leave out --model and --arch, or give --model instead")
-    if run.params and run.params.strip().upper() not in presets.GPT_SIZES:
-        raise _usage(f"--params {run.params}: the simulated sizes are {', '.join(presets.GPT_SIZES)}; for "
+    if spec.params and spec.params.strip().upper() not in shapes.GPT_SIZES:
+        raise _usage(f"--params {spec.params}: the simulated sizes are {', '.join(shapes.GPT_SIZES)}; for "
                      "another size give --model with --layers, --d-model and --heads")
     try:
-        params = run.simulated_model()[3].params
+        params = spec.simulated_model()[3].params
     except ValueError as exc:
         raise _usage(f"{exc} (check --params or --model, and the overrides)") from None
-    if run.gpu_mem:
-        _check_replica_fits(demo, run, params)
+    if spec.gpu_mem:
+        _check_replica_fits(demo, spec, params)
 
 
-def _check_replica_fits(demo: str, run: RunSpec, params: int) -> None:
+def _check_replica_fits(demo: str, spec: RunSpec, params: int) -> None:
     """DDP and ZeRO-1 keep a whole replica of parameters and gradients: refuse one above --gpu-mem."""
     from ddpfsdp.demos.theory.state import model_state
     from ddpfsdp.demos.units import format_bytes, parse_bytes
 
     try:
-        limit = parse_bytes(run.gpu_mem)
+        limit = parse_bytes(spec.gpu_mem)
     except ValueError as exc:
         raise _usage(f"--gpu-mem: {exc}") from None
     if demo not in ("ddp", "zero1"):
         return
     # The zero1 demo runs ZeroRedundancyOptimizer: the model's zro column, not DeepSpeed's ZeRO-1.
     strategy = "zro" if demo == "zero1" else demo
-    state = model_state(params, run.world, strategy, run.precision, run.optimizer)["model_state_bytes"]
+    state = model_state(params, spec.world, strategy, spec.precision, spec.optimizer)["model_state_bytes"]
     if state > limit:
-        more = f" --params {run.params}" if run.params else ""
+        more = f" --params {spec.params}" if spec.params else ""
         raise _usage(
             f"{demo} keeps a full replica of the parameters and gradients on every rank: "
             f"{format_bytes(state, 'GB')} of model state per rank for {params:,} parameters (theory), "
             f"above --gpu-mem {format_bytes(limit, 'GB')} before any activation. Shard it instead: "
-            f"ddpfsdp demo fsdp --simulate --world {run.world}{more}"
+            f"ddpfsdp demo fsdp --simulate --world {spec.world}{more}"
         )
 
 
-def validate(demo: str, options: dict[str, Any], world_size: int | None = None, device: str | None = None) -> None:
+def validate(demo: str, spec: RunSpec | Mapping[str, Any], world_size: int | None = None,
+             device: str | None = None) -> None:
     """Refuse a bad combination of a training demo's options with a message that says what to change.
 
     `world_size` and `device` ("cpu" or "cuda"): where the run is placed; None checks everything the
     placement does not decide (a simulated run's world is its own --world, known before placement;
     without --model the model is the device's default).
     """
-    runs = _runs(demo, options)
-    run = runs[0]
-    if run.simulate:
-        validate_simulated(demo, options)
+    spec = spec_of(demo, spec)
+    if spec.simulate:
+        validate_simulated(demo, spec)
     else:
         given = [f"--{flag_name(item.name)}" for item in option_fields()
-                 if item.metadata["flag"].simulate_only and getattr(run, item.name) is not None]
+                 if item.metadata["flag"].simulate_only and getattr(spec, item.name) is not None]
         if given:
             raise _usage(f"{', '.join(given)} only apply to a simulated run: add --simulate")
-    world = run.world if run.simulate else world_size
+    world = spec.world if spec.simulate else world_size
     if world is not None and world < 2:
         raise _usage(f"data parallelism needs at least 2 ranks, got {world}; run with --procs 2 or --gpus 2")
-    _check_steps(run)
-    _check_shape(run)
-    _check_trace(run)
-    for each in runs:
+    _check_steps(spec)
+    _check_shape(spec)
+    _check_trace(spec)
+    for each in spec.runs(demo):
         _check_fsdp(each, world)
-    _check_tp(run, world, device)
+    _check_tp(spec, world, device)
 
 
-def _check_steps(run: RunSpec) -> None:
-    needed = min_steps(run.warmup)
-    if run.steps is not None and run.steps < needed:
+def _check_steps(spec: RunSpec) -> None:
+    needed = min_steps(spec.warmup)
+    if spec.steps is not None and spec.steps < needed:
         raise _usage(
-            f"--steps must be at least {needed} with --warmup {run.warmup} ({run.warmup} warm-up + "
+            f"--steps must be at least {needed} with --warmup {spec.warmup} ({spec.warmup} warm-up + "
             f"{MIN_TIMED_STEPS} timed + {MEASURED_STEPS} measured: one for communication, one for memory), "
-            f"got {run.steps}"
+            f"got {spec.steps}"
         )
 
 
-def _check_shape(run: RunSpec) -> None:
+def _check_shape(spec: RunSpec) -> None:
     """The model with its overrides exists: the one named, or the default of either device."""
     try:
         for device_type in ("cpu", "cuda"):
-            presets.shape_for(run.arch, run.resolved(device_type).model, **run.overrides)
+            shapes.shape_for(spec.arch, spec.model_for(device_type), **spec.overrides)
     except ValueError as exc:
         raise _usage(f"{exc} (check --arch, --model and the overrides)") from None
 
 
-def _check_trace(run: RunSpec) -> None:
-    path = run.trace
+def _check_trace(spec: RunSpec) -> None:
+    path = spec.trace
     if not path:
         return
-    if not run.timeline:
+    if not spec.timeline:
         raise _usage("--trace writes the recorded step, which --no-timeline turns off; drop one of the two")
     folder = os.path.dirname(os.path.abspath(os.path.expanduser(path)))
     if not os.path.isdir(folder):
@@ -203,14 +206,14 @@ def _check_trace(run: RunSpec) -> None:
         raise _usage(f"--trace {path}: the folder {folder} is not writable; choose a path you can write to")
 
 
-def _check_fsdp(run: RunSpec, world: int | None) -> None:
-    if run.strategy != "fsdp":
+def _check_fsdp(spec: RunSpec, world: int | None) -> None:
+    if spec.strategy != "fsdp":
         return
-    if run.prefetch == "off" and run.fsdp_api == 2:
+    if spec.prefetch == "off" and spec.fsdp_api == 2:
         raise _usage("--prefetch off needs --fsdp-api 1: FSDP2 always prefetches the next unit in backward "
                      "(torch has no switch for it); try --prefetch forward, or --fsdp-api 1 --prefetch off")
-    if run.sharding == "hybrid" and world is not None:
-        replicas = run.replicas
+    if spec.sharding == "hybrid" and world is not None:
+        replicas = spec.replicas
         if replicas < 2 or world % replicas or world <= replicas:
             raise _usage(
                 f"--sharding hybrid with --replicas {replicas} cannot split {world} ranks: replicas must be "
@@ -218,47 +221,48 @@ def _check_fsdp(run: RunSpec, world: int | None) -> None:
             )
 
 
-def _check_tp(run: RunSpec, world: int | None, device: str | None) -> None:
+def _check_tp(spec: RunSpec, world: int | None, device: str | None) -> None:
     """--tp runs one configuration: FSDP2 full over dp, one unit per block, on a GPT whose heads and
     vocabulary tp divides (and its sequence, with --sequence-parallel), in a world of at least 2 x tp."""
     from ddpfsdp.demos.train.tensor_parallel import check_tp_shape
 
-    if run.sequence_parallel and not run.tp:
+    if spec.sequence_parallel and not spec.tp:
         raise _usage("--sequence-parallel splits what tensor parallelism leaves whole; it needs --tp N "
                      "(e.g. --procs 4 --tp 2 --sequence-parallel)")
-    if not run.tp:
+    if not spec.tp:
         return
-    refused = [(run.sharding != "full", f"--sharding {run.sharding}", "FSDP full over dp"),
-               (run.fsdp_api != 2, "--fsdp-api 1", "FSDP2 (fully_shard shards the TP DTensors)"),
-               (run.wrap != "block", f"--wrap {run.wrap}", "one FSDP unit per block (--wrap block)"),
-               (run.checkpoint_activations, "--checkpoint-activations", "every block's activations kept"),
-               (run.arch != "gpt", f"--arch {run.arch}", "the GPT decoder (its plan splits heads)")]
+    refused = [(spec.sharding != "full", f"--sharding {spec.sharding}", "FSDP full over dp"),
+               (spec.fsdp_api != 2, "--fsdp-api 1", "FSDP2 (fully_shard shards the TP DTensors)"),
+               (spec.wrap != "block", f"--wrap {spec.wrap}", "one FSDP unit per block (--wrap block)"),
+               (spec.checkpoint_activations, "--checkpoint-activations", "every block's activations kept"),
+               (spec.arch != "gpt", f"--arch {spec.arch}", "the GPT decoder (its plan splits heads)")]
     for bad, given, needed in refused:
         if bad:
             raise _usage(f"--tp runs {needed}; drop {given}, or drop --tp")
-    if run.simulate:
-        shape = run.simulated_model()[3]
-    elif run.model or device:
-        shape = presets.shape_for(run.arch, run.resolved(device or "cpu").model, **run.overrides)
+    if spec.simulate:
+        shape = spec.simulated_model()[3]
+    elif spec.model or device:
+        shape = shapes.shape_for(spec.arch, spec.model_for(device or "cpu"), **spec.overrides)
     else:
         shape = None  # the device's default model, checked once the run is placed
     try:
-        check_tp_shape(shape, run.tp, world if world is not None else 2 * run.tp, run.sequence_parallel)
+        check_tp_shape(shape, spec.tp, world if world is not None else 2 * spec.tp, spec.sequence_parallel)
     except ValueError as exc:
         raise _usage(str(exc)) from None
 
 
-def validate_ddp(options: dict[str, Any], world_size: int | None = None, device: str | None = None) -> None:
-    validate("ddp", options, world_size, device)
+def validate_ddp(spec: RunSpec | Mapping[str, Any], world_size: int | None = None, device: str | None = None) -> None:
+    validate("ddp", spec, world_size, device)
 
 
-def validate_zero1(options: dict[str, Any], world_size: int | None = None, device: str | None = None) -> None:
-    validate("zero1", options, world_size, device)
+def validate_zero1(spec: RunSpec | Mapping[str, Any], world_size: int | None = None, device: str | None = None) -> None:
+    validate("zero1", spec, world_size, device)
 
 
-def validate_fsdp(options: dict[str, Any], world_size: int | None = None, device: str | None = None) -> None:
-    validate("fsdp", options, world_size, device)
+def validate_fsdp(spec: RunSpec | Mapping[str, Any], world_size: int | None = None, device: str | None = None) -> None:
+    validate("fsdp", spec, world_size, device)
 
 
-def validate_compare(options: dict[str, Any], world_size: int | None = None, device: str | None = None) -> None:
-    validate("compare", options, world_size, device)
+def validate_compare(spec: RunSpec | Mapping[str, Any], world_size: int | None = None,
+                     device: str | None = None) -> None:
+    validate("compare", spec, world_size, device)

@@ -21,7 +21,7 @@ def reference_losses(spec: RunSpec, data_parallel: int, steps: int, samples_per_
     GPU gives other weights."""
     from ddpfsdp.demos.train.data import compute_loss, make_loader
     from ddpfsdp.demos.train.models import build_model
-    from ddpfsdp.demos.train.presets import shape_for
+    from ddpfsdp.demos.shapes import shape_for
     from ddpfsdp.demos.train.strategies import _optimizer
 
     shape = shape_for(spec.arch, spec.model, **spec.overrides)

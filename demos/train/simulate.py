@@ -45,9 +45,9 @@ import torch.distributed as dist
 
 from ddpfsdp.demos.measure.breakdown import TORCH_CATEGORIES
 from ddpfsdp.demos.measure.memory import model_state_bytes, param_bytes_held, resting_params, state_optimizers
+from ddpfsdp.demos.shapes import describe_gpt_shape
 from ddpfsdp.demos.train.parallelize import World, parallelize
-from ddpfsdp.demos.train.presets import describe_gpt_shape
-from ddpfsdp.demos.train.spec import COMPARE_RUNS, RunSpec, demo_runs
+from ddpfsdp.demos.train.spec import COMPARE_RUNS, RunSpec
 
 FAKE_DEVICE = torch.device("cpu")
 SIMULATED_RANK = 0
@@ -536,18 +536,20 @@ def _environment() -> dict[str, Any]:
     import platform
     import socket
 
-    from ddpfsdp.demos.launch.hardware import cpu_count
+    from ddpfsdp.demos.host import cpu_count
 
     return {"torch": torch.__version__, "python": platform.python_version(), "device_names": [],
             "cpu_count": cpu_count(), "hostname": socket.gethostname(), "torch_threads": torch.get_num_threads()}
 
 
-def simulate(demo: str, options: dict[str, Any], log: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """The result of a simulated `ddp`, `zero1`, `fsdp` or `compare` demo (schema ddpfsdp.demo/1)."""
-    from ddpfsdp.demos.train.options import validate_simulated
+def simulate(demo: str, spec: RunSpec | dict[str, Any], log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The result of a simulated `ddp`, `zero1`, `fsdp` or `compare` demo (schema ddpfsdp.demo/1), from its
+    spec (or the options that make it)."""
+    from ddpfsdp.demos.train.options import spec_of, validate_simulated
 
-    validate_simulated(demo, options)
-    runs = demo_runs(demo, options)
+    spec = spec_of(demo, spec)
+    validate_simulated(demo, spec)
+    runs = spec.runs(demo)
     world = runs[0].world
     started = time.perf_counter()
     with fake_world(world):

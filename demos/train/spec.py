@@ -1,11 +1,16 @@
 """What one training run is: every option of the `ddp`, `zero1`, `fsdp` and `compare` demos, typed, with
 its default and its allowed values, each stated once.
 
-    run = RunSpec.from_options({"precision": "bf16-mixed"}, "fsdp").resolved("cpu")
+    spec = RunSpec.for_demo("fsdp", {"precision": "bf16-mixed"}).resolved("cpu")
+
+A process builds its spec once: the CLI from the options click parsed, a rank from the JSON the
+launcher hands it (`launch.request`), a bare `torchrun` rank from its own command line. The
+checks, the guard, the store's key and the training read that one value (`resolved` gives it back
+unchanged once the device has filled it in).
 
 Everything reads this: the command line (`train.options` builds each click option from a field here:
 flag, type, default, choices, bounds and help), the checks of those options, the launch guard
-(`theory.guard`), `strategies.prepare`, `compare`, the training loop and the simulation
+(`launch.guard`), `strategies.prepare`, `compare`, the training loop and the simulation
 (`train.simulate`). Torch-free and click-free, so the CLI can check a demo's options before any rank
 starts.
 
@@ -22,18 +27,17 @@ import shlex
 from dataclasses import Field, dataclass, field, fields, replace
 from typing import Any, Mapping, Sequence
 
-from ddpfsdp.demos.train import presets
+from ddpfsdp.demos.theory.sharding import canonical_sharding
+from ddpfsdp.demos import shapes
 
 ARCHS = ("gpt", "vit", "resnet")
 STRATEGIES = ("ddp", "zero1", "fsdp")
-# Canonical sharding names; FSDP1's (FULL_SHARD, ...) and any case are accepted for them.
-SHARDINGS = ("full", "grad-op", "hybrid", "no-shard")
-FSDP1_SHARDINGS = {"FULL_SHARD": "full", "SHARD_GRAD_OP": "grad-op", "HYBRID_SHARD": "hybrid", "NO_SHARD": "no-shard"}
 # What --sharding offers (no-shard is DDP by another name; the concept demos use it, the CLI does not).
 SHARDING_FLAGS = ("full", "grad-op", "hybrid", "FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD")
 WRAPS = ("block", "layer", "model")
-PRECISIONS = ("fp32", "bf16-mixed", "bf16")
-OPTIMIZERS = ("adamw", "sgd")
+# What the demos train with (calc and the interview also size bf16-master, adam and sgd-momentum).
+DEMO_PRECISIONS = ("fp32", "bf16-mixed", "bf16")
+DEMO_OPTIMIZERS = ("adamw", "sgd")
 FSDP_APIS = (1, 2)
 # default: FSDP2 as it comes (all-gathers issued at each unit's pre-forward; in backward the next
 #   unit's all-gather issued from the current unit's pre-backward), FSDP1 with BACKWARD_PRE;
@@ -62,16 +66,6 @@ MAX_SIMULATED_WORLD = 8192
 
 def min_steps(warmup: int) -> int:
     return max(warmup, MIN_WARMUP_STEPS) + MIN_TIMED_STEPS + MEASURED_STEPS
-
-
-def canonical_sharding(name: str) -> str:
-    """full | grad-op | hybrid | no-shard, from those names or FSDP1's (FULL_SHARD, ...), in any case."""
-    key = str(name).strip().lower().replace("_", "-")
-    aliases = {fsdp1.lower().replace("_", "-"): ours for fsdp1, ours in FSDP1_SHARDINGS.items()}
-    key = aliases.get(key, key)
-    if key not in SHARDINGS:
-        raise ValueError(f"unknown sharding {name!r}; choose one of {', '.join([*SHARDINGS, *FSDP1_SHARDINGS])}")
-    return key
 
 
 @dataclass(frozen=True)
@@ -115,10 +109,10 @@ def flag_name(name: str) -> str:
 
 
 def _models_help() -> str:
-    names = "; ".join(f"{', '.join(presets.PRESETS[arch])} ({arch})" for arch in ARCHS)
+    names = "; ".join(f"{', '.join(shapes.PRESETS[arch])} ({arch})" for arch in ARCHS)
     pairs: dict[tuple[str, str], list[str]] = {}
     for arch in ARCHS:
-        pairs.setdefault((presets.default_preset(arch, "cpu"), presets.default_preset(arch, "cuda")), []).append(arch)
+        pairs.setdefault((shapes.default_preset(arch, "cpu"), shapes.default_preset(arch, "cuda")), []).append(arch)
     defaults = ", ".join(f"{cpu} / {gpu} ({', '.join(archs)})" for (cpu, gpu), archs in pairs.items())
     return f"Preset: {names}. Default on CPU / GPU: {defaults}."
 
@@ -146,8 +140,8 @@ class RunSpec:
     warmup: int = option(2, "Steps before timing starts (DDP rebuilds its buckets after the first).",
                          minimum=MIN_WARMUP_STEPS)
     precision: str = option("fp32", "fp32; bf16-mixed (autocast for DDP, MixedPrecisionPolicy for FSDP); "
-                                     "bf16 throughout.", choices=PRECISIONS)
-    optimizer: str = option("adamw", "AdamW (two fp32 states per parameter) or SGD (no state).", choices=OPTIMIZERS)
+                                     "bf16 throughout.", choices=DEMO_PRECISIONS)
+    optimizer: str = option("adamw", "AdamW (two fp32 states per parameter) or SGD (no state).", choices=DEMO_OPTIMIZERS)
     lr: float = option(1e-3, "Learning rate.", minimum=0, above_minimum=True)
     seed: int = option(0, "Seed of the weights and the data.")
     checkpoint_activations: bool = option(False, "Recompute each block's activations in backward instead of "
@@ -180,8 +174,9 @@ class RunSpec:
     simulate: bool = option(False, "Simulate instead of running: the same strategy code on fake tensors over a fake "
                                    "process group, in one process, no GPU. Measures sharding, collectives and "
                                    "allocations, not time.", reported=False)
-    world: int | None = option(None, f"The number of ranks to simulate (e.g. 64; at most {MAX_SIMULATED_WORLD}).", **_SIMULATED)
-    params: str | None = option(None, f"A named GPT size instead of --model: {', '.join(presets.GPT_SIZES)}.",
+    world: int | None = option(None, f"The number of ranks to simulate (e.g. 64; at most {MAX_SIMULATED_WORLD}).",
+                               **_SIMULATED)
+    params: str | None = option(None, f"A named GPT size instead of --model: {', '.join(shapes.GPT_SIZES)}.",
                                 **_SIMULATED)
     gpu_mem: str | None = option(None, "Memory of one GPU (80GB, 80GiB); ddp and zero1 refuse a replica that "
                                        "cannot fit in it.", **_SIMULATED)
@@ -211,11 +206,48 @@ class RunSpec:
             given["sharding"] = sharding
         return cls(strategy=strategy, **given)
 
-    def resolved(self, device_type: str) -> RunSpec:
-        """The model and the step count left to the device ("cpu", or "cuda" for any accelerator)."""
+    @classmethod
+    def for_demo(cls, demo: str, options: Mapping[str, Any]) -> RunSpec:
+        """The one spec of a training demo's options; compare's trains with DDP first (`runs` gives its
+        four). Raises ValueError as `from_options` does, and for a demo that does not train."""
+        if demo not in TRAINING_DEMOS:
+            raise ValueError(f"{demo!r} is not a training demo; those are {', '.join(TRAINING_DEMOS)}")
+        return cls.from_options(options, COMPARE_RUNS[0][1] if demo == "compare" else demo)
+
+    def runs(self, demo: str) -> list[RunSpec]:
+        """The runs a training demo trains with this spec: itself, or compare's four in turn."""
+        if demo != "compare":
+            return [self]
+        return [self if (strategy, sharding) == (self.strategy, self.sharding)
+                else replace(self, strategy=strategy, sharding=sharding) for _, strategy, sharding in COMPARE_RUNS]
+
+    def model_for(self, device_type: str) -> str:
+        """The preset the run trains on this device: --model, else the device's default."""
+        return self.model or shapes.default_preset(self.arch, "cpu" if device_type == "cpu" else "cuda")
+
+    def steps_for(self, device_type: str) -> int:
+        """The steps the run trains on this device: --steps, else the device's default (at least the
+        warm-up, one timed step and the measured ones)."""
         kind = "cpu" if device_type == "cpu" else "cuda"
-        steps = self.steps if self.steps is not None else max(DEFAULT_STEPS[kind], min_steps(self.warmup))
-        return replace(self, model=self.model or presets.default_preset(self.arch, kind), steps=steps)
+        return self.steps if self.steps is not None else max(DEFAULT_STEPS[kind], min_steps(self.warmup))
+
+    def resolved(self, device_type: str) -> RunSpec:
+        """The model and the step count left to the device ("cpu", or "cuda" for any accelerator);
+        the spec itself when both are given."""
+        if self.model is not None and self.steps is not None:
+            return self
+        return replace(self, model=self.model_for(device_type), steps=self.steps_for(device_type))
+
+    def key(self, demo: str, device_type: str | None = None) -> dict[str, Any]:
+        """What identifies the run among a demo's saved results: every option that demo takes whose value
+        is not its default (canonical: FSDP1's sharding names read as ours, numbers as numbers), with
+        what `device_type` decides (the model, the steps) filled in unless it is None or the run is
+        simulated. A file to write (--trace) changes nothing measured, so it is not part of it."""
+        values = {item.name: getattr(self, item.name) for item in option_fields(demo)}
+        if device_type and not self.simulate:
+            values.update(model=self.model_for(device_type), steps=self.steps_for(device_type))
+        return {item.name: values[item.name] for item in option_fields(demo)
+                if not item.metadata["flag"].path and values[item.name] != DEFAULTS[item.name]}
 
     @property
     def overrides(self) -> dict[str, int]:
@@ -239,10 +271,10 @@ class RunSpec:
         Raises ValueError for a size or a shape that does not exist.
         """
         if self.params:
-            sized = {**vars(presets.sized_gpt_shape(self.params)), **self.overrides}
-            return "gpt", self.params.strip().upper(), sized, presets.shape_for("gpt", "base", **sized)
+            sized = {**vars(shapes.sized_gpt_shape(self.params)), **self.overrides}
+            return "gpt", self.params.strip().upper(), sized, shapes.shape_for("gpt", "base", **sized)
         model = self.model or SIMULATED_MODEL
-        return self.arch, model, self.overrides, presets.shape_for(self.arch, model, **self.overrides)
+        return self.arch, model, self.overrides, shapes.shape_for(self.arch, model, **self.overrides)
 
     def reported(self) -> dict[str, Any]:
         """What a result's config says of the run: the strategy and every reported option, the shape
@@ -265,9 +297,7 @@ def option_fields(demo: str | None = None) -> list[Field]:
 
 def demo_runs(demo: str, options: Mapping[str, Any]) -> list[RunSpec]:
     """The runs a training demo trains from its options: one, or compare's four in turn."""
-    if demo == "compare":
-        return [RunSpec.from_options(options, strategy, sharding) for _, strategy, sharding in COMPARE_RUNS]
-    return [RunSpec.from_options(options, demo)]
+    return RunSpec.for_demo(demo, options).runs(demo)
 
 
 def command_flags(demo: str, options: Mapping[str, Any], first: Sequence[str] = ()) -> list[str]:

@@ -243,7 +243,7 @@ def _check_values(params: str | None, model: str | None, gpu_mem: str, gpus: int
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--gpu-mem") from None
     if model is not None:
-        from ddpfsdp.demos.train.presets import GPT_PRESETS
+        from ddpfsdp.demos.shapes import GPT_PRESETS
 
         if model.lower() not in GPT_PRESETS:
             raise click.BadParameter(
@@ -297,7 +297,7 @@ def _check_combinations(options: CalcOptions) -> None:
 
 def _simulate_hint(options: CalcOptions, precision: str) -> str:
     """The simulated demo that measures this configuration with the real FSDP code, on fake tensors."""
-    from ddpfsdp.demos.train.presets import GPT_SIZES
+    from ddpfsdp.demos.shapes import GPT_SIZES
 
     params, gpus, group_size = options.params, options.gpus, options.group_size
     world = max(gpus, 2)

@@ -84,7 +84,7 @@ def _block_shape(inputs: dict[str, Any], params_text: str | None) -> Any:
     from dataclasses import replace
 
     from ddpfsdp.demos.theory.gpt_layout import gpt_shape_of
-    from ddpfsdp.demos.train.presets import GPT_SIZES
+    from ddpfsdp.demos.shapes import GPT_SIZES
 
     if inputs["model"] is not None:
         return gpt_shape_of(inputs["model"], inputs["seq_len"])

@@ -9,118 +9,37 @@ from typing import Any
 import click
 
 from ddpfsdp.demos import registry
+from ddpfsdp.demos.registry import load
+from ddpfsdp.quiz.commands.results import check_table, save_result
 
-LAUNCH_PARAMS = ("gpus", "procs", "as_json", "force", "timeout_s", "verbose", "fail_rank", "fail_step", "fail_mode")
 CPU_NOTE = (
     "Measured on CPU processes with gloo: throughput here does not represent NCCL on GPUs; "
     "memory and communication volumes carry over."
 )
 
 
-def _launch_options() -> list[click.Parameter]:
-    from ddpfsdp.demos.worker import DEFAULT_TIMEOUT_S
-
-    return [
-        click.Option(
-            ["--gpus"],
-            type=click.IntRange(min=1),
-            default=None,
-            help="Run on this many CUDA GPUs with NCCL.",
-        ),
-        click.Option(
-            ["--procs"],
-            type=click.IntRange(min=1),
-            default=None,
-            help="Run on this many CPU processes with gloo.  [default: every visible GPU, else 2 CPU processes]",
-        ),
-        click.Option(["--json", "as_json"], is_flag=True, help="Print the result as JSON (schema ddpfsdp.demo/1)."),
-        click.Option(["--force"], is_flag=True, help="Launch even if the memory estimate says it will not fit."),
-        click.Option(
-            ["--timeout-s"],
-            type=click.FloatRange(min=1),
-            default=None,
-            help=f"Collective timeout in seconds: how long a rank waits for a dead peer.  [default: {DEFAULT_TIMEOUT_S:g}]",
-        ),
-        click.Option(["--verbose", "-v"], is_flag=True, help="On a failure, also print the launcher's full output."),
-        click.Option(["--fail-rank"], type=int, default=None, hidden=True),
-        click.Option(["--fail-step"], type=int, default=None, hidden=True),
-        click.Option(["--fail-mode"], type=click.Choice(["raise", "exit"]), default="raise", hidden=True),
-    ]
-
-
-def demo_args(command: click.Command, ctx: click.Context) -> list[str]:
-    """The demo's own options as the user gave them, to pass on to every rank."""
-    from click.core import ParameterSource
-
-    args: list[str] = []
-    for param in command.params:
-        if not isinstance(param, click.Option) or param.name in LAUNCH_PARAMS:
-            continue
-        if ctx.get_parameter_source(param.name) != ParameterSource.COMMANDLINE:
-            continue
-        value = ctx.params[param.name]
-        if param.is_flag and not param.secondary_opts:
-            if value:
-                args.append(param.opts[0])
-        elif param.is_flag:
-            args.append(param.opts[0] if value else param.secondary_opts[0])
-        elif param.multiple:
-            for item in value:
-                args += [param.opts[0], str(item)]
-        else:
-            args += [param.opts[0], str(value)]
-    return args
-
-
-def _check_table(checks: list[dict[str, Any]]):
-    from rich.table import Table
-
-    table = Table(title="Checks: the claims this run illustrates", title_justify="left", expand=False)
-    table.add_column("", width=1)
-    table.add_column("check")
-    table.add_column("what was measured")
-    for check in checks:
-        mark = "[green]✔[/]" if check.get("passed") else "[red]✘[/]"
-        table.add_row(mark, check.get("name", "?"), check.get("detail", ""))
-    return table
-
-
 def _render(demo: registry.Demo, result: dict[str, Any], console) -> None:
-    from ddpfsdp.demos.worker import load
-
     if demo.render:
         load(demo.render)(result, console)
     if result.get("checks"):
-        console.print(_check_table(result["checks"]))
+        console.print(check_table(result["checks"]))
     # A demo's own renderer states what its figures mean on CPU; concept demos get the note here.
     if not demo.render and (result.get("config") or {}).get("backend") == "gloo":
         console.print(f"[dim]{CPU_NOTE}[/]")
 
 
-def _save(demo: registry.Demo, args: list[str], result: dict[str, Any], console) -> None:
-    try:
-        from ddpfsdp.quiz.store import Store
-
-        with Store.open() as store:
-            if store.warning:
-                console.print(f"[yellow]warning:[/] {store.warning}")
-            store.save_demo_result(demo.name, args, result)
-    except Exception as exc:  # noqa: BLE001 - the result on screen matters more than the copy on disk
-        console.print(f"[yellow]warning:[/] the result was not saved to the progress store: {exc}")
-
-
-def _run(demo: registry.Demo, command: click.Command, **params: Any) -> None:
+def _run(demo: registry.Demo, **params: Any) -> None:
     from rich.console import Console
 
+    from ddpfsdp.demos.launch.request import LAUNCH_PARAMS
+
     ctx = click.get_current_context()
-    options = {k: v for k, v in params.items() if k not in LAUNCH_PARAMS}
-    args = demo_args(command, ctx)
-    _check_before_placing(demo, options, params, ctx)
+    asked = _asked(demo, {k: v for k, v in params.items() if k not in LAUNCH_PARAMS}, params, ctx)
     as_json = params["as_json"]
     out = Console()
     err = Console(stderr=True)
-    run = _start(demo, args, params, ctx)
-    _guard(demo, run.placement, options, params["force"], out)
+    run = _start(demo, asked, params, ctx)
+    _guard(demo, run.placement, asked, params["force"], out)
     status = err if as_json else out
     status.print(f"[bold]{demo.name}[/] on {run.placement.describe()}: {demo.summary}")
     _follow(demo, run, status, quiet=as_json and not sys.stderr.isatty(), err=err)
@@ -128,35 +47,36 @@ def _run(demo: registry.Demo, command: click.Command, **params: Any) -> None:
         raise click.ClickException(_failure_message(demo, run, params["verbose"]))
     result = run.result
     assert result is not None
-    _save(demo, args, result, err if as_json else out)
+    save_result(demo, asked, result, err if as_json else out)
     if as_json:
         click.echo(json.dumps(result, indent=2))
     else:
         _render(demo, result, out)
 
 
-def _check_before_placing(demo: registry.Demo, options: dict[str, Any], params: dict[str, Any],
-                          ctx: click.Context) -> None:
-    """Refuse what needs no world size before the run is placed: placing it imports torch (seconds)."""
-    from ddpfsdp.demos.worker import load
+def _asked(demo: registry.Demo, options: dict[str, Any], params: dict[str, Any], ctx: click.Context) -> Any:
+    """What the demo is asked, from the options click parsed: its RunSpec or its options, checked for
+    all that needs no world size before the run is placed (placing it imports torch, seconds)."""
+    from ddpfsdp.demos.launch import request
 
     if options.get("simulate") and (params["gpus"] is not None or params["procs"] is not None):
         raise click.UsageError("--simulate runs one process for all --world ranks; leave out --gpus and --procs", ctx)
-    if demo.validate:
-        try:
-            load(demo.validate)(options, None)
-        except click.UsageError as exc:
-            raise click.UsageError(exc.message, ctx) from None
+    try:
+        asked = request.typed(demo, options)
+        request.validate(demo, asked)
+    except click.UsageError as exc:
+        raise click.UsageError(exc.message, ctx) from None
+    return asked
 
 
-def _start(demo: registry.Demo, args: list[str], params: dict[str, Any], ctx: click.Context):
-    """The run, placed and with its options checked for its world size (not yet started)."""
+def _start(demo: registry.Demo, asked: Any, params: dict[str, Any], ctx: click.Context):
+    """The run, placed and checked for its world size (not yet started)."""
     from ddpfsdp.demos.launch.launcher import DemoRun, LaunchError
 
     try:
         return DemoRun(
             demo.name,
-            args,
+            asked=asked,
             gpus=params["gpus"],
             procs=params["procs"],
             timeout_s=params["timeout_s"],
@@ -168,14 +88,14 @@ def _start(demo: registry.Demo, args: list[str], params: dict[str, Any], ctx: cl
         raise click.UsageError(str(exc), ctx) from None
 
 
-def _guard(demo: registry.Demo, placement: Any, options: dict[str, Any], force: bool, out) -> None:
+def _guard(demo: registry.Demo, placement: Any, spec: Any, force: bool, out) -> None:
     """Refuse a training run the analytic model says will not fit, unless forced; warn when forced."""
     # A simulated run allocates nothing real, so there is nothing for the launch guard to estimate.
     if demo.kind != "training" or placement.device == "fake":
         return
-    from ddpfsdp.demos.theory.guard import check_launch
+    from ddpfsdp.demos.launch.guard import check_launch
 
-    verdict = check_launch(demo.name, options, device=placement.device, world_size=placement.world_size, force=force)
+    verdict = check_launch(demo.name, spec, device=placement.device, world_size=placement.world_size, force=force)
     if not verdict.proceed:
         raise click.ClickException(verdict.message)  # it names the estimate, a fit and --force
     if not verdict.fits:
@@ -251,9 +171,9 @@ def _failure_message(demo: registry.Demo, run: Any, verbose: bool) -> str:
 
 
 def _make_command(demo: registry.Demo) -> click.Command:
-    from ddpfsdp.demos.worker import load
+    from ddpfsdp.demos.launch.request import launch_options
 
-    params = [*load(demo.options), *_launch_options()]
+    params = [*load(demo.options), *launch_options()]
     command = DemoCommand(
         demo.name,
         params=params,
@@ -261,7 +181,7 @@ def _make_command(demo: registry.Demo) -> click.Command:
         short_help=demo.summary,
         context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     )
-    command.callback = lambda **kwargs: _run(demo, command, **kwargs)
+    command.callback = lambda **kwargs: _run(demo, **kwargs)
     return command
 
 
@@ -283,9 +203,7 @@ class DemoCommand(click.Command):
 
 def _demos_taking(option: str) -> list[str]:
     """The demos (of those built from an option list) that have `option`."""
-    from ddpfsdp.demos.worker import load
-
-    return [name for name, demo in registry.DEMOS.items() if not demo.command
+    return [name for name, demo in registry.DEMOS.items() if not demo.runner
             and any(option in param.opts or option in param.secondary_opts for param in load(demo.options))]
 
 
@@ -295,10 +213,10 @@ class DemoGroup(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         demo = registry.DEMOS.get(cmd_name)
-        if demo is not None and demo.command:  # a demo that starts its own ranks brings its own command
-            from ddpfsdp.demos.worker import load
+        if demo is not None and demo.runner:  # the failure lab starts its own ranks, with its own command
+            from ddpfsdp.quiz.commands.fault import fault
 
-            return load(demo.command)
+            return fault
         return _make_command(demo) if demo else None
 
 

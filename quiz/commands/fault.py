@@ -6,7 +6,8 @@ import json
 import sys
 
 import click
-from ddpfsdp.demos.faults.catalog import FAULTS, SUMMARY
+from ddpfsdp.demos import registry
+from ddpfsdp.demos.faults.catalog import FAULTS
 from ddpfsdp.demos.faults.runner import DEFAULT_TIMEOUT_S, MAX_PROCS
 
 
@@ -30,7 +31,7 @@ def _failure(run, verbose: bool) -> click.ClickException:
     return click.ClickException("\n".join(lines))
 
 
-@click.command("fault", short_help=SUMMARY, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.command("fault", short_help=registry.get("fault").summary, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.argument("name", required=False, metavar="NAME")
 @click.option("--list", "list_faults", is_flag=True, help="List the faults, one per line with its summary.")
 @click.option("--procs", type=click.IntRange(2, MAX_PROCS), default=2, show_default=True,
@@ -66,10 +67,9 @@ def fault(name: str | None, list_faults: bool, procs: int, timeout_s: float, as_
 
 
 def _run(name: str, procs: int, timeout_s: float, as_json: bool, verbose: bool) -> None:
-    from ddpfsdp.demos import registry
     from ddpfsdp.demos.faults.render import render_fault
     from ddpfsdp.demos.faults.runner import FaultRun
-    from ddpfsdp.quiz.commands.demo import _check_table, _save
+    from ddpfsdp.quiz.commands.results import check_table, save_result
     from rich.console import Console
     from rich.markup import escape
 
@@ -90,9 +90,9 @@ def _run(name: str, procs: int, timeout_s: float, as_json: bool, verbose: bool) 
         sys.exit(130)
     if not run.ok or run.result is None:
         raise _failure(run, verbose)
-    _save(registry.get("fault"), [name], run.result, status)
+    save_result(registry.get("fault"), [name], run.result, status)
     if as_json:
         click.echo(json.dumps(run.result, indent=2))
         return
     render_fault(run.result, out)
-    out.print(_check_table(run.result["checks"]))
+    out.print(check_table(run.result["checks"]))

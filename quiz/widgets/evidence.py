@@ -240,7 +240,7 @@ class EvidencePanel(Vertical):
         self.query_one(ProgressBar).update(total=None, progress=0)
         link = self.question.demo
         # Said at once; where the ranks go, when that is known before the launcher has imported torch.
-        where = foreseen_placement(link.args) or " ".join([link.name, *link.args])
+        where = foreseen_placement(link.name, link.args) or " ".join([link.name, *link.args])
         self.status(Text(f"Starting {where}… Esc cancels", style="bold"))
         self.show_result(self.shown)  # the "press r" line gives way to the run
         # Launched once this is on screen: the launcher imports torch in its thread, which would

@@ -25,11 +25,11 @@ ROWS = {"ddp": ("ddp", None), "zero1": ("zro", None), "fsdp-grad-op": ("grad-op"
 
 def main() -> int:
     from ddpfsdp.demos.theory.estimate import estimate
-    from ddpfsdp.demos.train import presets
+    from ddpfsdp.demos import shapes
     from ddpfsdp.demos.train.simulate import simulate
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--params", default="7B", choices=list(presets.GPT_SIZES))
+    parser.add_argument("--params", default="7B", choices=list(shapes.GPT_SIZES))
     parser.add_argument("--world", type=int, default=64)
     parser.add_argument("--replicas", type=int, default=8)
     args = parser.parse_args()
@@ -39,7 +39,7 @@ def main() -> int:
     compare = simulate("compare", options)
     hybrid = simulate("fsdp", {**options, "sharding": "hybrid", "replicas": args.replicas})
     wall_s = time.perf_counter() - started
-    params = presets.sized_gpt_shape(args.params).params
+    params = shapes.sized_gpt_shape(args.params).params
     runs = {**compare["runs"], "hybrid": hybrid}
     rows = {**ROWS, "hybrid": ("hsdp", args.world // args.replicas)}
     failures = []

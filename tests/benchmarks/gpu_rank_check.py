@@ -71,11 +71,11 @@ def run_demo(out_path: str, device_type: str, demo_name: str, args: list[str]) -
 
     from ddpfsdp.demos import registry
     from ddpfsdp.demos.launch.context import DemoContext
-    from ddpfsdp.demos.worker import load, parse_demo_options
+    from ddpfsdp.demos.launch import request
 
     _world_of_one()
     demo = registry.get(demo_name)
-    options = parse_demo_options(demo, args)
+    asked = request.from_args(demo, args)
     if device_type == "cuda":
         device = torch.device("cuda", 0)
         torch.cuda.set_device(device)
@@ -88,7 +88,7 @@ def run_demo(out_path: str, device_type: str, demo_name: str, args: list[str]) -
         ctx = DemoContext(rank=0, world_size=1, local_rank=0, device=device, backend=dist.get_backend(),
                           _stdout=sys.stderr)
         baseline = torch.cuda.memory_allocated(device) if device.type == "cuda" else None
-        result = load(demo.module)(ctx, **options)
+        result = demo.run_on_rank(ctx, asked)
         data: dict[str, Any] = {"result": result, "baseline_bytes": baseline, "torch": torch.__version__}
         if device.type == "cuda":
             data["memory_stats"] = _memory_stats(device)
@@ -105,7 +105,7 @@ def run_guard(out_path: str) -> int:
     """The guard's verdicts on one GPU: a run far too big for it, and a tiny one."""
     from dataclasses import asdict
 
-    from ddpfsdp.demos.theory.guard import check_launch
+    from ddpfsdp.demos.launch.guard import check_launch
 
     refused = check_launch("ddp", {"model": "xl", "batch_size": 256}, device="cuda", world_size=1, force=False)
     control = check_launch("ddp", {"model": "tiny", "batch_size": 4}, device="cuda", world_size=1, force=False)

@@ -6,6 +6,8 @@ activations, plus a fixed runtime overhead per process. It is compared with free
 fit, the verdict names a configuration that would (FSDP full sharding, activation checkpointing,
 a smaller batch, more GPUs, a smaller model), and the caller refuses to launch unless forced.
 A demo's options are read as its RunSpec (`train.spec`): an option left out takes the run's default.
+It sits with the launch, not the theory: it reads the run's spec, the demos' own checks of a
+suggestion (`train.options`) and what the host has free.
 
 Pure Python at import; torch is imported only to ask CUDA what is free, and then in a child
 process, so the launcher never holds a CUDA context on the GPUs its ranks are about to use.
@@ -17,17 +19,17 @@ import json
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 import click
 
-from ddpfsdp.demos.theory.activations import gpt_activation_bytes, transformer_activation_bytes
+from ddpfsdp.demos.theory.activations import model_activation_bytes, resnet_activation_bytes
 from ddpfsdp.demos.theory.gpt_layout import gpt_unit_params
-from ddpfsdp.demos.theory.precision import precision_for
 from ddpfsdp.demos.theory.run import theory_for_run
-from ddpfsdp.demos.train import presets
+from ddpfsdp.demos import shapes
 from ddpfsdp.demos.train.options import validate
-from ddpfsdp.demos.train.spec import TRAINING_DEMOS, RunSpec, command_flags, demo_runs
+from ddpfsdp.demos.train.spec import TRAINING_DEMOS, RunSpec, command_flags, option_fields
+from ddpfsdp.demos.registry import DATA_PARALLEL_MIN_RANKS
 from ddpfsdp.demos.units import format_bytes
 
 SAFETY_MARGIN = 0.10
@@ -57,81 +59,54 @@ class Verdict:
 # ----------------------------------------------------------------------------- the estimate
 
 
-def _resnet_activation_bytes(shape: Any, batch_size: int, precision: str) -> int:
-    """A rough count of what a ResNet saves for backward, per sample: per BasicBlock its input,
-    the two convolutions' outputs (BatchNorm inputs), the ReLU output and the block's output
-    (plus the shortcut's BatchNorm input where the shape changes); the stem's three tensors."""
-    element = precision_for(precision).compute_bytes
-    side = shape.image_size // (2 if shape.imagenet_stem else 1)
-    elements = shape.channels * shape.image_size**2 + 3 * shape.widths[0] * side**2
-    if shape.imagenet_stem:
-        side //= 2
-    for in_ch, out_ch, stride in shape.block_shapes():
-        in_side = side
-        side //= stride
-        tensors = 4 + (1 if stride != 1 or in_ch != out_ch else 0)
-        elements += in_ch * in_side**2 + tensors * out_ch * side**2
-    return batch_size * elements * element
-
-
-def model_activation_bytes(arch: str, shape: Any, batch_size: int, checkpoint_activations: bool,
-                           precision: str) -> int | None:
-    """The analytic model's activation bytes of one micro-batch of a GPT or ViT shape; None for
-    another architecture, whose activations the analytic model does not estimate."""
-    if arch == "gpt":
-        return gpt_activation_bytes(shape, batch_size, None, checkpoint_activations, precision)["activation_bytes"]
-    if arch == "vit":
-        # The classifier reads the class token only: one token of `classes` logits per sample.
-        return transformer_activation_bytes(
-            layers=shape.layers, d_model=shape.d_model, tokens=shape.tokens, batch_size=batch_size,
-            head_outputs=shape.classes, head_tokens=1, precision=precision,
-            checkpoint_activations=checkpoint_activations,
-        )["activation_bytes"]
-    return None
-
-
-def _units_and_activations(run: RunSpec, shape: Any) -> tuple[list[int], int]:
+def _units_and_activations(spec: RunSpec, shape: Any) -> tuple[list[int], int]:
     """The parameters of each FSDP unit, and the activations: the analytic model's, or for a ResNet a rough count."""
-    activations = model_activation_bytes(run.arch, shape, run.batch_size, run.checkpoint_activations, run.precision)
-    if run.arch == "gpt":
-        return gpt_unit_params(shape, wrap=run.wrap), activations
-    if run.arch == "vit":
+    activations = model_activation_bytes(spec.arch, shape, spec.batch_size, spec.checkpoint_activations, spec.precision)
+    if spec.arch == "gpt":
+        return gpt_unit_params(shape, wrap=spec.wrap), activations
+    if spec.arch == "vit":
         blocks = [shape.block_params] * shape.layers
-        units = [shape.params] if run.wrap == "model" else [shape.embedding_params, *blocks, shape.head_params, 0]
+        units = [shape.params] if spec.wrap == "model" else [shape.embedding_params, *blocks, shape.head_params, 0]
         return units, activations
     blocks = [shape.basic_block_params(*block) for block in shape.block_shapes()]
-    units = [shape.params] if run.wrap == "model" else [shape.stem_params, *blocks, shape.head_params, 0]
-    return units, _resnet_activation_bytes(shape, run.batch_size, run.precision)
+    units = [shape.params] if spec.wrap == "model" else [shape.stem_params, *blocks, shape.head_params, 0]
+    return units, resnet_activation_bytes(shape, spec.batch_size, spec.precision)
 
 
-def _run_theory(run: RunSpec, shape: Any, world_size: int) -> tuple[dict[str, Any], int]:
+def _run_theory(spec: RunSpec, shape: Any, world_size: int) -> tuple[dict[str, Any], int]:
     """The analytic model's figures for one run on `world_size` ranks, and its activations per rank:
     a --tp run's are the 2-D model's (one TP rank's share of the parameters and activations)."""
-    if run.tp:
+    if spec.tp:
         from ddpfsdp.demos.theory.tensor_parallel import two_d_run_theory
 
-        theory = two_d_run_theory(shape=shape, world_size=world_size, tp=run.tp, precision=run.precision,
-                                  optimizer=run.optimizer, batch_size=run.batch_size,
-                                  sequence_parallel=run.sequence_parallel)
+        theory = two_d_run_theory(shape=shape, world_size=world_size, tp=spec.tp, precision=spec.precision,
+                                  optimizer=spec.optimizer, batch_size=spec.batch_size,
+                                  sequence_parallel=spec.sequence_parallel)
         return theory, theory["activation_bytes"]
-    units, activations = _units_and_activations(run, shape)
-    theory = theory_for_run(strategy=run.strategy, sharding=run.sharding, params=shape.params, world_size=world_size,
-                            precision=run.precision, optimizer=run.optimizer, replicas=run.replicas, unit_params=units)
+    units, activations = _units_and_activations(spec, shape)
+    theory = theory_for_run(strategy=spec.strategy, sharding=spec.sharding, params=shape.params, world_size=world_size,
+                            precision=spec.precision, optimizer=spec.optimizer, replicas=spec.replicas, unit_params=units)
     return theory, activations
 
 
-def estimate_rank_bytes(demo: str, options: dict[str, Any], *, device: str, world_size: int) -> dict[str, Any]:
-    """The per-rank estimate for a training demo's options: {"total_bytes", "parts", "model", ...}.
+def _spec(demo: str, spec: RunSpec | Mapping[str, Any]) -> RunSpec:
+    return spec if isinstance(spec, RunSpec) else RunSpec.for_demo(demo, spec)
+
+
+def estimate_rank_bytes(demo: str, spec: RunSpec | Mapping[str, Any], *, device: str,
+                        world_size: int) -> dict[str, Any]:
+    """The per-rank estimate for a training demo's spec (or the options that make it): {"total_bytes",
+    "parts", "model", ...}.
 
     Options left out take RunSpec's defaults. Raises ValueError for options RunSpec does not allow.
     """
-    runs = [run.resolved(device) for run in demo_runs(demo, options)]
+    runs = _spec(demo, spec).resolved(device).runs(demo)
     first = runs[0]  # compare's runs differ in strategy only
-    shape = presets.shape_for(first.arch, first.model, **first.overrides)
+    shape = shapes.shape_for(first.arch, first.model, **first.overrides)
     overhead = PROCESS_OVERHEAD_BYTES["cpu" if device == "cpu" else "cuda"]
     worst: dict[str, Any] | None = None
-    for run in runs:
-        theory, activations = _run_theory(run, shape, world_size)
+    for each in runs:
+        theory, activations = _run_theory(each, shape, world_size)
         parts = {
             "model_state": theory["model_state_bytes"],
             "working_set": theory["working_set_bytes"],
@@ -177,7 +152,7 @@ def _cuda_free_bytes(world_size: int) -> int | None:
 def available_rank_bytes(device: str, world_size: int) -> int | None:
     """Memory one rank may use: free memory of its GPU, or available RAM shared by the processes."""
     if device == "cpu":
-        from ddpfsdp.demos.launch.hardware import ram_bytes
+        from ddpfsdp.demos.host import ram_bytes
 
         _, available = ram_bytes()
         return None if available is None else available // world_size
@@ -191,18 +166,24 @@ def _fits(estimate: int, available: int) -> bool:
     return estimate <= available * (1 - SAFETY_MARGIN)
 
 
-def _candidates(demo: str, run: RunSpec, device: str, world_size: int):
-    """Configurations to try, most similar first: (demo, changed options, world size)."""
-    base = {"model": run.model}
-    if demo == "ddp" or (demo == "fsdp" and run.sharding != "full"):
+def _candidates(demo: str, spec: RunSpec, device: str, world_size: int):
+    """Configurations to try, most similar first: (demo, changed options, world size). On CPU the
+    same run on fewer processes comes first: they share one RAM, so fewer leave each one more."""
+    if device == "cpu":
+        ranks = world_size // 2
+        while ranks >= DATA_PARALLEL_MIN_RANKS:
+            yield demo, {}, ranks
+            ranks //= 2
+    base = {"model": spec.model}
+    if demo == "ddp" or (demo == "fsdp" and spec.sharding != "full"):
         yield "fsdp", {**base, "sharding": "full"}, world_size
     sharded = {"sharding": "full"} if demo in ("ddp", "fsdp") else {}
     target = "fsdp" if demo == "ddp" else demo
     # A --tp run keeps every block's activations (the demo refuses --checkpoint-activations with it).
-    checkpoint = {} if run.tp else {"checkpoint_activations": True}
-    if checkpoint and not run.checkpoint_activations:
+    checkpoint = {} if spec.tp else {"checkpoint_activations": True}
+    if checkpoint and not spec.checkpoint_activations:
         yield target, {**base, **sharded, **checkpoint}, world_size
-    batch = run.batch_size
+    batch = spec.batch_size
     while batch > 1:
         batch //= 2
         yield target, {**base, **sharded, **checkpoint, "batch_size": batch}, world_size
@@ -213,17 +194,17 @@ def _candidates(demo: str, run: RunSpec, device: str, world_size: int):
     if device == "cpu" and world_size > 2:
         # CPU processes share one RAM: fewer of them leaves each one more.
         yield target, {**base, **sharded, **checkpoint, "batch_size": 1}, 2
-    names = list(presets.PRESETS[run.arch])
-    if run.model in names:
-        for smaller in reversed(names[: names.index(run.model)]):
+    names = list(shapes.PRESETS[spec.arch])
+    if spec.model in names:
+        for smaller in reversed(names[: names.index(spec.model)]):
             yield target, {"model": smaller, **sharded, **checkpoint, "batch_size": 1}, world_size
 
 
-def _suggest(demo: str, options: dict[str, Any], device: str, world_size: int,
+def _suggest(demo: str, spec: RunSpec, device: str, world_size: int,
              available: int) -> tuple[str | None, int | None]:
     launch_flag = "--procs" if device == "cpu" else "--gpus"
-    run = demo_runs(demo, options)[0].resolved(device)
-    for target, changed, ranks in _candidates(demo, run, device, world_size):
+    options = {item.name: getattr(spec, item.name) for item in option_fields(demo)}
+    for target, changed, ranks in _candidates(demo, spec.resolved(device), device, world_size):
         trial = {**options, **changed}
         if target == "fsdp" and demo == "ddp":
             trial.pop("bucket_mb", None)
@@ -243,7 +224,7 @@ def _suggest(demo: str, options: dict[str, Any], device: str, world_size: int,
 
 def check_launch(
     demo: str,
-    options: dict[str, Any],
+    spec: RunSpec | Mapping[str, Any],
     *,
     device: str,
     world_size: int,
@@ -261,7 +242,8 @@ def check_launch(
         return Verdict(True, None, None, f"{demo}: a concept demo on a small model; no memory estimate needed.")
     device = "cpu" if device == "cpu" else "cuda"
     try:
-        estimate = estimate_rank_bytes(demo, options, device=device, world_size=world_size)
+        spec = _spec(demo, spec)
+        estimate = estimate_rank_bytes(demo, spec, device=device, world_size=world_size)
     except (ValueError, TypeError, AttributeError) as error:
         return Verdict(
             True, None, None,
@@ -297,7 +279,7 @@ def check_launch(
             f"{described}; fits in {format_bytes(usable, 'GiB')} usable of {format_bytes(available, 'GiB')} {where}.",
             forced=force, breakdown=estimate["parts"],
         )
-    suggestion, suggested_bytes = _suggest(demo, options, device, world_size, available)
+    suggestion, suggested_bytes = _suggest(demo, spec, device, world_size, available)
     advice = (
         f" Try: {suggestion} (estimate {format_bytes(suggested_bytes, 'GiB')} per rank)."
         if suggestion
