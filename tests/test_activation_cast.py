@@ -111,5 +111,6 @@ def test_calc_s_2d_column_counts_fsdp2_s_bf16_residual_stream():
     # 369,098,752 B; 86 blocks 31,742,492,672. Head: 2 + 2 B per element, 134,217,728, + the vocabulary-
     # sharded fp32 log-softmax 4096*50,304*4/8 = 103,022,592; the peak adds its gradient: 32,082,755,584 B.
     # (Autocast's r = 4 would give 15 B per element: 43,692,589,056 B, 27% more.)
+    # A named size, not a preset: the column keeps the estimate beside its total, as shape_activation_bytes.
     column = estimate(params="70B", gpus=64, tp=8, precision="bf16-mixed")["strategies"]["2d"]
-    assert column["activation_bytes"] == 32_082_755_584
+    assert column["shape_activation_bytes"] == 32_082_755_584

@@ -160,24 +160,18 @@ def test_the_stated_ranges_are_accepted_at_both_ends(args):
 
 
 def _refused_by_the_demo(command_line: str) -> str | None:
-    """What `ddpfsdp demo fsdp ...` refuses before it starts, through that command's own parser and checks."""
+    """What `ddpfsdp demo fsdp ...` refuses before it starts, through that demo's own parser and checks."""
     import click
 
     from ddpfsdp.demos import registry
-    from ddpfsdp.demos.worker import load
-    from ddpfsdp.quiz.cli import cli as root
+    from ddpfsdp.demos.launch import request
 
     words = command_line.split()
     assert words[:3] == ["ddpfsdp", "demo", "fsdp"], command_line
-    demo_group = root.get_command(click.Context(root), "demo")
-    command = demo_group.get_command(click.Context(demo_group), "fsdp")
+    demo = registry.get("fsdp")
     try:
-        ctx = command.make_context("fsdp", words[3:])
-        params = dict(ctx.params)
-        options = {k: v for k, v in params.items() if k not in ("gpus", "procs", "as_json", "force", "timeout_s",
-                                                               "verbose", "fail_rank", "fail_step", "fail_mode")}
-        load(registry.get("fsdp").validate)(options, None)
-    except click.UsageError as error:
+        request.validate(demo, request.from_command_line(demo, words[3:]))
+    except click.ClickException as error:
         return error.message
     return None
 

@@ -324,15 +324,12 @@ def _simulate_hint(options: CalcOptions, precision: str) -> str:
 def _simulation_refusal(args: list[str]) -> str | None:
     """What `ddpfsdp demo fsdp ARGS` would refuse before it starts, checked as that command checks it."""
     from ddpfsdp.demos import registry
-    from ddpfsdp.demos.worker import load
-    from ddpfsdp.quiz.commands.demo import LAUNCH_PARAMS, DemoGroup
+    from ddpfsdp.demos.launch import request
 
-    command = DemoGroup().get_command(click.Context(click.Group()), "fsdp")
+    demo = registry.get("fsdp")
     try:
-        with command.make_context("fsdp", list(args)) as ctx:
-            options = {name: value for name, value in ctx.params.items() if name not in LAUNCH_PARAMS}
-            load(registry.get("fsdp").validate)(options, None)
-    except click.UsageError as error:
+        request.validate(demo, request.from_command_line(demo, args))
+    except click.ClickException as error:
         return error.message
     return None
 
