@@ -229,3 +229,24 @@ def test_the_quiz_foresees_no_placement_where_a_gpu_may_be(monkeypatch):
     assert placement.foreseen_placement("ddp", ["--model", "tiny"]) is None
     monkeypatch.setattr(placement, "no_gpu_here", lambda: True)
     assert placement.foreseen_placement("ddp", ["--model", "tiny"]) == "2 ranks on cpu (gloo)"
+
+
+def test_a_timeline_whose_reduce_scatters_cannot_be_stamped_is_not_judged_but_a_miscount_still_fails():
+    """gloo's reduce-scatter on CUDA tensors gives no future to stamp its end: counted but unstamped
+    collectives are not judged on a shared GPU; a count that is off fails there as anywhere."""
+    from ddpfsdp.demos.launch.sharing import mark_result
+    from ddpfsdp.demos.train.timeline_claims import timeline_records_every_collective
+
+    def rank(r: int, completed: float | None, count: int = 2) -> dict:
+        return {"rank": r, "collectives": [{"op": "reduce_scatter", "completed_s": completed}] * count}
+
+    per_op = {"reduce_scatter": {"count": 2}}
+    unstamped = timeline_records_every_collective({"ranks": [rank(0, None), rank(1, None)]}, per_op).to_dict()
+    miscounted = timeline_records_every_collective({"ranks": [rank(0, 1.0, 1), rank(1, 1.0)]}, per_op).to_dict()
+    stamped = timeline_records_every_collective({"ranks": [rank(0, 1.0), rank(1, 1.0)]}, per_op).to_dict()
+    assert not unstamped["passed"] and not miscounted["passed"] and stamped["passed"]
+    shared = mark_result({"config": {}, "checks": [unstamped, miscounted, stamped]}, ranks_per_gpu=2, gpus=1)["checks"]
+    assert shared[0]["passed"] is None and "no future" in shared[0]["not_judged"]
+    assert shared[1]["passed"] is False and shared[2]["passed"] is True
+    # on separate GPUs the unstamped timeline fails as before
+    assert mark_result({"config": {}, "checks": [unstamped]}, 1, 2)["checks"][0]["passed"] is False
