@@ -250,3 +250,23 @@ def test_a_timeline_whose_reduce_scatters_cannot_be_stamped_is_not_judged_but_a_
     assert shared[1]["passed"] is False and shared[2]["passed"] is True
     # on separate GPUs the unstamped timeline fails as before
     assert mark_result({"config": {}, "checks": [unstamped]}, 1, 2)["checks"][0]["passed"] is False
+
+
+def test_a_two_rank_demo_asked_for_one_gpu_says_in_its_first_line_that_the_ranks_share_it(monkeypatch):
+    """`--gpus 1`, or no flag on a one-GPU machine: two ranks on the GPU, said before anything runs."""
+    from ddpfsdp.demos.launch import guard
+
+    _gpus(monkeypatch, 1)
+    monkeypatch.setattr(guard, "available_rank_bytes", lambda device, count: 80 * 2**30)
+    placed = []
+
+    def events(self):
+        placed.append(self.placement)
+        return iter(())
+
+    monkeypatch.setattr(DemoRun, "events", events)
+    for flags in ([], ["--gpus", "1"]):
+        result = CliRunner().invoke(cli, ["demo", "ddp", "--model", "tiny", *flags])
+        first = result.output.splitlines()[0]
+        assert first.startswith("ddp on 2 ranks, 2 sharing one GPU (gloo, CUDA tensors"), result.output
+    assert placed == [Placement("cuda", 2, 2)] * 2
