@@ -94,7 +94,12 @@ def where(result: dict[str, Any]) -> str:
     if config.get("simulated"):
         return (f"simulated: rank 0 of a world of {world} ranks on fake tensors over a fake process group, "
                 f"in one process" + (f", torch {env['torch']}" if env.get("torch") else ""))
-    if device == "cuda":
+    sharing = int(config.get("ranks_per_gpu") or 1)
+    if device == "cuda" and sharing > 1:
+        names = env.get("device_names") or []
+        gpus = int(config.get("gpus") or 1)
+        placed = f"{world} ranks sharing {'one GPU' if gpus == 1 else f'{gpus} GPUs'}" + (f" ({names[0]})" if names else "")
+    elif device == "cuda":
         names = env.get("device_names") or []
         gpu = f" × {names[0]}" if names else ""
         placed = f"{world} GPUs{gpu}" if world else "GPUs"

@@ -208,6 +208,9 @@ def test_not_judged_is_its_own_verdict_on_every_screen():
     items = ev.all_checks(result)
     assert items[0].passed is True and items[1].passed is None and items[1].not_judged
     assert ev.gloo_caveat(result) == result["config"]["shared_gpu"]
+    result["env"] = {"device_names": ["NVIDIA H200"], "torch": "2.13.0"}
+    assert ev.where(result) == "2 ranks sharing one GPU (NVIDIA H200) (gloo), torch 2.13.0"
+    assert ev.where(_training_result()).startswith("2 GPUs (gloo)")  # unlabelled: as before
 
 
 def test_the_quiz_says_where_shared_ranks_run():

@@ -232,12 +232,15 @@ def demo() -> None:
     """Run a demo on real processes: DDP or FSDP training, or one concept, measured in this run.
 
     Every demo runs on every visible GPU with NCCL, or on 2 CPU processes with gloo where there is
-    no GPU; --gpus N or --procs N chooses. Results are saved, so the quiz can show them as evidence.
+    no GPU; --gpus N or --procs N chooses. Where the GPUs are fewer than the ranks a demo needs (one
+    GPU, two ranks), the ranks share them over gloo with CUDA tensors; --ranks-per-gpu K sets how many.
+    Results are saved, so the quiz can show them as evidence.
 
     \b
     Examples:
       ddpfsdp demo fsdp --procs 2 --model tiny
       ddpfsdp demo fsdp --gpus 4 --sharding grad-op
+      ddpfsdp demo fsdp --gpus 1 --ranks-per-gpu 2
       ddpfsdp demo compare --json > compare.json
       ddpfsdp demo allreduce --procs 4
     """
