@@ -1,7 +1,9 @@
 """Named checks: a claim a demo illustrates, and whether the numbers of one run bear it out.
 
 A check is a pure function of measured numbers, so a test can feed it numbers that break the claim
-and see it fail. Its `detail` states the numbers behind the verdict.
+and see it fail. Its `detail` states the numbers behind the verdict. Where a run's placement cannot
+bear a claim out or refute it (ranks sharing one GPU, for a claim about time on N GPUs), the check is
+reported as not judged (`not_judged`): `passed` is None, and `not_judged` says why.
 """
 
 from __future__ import annotations
@@ -19,6 +21,19 @@ class Check:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def not_judged(check: dict[str, Any], reason: str) -> dict[str, Any]:
+    """A check's dict as not judged: neither passed nor failed, with the reason and what was measured."""
+    return {**check, "passed": None, "not_judged": reason,
+            "detail": f"not judged here: {reason} (measured: {check.get('detail', '')})"}
+
+
+def verdict(check: dict[str, Any]) -> str:
+    """'passed', 'failed' or 'not judged': how a check's dict came out."""
+    if check.get("passed") is None and check.get("not_judged"):
+        return "not judged"
+    return "passed" if check.get("passed") else "failed"
 
 
 def within(measured: float, expected: float, rel: float, slack: float = 0.0) -> bool:

@@ -21,9 +21,16 @@ STRATEGY_ORDER = ("ddp", "zero1", "fsdp-grad-op", "fsdp-full")
 class EvidenceItem:
     name: str
     claim: str
-    passed: bool | None  # None: this result does not carry the check
+    passed: bool | None  # None: this result does not carry the check, or does not judge it (not_judged)
     detail: str
     values: dict[str, Any]
+    not_judged: str = ""  # why the run's placement cannot bear the claim out or refute it
+
+
+def _item(name: str, claim: str, check: dict[str, Any]) -> EvidenceItem:
+    reason = str(check.get("not_judged") or "")
+    passed = None if reason and check.get("passed") is None else bool(check.get("passed"))
+    return EvidenceItem(name, claim, passed, str(check.get("detail", "")), dict(check.get("values") or {}), reason)
 
 
 def evidence(question: Question, result: dict[str, Any]) -> list[EvidenceItem]:
@@ -38,9 +45,7 @@ def evidence(question: Question, result: dict[str, Any]) -> list[EvidenceItem]:
         if check is None:
             items.append(EvidenceItem(name, claims.get(name, ""), None, "this result does not include the check", {}))
         else:
-            items.append(
-                EvidenceItem(name, claims.get(name, ""), bool(check.get("passed")), str(check.get("detail", "")), dict(check.get("values") or {}))
-            )
+            items.append(_item(name, claims.get(name, ""), check))
     return items
 
 
@@ -50,10 +55,7 @@ def _checks(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def all_checks(result: dict[str, Any]) -> list[EvidenceItem]:
-    return [
-        EvidenceItem(str(c.get("name")), "", bool(c.get("passed")), str(c.get("detail", "")), dict(c.get("values") or {}))
-        for c in _checks(result)
-    ]
+    return [_item(str(c.get("name")), "", c) for c in _checks(result)]
 
 
 def lookup(result: dict[str, Any], path: str) -> Any:
@@ -92,7 +94,12 @@ def where(result: dict[str, Any]) -> str:
     if config.get("simulated"):
         return (f"simulated: rank 0 of a world of {world} ranks on fake tensors over a fake process group, "
                 f"in one process" + (f", torch {env['torch']}" if env.get("torch") else ""))
-    if device == "cuda":
+    sharing = int(config.get("ranks_per_gpu") or 1)
+    if device == "cuda" and sharing > 1:
+        names = env.get("device_names") or []
+        gpus = int(config.get("gpus") or 1)
+        placed = f"{world} ranks sharing {'one GPU' if gpus == 1 else f'{gpus} GPUs'}" + (f" ({names[0]})" if names else "")
+    elif device == "cuda":
         names = env.get("device_names") or []
         gpu = f" × {names[0]}" if names else ""
         placed = f"{world} GPUs{gpu}" if world else "GPUs"
@@ -127,6 +134,8 @@ def gloo_caveat(result: dict[str, Any]) -> str | None:
     if config.get("simulated"):
         return ("Simulated, not measured on hardware: real sharding, real collectives issued and the real "
                 "allocation pattern of one step; no time, no NCCL, no fragmentation, so no throughput.")
+    if config.get("shared_gpu"):
+        return str(config["shared_gpu"])
     if config.get("backend") == "gloo" or config.get("device") == "cpu":
         return "Measured on CPU processes with gloo: memory and traffic carry over to GPUs, throughput does not represent NCCL on GPUs."
     return None

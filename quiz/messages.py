@@ -19,6 +19,7 @@ class DemoLaunching(Message):
     demo: str
     world_size: int
     device: str  # "cuda", "cpu", or "fake" (a simulated world)
+    ranks_per_gpu: int = 1  # on CUDA: above 1, the ranks share each GPU over gloo
 
 
 @dataclass

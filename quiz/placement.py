@@ -1,7 +1,8 @@
 """Where a demo started from the app will run, said before torch is imported.
 
-The launcher decides for certain (every visible CUDA GPU on NCCL, else 2 CPU processes on gloo), but
-it imports torch to ask CUDA, which takes seconds on a busy machine. Two cases are known at once:
+The launcher decides for certain (every visible CUDA GPU on NCCL; on fewer GPUs than the demo needs
+ranks, the ranks sharing them over gloo, so one GPU runs a two-rank demo as two ranks on it; else 2 CPU
+processes on gloo), but it imports torch to ask CUDA, which takes seconds on a busy machine. Two cases are known at once:
 a simulated run (`--simulate --world N`: N ranks in one process), and a machine where no GPU device
 is there for torch to find (no /dev/nvidia* and no /dev/kfd, or CUDA_VISIBLE_DEVICES hides every
 GPU), which can only run on CPU processes. Anywhere else the app waits for the launcher's answer.

@@ -203,5 +203,5 @@ def _show_evidence(console: Console, q: Question, store: Store) -> None:
     console.print(f"[bold]Evidence[/] (last measured {ev.age(saved.saved_at, utc_now())}, {ev.where(saved.result)}):")
     items = ev.evidence(q, saved.result) if q.evidence else ev.all_checks(saved.result)
     for item in items:
-        mark = "?" if item.passed is None else "✔" if item.passed else "✘"
+        mark = "–" if item.not_judged else "?" if item.passed is None else "✔" if item.passed else "✘"
         console.print(f"  {mark} {item.name}: {item.detail}", markup=False)

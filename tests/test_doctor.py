@@ -28,16 +28,32 @@ def test_doctor_json_reports_the_machine(ddpfsdp_home):
     assert report["data_parallel_commands"][-1] == "ddpfsdp demo ddp --procs 2"
 
 
-def test_training_demo_advice_names_gpus_only_where_there_are_two():
+def _machine(gpus: int):
     from ddpfsdp.demos.launch.hardware import GPU, Hardware
 
-    def machine(gpus: int) -> Hardware:
-        return Hardware("2.13.0", "CUDA 12.8", gpus > 0, [GPU(i, "NVIDIA H100", 80 * 2**30, "9.0") for i in range(gpus)],
-                        nccl_available=True, gloo_available=True)
+    return Hardware("2.13.0", "CUDA 12.8", gpus > 0, [GPU(i, "NVIDIA H100", 80 * 2**30, "9.0") for i in range(gpus)],
+                    nccl_available=True, gloo_available=True)
 
-    assert machine(0).data_parallel_commands == ["ddpfsdp demo ddp --procs 2"]
-    assert machine(1).data_parallel_commands == ["ddpfsdp demo ddp --procs 2"]
-    assert machine(8).data_parallel_commands == ["ddpfsdp demo ddp --gpus 2", "ddpfsdp demo ddp --procs 2"]
+
+def test_training_demo_advice_names_gpus_only_where_there_are_two():
+    """Two GPUs or more: one rank on each; one GPU: two ranks sharing it over gloo; none: CPU processes."""
+    assert _machine(0).data_parallel_commands == ["ddpfsdp demo ddp --procs 2"]
+    assert _machine(1).data_parallel_commands == ["ddpfsdp demo ddp --gpus 1 --ranks-per-gpu 2",
+                                                  "ddpfsdp demo ddp --procs 2"]
+    assert _machine(8).data_parallel_commands == ["ddpfsdp demo ddp --gpus 2", "ddpfsdp demo ddp --procs 2"]
+
+
+def test_doctor_says_which_placements_the_machine_can_run():
+    """Shared GPUs are offered only where there is a GPU; NCCL's one rank per GPU names how many."""
+    none, one, eight = (_machine(n).placements for n in (0, 1, 8))
+    assert not any("GPU" in line for line in none) and any("--procs N" in line for line in none)
+    assert any("--gpus 1 --ranks-per-gpu K" in line and "gloo" in line for line in one)
+    assert any("--ranks-per-gpu 1" in line and "NCCL" in line for line in one)
+    assert any("1 to 8 ranks, one per GPU, on NCCL" in line for line in eight)
+    assert any("sharing each GPU" in line for line in eight)
+    assert _machine(1).default_launch.describe_for(2) == "2 ranks sharing the GPU on gloo with CUDA tensors"
+    assert _machine(8).default_launch.describe_for(2) == "8 GPUs on NCCL"
+    assert _machine(1).to_dict()["placements"] == one
 
 
 def test_doctor_text_says_what_demos_use():
@@ -46,6 +62,7 @@ def test_doctor_text_says_what_demos_use():
     assert "demos use" in result.output
     assert "gloo" in result.output
     assert "training demos" in result.output and "--procs 2" in result.output
+    assert "placements" in result.output and "--procs N" in result.output
 
 
 def test_data_dir_honours_override(tmp_path, monkeypatch):

@@ -63,37 +63,52 @@ def test_dry_run_lists_every_item_without_torch(tmp_path):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert out.strip().endswith("exit 0 False")  # no torch imported, nothing failed
-    for text in ("doctor --json", "demo ddp --gpus 1 --model tiny", "gpu_rank_check.py guard",
+    for text in ("doctor --json", "demo ddp --gpus 1 --ranks-per-gpu 1 --model tiny", "gpu_rank_check.py guard",
                  "gpu_rank_check.py demo", "--precision bf16-mixed", "--trace"):
         assert text in out, text
     assert "demo checkpoint --gpus 1 --timeout-s 60 --json" in out
     for name in set(gc.CONCEPTS) - {"checkpoint"}:
-        assert f"skip  demo {name} on 1 GPU: what it shows happens between ranks" in out, name
-    assert "skip  demo compare on 1 GPU: data parallelism needs 2 ranks" in out
+        assert f"demo {name} --gpus 1 --ranks-per-gpu 2 --timeout-s 60 --json" in out, name
+    assert "demo compare --gpus 1 --ranks-per-gpu 2" in out and "skip" not in out
     assert out.startswith("The GPU check on a machine with 1 GPU would run")
     report = json.loads((tmp_path / "gpu-check.json").read_text())
     assert report["schema"] == "ddpfsdp.gpu_check/1" and report["dry_run"] is True
     statuses = {entry["key"]: entry["status"] for entry in report["items"]}
-    assert statuses["doctor"] == "not run" and statuses["compare-1gpu"] == "skip" and statuses["fsdp-hybrid-1rank"] == "skip"
+    assert statuses["doctor"] == "not run" and statuses["compare-1gpu"] == "not run"
     assert statuses["ddp-1rank"] == "not run" and statuses["mfu-1rank"] == "not run"
+    assert "skip" not in statuses.values()
     assert sum(report["summary"].values()) == len(report["items"]) == len(statuses)
     markdown = (tmp_path / "gpu-check.md").read_text()
-    assert "Dry run, planned for 1 GPU" in markdown and "| skip | demo compare on 1 GPU |" in markdown
+    assert "Dry run, planned for 1 GPU" in markdown and "| not run | demo compare on 2 ranks sharing 1 GPU" in markdown
 
 
-def test_plan_for_one_gpu_runs_one_rank_and_for_eight_runs_every_sharding(tmp_path):
+def test_plan_for_one_gpu_shares_it_and_for_eight_runs_every_sharding(tmp_path):
     one = {item.key: item for item in gc.plan(1, tmp_path, tmp_path / "work", python="py")}
     assert len(one) == len(gc.plan(1, tmp_path, tmp_path / "work"))  # every key is its own
-    assert [k for k, i in one.items() if not i.skip][:5] == ["doctor", "refusal", "guard", "ddp-1rank", "mfu-1rank"]
+    assert list(one)[:5] == ["doctor", "refusal", "guard", "ddp-1rank", "mfu-1rank"]
     assert one["ddp-1rank"].argv[:3] == ["py", str(BENCHMARKS / "gpu_rank_check.py"), "demo"]
     assert one["ddp-1rank"].expect["trace"] == str(tmp_path / "trace-ddp-1gpu.json")
     assert one["fsdp1-grad-op-1rank"].expect["not_judged"] is gc.NOT_JUDGED_AT_ONE_RANK
-    assert all(one[k].skip for k in ("ddp-1gpu", "compare-1gpu", "fsdp2-full-1gpu", "fsdp-hybrid-1rank"))
-    assert one["fsdp2-full-1rank"].skip is None and one["guard"].evaluate == "guard_rank"
-    assert one["concept-checkpoint"].skip is None and one["concept-comm"].skip
+    # nothing is skipped: every N-GPU item runs on ranks sharing the one GPU (hybrid and --tp 2: 4)
+    assert [key for key, item in one.items() if item.skip] == []
+    for key, ranks in (("ddp-1gpu", 2), ("zero1-1gpu", 2), ("compare-1gpu", 2), ("fsdp2-full-1gpu", 2),
+                       ("fsdp1-grad-op-1gpu", 2), ("fsdp2-hybrid-1gpu", 4), ("fsdp1-hybrid-1gpu", 4),
+                       ("fsdp2-tp2-1gpu", 4), ("concept-sampler", 2), ("concept-comm", 2)):
+        argv = one[key].argv
+        assert argv[argv.index("--gpus") + 1] == "1" and argv[argv.index("--ranks-per-gpu") + 1] == str(ranks), key
+        assert one[key].expect["world"] == ranks and "sharing 1 GPU" in one[key].title, key
+    assert "--tp" in one["fsdp2-tp2-1gpu"].argv
+    assert one["concept-checkpoint"].argv[-5:] == ["--gpus", "1", "--timeout-s", "60", "--json"]
+    # the ring all-reduce must be refused there, saying why, never launched
+    assert one["concept-allreduce"].evaluate == "refusal" and one["concept-allreduce"].expect["shared"]
+    # MFU with DDP at one rank; two faults
+    assert one["mfu-1rank"].argv[3:5] == [str(tmp_path / "work" / "mfu-1rank.json"), "ddp"]
+    assert [key for key in one if key.startswith("fault-")] == [f"fault-{name}" for name in gc.FAULTS]
+    assert len(gc.FAULTS) == 2
 
     eight = {item.key: item for item in gc.plan(8, tmp_path, tmp_path / "work", python="py")}
-    assert [k for k, i in eight.items() if i.skip] == ["fsdp-hybrid-1rank"]
+    assert [k for k, i in eight.items() if i.skip] == []
+    assert not any("--ranks-per-gpu" in item.argv for item in eight.values() if item.key != "refusal")
     assert all(f"concept-{name}" in eight for name in gc.CONCEPTS)
     for api in (1, 2):
         for sharding in ("full", "grad-op", "hybrid"):
@@ -106,7 +121,42 @@ def test_plan_for_one_gpu_runs_one_rank_and_for_eight_runs_every_sharding(tmp_pa
     keys = list(eight)
     assert keys.index("concept-checkpoint") < keys.index("zero1-1rank")  # the N-GPU runs cover the one-rank ones
     two = {item.key: item for item in gc.plan(2, tmp_path, tmp_path / "work", python="py")}
-    assert "hybrid sharding needs 2 replicas" in two["fsdp1-hybrid-2gpu"].skip and two["fsdp2-full-2gpu"].skip is None
+    assert two["fsdp1-hybrid-2gpu"].expect["world"] == 4 and "--ranks-per-gpu" in two["fsdp1-hybrid-2gpu"].argv
+    argv = two["fsdp2-full-2gpu"].argv
+    assert argv[argv.index("--gpus") + 1] == "2" and "--ranks-per-gpu" not in argv
+
+
+def test_every_one_gpu_item_is_placed_as_planned_and_none_is_refused_but_the_refusals(tmp_path, monkeypatch):
+    """Each demo command of the one-GPU plan, read by the launcher with one GPU injected: placed on the
+    ranks the item expects, and accepted by the demo's own checks, except the items that test a refusal."""
+    from ddpfsdp.demos.launch import launcher
+
+    monkeypatch.setattr(launcher, "cuda_device_count", lambda: 1)
+    for item in gc.plan(1, tmp_path, tmp_path / "work", python="py"):
+        if item.argv[1:4] != ["-m", "ddpfsdp.quiz.cli", "demo"] or item.argv[4] == "fault":
+            continue
+        demo, words = item.argv[4], item.argv[5:]
+        launch = {"--gpus": None, "--ranks-per-gpu": None}
+        args = []
+        skip = False
+        for word in words:
+            if skip:
+                skip = False
+                continue
+            if word in launch:
+                launch[word] = int(words[words.index(word) + 1])
+                skip = True
+            elif word == "--timeout-s":
+                skip = True
+            elif word != "--json":
+                args.append(word)
+        if item.evaluate == "refusal":
+            with pytest.raises(launcher.LaunchError):
+                launcher.DemoRun(demo, args, gpus=launch["--gpus"], ranks_per_gpu=launch["--ranks-per-gpu"])
+            continue
+        run = launcher.DemoRun(demo, args, gpus=launch["--gpus"], ranks_per_gpu=launch["--ranks-per-gpu"])
+        assert run.placement.world_size == item.expect["world"], item.key
+        assert run.placement.gpus == 1, item.key
 
 
 # ----------------------------------------------------------------------------- the report
@@ -218,18 +268,27 @@ def test_mfu_judge_wants_torchtitans_order_of_magnitude():
 
 
 def test_refusal_judge_wants_only_commands_that_run_here():
+    from ddpfsdp.demos.launch.launcher import Placement, too_few_ranks
+
     one = gc.Item("refusal", "r", "refusal", ["py"], 10, "refusal", {"gpus": 1})
-    said = ("Usage: ddpfsdp demo ddp [OPTIONS]\nTry 'ddpfsdp demo ddp --help' for help.\n\nError: ddp needs at least 2 "
-            "ranks (data parallelism shares each step between ranks); this run would have 1 GPU (NCCL). This machine "
-            "has 1 CUDA GPU, and NCCL runs one rank per GPU, so 2 ranks here are CPU processes on gloo. "
-            "Run: ddpfsdp demo ddp --procs 2")
+    said = ("Usage: ddpfsdp demo ddp [OPTIONS]\nTry 'ddpfsdp demo ddp --help' for help.\n\nError: "
+            + too_few_ranks("ddp", 2, Placement("cuda", 1), gpus=1, simulates=True))
     assert gc.judge_refusal(one, _outcome(stderr=said, returncode=2)).status == "pass"
     old = "Error: data parallelism needs at least 2 ranks, got 1; run with --procs 2 or --gpus 2"
-    assert "offers --gpus" in gc.judge_refusal(one, _outcome(stderr=old, returncode=2)).detail
+    assert "offers a second GPU" in gc.judge_refusal(one, _outcome(stderr=old, returncode=2)).detail
+    no_sharing = "Error: ddp needs at least 2 ranks. Run: ddpfsdp demo ddp --procs 2"
+    assert gc.judge_refusal(one, _outcome(stderr=no_sharing, returncode=2)).status == "fail"
+    # the ring all-reduce on ranks sharing the GPU: refused for gloo's want of CUDA sends
+    shared = gc.Item("concept-allreduce", "r", "concepts", ["py"], 10, "refusal", {"gpus": 1, "shared": True})
+    from ddpfsdp.demos.launch.sharing import refusal
+
+    assert gc.judge_refusal(shared, _outcome(stderr="Error: " + refusal("allreduce", 2, 2), returncode=2)).status == "pass"
+    assert gc.judge_refusal(shared, _outcome(stderr=said, returncode=2)).status == "fail"
     assert gc.judge_refusal(one, _outcome(stderr=said, returncode=0)).status == "fail"
     eight = gc.Item("refusal", "r", "refusal", ["py"], 10, "refusal", {"gpus": 8})
     assert gc.judge_refusal(eight, _outcome(stderr=said, returncode=2)).status == "fail"  # --gpus 2 runs there
-    assert gc.judge_refusal(eight, _outcome(stderr=said + "; or ddpfsdp demo ddp --gpus 2", returncode=2)).status == "pass"
+    assert gc.judge_refusal(eight, _outcome(stderr=too_few_ranks("ddp", 2, Placement("cuda", 1), gpus=8),
+                                            returncode=2)).status == "pass"
 
 
 def test_guard_and_doctor_judges():
@@ -307,3 +366,16 @@ def test_one_rank_driver_on_cpu_is_judged_end_to_end(tmp_path):
     assert verdict.status == "pass", verdict.detail
     assert verdict.numbers["world"] == 1 and verdict.numbers["peak_mib"][0] > 0
     assert outcome.data["result"]["config"]["backend"] == "gloo" and "memory_stats" not in outcome.data
+
+
+def test_a_check_the_shared_gpu_does_not_judge_is_neither_failed_nor_passed():
+    from ddpfsdp.demos.launch.sharing import mark_result
+
+    overlap = _check("ddp_overlaps_allreduce_with_backward", False, "first all-reduce issued late")
+    shared = mark_result(_result(checks=[_check("loss_decreases", True), overlap]), ranks_per_gpu=2, gpus=1)
+    verdict = gc.judge_result(shared, {"world": 2})
+    assert verdict.status == "pass" and "1 of 2 checks passed" in verdict.detail
+    assert "not judged: ddp_overlaps_allreduce_with_backward (the ranks share one GPU" in verdict.detail
+    # the same numbers on separate GPUs are a failure
+    alone = gc.judge_result(_result(checks=[_check("loss_decreases", True), overlap]), {"world": 2})
+    assert alone.status == "fail" and "first all-reduce issued late" in alone.detail

@@ -91,22 +91,24 @@ def test_too_many_gpus_names_the_procs_command_that_runs_here():
 
 
 def test_one_gpu_machine_is_told_only_what_it_can_run(monkeypatch):
-    """One GPU: the default is one rank, which data parallelism cannot use, and --gpus 2 would be
-    refused too; the message names CPU processes (and a simulated world), never a second GPU."""
+    """One GPU, one rank asked (--ranks-per-gpu 1): data parallelism cannot use it, and --gpus 2 would be
+    refused too; the message names two ranks sharing the GPU and CPU processes, never a second GPU.
+    (Left to its default, the same machine runs two ranks sharing the GPU: tests/test_sharing.py.)"""
     from ddpfsdp.demos.launch import launcher
 
     monkeypatch.setattr(launcher, "cuda_device_count", lambda: 1)
     with pytest.raises(LaunchError) as refused:
-        DemoRun("ddp", ["--model", "tiny"])
+        DemoRun("ddp", ["--model", "tiny"], ranks_per_gpu=1)
     message = str(refused.value)
     assert "1 GPU (NCCL)" in message and "one rank per GPU" in message
-    assert "ddpfsdp demo ddp --procs 2" in message and "--simulate --world 8" in message
-    assert "--gpus" not in message
-    result = CliRunner().invoke(cli, ["demo", "fsdp", "--model", "tiny"])
+    assert "ddpfsdp demo ddp --gpus 1 --ranks-per-gpu 2" in message and "ddpfsdp demo ddp --procs 2" in message
+    assert "--simulate --world 8" in message and "--gpus 2" not in message
+    result = CliRunner().invoke(cli, ["demo", "fsdp", "--model", "tiny", "--ranks-per-gpu", "1"])
     assert result.exit_code == 2 and "ddpfsdp demo fsdp --procs 2" in result.output
     assert "--gpus 2" not in result.output
-    # what it suggests is accepted: two CPU processes on the same machine
+    # what it suggests is accepted: two CPU processes, or two ranks on the one GPU
     assert DemoRun("ddp", ["--model", "tiny"], procs=2).placement == Placement("cpu", 2)
+    assert DemoRun("ddp", ["--model", "tiny"], gpus=1, ranks_per_gpu=2).placement == Placement("cuda", 2, 2)
 
 
 def test_too_few_ranks_names_gpus_only_where_there_are_enough():
@@ -118,19 +120,22 @@ def test_too_few_ranks_names_gpus_only_where_there_are_enough():
     no_gpu = too_few_ranks("zero1", 2, Placement("cpu", 1), gpus=0)
     assert "--gpus" not in no_gpu and "ddpfsdp demo zero1 --procs 2" in no_gpu and "--simulate" not in no_gpu
     one_gpu = too_few_ranks("fsdp", 2, Placement("cuda", 1), gpus=1, simulates=True)
-    assert "--gpus" not in one_gpu and "This machine has 1 CUDA GPU," in one_gpu
+    assert "--gpus 2" not in one_gpu and "This machine has 1 CUDA GPU," in one_gpu
+    assert "ddpfsdp demo fsdp --gpus 1 --ranks-per-gpu 2" in one_gpu
 
 
 def test_one_rank_runs_only_the_demo_that_shows_something_on_one(monkeypatch):
-    """Checkpointing is one rank's own memory, so one GPU runs it; what the other concept demos show
-    happens between ranks (on one, `comm` would divide by zero), so they are refused like training."""
+    """Checkpointing is one rank's own memory, so one GPU runs it on one rank; what the other concept
+    demos show happens between ranks (on one, `comm` would divide by zero), so one rank is refused,
+    and by default they get two ranks sharing the GPU."""
     from ddpfsdp.demos.launch import launcher
 
     monkeypatch.setattr(launcher, "cuda_device_count", lambda: 1)
     assert DemoRun("checkpoint", []).placement == Placement("cuda", 1)
     for demo in ("comm", "equivalence", "sampler", "wrap"):
         with pytest.raises(LaunchError, match=f"ddpfsdp demo {demo} --procs 2"):
-            DemoRun(demo, [])
+            DemoRun(demo, [], ranks_per_gpu=1)
+        assert DemoRun(demo, []).placement == Placement("cuda", 2, 2)
 
 
 @pytest.mark.parametrize(

@@ -723,3 +723,54 @@ async def test_predict_then_measure_shows_prediction_theory_and_measurement(quiz
         assert "your prediction 2 GB" in shown
         assert "analytic model (theory) 1.5 GB wire_bytes_per_rank" in shown
         assert "measured 1.5 GB 1.00x theory" in shown
+
+
+async def test_r_on_a_one_gpu_machine_runs_two_ranks_sharing_it_and_the_panel_says_so(quiz_bank, monkeypatch):
+    """The app's own runner on a machine with one GPU (injected): `r` is placed on two ranks sharing the
+    GPU, not refused; the status says so, and the saved result's panel shows the label and the
+    not-judged check apart from the others."""
+    from ddpfsdp.demos.launch import launcher
+    from ddpfsdp.demos.launch.sharing import mark_result
+    from ddpfsdp.quiz.app import default_demo_runner
+
+    monkeypatch.setattr(launcher, "cuda_device_count", lambda: 1)
+    result = _saved_wrap_result()
+    result["config"].update(device="cuda", backend="gloo")
+    result["checks"].append({"name": "ddp_overlaps_allreduce_with_backward", "passed": False, "detail": "late",
+                             "values": {}})
+    result = mark_result(result, ranks_per_gpu=2, gpus=1)
+    events = [{"event": "start", "world_size": 2, "device": "cuda", "backend": "gloo"},
+              {"event": "result", "result": result}]
+    placed, held = [], HeldRun(events)
+
+    def runner(demo, args):
+        held.placement = default_demo_runner(demo, args).placement
+        placed.append(held.placement)
+        return held
+
+    app = _app(quiz_bank, topic="fsdp-wrap", demo_runner=runner)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("n")
+        await pilot.pause()
+        await pilot.press("d")
+        await pilot.pause()
+        panel = app.screen.query_one("#evidence")
+        await pilot.press("r")
+        status = panel.query_one("#evidence-status")
+        for _ in range(200):
+            if "sharing one GPU" in _text(status):
+                break
+            await pilot.pause(0.02)
+        assert _text(status) == "Starting 2 ranks sharing one GPU (gloo, CUDA tensors)… Esc cancels"
+        assert placed == [launcher.Placement("cuda", 2, 2)]
+        held.go.set()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        saved = " ".join(_text(panel.query_one("#evidence-saved")).split())
+        assert "2 ranks sharing one GPU" in saved and "2 ranks share one GPU over gloo" in saved
+        assert "not NCCL's and not 2 GPUs'" in saved
+    from ddpfsdp.quiz import evidence as ev
+
+    items = {item.name: item for item in ev.all_checks(result)}
+    assert items["ddp_overlaps_allreduce_with_backward"].not_judged and items["collectives_scale_with_units"].passed

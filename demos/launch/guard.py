@@ -166,7 +166,7 @@ def _fits(estimate: int, available: int) -> bool:
     return estimate <= available * (1 - SAFETY_MARGIN)
 
 
-def _candidates(demo: str, spec: RunSpec, device: str, world_size: int):
+def _candidates(demo: str, spec: RunSpec, device: str, world_size: int, more_gpus: bool = True):
     """Configurations to try, most similar first: (demo, changed options, world size). On CPU the
     same run on fewer processes comes first: they share one RAM, so fewer leave each one more."""
     if device == "cpu":
@@ -187,7 +187,7 @@ def _candidates(demo: str, spec: RunSpec, device: str, world_size: int):
     while batch > 1:
         batch //= 2
         yield target, {**base, **sharded, **checkpoint, "batch_size": batch}, world_size
-    if device != "cpu" and target == "fsdp":
+    if device != "cpu" and target == "fsdp" and more_gpus:
         # Sharding divides model state by the world size.
         for more in (world_size * 2, world_size * 4, world_size * 8):
             yield target, {**base, **sharded, **checkpoint, "batch_size": 1}, more
@@ -201,10 +201,10 @@ def _candidates(demo: str, spec: RunSpec, device: str, world_size: int):
 
 
 def _suggest(demo: str, spec: RunSpec, device: str, world_size: int,
-             available: int) -> tuple[str | None, int | None]:
+             available: int, more_gpus: bool = True) -> tuple[str | None, int | None]:
     launch_flag = "--procs" if device == "cpu" else "--gpus"
     options = {item.name: getattr(spec, item.name) for item in option_fields(demo)}
-    for target, changed, ranks in _candidates(demo, spec.resolved(device), device, world_size):
+    for target, changed, ranks in _candidates(demo, spec.resolved(device), device, world_size, more_gpus):
         trial = {**options, **changed}
         if target == "fsdp" and demo == "ddp":
             trial.pop("bucket_mb", None)
@@ -230,41 +230,53 @@ def check_launch(
     world_size: int,
     force: bool,
     available_bytes: int | None = None,
+    ranks_per_gpu: int = 1,
 ) -> Verdict:
     """Whether a training demo's per-rank memory fits what each rank has free.
 
-    `device` is "cuda" or "cpu"; `available_bytes` (per rank) replaces the query of the device, as
-    tests do. On CPU every rank is a process of this host, so the host's available RAM is shared:
-    the run fits when world_size x the per-rank estimate fits in it, less the margin, and the
-    message gives that sum. A demo the model cannot size is let through, with a message saying so.
+    `device` is "cuda" or "cpu"; `available_bytes` (per rank; with ranks sharing a GPU, that GPU's
+    free memory) replaces the query of the device, as tests do. On CPU every rank is a process of this
+    host, so the host's available RAM is shared: the run fits when world_size x the per-rank estimate
+    fits in it, less the margin, and the message gives that sum. Likewise `ranks_per_gpu` ranks on one
+    GPU (gloo, launch.sharing) each hold their own share and their own CUDA context: the K estimates
+    together must fit the GPU's free memory. A concept demo on shared GPUs is held to its K CUDA
+    contexts. A demo the model cannot size is let through, with a message saying so.
     """
-    if demo not in TRAINING_DEMOS:
-        return Verdict(True, None, None, f"{demo}: a concept demo on a small model; no memory estimate needed.")
     device = "cpu" if device == "cpu" else "cuda"
-    try:
-        spec = _spec(demo, spec)
-        estimate = estimate_rank_bytes(demo, spec, device=device, world_size=world_size)
-    except (ValueError, TypeError, AttributeError) as error:
-        return Verdict(
-            True, None, None,
-            f"cannot estimate memory for this configuration ({error}); launching without the check.",
-            forced=force,
-        )
+    shared = device == "cuda" and ranks_per_gpu > 1
+    gpus = max(1, world_size // ranks_per_gpu) if shared else world_size
+    if demo not in TRAINING_DEMOS and not shared:
+        return Verdict(True, None, None, f"{demo}: a concept demo on a small model; no memory estimate needed.")
+    if demo not in TRAINING_DEMOS:
+        estimate = {"total_bytes": PROCESS_OVERHEAD_BYTES["cuda"], "model": "its small model", "params": None,
+                    "parts": {"model_state": 0, "working_set": 0, "activations": 0,
+                              "process_overhead": PROCESS_OVERHEAD_BYTES["cuda"]}}
+    else:
+        try:
+            spec = _spec(demo, spec)
+            estimate = estimate_rank_bytes(demo, spec, device=device, world_size=world_size)
+        except (ValueError, TypeError, AttributeError) as error:
+            return Verdict(
+                True, None, None,
+                f"cannot estimate memory for this configuration ({error}); launching without the check.",
+                forced=force,
+            )
     total = estimate["total_bytes"]
-    available = available_bytes if available_bytes is not None else available_rank_bytes(device, world_size)
+    available = available_bytes if available_bytes is not None else available_rank_bytes(device, gpus)
     where = "per CPU process (available RAM / processes)" if device == "cpu" else "free on the fullest GPU"
+    parts = estimate["parts"]
     described = (
         f"estimate {format_bytes(total, 'GiB')} per rank (theory: model state "
-        f"{format_bytes(estimate['parts']['model_state'], 'GiB')}, working set "
-        f"{format_bytes(estimate['parts']['working_set'], 'GiB')}, activations "
-        f"{format_bytes(estimate['parts']['activations'], 'GiB')}, runtime "
-        f"{format_bytes(estimate['parts']['process_overhead'], 'GiB')})"
+        f"{format_bytes(parts['model_state'], 'GiB')}, working set "
+        f"{format_bytes(parts['working_set'], 'GiB')}, activations "
+        f"{format_bytes(parts['activations'], 'GiB')}, runtime "
+        f"{format_bytes(parts['process_overhead'], 'GiB')})"
     )
     if available is None:
         return Verdict(
             True, total, None,
             f"{described}; free memory is unknown here, so launching without the check.",
-            forced=force, breakdown=estimate["parts"],
+            forced=force, breakdown=parts,
         )
     usable = int(available * (1 - SAFETY_MARGIN))
     if device == "cpu":
@@ -273,26 +285,42 @@ def check_launch(
             f"; {world_size} processes x {format_bytes(total, 'GiB')} = {format_bytes(world_size * total, 'GiB')} "
             f"together, against {format_bytes(available * world_size, 'GiB')} of available host RAM"
         )
-    if _fits(total, available):
+    needed = total
+    if shared:
+        # K processes on one GPU: each its own shard, activations and CUDA context, all in one memory.
+        needed = ranks_per_gpu * total
+        described += (
+            f"; {ranks_per_gpu} ranks share each GPU, each with its own CUDA context: {ranks_per_gpu} x "
+            f"{format_bytes(total, 'GiB')} = {format_bytes(needed, 'GiB')} together on one GPU"
+        )
+    if _fits(needed, available):
         return Verdict(
             True, total, available,
             f"{described}; fits in {format_bytes(usable, 'GiB')} usable of {format_bytes(available, 'GiB')} {where}.",
-            forced=force, breakdown=estimate["parts"],
+            forced=force, breakdown=parts,
         )
-    suggestion, suggested_bytes = _suggest(demo, spec, device, world_size, available)
-    advice = (
-        f" Try: {suggestion} (estimate {format_bytes(suggested_bytes, 'GiB')} per rank)."
-        if suggestion
-        else " No smaller configuration of this demo fits here; try a smaller --model or more memory."
-    )
+    if demo in TRAINING_DEMOS:
+        per_rank = available // ranks_per_gpu if shared else available
+        suggestion, suggested_bytes = _suggest(demo, spec, device, world_size, per_rank, more_gpus=not shared)
+    else:
+        suggestion, suggested_bytes = None, None
+    if suggestion:
+        advice = f" Try: {suggestion} (estimate {format_bytes(suggested_bytes, 'GiB')} per rank)."
+    elif shared:
+        advice = (f" Fewer ranks on the GPU (--ranks-per-gpu), or CPU processes: ddpfsdp demo {demo} "
+                  f"--procs {world_size}.")
+    else:
+        advice = " No smaller configuration of this demo fits here; try a smaller --model or more memory."
     override = " --force launches it anyway." if not force else " Launching anyway (--force)."
+    params = f" ({estimate['params']:,} params)" if estimate.get("params") else ""
+    ranks = (f"{world_size} ranks sharing {gpus} GPU{'s' if gpus != 1 else ''}" if shared
+             else f"{world_size} {'processes' if device == 'cpu' else 'GPUs'}")
     return Verdict(
         False, total, available,
-        f"{demo} with {estimate['model']} ({estimate['params']:,} params) on {world_size} "
-        f"{'processes' if device == 'cpu' else 'GPUs'} will not fit: {described}, but only "
+        f"{demo} with {estimate['model']}{params} on {ranks} will not fit: {described}, but only "
         f"{format_bytes(usable, 'GiB')} is usable of {format_bytes(available, 'GiB')} {where} "
         f"({SAFETY_MARGIN:.0%} kept back).{advice}{override}",
-        suggestion=suggestion, forced=force, breakdown=estimate["parts"],
+        suggestion=suggestion, forced=force, breakdown=parts,
     )
 
 

@@ -75,6 +75,13 @@ class DefaultLaunch:
             return f"{self.world_size} GPU{'s' if self.world_size != 1 else ''} on NCCL"
         return f"{self.world_size} CPU processes on gloo"
 
+    def describe_for(self, needed: int) -> str:
+        """The default placement of a demo that needs `needed` ranks: fewer GPUs than that are shared."""
+        if self.device == "cuda" and self.world_size < needed:
+            return (f"{needed} ranks sharing {'the GPU' if self.world_size == 1 else f'{self.world_size} GPUs'} "
+                    "on gloo with CUDA tensors")
+        return self.describe()
+
 
 @dataclass(frozen=True)
 class Hardware:
@@ -97,26 +104,52 @@ class Hardware:
         return DefaultLaunch("cpu", DEFAULT_CPU_PROCS, "gloo")
 
     @property
+    def placements(self) -> list[str]:
+        return placements(len(self.gpus), self.nccl_available, self.gloo_available)
+
+    @property
     def data_parallel_commands(self) -> list[str]:
         """How to run a training demo here, on its fewest ranks (2): on GPUs only where there are two."""
         from ddpfsdp.demos.registry import DATA_PARALLEL_MIN_RANKS
 
-        gpus = len(self.gpus) if self.nccl_available else 0
-        return commands_for_ranks("ddp", DATA_PARALLEL_MIN_RANKS, gpus)
+        return commands_for_ranks("ddp", DATA_PARALLEL_MIN_RANKS, len(self.gpus))
 
     def to_dict(self) -> dict:
         data = asdict(self)
         data["default_launch"] = asdict(self.default_launch)
         data["data_parallel_commands"] = self.data_parallel_commands
+        data["placements"] = self.placements
         return data
 
 
 def commands_for_ranks(demo: str, ranks: int, gpus: int) -> list[str]:
-    """Commands that run `demo` on `ranks` ranks on a machine with `gpus` CUDA GPUs: on the GPUs only
-    where there are that many (one rank per GPU: NCCL will not put two ranks on one), on CPU
-    processes always."""
-    on_gpus = [f"ddpfsdp demo {demo} --gpus {ranks}"] if gpus >= ranks else []
+    """Commands that run `demo` on `ranks` ranks on a machine with `gpus` CUDA GPUs: one rank per GPU
+    where there are that many (NCCL will not put two ranks on one), else ranks sharing the GPUs over
+    gloo where the GPUs divide them; on CPU processes always."""
+    if gpus >= ranks:
+        on_gpus = [f"ddpfsdp demo {demo} --gpus {ranks}"]
+    elif gpus:
+        used = max(g for g in range(1, gpus + 1) if ranks % g == 0)
+        on_gpus = [f"ddpfsdp demo {demo} --gpus {used} --ranks-per-gpu {ranks // used}"]
+    else:
+        on_gpus = []
     return [*on_gpus, f"ddpfsdp demo {demo} --procs {ranks}"]
+
+
+def placements(gpus: int, nccl: bool, gloo: bool) -> list[str]:
+    """What a machine with `gpus` CUDA GPUs can run, one line each: one rank per GPU on NCCL, K ranks
+    sharing each GPU on gloo with CUDA tensors, CPU processes on gloo, a simulated world."""
+    lines = []
+    if gpus and nccl:
+        lines.append(f"1 to {gpus} ranks, one per GPU, on NCCL: --gpus N" if gpus > 1
+                     else "1 rank on the GPU, on NCCL: --gpus 1 --ranks-per-gpu 1")
+    if gpus and gloo:
+        lines.append(f"K ranks sharing {'the GPU' if gpus == 1 else 'each GPU'} on gloo with CUDA tensors "
+                     f"(real memory, not NCCL's time): --gpus {'1' if gpus == 1 else 'N'} --ranks-per-gpu K")
+    if gloo:
+        lines.append("N CPU processes on gloo: --procs N")
+    lines.append("a simulated world of N ranks in one process (training demos): --simulate --world N")
+    return lines
 
 
 def detect() -> Hardware:

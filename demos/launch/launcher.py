@@ -37,6 +37,7 @@ from ddpfsdp.demos.launch import events as event_protocol
 from ddpfsdp.demos.launch import request
 from ddpfsdp.demos.launch.context import DEVICE_ENV, FAIL_MODE_ENV, FAIL_RANK_ENV, FAIL_STEP_ENV, TIMEOUT_ENV
 from ddpfsdp.demos.launch.hardware import DEFAULT_CPU_PROCS, commands_for_ranks
+from ddpfsdp.demos.launch.sharing import RANKS_PER_GPU_ENV, refusal
 from ddpfsdp.demos.registry import Demo
 
 RUN_ID_ENV = "DDPFSDP_RUN_ID"
@@ -52,10 +53,30 @@ class LaunchError(Exception):
 class Placement:
     device: str  # "cuda", "cpu", or "fake" (a simulated world: one process, fake tensors)
     world_size: int
+    ranks_per_gpu: int = 1  # on CUDA: ranks sharing each GPU; above 1 they run on gloo (launch.sharing)
+
+    @property
+    def shared(self) -> bool:
+        """Ranks share a GPU: gloo with CUDA tensors, since NCCL runs one rank per GPU."""
+        return self.device == "cuda" and self.ranks_per_gpu > 1
+
+    @property
+    def gpus(self) -> int:
+        return self.world_size // self.ranks_per_gpu if self.device == "cuda" else 0
+
+    @property
+    def backend(self) -> str:
+        if self.device == "fake":
+            return "fake"
+        return "nccl" if self.device == "cuda" and not self.shared else "gloo"
 
     def describe(self) -> str:
         if self.device == "fake":
             return f"a simulated world of {self.world_size} ranks (one process, fake tensors, fake process group)"
+        if self.shared:
+            where = "one GPU" if self.gpus == 1 else f"each of {self.gpus} GPUs"
+            return (f"{self.world_size} ranks, {self.ranks_per_gpu} sharing {where} (gloo, CUDA tensors: memory is "
+                    "real, time is not NCCL's)")
         if self.device == "cuda":
             return f"{self.world_size} GPU{'s' if self.world_size != 1 else ''} (NCCL)"
         return f"{self.world_size} CPU process{'es' if self.world_size != 1 else ''} (gloo)"
@@ -74,11 +95,24 @@ def cuda_device_count() -> int:
 
 
 def resolve_placement(gpus: int | None = None, procs: int | None = None, demo: str = "DEMO",
-                      cpu_procs: int = DEFAULT_CPU_PROCS) -> Placement:
+                      cpu_procs: int = DEFAULT_CPU_PROCS, ranks_per_gpu: int | None = None,
+                      needed: int = 1) -> Placement:
     """Where a run goes: `gpus` CUDA devices, `procs` CPU processes, or the machine's default (on CPU,
-    `cpu_procs`: as many processes as the run needs, `request.cpu_procs`)."""
+    `cpu_procs`: as many processes as the run needs, `request.cpu_procs`).
+
+    On GPUs, `ranks_per_gpu` ranks go on each; left unset, one, unless the GPUs are fewer than the
+    `needed` ranks: then as many share each GPU as make up the need (a one-GPU machine runs a
+    two-rank demo as two ranks on its GPU, over gloo). `ranks_per_gpu=1` asks for one rank per GPU.
+    """
     if gpus is not None and procs is not None:
         raise LaunchError("choose one of --gpus (CUDA, NCCL) and --procs (CPU processes, gloo), not both")
+    if ranks_per_gpu is not None and ranks_per_gpu < 1:
+        raise LaunchError(f"--ranks-per-gpu must be at least 1 (the ranks on each GPU), got {ranks_per_gpu}. "
+                          f"Two ranks sharing one GPU: ddpfsdp demo {demo} --gpus 1 --ranks-per-gpu 2")
+    if ranks_per_gpu is not None and procs is not None:
+        raise LaunchError(f"--ranks-per-gpu places ranks on GPUs and --procs runs CPU processes: choose one. "
+                          f"Ranks sharing a GPU: ddpfsdp demo {demo} --gpus 1 --ranks-per-gpu {ranks_per_gpu}; "
+                          f"CPU processes: ddpfsdp demo {demo} --procs {procs}")
     if procs is not None:
         if procs < 1:
             raise LaunchError(f"--procs must be at least 1, got {procs}")
@@ -89,12 +123,27 @@ def resolve_placement(gpus: int | None = None, procs: int | None = None, demo: s
             raise LaunchError(f"--gpus must be at least 1, got {gpus}")
         if gpus > available:
             have = f"{available} CUDA GPU{'s' if available != 1 else ''}" if available else "no CUDA GPU"
+            ranks = gpus * (ranks_per_gpu or 1)
             raise LaunchError(
                 f"--gpus {gpus} asked for {gpus} GPUs but this machine has {have}. "
-                f"To run on CPU processes here: ddpfsdp demo {demo} --procs {gpus}"
+                f"To run on CPU processes here: ddpfsdp demo {demo} --procs {ranks}"
             )
-        return Placement("cuda", gpus)
-    return Placement("cuda", available) if available else Placement("cpu", cpu_procs)
+    elif available:
+        gpus = available
+    elif ranks_per_gpu is not None:
+        raise LaunchError(f"--ranks-per-gpu {ranks_per_gpu} shares a CUDA GPU between ranks, and this machine has no "
+                          f"CUDA GPU. To run on CPU processes here: ddpfsdp demo {demo} --procs {max(ranks_per_gpu, 2)}")
+    else:
+        return Placement("cpu", cpu_procs)
+    if ranks_per_gpu is None:
+        ranks_per_gpu = -(-needed // gpus) if gpus < needed else 1
+    return Placement("cuda", gpus * ranks_per_gpu, ranks_per_gpu)
+
+
+def needed_ranks(demo: Demo, asked: request.Asked) -> int:
+    """The fewest ranks the run shows what it is for on: one for a demo that runs on one, else what it
+    gets on CPU when no count is given (two, or two groups of --tp for a 2-D run)."""
+    return 1 if demo.min_world_size <= 1 else max(demo.min_world_size, request.cpu_procs(asked))
 
 
 def processes_with_env(name: str, value: str) -> list[int]:
@@ -134,14 +183,14 @@ def kill_run(run_id: str, wait_s: float = 1.0) -> None:
 
 def too_few_ranks(demo: str, needed: int, placement: Placement, gpus: int, simulates: bool = False) -> str:
     """Why `placement` is refused for `demo`, naming only commands that run on a machine with `gpus`
-    CUDA GPUs (a one-GPU machine's default is one rank, and `--gpus 2` would be refused there too)."""
+    CUDA GPUs (fewer GPUs than ranks: ranks sharing a GPU over gloo, never `--gpus` beyond them)."""
     commands = commands_for_ranks(demo, needed, gpus)
     if simulates:
         commands.append(f"ddpfsdp demo {demo} --simulate --world 8 (a simulated world, in one process)")
     machine = ""
     if placement.device == "cuda" and gpus < needed:
         machine = (f" This machine has {gpus} CUDA GPU{'s' if gpus != 1 else ''}, and NCCL runs one rank per GPU, "
-                   f"so {needed} ranks here are CPU processes on gloo.")
+                   f"so {needed} ranks here share {'it' if gpus == 1 else 'them'} over gloo, or are CPU processes.")
     return (f"{demo} needs at least {needed} ranks (what it shows happens between ranks); this run would have "
             f"{placement.describe()}.{machine} Run: " + "; or ".join(commands))
 
@@ -155,6 +204,8 @@ def check_placement(demo: Demo, asked: request.Asked, placement: Placement) -> N
         if request.simulated_world(asked) is None and placement.world_size < demo.min_world_size:
             raise LaunchError(too_few_ranks(demo.name, demo.min_world_size, placement, cuda_device_count(),
                                             simulates=demo.kind == "training"))
+        if placement.shared and (why := refusal(demo.name, placement.ranks_per_gpu, placement.world_size)):
+            raise LaunchError(why)
         request.validate(demo, asked, placement.world_size, None if placement.device == "fake" else placement.device)
     except click.ClickException as exc:
         raise LaunchError(exc.format_message()) from None
@@ -241,6 +292,7 @@ class DemoRun:
         asked: request.Asked | None = None,
         gpus: int | None = None,
         procs: int | None = None,
+        ranks_per_gpu: int | None = None,
         placement: Placement | None = None,
         timeout_s: float | None = None,
         fail_rank: int | None = None,
@@ -252,7 +304,8 @@ class DemoRun:
         self.args = [str(a) for a in args]
         self.asked = asked if asked is not None else _read(demo, self.args)
         entry = registry.get(demo)
-        self.placement = placement or resolve_placement(gpus, procs, demo, request.cpu_procs(self.asked))
+        self.placement = placement or resolve_placement(gpus, procs, demo, request.cpu_procs(self.asked), ranks_per_gpu,
+                                                        needed_ranks(entry, self.asked))
         world = request.simulated_world(self.asked)
         if world is not None:
             # --procs and --gpus do not apply: the simulated ranks are --world, all in one process.
@@ -303,6 +356,7 @@ class DemoRun:
         env.update(self.extra_env)
         env[RUN_ID_ENV] = self.run_id
         env[DEVICE_ENV] = self.placement.device
+        env[RANKS_PER_GPU_ENV] = str(self.placement.ranks_per_gpu)
         env[request.SPEC_ENV] = request.to_json(registry.get(self.demo), self.asked)
         env["PYTHONUNBUFFERED"] = "1"
         if self.timeout_s is not None:

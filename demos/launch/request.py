@@ -42,6 +42,10 @@ def launch_options() -> list[click.Option]:
         click.Option(["--procs"], type=click.IntRange(min=1), default=None,
                      help="Run on this many CPU processes with gloo.  [default: every visible GPU, else 2 CPU "
                           "processes]"),
+        click.Option(["--ranks-per-gpu"], type=int, default=None,
+                     help="Put K ranks on each GPU: --gpus N starts N x K ranks, over gloo with CUDA tensors where K > 1 "
+                          "(real CUDA memory; time is not NCCL's).  [default: 1, or on fewer GPUs than the demo "
+                          "needs ranks, as many as it needs]"),
         click.Option(["--json", "as_json"], is_flag=True, help="Print the result as JSON (schema ddpfsdp.demo/1)."),
         click.Option(["--force"], is_flag=True, help="Launch even if the memory estimate says it will not fit."),
         click.Option(["--timeout-s"], type=click.FloatRange(min=1), default=None,

@@ -79,7 +79,7 @@ def _headline(result: dict[str, Any]) -> str:
         f"{c.get('world_size')} ranks on {c.get('device')} ({c.get('backend')}), {c.get('precision')}, "
         f"{c.get('optimizer')}, batch {c.get('batch_size')} per rank, {c.get('steps')} steps "
         f"({c.get('warmup')} warm-up)"
-    )
+    ) + (f"\n[yellow]{c['shared_gpu']}[/yellow]" if c.get("shared_gpu") else "")
 
 
 def memory_table(result: dict[str, Any]) -> Table:
@@ -280,7 +280,8 @@ def compare_table(result: dict[str, Any]) -> Table:
     for run in runs.values():
         checks = run.get("checks", [])
         passed = sum(1 for c in checks if c.get("passed"))
-        checks_row.append(f"{passed}/{len(checks)} passed")
+        unjudged = sum(1 for c in checks if c.get("passed") is None and c.get("not_judged"))
+        checks_row.append(f"{passed}/{len(checks) - unjudged} passed" + (f", {unjudged} not judged" if unjudged else ""))
     table.add_row("own checks", *checks_row)
     return table
 
@@ -317,6 +318,8 @@ def render_compare(result: dict[str, Any], console: Console | None = None) -> No
         f"({c.get('params', 0):,} parameters), {c.get('world_size')} ranks on {c.get('device')} "
         f"({c.get('backend')}), {c.get('precision')}, same data and seed"
     )
+    if c.get("shared_gpu"):
+        console.print(f"[yellow]{c['shared_gpu']}[/yellow]")
     console.print(compare_table(result))
     agree = next((ch for ch in result.get("checks", []) if ch["name"] == "losses_agree"), None)
     if agree is not None:
@@ -333,6 +336,6 @@ def render_compare(result: dict[str, Any], console: Console | None = None) -> No
     note = ddp and ddp["throughput"].get("note")
     if note:
         console.print(f"[yellow]{note}[/yellow]")
-    failed = [(name, ch) for name, run in result["runs"].items() for ch in run.get("checks", []) if not ch["passed"]]
+    failed = [(name, ch) for name, run in result["runs"].items() for ch in run.get("checks", []) if ch["passed"] is False]
     for name, ch in failed:
         console.print(f"[red]{name}: {ch['name']} failed[/red]: {ch['detail']}")

@@ -25,6 +25,7 @@ def timeline_records_every_collective(timeline: Mapping[str, Any] | None, per_op
     ranks = _ranks(timeline)
     expected = {op: int(v.get("count", 0)) for op, v in per_op.items()}
     misses = []
+    miscounted, unstamped = False, []
     for r in ranks:
         seen: dict[str, int] = {}
         for c in r.get("collectives", []):
@@ -32,6 +33,7 @@ def timeline_records_every_collective(timeline: Mapping[str, Any] | None, per_op
         incomplete = sum(1 for c in r.get("collectives", []) if c.get("completed_s") is None)
         off = [f"{op} {seen.get(op, 0)} of {expected.get(op, 0)}" for op in sorted({*seen, *expected})
                if seen.get(op, 0) != expected.get(op, 0)]
+        miscounted, unstamped = miscounted or bool(off), [*unstamped, incomplete]
         if off or incomplete:
             unfinished = [f"{incomplete} without completion"] if incomplete else []
             misses.append(f"rank {r.get('rank')}: " + ", ".join([*off, *unfinished]))
@@ -41,7 +43,8 @@ def timeline_records_every_collective(timeline: Mapping[str, Any] | None, per_op
     else:
         detail = (f"{len(ranks)} ranks recorded; collectives per rank {expected}"
                   + (f"; off: {'; '.join(misses)}" if misses else ", every one issued and completed"))
-    return Check("timeline_records_every_collective", passed, detail, {"ranks": len(ranks), "expected": expected})
+    return Check("timeline_records_every_collective", passed, detail,
+                 {"ranks": len(ranks), "expected": expected, "miscounted": miscounted, "without_completion": unstamped})
 
 
 def ddp_overlaps_allreduce_with_backward(timeline: Mapping[str, Any] | None, bucket_mb: float) -> Check:

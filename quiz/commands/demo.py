@@ -24,7 +24,10 @@ def _render(demo: registry.Demo, result: dict[str, Any], console) -> None:
     if result.get("checks"):
         console.print(check_table(result["checks"]))
     # A demo's own renderer states what its figures mean on CPU; concept demos get the note here.
-    if not demo.render and (result.get("config") or {}).get("backend") == "gloo":
+    config = result.get("config") or {}
+    if not demo.render and config.get("shared_gpu"):
+        console.print(f"[yellow]{config['shared_gpu']}[/]")
+    elif not demo.render and config.get("backend") == "gloo":
         console.print(f"[dim]{CPU_NOTE}[/]")
 
 
@@ -59,8 +62,9 @@ def _asked(demo: registry.Demo, options: dict[str, Any], params: dict[str, Any],
     all that needs no world size before the run is placed (placing it imports torch, seconds)."""
     from ddpfsdp.demos.launch import request
 
-    if options.get("simulate") and (params["gpus"] is not None or params["procs"] is not None):
-        raise click.UsageError("--simulate runs one process for all --world ranks; leave out --gpus and --procs", ctx)
+    if options.get("simulate") and any(params[name] is not None for name in ("gpus", "procs", "ranks_per_gpu")):
+        raise click.UsageError("--simulate runs one process for all --world ranks; leave out --gpus, --procs and "
+                               "--ranks-per-gpu", ctx)
     try:
         asked = request.typed(demo, options)
         request.validate(demo, asked)
@@ -79,6 +83,7 @@ def _start(demo: registry.Demo, asked: Any, params: dict[str, Any], ctx: click.C
             asked=asked,
             gpus=params["gpus"],
             procs=params["procs"],
+            ranks_per_gpu=params["ranks_per_gpu"],
             timeout_s=params["timeout_s"],
             fail_rank=params["fail_rank"],
             fail_step=params["fail_step"],
@@ -91,11 +96,12 @@ def _start(demo: registry.Demo, asked: Any, params: dict[str, Any], ctx: click.C
 def _guard(demo: registry.Demo, placement: Any, spec: Any, force: bool, out) -> None:
     """Refuse a training run the analytic model says will not fit, unless forced; warn when forced."""
     # A simulated run allocates nothing real, so there is nothing for the launch guard to estimate.
-    if demo.kind != "training" or placement.device == "fake":
+    if (demo.kind != "training" and not placement.shared) or placement.device == "fake":
         return
     from ddpfsdp.demos.launch.guard import check_launch
 
-    verdict = check_launch(demo.name, spec, device=placement.device, world_size=placement.world_size, force=force)
+    verdict = check_launch(demo.name, spec, device=placement.device, world_size=placement.world_size, force=force,
+                           ranks_per_gpu=placement.ranks_per_gpu)
     if not verdict.proceed:
         raise click.ClickException(verdict.message)  # it names the estimate, a fit and --force
     if not verdict.fits:
@@ -225,12 +231,15 @@ def demo() -> None:
     """Run a demo on real processes: DDP or FSDP training, or one concept, measured in this run.
 
     Every demo runs on every visible GPU with NCCL, or on 2 CPU processes with gloo where there is
-    no GPU; --gpus N or --procs N chooses. Results are saved, so the quiz can show them as evidence.
+    no GPU; --gpus N or --procs N chooses. Where the GPUs are fewer than the ranks a demo needs (one
+    GPU, two ranks), the ranks share them over gloo with CUDA tensors; --ranks-per-gpu K sets how many.
+    Results are saved, so the quiz can show them as evidence.
 
     \b
     Examples:
       ddpfsdp demo fsdp --procs 2 --model tiny
       ddpfsdp demo fsdp --gpus 4 --sharding grad-op
+      ddpfsdp demo fsdp --gpus 1 --ranks-per-gpu 2
       ddpfsdp demo compare --json > compare.json
       ddpfsdp demo allreduce --procs 4
     """

@@ -55,5 +55,7 @@ def doctor(as_json: bool) -> None:
     table.add_row("python", f"{hardware.python} on {hardware.platform}")
     table.add_row("data directory", str(home) if problem is None else f"[red]cannot be used:[/] {problem}")
     table.add_row("demos use", hardware.default_launch.describe() + " by default")
-    table.add_row("training demos", "need 2 ranks: " + "; or ".join(hardware.data_parallel_commands))
+    table.add_row("training demos", "need 2 ranks (by default here: "
+                  f"{hardware.default_launch.describe_for(2)}): " + "; or ".join(hardware.data_parallel_commands))
+    table.add_row("placements", "\n".join(hardware.placements))
     Console().print(table)

@@ -16,7 +16,7 @@ def check_table(checks: list[dict[str, Any]]):
     table.add_column("check")
     table.add_column("what was measured")
     for check in checks:
-        mark = "[green]✔[/]" if check.get("passed") else "[red]✘[/]"
+        mark = "[green]✔[/]" if check.get("passed") else "[yellow]–[/]" if check.get("not_judged") else "[red]✘[/]"
         table.add_row(mark, check.get("name", "?"), check.get("detail", ""))
     return table
 

@@ -31,7 +31,12 @@ def checks_table(items: list[ev.EvidenceItem], title: str) -> Table:
     table.add_column("check", ratio=2)
     table.add_column("numbers", ratio=3)
     for item in items:
-        mark = Text("?", style="yellow") if item.passed is None else (Text("✔", style="bold green") if item.passed else Text("✘", style="bold red"))
+        if item.not_judged:
+            mark = Text("–", style="yellow")
+        elif item.passed is None:
+            mark = Text("?", style="yellow")
+        else:
+            mark = Text("✔", style="bold green") if item.passed else Text("✘", style="bold red")
         name = Text(item.name, style="bold")
         if item.claim:
             name.append(f"\n{item.claim}", style="dim")
@@ -112,10 +117,16 @@ def scalar_table(result: dict[str, Any]) -> Table | None:
     return table
 
 
-def describe_ranks(world_size: int | None, device: str | None, backend: str | None = None) -> str:
-    """'2 ranks on cpu (gloo)', '8 ranks on cuda (nccl)', 'a simulated world of 64 ranks'."""
+def describe_ranks(world_size: int | None, device: str | None, backend: str | None = None,
+                   ranks_per_gpu: int = 1) -> str:
+    """'2 ranks on cpu (gloo)', '8 ranks on cuda (nccl)', 'a simulated world of 64 ranks', '2 ranks sharing
+    one GPU (gloo, CUDA tensors)' (ranks on CUDA over gloo share a GPU: NCCL would give each its own)."""
     if device == "fake":
         return f"a simulated world of {world_size} ranks"
+    if device == "cuda" and (ranks_per_gpu > 1 or backend == "gloo"):
+        gpus = max(1, (world_size or 0) // ranks_per_gpu) if ranks_per_gpu > 1 else None
+        where = "one GPU" if gpus == 1 else f"{gpus} GPUs" if gpus else "a GPU"
+        return f"{world_size} ranks sharing {where} (gloo, CUDA tensors)"
     backend = backend or {"cuda": "nccl", "cpu": "gloo"}.get(device or "", "")
     return f"{world_size} rank{'s' if world_size != 1 else ''} on {device}" + (f" ({backend})" if backend else "")
 
@@ -273,7 +284,8 @@ class EvidencePanel(Vertical):
             self.app.track_run(run)
             placement = getattr(run, "placement", None)
             if placement is not None:
-                self.post_message(DemoLaunching(demo, placement.world_size, placement.device))
+                self.post_message(DemoLaunching(demo, placement.world_size, placement.device,
+                                                getattr(placement, "ranks_per_gpu", 1)))
             if worker.is_cancelled:
                 self.post_message(DemoFinished(demo, args, None, None, True, time.monotonic() - started))
                 return
@@ -307,7 +319,8 @@ class EvidencePanel(Vertical):
 
     def on_demo_launching(self, message: DemoLaunching) -> None:
         if not self._cancelling:
-            self.status(Text(f"Starting {describe_ranks(message.world_size, message.device)}… Esc cancels", style="bold"))
+            where = describe_ranks(message.world_size, message.device, ranks_per_gpu=message.ranks_per_gpu)
+            self.status(Text(f"Starting {where}… Esc cancels", style="bold"))
 
     def on_demo_started(self, message: DemoStarted) -> None:
         if not self._cancelling:
