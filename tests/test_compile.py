@@ -65,6 +65,23 @@ def test_fsdp_blocks_check():
     assert not cc.fsdp_blocks_compiled_without_graph_breaks(_report(graphs=0), 2).passed
 
 
+def test_reasons_name_torch_files_by_their_place_in_the_package():
+    reason = "Attempted\n  Explanation: in file `/x/lib/python3.11/site-packages/torch/_compile.py` skipped\n  Hint: h"
+    assert cc._short(reason) == "Attempted Explanation: in file `torch/_compile.py` skipped"
+
+
+def test_compile_on_screen():
+    from ddpfsdp.demos.measure.report import compile_lines
+
+    result = {"throughput": {"step_time_s": {"median": 0.1}},
+              "compile": {**_report(), "backend": "aot_eager", "backend_reason": "asked for", "graph_breaks": 2,
+                          "graph_break_reasons": [{"reason": "skipped", "count": 2}]}}
+    lines = compile_lines(result)
+    assert "4 graphs in 3.00 s" in lines[0] and "timed median 0.100 s" in lines[0] and "0 compiled in the timed" in lines[0]
+    assert lines[1:] == ["Graph breaks: 2", "  x2 skipped"]
+    assert compile_lines({"throughput": {}}) == []
+
+
 def test_parameter_name_from_a_dynamo_source():
     source = SimpleNamespace(name="L['self']._modules['blocks']._modules['0']._parameters['weight']")
     assert cc.parameter_name(source) == "blocks.0.weight"

@@ -45,7 +45,7 @@ REASON_CHARS = 240
 def pick_backend(requested: str, device_type: str) -> tuple[str, str]:
     """(backend, why): the one asked for, or for auto inductor where it can build kernels, else aot_eager."""
     if requested != "auto":
-        return requested, "as asked (--compile-backend)"
+        return requested, "asked for with --compile-backend"
     if device_type == "cuda":
         return "inductor", "auto: a GPU, where inductor generates Triton kernels"
     compiler = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
@@ -160,7 +160,7 @@ def _short(reason: str) -> str:
     """A graph break's reason: its first line and its explanation, as Dynamo words them."""
     lines = [line.strip() for line in reason.splitlines() if line.strip()]
     kept = [lines[0]] + [line for line in lines[1:] if line.startswith("Explanation:")][:1] if lines else []
-    text = " ".join(kept)
+    text = re.sub(r"[^\s`'\"]*/site-packages/", "", " ".join(kept))  # torch's files by their place in the package
     return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
 
 
