@@ -117,6 +117,15 @@ _TWO_D_CHECKS = {
 }
 TWO_D_ONLY_CHECKS = frozenset(_TWO_D_CHECKS)
 
+# A --compile run's claims, from what torch recorded of the compile.
+_COMPILED_CHECK = {"compiled_before_timed_steps": "every graph was compiled in the warm-up, none in the timed steps"}
+_DDP_COMPILE_CHECK = {
+    "ddp_compiled_graph_split_at_buckets": "DDPOptimizer cut the compiled forward into as many pieces as DDP has "
+                                           "buckets, each holding its bucket's parameters (up to a small tensor)"}
+_FSDP_COMPILE_CHECK = {
+    "fsdp_blocks_compiled_without_graph_breaks": "each block compiled before fully_shard, FSDP's hooks outside the "
+                                                 "graphs: no graph break"}
+
 DEMOS: dict[str, Demo] = {
     demo.name: demo
     for demo in [
@@ -133,7 +142,7 @@ DEMOS: dict[str, Demo] = {
                 "ddp_replicates_model_state": "every rank holds the full params, grads and optimizer state",
                 "ddp_uses_all_reduce": "gradients are synchronised with all_reduce only, no all_gather or reduce_scatter",
                 "ddp_overlaps_allreduce_with_backward": "with two or more buckets the first bucket's all-reduce is issued while backward still computes (one bucket: only after the last gradient)",
-                **_SIMULATED_CHECKS,
+                **_SIMULATED_CHECKS, **_COMPILED_CHECK, **_DDP_COMPILE_CHECK,
             },
         ),
         Demo(
@@ -144,7 +153,7 @@ DEMOS: dict[str, Demo] = {
             options="ddpfsdp.demos.train.options:DDP_OPTIONS",
             validate="ddpfsdp.demos.train.options:validate_zero1",
             render="ddpfsdp.demos.measure.report:render_training",
-            checks={**_TRAINING_CHECKS, **_SIMULATED_CHECKS},
+            checks={**_TRAINING_CHECKS, **_SIMULATED_CHECKS, **_COMPILED_CHECK, **_DDP_COMPILE_CHECK},
         ),
         Demo(
             "fsdp",
@@ -162,7 +171,7 @@ DEMOS: dict[str, Demo] = {
                 "fsdp_reshards_after_forward": "full sharding: parameter bytes fall right after each unit's forward; grad-op: not until backward",
                 "fsdp_prefetches_next_unit": "in backward the next unit's all-gather is issued before the current unit's compute ends (forward only with explicit forward prefetch)",
                 **_SIMULATED_FSDP_CHECKS,
-                **_TWO_D_CHECKS,
+                **_TWO_D_CHECKS, **_COMPILED_CHECK, **_FSDP_COMPILE_CHECK,
             },
         ),
         Demo(
@@ -181,6 +190,7 @@ DEMOS: dict[str, Demo] = {
                 "fsdp_wire_1_5x_ddp": "FSDP full sends 1.5x DDP's bytes per step (3 vs 2 passes of (N-1)/N of the model)",
                 "fsdp_leaves_activations_whole": "FSDP shards model state, not activations: FSDP full's activations at "
                                                  "its peak are DDP's, not 1/N of them",
+                **_COMPILED_CHECK, **_DDP_COMPILE_CHECK, **_FSDP_COMPILE_CHECK,
             },
         ),
         Demo(

@@ -26,7 +26,7 @@ SECTIONS = ("## Why", "## Common mistake", "## Evidence")
 # file within the CI budget. The failure lab's links are not counted: tests/test_faults.py runs every
 # fault once per session and checks all of its checks. The 2-D run's two (4 processes each) are shared
 # with tests/test_two_d_run.py, which launches them anyway.
-MAX_DEMO_CONFIGS = 16
+MAX_DEMO_CONFIGS = 17
 
 
 @pytest.fixture(scope="module")

@@ -159,6 +159,20 @@ def test_every_one_gpu_item_is_placed_as_planned_and_none_is_refused_but_the_ref
         assert run.placement.gpus == 1, item.key
 
 
+def test_plan_runs_ddp_eager_and_compiled_for_mfu_and_the_split_on_several_gpus(tmp_path):
+    for gpus in (1, 8):
+        items = {item.key: item for item in gc.plan(gpus, tmp_path, tmp_path / "work", python="py")}
+        eager, compiled = items["mfu-ddp-eager-1rank"], items["mfu-ddp-compiled-1rank"]
+        assert eager.evaluate == compiled.evaluate == "mfu" and not eager.skip and not compiled.skip
+        assert compiled.argv[4:] == [*eager.argv[4:], "--compile"]  # the same run, compiled, into its own file
+        assert eager.argv[2:5] == ["demo", str(tmp_path / "work" / "mfu-ddp-eager-1rank.json"), "ddp"]
+        assert ["--model", "large", "--precision", "bf16-mixed"] == eager.argv[5:9]
+    split = items["ddp-compiled-8gpu"]
+    assert split.skip is None and {"--compile", "--bucket-mb"} <= set(split.argv) and split.evaluate == "demo"
+    one = {item.key: item for item in gc.plan(1, tmp_path, tmp_path / "work", python="py")}
+    assert one["ddp-compiled-1gpu"].skip
+
+
 # ----------------------------------------------------------------------------- the report
 
 

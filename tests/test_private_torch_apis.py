@@ -112,6 +112,17 @@ PRIVATE_TORCH_APIS: dict[str, tuple[str, ...]] = {
     "torch.utils._traceback.CapturedTraceback": (
         "torch.utils._traceback.CapturedTraceback", "symbolising the recorded stacks ahead of time"),
     "'torch._dynamo'": ("torch._dynamo", "imported before the group starts, as DDP's first construction imports it"),
+    # --compile (train/compiled.py): what torch records of a compile
+    "torch._dynamo": ("torch._dynamo", "torch.compile's front end, imported for reset and lookup_backend"),
+    "torch._dynamo.reset": ("torch._dynamo.reset", "each compiled run starts from an empty cache (compare trains four)"),
+    "torch._dynamo.lookup_backend": ("torch._dynamo.lookup_backend", "the real backend behind the recording one"),
+    "torch._dynamo.utils.counters": ("torch._dynamo.utils.counters", "graph breaks and their reasons, graphs traced"),
+    "torch._dynamo.utils.compilation_time_metrics": (
+        "torch._dynamo.utils.compilation_time_metrics", "compile time by phase (Dynamo's frames, lazy backward)"),
+    "'_dynamo_source'": ("torch._dynamo.backends.distributed.propagate_dynamo_source",
+                         "the parameter each compiled graph's input is (DDPOptimizer copies it onto each piece)"),
+    "._get_ddp_logging_data": ("torch.nn.parallel.DistributedDataParallel._get_ddp_logging_data",
+                               "DDP's rebuilt buckets, set beside DDPOptimizer's pieces"),
 }
 
 

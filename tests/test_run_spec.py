@@ -22,7 +22,7 @@ DOCUMENTED = {
     "batch_size": 4, "steps": None, "warmup": 2, "precision": "fp32", "optimizer": "adamw", "lr": 1e-3,
     "seed": 0, "checkpoint_activations": False, "timeline": True, "trace": None, "bucket_mb": 25.0,
     "sharding": "full", "wrap": "block", "fsdp_api": 2, "replicas": 2, "prefetch": "default", "tp": None,
-    "sequence_parallel": False,
+    "sequence_parallel": False, "optimizer_impl": "auto", "compile": False, "compile_backend": "auto",
     "simulate": False, "world": None, "params": None, "gpu_mem": None,
 }
 

@@ -285,7 +285,7 @@ def test_describe_says_what_was_built(two):
     assert "ZeroRedundancyOptimizer" in two[0]["zero1"]["describe"]
     assert "FSDP2 fully_shard, sharding grad-op, wrap block: 7 units, mesh (2,)" in two[0]["fsdp2-grad-op"]["describe"]
     assert "FSDP1 FullyShardedDataParallel, sharding full" in two[0]["fsdp1-full"]["describe"]
-    assert "SGD lr 0.1" in two[0]["ddp-sgd"]["describe"]
+    assert "SGD (fused) lr 0.1" in two[0]["ddp-sgd"]["describe"]  # the implementation auto chose, named
 
 
 @pytest.mark.dist

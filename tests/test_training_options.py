@@ -19,7 +19,8 @@ def _parse(params, args):
 
 def test_option_names_follow_the_contract():
     common = {"arch", "model", "layers", "d_model", "heads", "seq_len", "batch_size", "steps", "warmup",
-              "precision", "optimizer", "lr", "seed", "checkpoint_activations", "timeline", "trace"}
+              "precision", "optimizer", "lr", "seed", "checkpoint_activations", "timeline", "trace",
+              "optimizer_impl", "compile", "compile_backend"}
     names = lambda params: {p.name for p in params}  # noqa: E731
     simulate = {"simulate", "world", "params", "gpu_mem"}
     assert names(training.DDP_OPTIONS) == common | {"bucket_mb"} | simulate

@@ -73,11 +73,12 @@ def _rate(value: float | None, unit: str) -> str:
 def _headline(result: dict[str, Any]) -> str:
     c = result["config"]
     what = c.get("description") or c.get("strategy", result.get("demo", ""))
+    impl = f" ({c['optimizer_impl']})" if c.get("optimizer_impl") else ""
     return (
         f"[bold]{result.get('demo', '')}[/bold]: {what}\n"
         f"{c.get('arch', 'gpt')} {c.get('model')} ({c.get('params', 0):,} parameters), "
         f"{c.get('world_size')} ranks on {c.get('device')} ({c.get('backend')}), {c.get('precision')}, "
-        f"{c.get('optimizer')}, batch {c.get('batch_size')} per rank, {c.get('steps')} steps "
+        f"{c.get('optimizer')}{impl}, batch {c.get('batch_size')} per rank, {c.get('steps')} steps "
         f"({c.get('warmup')} warm-up)"
     ) + (f"\n[yellow]{c['shared_gpu']}[/yellow]" if c.get("shared_gpu") else "")
 
@@ -204,6 +205,21 @@ def timeline_lines(timeline: dict[str, Any] | None, width: int = TIMELINE_WIDTH)
     return lines
 
 
+def compile_lines(result: dict[str, Any]) -> list[str]:
+    """A --compile run's compile, as torch recorded it: time and graphs apart from the timed steps, breaks."""
+    compiled = result.get("compile")
+    if not compiled:
+        return []
+    median = (result.get("throughput") or {}).get("step_time_s", {}).get("median")
+    steps = ", ".join(f"{s:.2f} s" for s in compiled["warmup_step_s"])
+    lines = [f"Compiled with {compiled['backend']} ({compiled['backend_reason']}): {compiled['graphs']} graphs in "
+             f"{compiled['compile_s']:.2f} s, measured in the warm-up (its steps {steps}; timed median "
+             f"{median:.3f} s), {compiled['graphs_in_timed_steps']} compiled in the timed steps",
+             f"Graph breaks: {compiled['graph_breaks']}"]
+    lines += [f"  x{r['count']} {r['reason']}" for r in compiled["graph_break_reasons"]]
+    return lines
+
+
 def render_training(result: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
     if result["config"].get("simulated"):
@@ -218,6 +234,8 @@ def render_training(result: dict[str, Any], console: Console | None = None) -> N
         console.print(breakdown)
     for line in throughput_lines(result):
         console.print(line)
+    for line in compile_lines(result):
+        console.print(line, markup=False, highlight=False)
     console.print(comm_table(result))
     console.print(loss_line(result))
     for line in timeline_lines(result.get("timeline"), _fit(console, 12)):
@@ -268,6 +286,10 @@ def compare_table(result: dict[str, Any]) -> Table:
         ("samples/s", lambda run: run["throughput"].get("samples_per_s"), lambda v: _rate(v, "")),
         ("wire bytes per step", _wire, format_iec),
         ("exposed comm (share of step)", _exposed, _percent),
+        *((("compile s (warm-up)", lambda run: run["compile"]["compile_s"], lambda v: f"{v:.2f}"),
+           ("compiled graphs", lambda run: run["compile"]["graphs"], str),
+           ("graph breaks", lambda run: run["compile"]["graph_breaks"], str))
+          if all(run.get("compile") for run in runs.values()) else ()),
     ]
     for label, get, fmt in rows:
         cells = []

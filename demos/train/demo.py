@@ -123,7 +123,40 @@ def run_checks(run: dict[str, Any], theory: dict[str, Any]) -> list[Any]:
                                                     hybrid=sharding == "hybrid"))
         checks.append(tc.fsdp_all_gathers_params(per_op, config["unit_params"] or [config["params"]],
                                                  sharding, spec.gather_bytes))
-    return checks + _timeline_checks(config, run.get("timeline"), per_op)
+    return checks + _compile_checks(run) + _timeline_checks(config, run.get("timeline"), per_op)
+
+
+def _compile_checks(run: dict[str, Any]) -> list[Any]:
+    """A --compile run's claims, from what torch recorded: compiled before the timed steps; DDP's graph
+    cut into pieces at its buckets."""
+    compiled = run.get("compile")
+    if not compiled:
+        return []
+    from ddpfsdp.demos.train import compiled as cc
+
+    config = run["config"]
+    checks = [cc.compiled_before_timed_steps({config["strategy"]: compiled})]
+    if compiled.get("ddp_buckets") is not None:
+        checks.append(cc.ddp_compiled_graph_split_at_buckets(compiled["graph_params"], compiled["ddp_buckets"],
+                                                             compiled["param_bytes"]))
+    if config["strategy"] == "fsdp":
+        shape = _shape(config, config.get("arch", "gpt"))
+        blocks = shape.layers if hasattr(shape, "layers") else len(shape.block_shapes())  # a ResNet's blocks
+        checks.append(cc.fsdp_blocks_compiled_without_graph_breaks(compiled, blocks))
+    return checks
+
+
+def _compare_compile_checks(runs: dict[str, dict[str, Any]]) -> list[Any]:
+    """A compiled compare's claims at the top: every run compiled in its warm-up, DDP's pieces at its
+    buckets, FSDP's blocks compiled one by one without a graph break."""
+    if not all(run.get("compile") for run in runs.values()):
+        return []
+    from ddpfsdp.demos.train import compiled as cc
+
+    lifted = {check["name"]: check for name in ("ddp", "fsdp-full") for check in runs[name]["checks"]
+              if check["name"] in ("ddp_compiled_graph_split_at_buckets", "fsdp_blocks_compiled_without_graph_breaks")}
+    overall = cc.compiled_before_timed_steps({name: run["compile"] for name, run in runs.items()}).to_dict()
+    return [overall, *lifted.values()]
 
 
 def _timeline_checks(config: dict[str, Any], timeline: dict[str, Any] | None, per_op: dict[str, Any]) -> list[Any]:
@@ -273,7 +306,8 @@ def run_compare(ctx: Any, spec: RunSpec) -> dict[str, Any] | None:
     config = {k: v for k, v in ddp["config"].items()
               if k not in ("strategy", "sharding", "description", "units", "unit_params")}
     config["strategies"] = [name for name, _, _ in COMPARE_RUNS]
-    result = _envelope(ctx, "compare", config, runs=runs, checks=[c.to_dict() for c in checks],
+    result = _envelope(ctx, "compare", config, runs=runs,
+                       checks=[c.to_dict() for c in checks] + _compare_compile_checks(runs),
                        wall_s=sum(run["wall_s"] for run in runs.values()))
     _write_trace(ctx, result, spec.trace)
     return result

@@ -129,6 +129,7 @@ class _Trainer:
         self.block_saved_bytes: int | None = None
         self.index = 0
         self.phases_s: dict[str, float] = {}
+        self.warmup_steps_s: list[float] = []  # each warm-up step's wall time, of a compiled run
 
     def step(self, after_forward=None, after_update=None, recorder=None) -> torch.Tensor:
         from ddpfsdp.demos.train.data import compute_loss
@@ -173,12 +174,33 @@ class _Trainer:
             last = index == self.spec.warmup - 1
             # 2-D: what the first block saves for backward, in the last warm-up step (nothing else measured there)
             saved = SavedActivations(self.model.blocks[0]) if self.two_d and last else contextlib.nullcontext()
+            started = time.perf_counter()
             with saved:
                 loss = self.step()
+            if self.prepared.compiled is not None:
+                float(loss)  # the step's own time, compilation included: wait for it to finish
+                self.warmup_steps_s.append(time.perf_counter() - started)
             if self.two_d and last:
                 self.block_saved_bytes = saved.bytes
             self._done("warm-up", loss, loss)
         self.phases_s["warm-up"] = time.perf_counter() - mark
+        self._mark("warm-up")
+
+    def _mark(self, phase: str) -> None:
+        if self.prepared.compiled is not None:
+            self.prepared.compiled.mark(phase)
+
+    def compile_report(self) -> dict[str, Any] | None:
+        """What torch recorded of the compile, and DDP's buckets to set beside the compiled pieces."""
+        compiled = self.prepared.compiled
+        if compiled is None:
+            return None
+        from ddpfsdp.demos.train.compiled import ddp_buckets
+
+        self._mark("end")
+        buckets, param_bytes = (ddp_buckets(self.train_model) if self.spec.strategy in ("ddp", "zero1")
+                                else (None, None))
+        return compiled.report(self.warmup_steps_s, buckets, param_bytes)
 
     def timed_steps(self) -> StepTimer:
         timer = StepTimer(self.device)
@@ -190,6 +212,7 @@ class _Trainer:
             self._done("timed", loss, loss if self.on_cpu else None)
         timer.stop()
         self.phases_s["timed"] = timer.wall_s
+        self._mark("timed")
         return timer
 
     def comm_step(self) -> dict[str, Any]:
@@ -281,6 +304,7 @@ def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int
         "units": list(trainer.prepared.units),
         "unit_params": list(trainer.prepared.unit_params), "followed": comm["units"],
         "losses": trainer.mean_losses(), "phases_s": trainer.phases_s,
+        "optimizer_impl": trainer.prepared.optimizer_impl, "compile": trainer.compile_report(),
     }
     del trainer, comm, counter, before_run
     _release(ctx.device)
@@ -351,7 +375,10 @@ def _result(ctx: Any, spec: RunSpec, run: dict[str, Any], gathered: list[dict[st
             "description": run["description"],
             "units": run["units"],
             "unit_params": run["unit_params"],
+            "optimizer_impl": run["optimizer_impl"],  # as resolved for the device (auto: fused where torch has it)
         },
+        # a --compile run: the backend, compile time, graphs, graph breaks (rank 0's, as torch recorded them)
+        **({"compile": run["compile"]} if run["compile"] is not None else {}),
         "memory": {"ranks": [r["memory"] for r in gathered], **run["model_facts"]},
         "throughput": _throughput(ctx, spec, run, gathered),
         "comm": {

@@ -171,6 +171,7 @@ def validate(demo: str, spec: RunSpec | Mapping[str, Any], world_size: int | Non
     _check_trace(spec)
     for each in spec.runs(demo):
         _check_fsdp(each, world)
+        _check_compile(each)
     _check_tp(spec, world, device)
 
 
@@ -219,6 +220,33 @@ def _check_fsdp(spec: RunSpec, world: int | None) -> None:
                 f"--sharding hybrid with --replicas {replicas} cannot split {world} ranks: replicas must be "
                 f"at least 2, divide the world size and be smaller than it (e.g. --procs 4 --replicas 2)"
             )
+
+
+def _check_compile(run: RunSpec) -> None:
+    """--compile as torch allows it here: real ranks, FSDP2 per block, DDP's buckets no smaller than
+    the first piece DDPOptimizer cuts; and a fused optimizer only where torch has one for the shards."""
+    from ddpfsdp.demos.train.compiled import DDP_OPTIMIZER_FIRST_BUCKET_MB
+
+    if run.optimizer_impl == "fused" and run.optimizer == "sgd" and run.strategy == "fsdp" and run.fsdp_api == 2:
+        raise _usage("--optimizer-impl fused with --optimizer sgd under FSDP2: DTensor, which holds FSDP2's shards, "
+                     "has no sharding strategy for fused SGD (it has one for AdamW); use --optimizer-impl foreach "
+                     "or auto, or --optimizer adamw")
+    if not run.compile:
+        if run.compile_backend != "auto":
+            raise _usage(f"--compile-backend {run.compile_backend} chooses the backend of --compile; add --compile")
+        return
+    if run.simulate:
+        raise _usage("--compile compiles kernels that a simulated run never runs (fake tensors take no time); "
+                     "drop --compile, or run on real ranks: ddpfsdp demo ddp --procs 2 --compile")
+    if run.tp:
+        raise _usage("--compile is not combined with --tp here; drop one of the two")
+    if run.strategy == "fsdp" and run.fsdp_api == 1:
+        raise _usage("--compile compiles each block before fully_shard (FSDP2); torch traces FSDP1 only as a whole "
+                     "wrapped model with use_orig_params=True, which this demo does not show: use --fsdp-api 2")
+    if run.strategy in ("ddp", "zero1") and run.bucket_mb < DDP_OPTIMIZER_FIRST_BUCKET_MB:
+        raise _usage(f"--compile with --bucket-mb {run.bucket_mb:g}: DDPOptimizer cuts its first piece at "
+                     f"{DDP_OPTIMIZER_FIRST_BUCKET_MB:g} MiB whatever the cap and refuses a smaller cap "
+                     "(torch/_dynamo/backends/distributed.py); give --bucket-mb 1 or more")
 
 
 def _check_tp(spec: RunSpec, world: int | None, device: str | None) -> None:

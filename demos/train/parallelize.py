@@ -9,13 +9,18 @@ torchtitan's `parallelize_llama` is the model: one function, a fixed order, a re
   3. checkpointing     each block's body recomputed in backward; set on the blocks themselves, before
                        any wrapper, so an FSDP unit around a block sees an ordinary module
   4. the model's facts read from the tensors FSDP is about to shard (`models.model_facts`)
+  4b. compile (FSDP)   (--compile) each block replaced by its compiled wrapper, after checkpointing and
+                       before FSDP (torchtitan's order): FSDP's hooks and collectives stay outside it
   5. FSDP              each unit, then the root (`strategies.shard`)
   6. materialize       the world gives the model its tensors: a real model has them already; a
                        simulated world makes its meta tensors fake here, after FSDP has sharded them
                        on meta (fifty times cheaper than sharding fake ones) and before DDP, whose
                        reducer must see the tensors it will train
   7. DDP / ZeRO-1      the materialized model wrapped (`strategies.wrap_ddp`)
-  8. the optimizer     over the parameters as wrapped (`strategies.build_optimizer`)
+  7b. compile (DDP)    (--compile) the DDP module compiled after wrapping, so DDPOptimizer sees DDP's
+                       bucket cap and splits the graph at the buckets (`train.compiled`)
+  8. the optimizer     over the parameters as wrapped (`strategies.build_optimizer`), fused where torch
+                       has the kernel unless --optimizer-impl says otherwise
 What differs between a real run and a simulated one is only the `World`: its size, how the model
 gets its tensors, and whether DDP may talk to the other ranks at wrap time.
 """
@@ -30,7 +35,7 @@ import torch
 from torch import nn
 
 from ddpfsdp.demos.train.spec import RunSpec
-from ddpfsdp.demos.train.strategies import Prepared, build_optimizer, shard, shard_size, wrap_ddp
+from ddpfsdp.demos.train.strategies import Prepared, build_optimizer, optimizer_impl, shard, shard_size, wrap_ddp
 
 
 @dataclass(frozen=True)
@@ -53,8 +58,8 @@ def parallelize(model: nn.Module, run: RunSpec, world: World, device: torch.devi
 
     Of `run`, the options of the parallelism and the optimizer are read: precision, tp,
     sequence_parallel, checkpoint_activations, strategy, bucket_mb (DDP and ZeRO-1), sharding, wrap,
-    fsdp_api, replicas and prefetch (FSDP), optimizer and lr. A choice the model or the world cannot
-    take raises ValueError saying what would do.
+    fsdp_api, replicas and prefetch (FSDP), optimizer, optimizer_impl, lr, compile and compile_backend. A
+    choice the model or the world cannot take raises ValueError saying what would do.
     """
     from ddpfsdp.demos.train.models import model_facts
 
@@ -69,6 +74,16 @@ def parallelize(model: nn.Module, run: RunSpec, world: World, device: torch.devi
     if run.checkpoint_activations:
         model.checkpoint_activations = True
     facts = model_facts(model, shard_size(run, world.size))
+    compiled = None
+    if run.compile:
+        from ddpfsdp.demos.train.compiled import Compiled
+
+        if run.strategy == "fsdp" and run.fsdp_api != 2:
+            raise ValueError("compile runs with FSDP2 (fsdp_api 2): each block compiled, then fully_shard")
+
+        compiled = Compiled(run.compile_backend, device.type)
+        if run.strategy == "fsdp":
+            compiled.compile_blocks(model)
     wrapping: dict[str, Any] = {}  # what Prepared reports of the data-parallel wrap
     wrapped = model
     if run.strategy == "fsdp":
@@ -80,7 +95,10 @@ def parallelize(model: nn.Module, run: RunSpec, world: World, device: torch.devi
         if run.strategy in ("ddp", "zero1"):
             wrapped = wrap_ddp(model, device, run.bucket_mb, world.init_sync)
             wrapping = dict(bucket_mb=run.bucket_mb)
-        optimizer = build_optimizer(run, wrapped)
+            if compiled is not None:
+                compiled.compile_ddp(wrapped)
+        impl = optimizer_impl(run, device)
+        optimizer = build_optimizer(run, wrapped, impl)
     return Prepared(wrapped, optimizer, strategy=run.strategy, device=device, world_size=world.size,
                     precision=run.precision, optimizer_name=run.optimizer, lr=run.lr, two_d=two_d, facts=facts,
-                    **wrapping)
+                    optimizer_impl=impl, compiled=compiled, **wrapping)

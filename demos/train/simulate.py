@@ -390,6 +390,7 @@ def _simulated_config(run: RunSpec, world_size: int, built: dict[str, Any]) -> d
         "simulated": True,
         "precision": run.precision,
         "optimizer": run.optimizer,
+        "optimizer_impl": prepared.optimizer_impl,
         "batch_size": run.batch_size,
         "checkpoint_activations": run.checkpoint_activations,
         "bucket_mb": run.bucket_mb,

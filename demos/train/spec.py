@@ -38,6 +38,11 @@ WRAPS = ("block", "layer", "model")
 # What the demos train with (calc and the interview also size bf16-master, adam and sgd-momentum).
 DEMO_PRECISIONS = ("fp32", "bf16-mixed", "bf16")
 DEMO_OPTIMIZERS = ("adamw", "sgd")
+# How the optimizer steps: one kernel over every tensor (fused), one op per kind over lists of tensors
+# (foreach), or a Python loop over the tensors (for-loop); auto: fused where torch has the kernel.
+OPTIMIZER_IMPLS = ("auto", "fused", "foreach", "for-loop")
+# torch.compile's backends a run may name; auto: inductor where it can build kernels, else aot_eager.
+COMPILE_BACKENDS = ("auto", "inductor", "aot_eager", "eager")
 FSDP_APIS = (1, 2)
 # default: FSDP2 as it comes (all-gathers issued at each unit's pre-forward; in backward the next
 #   unit's all-gather issued from the current unit's pre-backward), FSDP1 with BACKWARD_PRE;
@@ -143,6 +148,16 @@ class RunSpec:
                                      "bf16 throughout.", choices=DEMO_PRECISIONS)
     optimizer: str = option("adamw", "AdamW (two fp32 states per parameter) or SGD (no state).", choices=DEMO_OPTIMIZERS)
     lr: float = option(1e-3, "Learning rate.", minimum=0, above_minimum=True)
+    optimizer_impl: str = option("auto", "The optimizer's implementation: fused (one kernel for every tensor), foreach "
+                                         "(one op per kind over lists of tensors), for-loop (tensor by tensor); auto: "
+                                         "fused where torch has the kernel for the device, else foreach.",
+                                 choices=OPTIMIZER_IMPLS)
+    compile: bool = option(False, "torch.compile the model: DDP and ZeRO-1 after wrapping (DDPOptimizer splits the graph "
+                                  "at the buckets), FSDP2 each block before fully_shard. Not FSDP1.",
+                           only_when_set=True)
+    compile_backend: str = option("auto", "With --compile: the backend; auto picks inductor on a GPU or where a C++ "
+                                          "compiler is found, else aot_eager (no compiler needed).",
+                                  choices=COMPILE_BACKENDS, reported=False)
     seed: int = option(0, "Seed of the weights and the data.")
     checkpoint_activations: bool = option(False, "Recompute each block's activations in backward instead of "
                                                  "keeping them.")

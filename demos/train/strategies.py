@@ -58,6 +58,8 @@ class Prepared:
     bucket_mb: float | None = None  # ddp / zero1 only
     two_d: Any = None  # tensor_parallel.TwoD of a --tp run
     facts: dict[str, int] = field(default_factory=dict)  # models.model_facts, read before FSDP sharded it
+    optimizer_impl: str = "foreach"  # fused | foreach | for-loop: how the optimizer steps
+    compiled: Any = None  # compiled.Compiled of a --compile run: the backend and what torch recorded
 
     def autocast(self) -> contextlib.AbstractContextManager:
         """The forward's autocast: bf16 for DDP / ZeRO-1 in bf16-mixed, nothing otherwise.
@@ -74,7 +76,7 @@ class Prepared:
         return self.two_d.loss_context() if self.two_d is not None else contextlib.nullcontext()
 
     def describe(self) -> str:
-        optimizer = "AdamW" if self.optimizer_name == "adamw" else "SGD"
+        optimizer = ("AdamW" if self.optimizer_name == "adamw" else "SGD") + f" ({self.optimizer_impl})"
         if self.strategy == "ddp":
             what = f"DDP, {self.world_size} replicas, {self.bucket_mb:g} MB gradient buckets"
         elif self.strategy == "zero1":
@@ -85,7 +87,8 @@ class Prepared:
             mesh = f", mesh {tuple(self.mesh.shape)}" if self.mesh is not None else ""
             what = f"{api}, sharding {self.sharding}, wrap {self.wrap}: {len(self.units)} units{mesh}"
         tensor_parallel = f"; {self.two_d.describe()}" if self.two_d is not None else ""
-        return f"{what}; precision {self.precision}; {optimizer} lr {self.lr:g}{tensor_parallel}"
+        compiled = f"; {self.compiled.describe()}" if self.compiled is not None else ""
+        return f"{what}; precision {self.precision}; {optimizer} lr {self.lr:g}{tensor_parallel}{compiled}"
 
 
 def shard_size(run: RunSpec, world_size: int) -> int:
@@ -126,14 +129,42 @@ def shard(model: nn.Module, run: RunSpec, device: torch.device, world_size: int,
     return (wrapped, mesh, *_fsdp1_unit_report(wrapped))
 
 
-def build_optimizer(run: RunSpec, wrapped: nn.Module) -> torch.optim.Optimizer:
-    """`run`'s optimizer over the wrapped model's parameters; ZeRO-1's shards its state over the ranks."""
+# Devices torch has fused AdamW and SGD kernels for, of those a demo runs on: CUDA, and the CPU since
+# torch 2.4 (torch/utils/_foreach_utils.py, _get_fused_kernels_supported_devices). torch itself defaults to
+# foreach on CUDA and to the for-loop on the CPU (optimizer.py, _default_to_fused_or_foreach: fused only
+# when asked for), so a run that leaves the choice to torch is not the fastest it could be.
+FUSED_DEVICES = ("cuda", "cpu")
+IMPL_FLAGS = {"fused": {"fused": True}, "foreach": {"foreach": True}, "for-loop": {"foreach": False, "fused": False}}
+
+
+def fused_unsupported(run: RunSpec) -> str | None:
+    """Why torch has no fused step for `run`'s parameters, or None where it has one: DTensor (FSDP2's
+    shards) registers sharding strategies for the fused Adam and AdamW ops but not for fused SGD
+    (torch/distributed/tensor/_ops/_pointwise_ops.py)."""
+    if run.optimizer == "sgd" and run.strategy == "fsdp" and run.fsdp_api == 2:
+        return "DTensor has no sharding strategy for the fused SGD op (aten._fused_sgd_) that FSDP2's shards need"
+    return None
+
+
+def optimizer_impl(run: RunSpec, device: torch.device) -> str:
+    """The implementation `run`'s optimizer steps with on `device`: its own choice, or for auto fused
+    where torch has the kernel for these parameters and foreach elsewhere."""
+    if run.optimizer_impl != "auto":
+        return run.optimizer_impl
+    fused = torch.device(device).type in FUSED_DEVICES and fused_unsupported(run) is None
+    return "fused" if fused else "foreach"
+
+
+def build_optimizer(run: RunSpec, wrapped: nn.Module, impl: str = "foreach") -> torch.optim.Optimizer:
+    """`run`'s optimizer over the wrapped model's parameters, stepping with `impl` (fused, foreach or
+    for-loop); ZeRO-1's shards its state over the ranks."""
+    flags = IMPL_FLAGS[impl]
     if run.strategy == "zero1":
         from torch.distributed.optim import ZeroRedundancyOptimizer
 
         return ZeroRedundancyOptimizer(wrapped.parameters(), optimizer_class=_optimizer_class(run.optimizer),
-                                       lr=run.lr)
-    return _optimizer(run.optimizer, wrapped.parameters(), run.lr)
+                                       lr=run.lr, **flags)
+    return _optimizer_class(run.optimizer)(wrapped.parameters(), lr=run.lr, **flags)
 
 
 def _optimizer_class(name: str) -> type[torch.optim.Optimizer]:

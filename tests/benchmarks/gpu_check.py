@@ -23,7 +23,9 @@ What it runs, N being the GPUs visible (`ddpfsdp doctor` counts them first):
   faults       two of the failure lab's bugs, broken then fixed (on CPU processes: the lab runs there)
   MFU          on N GPUs FSDP2 on the large preset in bf16-mixed, on one GPU DDP at one rank (FSDP2 at
                one rank runs about twice DDP's step, so its MFU says nothing of the demo), against
-               torchtitan's published order of magnitude
+               torchtitan's published order of magnitude; DDP eager and `--compile` at one rank on the
+               same preset, MFU of each
+  compiled     `demo ddp --compile` on N GPUs: DDPOptimizer's pieces against DDP's buckets on CUDA
   guard        a run that cannot fit is refused before launch, and one that fits is not
 
 Each item runs in its own process group with its own time budget, so one that fails, hangs or runs
@@ -210,6 +212,24 @@ def _mfu_item(gpus: int, python: str, work: Path) -> Item:
                 {"world": 1, "data": str(data), "not_judged": NOT_JUDGED_AT_ONE_RANK})
 
 
+def _compiled_items(gpus: int, python: str, work: Path) -> list[Item]:
+    """DDP eager and compiled at one rank on the large preset in bf16-mixed (MFU of each, measured in
+    turn on one GPU), and with N >= 2 GPUs the compiled DDP demo over NCCL, whose checks include
+    DDPOptimizer's pieces against DDP's buckets on real CUDA."""
+    args = ["--model", "large", "--precision", "bf16-mixed", "--batch-size", "8", "--steps", "10", "--no-timeline"]
+    items = []
+    for mode, extra, budget in (("eager", [], 150), ("compiled", ["--compile"], 240)):
+        data = work / f"mfu-ddp-{mode}-1rank.json"
+        items.append(Item(f"mfu-ddp-{mode}-1rank", f"MFU: DDP {mode}, GPT large, bf16-mixed, one rank on 1 GPU", "MFU",
+                          _rank(python, data, "ddp", *args, *extra), budget, "mfu", {"world": 1, "data": str(data)}))
+    items.append(Item(f"ddp-compiled-{gpus}gpu", f"demo ddp --compile on {_gpus(gpus)} (1 MiB buckets: the split)",
+                      "N GPUs", _cli(python, "demo", "ddp", "--compile", "--bucket-mb", "1", "--gpus", str(gpus),
+                                     "--steps", "8", "--timeout-s", COLLECTIVE_TIMEOUT_S, "--json"),
+                      180, "demo", {"world": gpus},
+                      None if gpus >= 2 else "data parallelism needs 2 ranks and NCCL runs one rank per GPU"))
+    return items
+
+
 def _guard_item(gpus: int, python: str, work: Path) -> Item:
     title = "guard: a run that cannot fit is refused before launch"
     if gpus >= 2:
@@ -250,6 +270,7 @@ def plan(gpus: int, out: Path, work: Path, python: str = sys.executable) -> list
         one_gpu[0],
         _mfu_item(gpus, python, work),
         *_training_items(gpus, python, out),
+        *_compiled_items(gpus, python, work),
         *rest,
     ]
 
