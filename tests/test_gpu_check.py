@@ -159,7 +159,7 @@ def test_every_one_gpu_item_is_placed_as_planned_and_none_is_refused_but_the_ref
         assert run.placement.gpus == 1, item.key
 
 
-def test_plan_runs_ddp_eager_and_compiled_for_mfu_and_the_split_on_several_gpus(tmp_path):
+def test_plan_runs_ddp_eager_and_compiled_for_mfu_and_the_split_on_every_machine(tmp_path):
     for gpus in (1, 8):
         items = {item.key: item for item in gc.plan(gpus, tmp_path, tmp_path / "work", python="py")}
         eager, compiled = items["mfu-ddp-eager-1rank"], items["mfu-ddp-compiled-1rank"]
@@ -169,8 +169,9 @@ def test_plan_runs_ddp_eager_and_compiled_for_mfu_and_the_split_on_several_gpus(
         assert ["--model", "large", "--precision", "bf16-mixed"] == eager.argv[5:9]
     split = items["ddp-compiled-8gpu"]
     assert split.skip is None and {"--compile", "--bucket-mb"} <= set(split.argv) and split.evaluate == "demo"
-    one = {item.key: item for item in gc.plan(1, tmp_path, tmp_path / "work", python="py")}
-    assert one["ddp-compiled-1gpu"].skip
+    # One GPU: the split is checked on 2 ranks sharing it (gloo with CUDA tensors), not skipped.
+    one = {item.key: item for item in gc.plan(1, tmp_path, tmp_path / "work", python="py")}["ddp-compiled-1gpu"]
+    assert one.skip is None and "--ranks-per-gpu" in one.argv and one.expect["world"] == 2
 
 
 # ----------------------------------------------------------------------------- the report

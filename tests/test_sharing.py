@@ -273,3 +273,13 @@ def test_a_two_rank_demo_asked_for_one_gpu_says_in_its_first_line_that_the_ranks
         first = result.output.splitlines()[0]
         assert first.startswith("ddp on 2 ranks, 2 sharing one GPU (gloo, CUDA tensors"), result.output
     assert placed == [Placement("cuda", 2, 2)] * 2
+
+
+def test_hybrid_sharding_gets_its_replicas_of_two_ranks_on_one_gpu_and_on_cpu(monkeypatch):
+    """--sharding hybrid with 2 replicas runs on 2 shard groups of 2: four ranks where no count is given."""
+    _gpus(monkeypatch, 1)
+    assert DemoRun("fsdp", ["--model", "tiny", "--sharding", "hybrid"]).placement == Placement("cuda", 4, 4)
+    assert DemoRun("fsdp", ["--model", "tiny", "--sharding", "hybrid", "--replicas", "3"]).placement == \
+        Placement("cuda", 6, 6)
+    _gpus(monkeypatch, 0)
+    assert DemoRun("fsdp", ["--model", "tiny", "--sharding", "hybrid"]).placement == Placement("cpu", 4)

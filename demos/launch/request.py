@@ -105,8 +105,14 @@ def simulated_world(asked: Asked) -> int | None:
 
 
 def cpu_procs(asked: Asked) -> int:
-    """CPU processes the run gets when no --procs is given (a 2-D run: two data-parallel groups of --tp)."""
-    return default_cpu_procs(asked.tp if isinstance(asked, RunSpec) else None)
+    """Ranks the run gets when no count is given: two, or two data-parallel groups of --tp for a 2-D
+    run, or for hybrid sharding --replicas shard groups of two (the smallest world each runs on)."""
+    if not isinstance(asked, RunSpec):
+        return default_cpu_procs()
+    procs = default_cpu_procs(asked.tp)
+    if asked.strategy == "fsdp" and asked.sharding == "hybrid":
+        procs = max(procs, 2 * asked.replicas)
+    return procs
 
 
 def options_of(asked: Asked) -> dict[str, Any]:
