@@ -456,9 +456,9 @@ def _activations(rng: random.Random):
         "batch_size": batch, "precision": precision, "checkpoint_activations": checkpoint,
         **({"strategy": strategy} if precision == "bf16-mixed" else {}),
     }
-    spec = PRECISIONS[precision]
+    recipe = PRECISIONS[precision]
     cast = implementation(strategy, precision).cast
-    r = residual_bytes(spec, cast)
+    r = residual_bytes(recipe, cast)
     loss_bytes = 2 if precision == "bf16" else 4
     runner = (f", run as {implementation(strategy, precision).name} ({ACTIVATION_RUNNERS[strategy]})"
               if precision == "bf16-mixed" else "")
@@ -467,7 +467,7 @@ def _activations(rng: random.Random):
         f"{model.vocab}) runs a micro-batch of b = {batch} sequence{'s' if batch > 1 else ''} of s = {seq} tokens in {PRECISION_TEXT[precision]}{runner}, "
         f"**{'with' if checkpoint else 'without'} activation checkpointing** of every block.\n\n"
         f"Use the analytic model: a block saves b·s·d·(2r + 14c) bytes (r = {r}: residual-stream bytes, "
-        f"c = {spec.compute_bytes}: compute bytes; fused attention, no s×s scores); with checkpointing a block keeps only "
+        f"c = {recipe.compute_bytes}: compute bytes; fused attention, no s×s scores); with checkpointing a block keeps only "
         "its input (b·s·d·r) and backward recomputes one block at a time. The head keeps b·s·d·(r + c) and the loss's "
         f"log-softmax b·s·vocab·{loss_bytes}; at the peak, early in backward, add the log-softmax's gradient "
         "(or, with checkpointing, the recomputed block if larger).\n\n"
@@ -482,8 +482,8 @@ def _activations(rng: random.Random):
         elements = batch * seq * model.d_model
         log_softmax = batch * seq * model.vocab * loss_bytes
         gib = lambda value: f"{value / 2**30:,.4g} GiB"  # noqa: E731
-        block = f"block = {batch}·{seq}·{model.d_model}·(2·{r} + 14·{spec.compute_bytes}) = {gib(parts['block_bytes'])}"
-        head = f"head = {gib(elements * (r + spec.compute_bytes))} + log-softmax {gib(log_softmax)}"
+        block = f"block = {batch}·{seq}·{model.d_model}·(2·{r} + 14·{recipe.compute_bytes}) = {gib(parts['block_bytes'])}"
+        head = f"head = {gib(elements * (r + recipe.compute_bytes))} + log-softmax {gib(log_softmax)}"
         if checkpoint:
             body = f"{model.layers} block inputs × {gib(elements * r)} = {gib(model.layers * elements * r)}"
             extra = f"max(log-softmax gradient {gib(log_softmax)}, recomputed block {gib(parts['block_bytes'])})"

@@ -93,7 +93,7 @@ def test_at_least_ten_thousand_distinct_scenarios():
     count = 0
     for family in generate.FAMILIES.values():
         space = itertools.product(family.models, presets.CLUSTERS.values(), family.nodes, generate.SEQ_LENS,
-                                  generate.MICRO_BATCHES, generate.PRECISIONS, generate.OPTIMIZERS, generate.MFUS)
+                                  generate.MICRO_BATCHES, generate.PRECISION_DRAWS, generate.OPTIMIZER_DRAWS, generate.MFUS)
         for model, cluster, nodes, _seq, _micro, (precision, _), (optimizer, _), _mfu in space:
             gpus = cluster.gpus_per_node * nodes
             stage = planning.q_fit_stage(params=presets.MODELS[model].params, gpus=gpus,

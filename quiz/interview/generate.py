@@ -19,8 +19,8 @@ from ddpfsdp.quiz.interview.scenario import Scenario, Setup, Step
 MFUS = (0.35, 0.40, 0.45, 0.50, 0.55)
 SEQ_LENS = (2048, 4096, 8192)
 MICRO_BATCHES = (1, 2, 4)
-PRECISIONS = (("bf16-mixed", 4), ("bf16-master", 2), ("fp32", 1))
-OPTIMIZERS = (("adamw", 4), ("adam", 1))
+PRECISION_DRAWS = (("bf16-mixed", 4), ("bf16-master", 2), ("fp32", 1))
+OPTIMIZER_DRAWS = (("adamw", 4), ("adam", 1))
 MAX_DRAWS = 500
 
 
@@ -63,7 +63,7 @@ def draw_setup(rng: random.Random, family: Family, model: str | None = None, clu
         node = presets.find(presets.CLUSTERS, cluster, "cluster") if cluster else rng.choice(list(presets.CLUSTERS.values()))
         setup = Setup.of(
             chosen, node, nodes=rng.choice(family.nodes), seq_len=rng.choice(SEQ_LENS),
-            micro_batch=rng.choice(MICRO_BATCHES), precision=_pick(rng, PRECISIONS), optimizer=_pick(rng, OPTIMIZERS),
+            micro_batch=rng.choice(MICRO_BATCHES), precision=_pick(rng, PRECISION_DRAWS), optimizer=_pick(rng, OPTIMIZER_DRAWS),
             mfu=rng.choice(MFUS),
         )
         stage = planning.q_fit_stage(params=setup.params, gpus=setup.gpus, gpu_mem=setup.gpu_mem_bytes,
