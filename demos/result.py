@@ -171,7 +171,13 @@ class Config(Block):
     tp: int | None = None
     units: list[str] | None = None
     unit_params: list[int] | None = None
-    strategies: list[str] | None = None
+    bucket_mb: float | None = None
+    prefetch: str | None = None
+    fsdp_api: int | None = None
+    wrap: str | None = None
+    checkpoint_activations: bool | None = None
+    sequence_parallel: bool | None = None
+    strategies: list[str] | None = None  # compare: its runs, in order
 
     @property
     def on_gloo(self) -> bool:
@@ -200,6 +206,9 @@ class RankMemory(Block):
     peak_phase: str | None = None
     peak_module: str | None = None
     breakdown_source: str | None = None
+    params_after_forward: int | None = None  # parameter bytes held between forward and backward
+    blas_workspaces: int | None = None  # GPU: the step's cuBLAS workspaces, from torch's own sizes
+    block_saved: JsonObject | None = None  # a 2-D run: the bytes one block saved for backward
 
     def state(self, kind: str) -> int:
         """Bytes of one model-state kind (params, grads or optimizer); 0 where not measured."""
