@@ -371,14 +371,14 @@ DemoResult.NESTED = {"env": ("one", Env), "memory": ("one", Memory), "throughput
 
 
 def envelope(demo: str, config: Config | Mapping[str, Any], env: Env | Mapping[str, Any],
-             checks: Sequence[Check], **fields: Any) -> DemoResult:
+             checks: Sequence[Check | Mapping[str, Any]], **fields: Any) -> DemoResult:
     """The one constructor of a demo's result: the envelope and the demo's own fields, each either
     typed or in its JSON form; fields the type does not name (a concept demo's measurements) go to `extra`."""
     named = set(DemoResult.named())
     known = {key: DemoResult._load(key, value) for key, value in fields.items() if key in named}
     extra = {key: value for key, value in fields.items() if key not in named}
     return DemoResult(schema=SCHEMA, demo=demo, config=Config.from_json(config), env=Env.from_json(env),
-                      checks=list(checks), **known, extra=extra,
+                      checks=[c for c in map(check_from_json, checks) if c is not None], **known, extra=extra,
                       order=("schema", "demo", "config", "env", *fields, "checks"))
 
 

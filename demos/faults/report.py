@@ -12,8 +12,7 @@ from typing import Any
 
 from ddpfsdp.demos.faults import fr_table
 from ddpfsdp.demos.faults.fault import PHASES, Fault, phase_ranks
-
-SCHEMA = "ddpfsdp.demo/1"
+from ddpfsdp.demos.result import envelope
 # The analyzer's lines worth quoting: where it found a problem and what it calls it.
 _ANALYZER_LINES = ("Collective sequence number", "error msg:", "Not all ranks joining", "missing ranks:")
 
@@ -84,13 +83,5 @@ def build(fault: Fault, phases: dict[str, dict[str, Any]], *, config: dict[str, 
         "timeout_s": config.get("timeout_s"),
         **{phase: phases[phase] for phase in PHASES},
     }
-    checks = [check.to_dict() for check in fault.judge(block)]
-    return {
-        "schema": SCHEMA,
-        "demo": "fault",
-        "config": {**config, "fault": fault.name},
-        "env": env,
-        "checks": checks,
-        "fault": block,
-        "wall_s": wall_s,
-    }
+    return envelope("fault", {**config, "fault": fault.name}, env, fault.judge(block), fault=block,
+                    wall_s=wall_s).to_json()

@@ -43,6 +43,7 @@ import torch.distributed as dist
 
 from ddpfsdp.demos.measure.breakdown import TORCH_CATEGORIES
 from ddpfsdp.demos.measure.memory import optimizer_state_tensors
+from ddpfsdp.demos.result import DemoResult, as_result, envelope
 from ddpfsdp.demos.train.presets import describe_gpt_shape
 from ddpfsdp.demos.train.spec import COMPARE_RUNS, RunSpec, demo_runs
 
@@ -520,7 +521,7 @@ def _simulated_memory(run: RunSpec, built: dict[str, Any], step: dict[str, Any])
 def _judge(run: dict[str, Any]) -> None:
     """Add the analytic model's figures, the differences and the checks to a simulated run."""
     from ddpfsdp.demos.train import claims, simulated_claims as sc
-    from ddpfsdp.demos.train.demo import _allowance, theory_of
+    from ddpfsdp.demos.train.demo import allowance, theory_of
     from ddpfsdp.demos.theory.precision import precision_for
     from ddpfsdp.demos.theory.run import theory_for_run
 
@@ -533,11 +534,11 @@ def _judge(run: dict[str, Any]) -> None:
         run["checks"] = [c.to_dict() for c in _two_d_checks(run, theory)]
         return
     spec = precision_for(config["precision"])
-    allowance = _allowance(run, theory)
+    padding = allowance(run)
     checks = [
-        sc.simulated_model_state_matches_calc(ranks[0], theory, allowance),
+        sc.simulated_model_state_matches_calc(ranks[0], theory, padding),
         sc.simulated_wire_matches_calc(per_op, theory["comm"], _padding_wire_bytes(run, theory)),
-        claims.model_state_matches_theory(ranks, theory, allowance),
+        claims.model_state_matches_theory(ranks, theory, padding),
         claims.comm_matches_theory(per_op, theory["comm"]),
     ]
     if config["strategy"] == "ddp":
@@ -549,7 +550,7 @@ def _judge(run: dict[str, Any]) -> None:
         replica = theory_for_run(strategy="ddp", params=config["params"], world_size=world,
                                  precision=config["precision"], optimizer=config["optimizer"])
         full = {kind: replica[f"{kind}_bytes"] for kind in claims.STATE_KINDS}
-        checks.append(claims.fsdp_shards_model_state(ranks, full, shard_size, allowance))
+        checks.append(claims.fsdp_shards_model_state(ranks, full, shard_size, padding))
         checks.append(claims.fsdp_reduce_scatters_grads(per_op, config["params"] * spec.reduce_bytes,
                                                         hybrid=sharding == "hybrid"))
         checks.append(claims.fsdp_all_gathers_params(per_op, config["unit_params"], sharding, spec.gather_bytes))
@@ -617,28 +618,18 @@ def simulate(demo: str, options: dict[str, Any], log: Callable[[str], None] | No
         else:
             one = simulate_run(runs[0], world, log=log)
             _judge(one)
-    envelope = {"schema": "ddpfsdp.demo/1", "demo": demo, "env": _environment()}
+    wall_s = time.perf_counter() - started
     if demo != "compare":
-        fields = {k: v for k, v in one.items() if k not in ("config", "label")}
-        return {**envelope, "config": one["config"], **fields, "wall_s": time.perf_counter() - started}
-    return {**envelope, **_compared(measured, world), "wall_s": time.perf_counter() - started}
+        fields = {k: v for k, v in one.items() if k not in ("config", "label", "checks")}
+        return envelope(demo, one["config"], _environment(), one["checks"], **{**fields, "wall_s": wall_s}).to_json()
+    return _compared(measured, world, wall_s).to_json()
 
 
-def _compared(runs: dict[str, dict[str, Any]], world: int) -> dict[str, Any]:
-    """compare's config, runs and its own checks, across the four simulated runs."""
-    from ddpfsdp.demos.train import claims
-    from ddpfsdp.demos.train.demo import _allowance
+def _compared(measured: dict[str, dict[str, Any]], world: int, wall_s: float) -> DemoResult:
+    """compare's result across the four simulated runs: its config, the runs and its own checks."""
+    from ddpfsdp.demos.train.demo import compare_checks, compare_config
 
-    ddp, full, grad_op = runs["ddp"], runs["fsdp-full"], runs["fsdp-grad-op"]
-    ddp_rank0 = ddp["memory"]["ranks"][0]
-    checks = [
-        claims.fsdp_shards_model_state(full["memory"]["ranks"], {k: ddp_rank0[k] for k in claims.STATE_KINDS},
-                                       world, _allowance(full, full["theory"]), name="fsdp_full_shards_everything"),
-        claims.grad_op_holds_more_params_at_peak(grad_op["memory"]["ranks"], full["memory"]["ranks"]),
-    ]
-    if claims.wire_ratio_holds(ddp["config"]["precision"]):
-        checks.append(claims.fsdp_wire_1_5x_ddp(full["comm"]["per_step"], ddp["comm"]["per_step"]))
-    config = {k: v for k, v in ddp["config"].items()
-              if k not in ("strategy", "sharding", "description", "units", "unit_params", "wrap", "fsdp_api")}
-    config["strategies"] = [name for name, _, _ in COMPARE_RUNS]
-    return {"config": config, "runs": runs, "checks": [c.to_dict() for c in checks]}
+    runs = {name: as_result(run) for name, run in measured.items()}
+    config = compare_config(runs["ddp"], ("strategy", "sharding", "description", "units", "unit_params", "wrap",
+                                          "fsdp_api"))
+    return envelope("compare", config, _environment(), compare_checks(runs, world), runs=runs, wall_s=wall_s)
