@@ -178,6 +178,8 @@ class Config(Block):
     checkpoint_activations: bool | None = None
     sequence_parallel: bool | None = None
     strategies: list[str] | None = None  # compare: its runs, in order
+    shape: str | None = None  # a simulated run: the model's shape in words
+    gpu_mem_bytes: int | None = None  # a simulated run: the GPU memory it was asked to fit
 
     @property
     def on_gloo(self) -> bool:
@@ -235,14 +237,38 @@ class RankMemory(Block):
 
 
 @dataclass
+class SimulatedPeak(Block):
+    """A simulated step's peak on rank 0: its bytes, where it fell and what was held then."""
+
+    bytes: int | None = None
+    module: str | None = None
+    unit: str | None = None
+    phase: str | None = None
+    categories: dict[str, int] | None = None
+
+
+@dataclass
+class LargestUnit(Block):
+    """The FSDP unit whose all-gather brings the most bytes into being (a simulated run)."""
+
+    name: str | None = None
+    params: int | None = None
+    unsharded_bytes: int | None = None
+
+
+@dataclass
 class Memory(Block):
     ranks: list[RankMemory] = field(default_factory=list)
     buffers: int | None = None
     param_tensors: int | None = None
     shard_row_bytes: int | None = None
     largest_param_bytes: int | None = None
+    peak: SimulatedPeak | None = None  # simulated runs
+    largest_unit: LargestUnit | None = None  # simulated FSDP runs
 
-    NESTED: ClassVar[dict[str, tuple[str, type[Block]]]] = {"ranks": ("list", RankMemory)}
+    NESTED: ClassVar[dict[str, tuple[str, type[Block]]]] = {"ranks": ("list", RankMemory),
+                                                         "peak": ("one", SimulatedPeak),
+                                                         "largest_unit": ("one", LargestUnit)}
 
     def rank(self, index: int = 0) -> RankMemory | None:
         """Rank `index`'s memory (rank 0's where the run had fewer ranks); None when none was measured."""
@@ -312,6 +338,16 @@ class Timeline(Block):
 
 
 @dataclass
+class VersusRow(Block):
+    """One figure of a simulated run beside the analytic model's."""
+
+    figure: str | None = None
+    simulated: float | None = None
+    theory: float | None = None
+    diff_percent: float | None = None
+
+
+@dataclass
 class DemoResult(Block):
     """A demo's result; a compare run's `runs` hold one training result each (no schema, demo or env)."""
 
@@ -328,6 +364,7 @@ class DemoResult(Block):
     fault: JsonObject | None = None
     wall_s: float | None = None
     theory: JsonObject | None = None
+    versus_theory: list[VersusRow] | None = None  # simulated runs
     checks: list[Check] = field(default_factory=list)
 
     @classmethod
@@ -367,7 +404,7 @@ class DemoResult(Block):
 
 
 DemoResult.NESTED = {"env": ("one", Env), "memory": ("one", Memory), "throughput": ("one", Throughput),
-                     "comm": ("one", Comm), "timeline": ("one", Timeline)}
+                     "comm": ("one", Comm), "timeline": ("one", Timeline), "versus_theory": ("list", VersusRow)}
 
 
 def envelope(demo: str, config: Config | Mapping[str, Any], env: Env | Mapping[str, Any],
