@@ -338,6 +338,33 @@ class Timeline(Block):
 
 
 @dataclass
+class FaultRun(Block):
+    """One program of a failure-lab demo, broken or fixed: what each rank recorded, and its symptom."""
+
+    program: str | None = None
+    wall_s: float | None = None
+    ranks: list[JsonObject] = field(default_factory=list)  # each rank's record, as faults.rank writes it
+    analyzer: JsonObject | None = None  # torch's flight-recorder analyzer, for a hang
+    symptom: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FaultLab(Block):
+    """A failure-lab result's own block: the bug, its cause and fix, and the two runs."""
+
+    name: str | None = None
+    summary: str | None = None
+    cause: str | None = None
+    fix: str | None = None
+    hangs: bool | None = None
+    timeout_s: float | None = None
+    broken: FaultRun | None = None
+    fixed: FaultRun | None = None
+
+    NESTED: ClassVar[dict[str, tuple[str, type[Block]]]] = {"broken": ("one", FaultRun), "fixed": ("one", FaultRun)}
+
+
+@dataclass
 class VersusRow(Block):
     """One figure of a simulated run beside the analytic model's."""
 
@@ -361,7 +388,7 @@ class DemoResult(Block):
     timeline: Timeline | None = None
     loss: list[float] | None = None
     runs: dict[str, DemoResult] | None = None
-    fault: JsonObject | None = None
+    fault: FaultLab | None = None
     wall_s: float | None = None
     theory: JsonObject | None = None
     versus_theory: list[VersusRow] | None = None  # simulated runs
@@ -404,7 +431,8 @@ class DemoResult(Block):
 
 
 DemoResult.NESTED = {"env": ("one", Env), "memory": ("one", Memory), "throughput": ("one", Throughput),
-                     "comm": ("one", Comm), "timeline": ("one", Timeline), "versus_theory": ("list", VersusRow)}
+                     "comm": ("one", Comm), "timeline": ("one", Timeline), "versus_theory": ("list", VersusRow),
+                     "fault": ("one", FaultLab)}
 
 
 def envelope(demo: str, config: Config | Mapping[str, Any], env: Env | Mapping[str, Any],
