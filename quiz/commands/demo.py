@@ -11,10 +11,6 @@ import click
 from ddpfsdp.demos import registry
 
 LAUNCH_PARAMS = ("gpus", "procs", "as_json", "force", "timeout_s", "verbose", "fail_rank", "fail_step", "fail_mode")
-CPU_NOTE = (
-    "Measured on CPU processes with gloo: throughput here does not represent NCCL on GPUs; "
-    "memory and communication volumes carry over."
-)
 
 
 def _launch_options() -> list[click.Parameter]:
@@ -94,7 +90,9 @@ def _render(demo: registry.Demo, result: dict[str, Any], console) -> None:
         console.print(_check_table(result["checks"]))
     # A demo's own renderer states what its figures mean on CPU; concept demos get the note here.
     if not demo.render and (result.get("config") or {}).get("backend") == "gloo":
-        console.print(f"[dim]{CPU_NOTE}[/]")
+        from ddpfsdp.demos.result import GLOO_CAVEAT
+
+        console.print(f"[dim]{GLOO_CAVEAT}[/]")
 
 
 def _save(demo: registry.Demo, args: list[str], result: dict[str, Any], console) -> None:
