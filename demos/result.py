@@ -263,6 +263,7 @@ class Memory(Block):
     param_tensors: int | None = None
     shard_row_bytes: int | None = None
     largest_param_bytes: int | None = None
+    fsdp_padding_elements: int | None = None  # FSDP: elements added to pad each parameter's dim 0
     peak: SimulatedPeak | None = None  # simulated runs
     largest_unit: LargestUnit | None = None  # simulated FSDP runs
 
@@ -406,7 +407,8 @@ class DemoResult(Block):
         if key == "checks":
             return [c for c in map(check_from_json, value) if c is not None] if isinstance(value, list) else []
         if key == "runs" and isinstance(value, Mapping):
-            return {name: DemoResult.from_json(run) for name, run in value.items() if isinstance(run, Mapping)}
+            return {name: DemoResult.from_json(run) for name, run in value.items()
+                    if isinstance(run, (Mapping, DemoResult))}
         if key == "config":
             return Config.from_json(value) if isinstance(value, (Mapping, Config)) else Config()
         return super()._load(key, value)

@@ -2,7 +2,8 @@
 earlier version of the project still load, render and show as evidence.
 
 tests/data/saved/ holds results printed by `--json` before the result type existed (a 2-rank gloo `ddp`
-run of the tiny model, a `wrap` concept run, a simulated `fsdp` world of 8, a `fault`), unedited.
+run of the tiny model, a `wrap` concept run, a simulated `fsdp` world of 8 and `compare` world of 4, a
+`fault`), unedited.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ def _rendered(render, result) -> str:
 
 
 def test_every_saved_file_is_here():
-    assert FILES == ["ddp_tiny_procs2.json", "fault_sampler_set_epoch.json", "fsdp_tiny_simulated_world8.json",
-                     "wrap_procs2.json"]
+    assert FILES == ["compare_tiny_simulated_world4.json", "ddp_tiny_procs2.json", "fault_sampler_set_epoch.json",
+                     "fsdp_tiny_simulated_world8.json", "wrap_procs2.json"]
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -68,7 +69,7 @@ def test_a_saved_training_result_reads_as_fields():
 def test_saved_results_render_as_before():
     from ddpfsdp.demos.concepts.render import render_wrap
     from ddpfsdp.demos.faults.render import render_fault
-    from ddpfsdp.demos.measure.report import render_training
+    from ddpfsdp.demos.measure.report import render_compare, render_training
 
     ddp = _rendered(render_training, _saved("ddp_tiny_procs2.json"))
     assert "Memory per rank (measured)" in ddp and "What the peak is made of" in ddp
@@ -76,6 +77,9 @@ def test_saved_results_render_as_before():
     simulated = _rendered(render_training, _saved("fsdp_tiny_simulated_world8.json"))
     assert "SIMULATED" in simulated and "Peak of one step (simulated)" in simulated
     assert "Largest FSDP unit" in simulated
+    compared = _rendered(render_compare, _saved("compare_tiny_simulated_world4.json"))
+    assert "SIMULATED" in compared and all(name in compared for name in ("ddp", "zero1", "fsdp-grad-op", "fsdp-full"))
+    assert all(f"{n}/{n} passed" in compared for n in (6, 4, 7, 8))  # each run's own checks, counted from its fields
     wrap = _rendered(render_wrap, _saved("wrap_procs2.json"))
     assert "root" in wrap.lower() and GLOO_CAVEAT not in wrap  # its own note is saved with it
     fault = _rendered(render_fault, _saved("fault_sampler_set_epoch.json"))

@@ -109,19 +109,37 @@ def activation_estimate(run: Run) -> int | None:
 def run_checks(run: Run, theory: Mapping[str, Any]) -> list[Any]:
     """The named checks of the `ddp` or `fsdp` demo for one run."""
     from ddpfsdp.demos.train import claims as tc
+
+    run = as_result(run)
+    ranks = _memory(run).ranks
+    padding = allowance(run)
+    return [
+        tc.loss_decreases(run.loss or []),
+        *theory_checks(run, theory, padding),
+        tc.peak_within_bounds(ranks, working_set_bytes=theory["working_set_bytes"],
+                              activation_bytes=activation_estimate(run), device=run.config.device),
+        *strategy_checks(run, padding),
+        *_timeline_checks(run),
+    ]
+
+
+def theory_checks(run: DemoResult, theory: Mapping[str, Any], padding: Mapping[str, int]) -> list[Any]:
+    """Every rank's model state and the step's traffic against the analytic model (real and simulated runs)."""
+    from ddpfsdp.demos.train import claims as tc
+
+    return [tc.model_state_matches_theory(_memory(run).ranks, theory, padding),
+            tc.comm_matches_theory(run.comm.per_step, theory["comm"])]
+
+
+def strategy_checks(run: DemoResult, padding: Mapping[str, int]) -> list[Any]:
+    """What the strategy claims, for a real and a simulated run alike: DDP replicates the model state and
+    all-reduces; FSDP shards it, reduce-scatters the gradients and all-gathers each unit."""
+    from ddpfsdp.demos.train import claims as tc
     from ddpfsdp.demos.theory.precision import precision_for
     from ddpfsdp.demos.theory.run import theory_for_run
 
-    run = as_result(run)
     config, ranks, per_op = run.config, _memory(run).ranks, run.comm.per_step
-    padding = allowance(run)
-    checks = [
-        tc.loss_decreases(run.loss or []),
-        tc.model_state_matches_theory(ranks, theory, padding),
-        tc.comm_matches_theory(per_op, theory["comm"]),
-        tc.peak_within_bounds(ranks, working_set_bytes=theory["working_set_bytes"],
-                              activation_bytes=activation_estimate(run), device=config.device),
-    ]
+    checks = []
     spec = precision_for(config.precision)
     if config.strategy == "ddp":
         held_param_bytes = config.params * spec.param_bytes
@@ -141,7 +159,7 @@ def run_checks(run: Run, theory: Mapping[str, Any]) -> list[Any]:
                                                     hybrid=sharding == "hybrid"))
         checks.append(tc.fsdp_all_gathers_params(per_op, config.unit_params or [config.params],
                                                  sharding, spec.gather_bytes))
-    return checks + _timeline_checks(run)
+    return checks
 
 
 def _timeline_checks(run: DemoResult) -> list[Any]:
