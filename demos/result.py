@@ -106,8 +106,8 @@ class Block:
         return value
 
     def to_json(self) -> JsonObject:
-        """The JSON object: keys in the order read (a block built in code: its fields, then `extra`);
-        a field left None that was not read is left out."""
+        """The JSON object: keys in the order read, then fields set since (a block built in code: every
+        field it names, then `extra`)."""
         named = self.named()
         out: JsonObject = {}
         for key in self.order:
@@ -116,7 +116,7 @@ class Block:
             elif key in self.extra:
                 out[key] = self.extra[key]
         for key in named:
-            if key not in out and getattr(self, key) is not None:
+            if key not in out and (getattr(self, key) is not None or not self.order):
                 out[key] = _dump(getattr(self, key))
         for key, value in self.extra.items():
             out.setdefault(key, value)
@@ -180,6 +180,7 @@ class Config(Block):
     strategies: list[str] | None = None  # compare: its runs, in order
     shape: str | None = None  # a simulated run: the model's shape in words
     gpu_mem_bytes: int | None = None  # a simulated run: the GPU memory it was asked to fit
+    timeout_s: float | None = None  # a fault: the process-group timeout of each program
 
     @property
     def on_gloo(self) -> bool:
@@ -339,7 +340,7 @@ class Timeline(Block):
 
 
 @dataclass
-class FaultRun(Block):
+class FaultPhase(Block):
     """One program of a failure-lab demo, broken or fixed: what each rank recorded, and its symptom."""
 
     program: str | None = None
@@ -359,10 +360,10 @@ class FaultLab(Block):
     fix: str | None = None
     hangs: bool | None = None
     timeout_s: float | None = None
-    broken: FaultRun | None = None
-    fixed: FaultRun | None = None
+    broken: FaultPhase | None = None
+    fixed: FaultPhase | None = None
 
-    NESTED: ClassVar[dict[str, tuple[str, type[Block]]]] = {"broken": ("one", FaultRun), "fixed": ("one", FaultRun)}
+    NESTED: ClassVar[dict[str, tuple[str, type[Block]]]] = {"broken": ("one", FaultPhase), "fixed": ("one", FaultPhase)}
 
 
 @dataclass
