@@ -2,12 +2,14 @@
 earlier version of the project still load, render and show as evidence.
 
 tests/data/saved/ holds results printed by `--json` before the result type existed (a 2-rank gloo `ddp`
-run of the tiny model, a `wrap` concept run, a simulated `fsdp` world of 8 and `compare` world of 4, a
+run of the tiny model and a 2-rank `compare` (gzipped), a `wrap` concept run, a simulated `fsdp` world of 8
+and `compare` world of 4, a
 `fault`), unedited.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -19,11 +21,13 @@ from ddpfsdp.demos.result import (FAULT_CAVEAT, GLOO_CAVEAT, SCHEMA, SIMULATED_C
                                   ResultError, as_result, envelope)
 
 SAVED = Path(__file__).parent / "data" / "saved"
-FILES = sorted(p.name for p in SAVED.glob("*.json"))
+FILES = sorted(p.name for p in SAVED.glob("*.json*"))
 
 
 def _saved(name: str) -> dict:
-    return json.loads((SAVED / name).read_text(encoding="utf-8"))
+    path = SAVED / name
+    text = gzip.decompress(path.read_bytes()).decode("utf-8") if name.endswith(".gz") else path.read_text("utf-8")
+    return json.loads(text)
 
 
 def _rendered(render, result) -> str:
@@ -33,8 +37,8 @@ def _rendered(render, result) -> str:
 
 
 def test_every_saved_file_is_here():
-    assert FILES == ["compare_tiny_simulated_world4.json", "ddp_tiny_procs2.json", "fault_sampler_set_epoch.json",
-                     "fsdp_tiny_simulated_world8.json", "wrap_procs2.json"]
+    assert FILES == ["compare_tiny_procs2.json.gz", "compare_tiny_simulated_world4.json", "ddp_tiny_procs2.json",
+                     "fault_sampler_set_epoch.json", "fsdp_tiny_simulated_world8.json", "wrap_procs2.json"]
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -80,6 +84,12 @@ def test_saved_results_render_as_before():
     compared = _rendered(render_compare, _saved("compare_tiny_simulated_world4.json"))
     assert "SIMULATED" in compared and all(name in compared for name in ("ddp", "zero1", "fsdp-grad-op", "fsdp-full"))
     assert all(f"{n}/{n} passed" in compared for n in (6, 4, 7, 8))  # each run's own checks, counted from its fields
+    real = _saved("compare_tiny_procs2.json.gz")  # 2 gloo ranks, 5 steps, the timelines included
+    compared = _rendered(render_compare, real)
+    agree = next(c for c in real["checks"] if c["name"] == "losses_agree")
+    assert f"Losses {'agree' if agree['passed'] else 'do NOT agree'}: {agree['detail']}" in " ".join(compared.split())
+    assert "Per rank, measured in one run each, as a ratio to DDP" in compared
+    assert "Parameter bytes held over the recorded step" in compared
     wrap = _rendered(render_wrap, _saved("wrap_procs2.json"))
     assert "root" in wrap.lower() and GLOO_CAVEAT not in wrap  # its own note is saved with it
     fault = _rendered(render_fault, _saved("fault_sampler_set_epoch.json"))
@@ -108,6 +118,12 @@ def test_saved_results_show_as_evidence():
     assert ev.gloo_caveat(fault) == FAULT_CAVEAT
     assert [side[0] for side in ev.fault_sides(fault)] == ["broken", "fixed"]
     assert ev.fault_sides(fault)[0][2] == fault["fault"]["broken"]["symptom"]
+    real = _saved("compare_tiny_procs2.json.gz")
+    assert list(ev.runs(real)) == ["ddp", "zero1", "fsdp-grad-op", "fsdp-full"]
+    full = real["runs"]["fsdp-full"]["memory"]["ranks"][0]
+    assert ev.lookup(real, "runs.fsdp-full.memory.ranks.0.optimizer") == full["optimizer"]
+    assert ev.peak_breakdown(ev.runs(real)["fsdp-full"]) == {k: float(v) for k, v in full["peak_breakdown"].items() if v}
+    assert ev.comm_per_step(ev.runs(real)["fsdp-full"])["all_gather"].count >= 1
     wrap = _saved("wrap_procs2.json")
     assert ev.runs(wrap) == {} and [i.passed for i in ev.all_checks(wrap)] == [c["passed"] for c in wrap["checks"]]
 
