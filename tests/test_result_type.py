@@ -1,10 +1,9 @@
 """The result type (demos/result.py): one envelope, one way to and from JSON, and results saved by an
 earlier version of the project still load, render and show as evidence.
 
-tests/data/saved/ holds results printed by `--json` before the result type existed (a 2-rank gloo `ddp`
-run of the tiny model and a 2-rank `compare` (gzipped), a `wrap` concept run, a simulated `fsdp` world of 8
-and `compare` world of 4, a
-`fault`), unedited.
+tests/data/saved/ holds results printed by `--json` before the result type existed, unedited: on 2 gloo
+ranks a `ddp` run and a `compare` (gzipped) of the tiny model and a `wrap` concept run; a simulated
+`fsdp` world of 8 and `compare` world of 4; a `fault`.
 """
 
 from __future__ import annotations
