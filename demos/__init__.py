@@ -11,6 +11,7 @@ The package is arranged by stage, so a reader finds a concept by the room it bel
 
 At the top level sit what every stage shares: `registry` (every demo by name), `worker` (the
 per-rank entry point, `python -m ddpfsdp.demos.worker`), `checks` (the named-check type),
-`units` (byte and count parsing) and `collectives` (the collectives and their ring wire factor).
+`result` (the typed result every demo returns, to and from its JSON), `units` (byte and count parsing)
+and `collectives` (the collectives and their ring wire factor).
 Importing this package is cheap: modules that need torch import it themselves.
 """
