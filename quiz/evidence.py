@@ -1,7 +1,7 @@
 """What a demo's result says about a question: its evidence checks, the measured quantity, and the
 figures worth showing (memory by component, throughput, traffic) in a form any front end can draw.
 
-Pure functions over the result dict (schema ddpfsdp.demo/1); no torch or textual here, so viewing
+Pure functions over a result (demos/result.py), typed or as saved; no torch or textual here, so viewing
 saved evidence never imports either.
 """
 

@@ -8,6 +8,7 @@ ranks a `ddp` run and a `compare` (gzipped) of the tiny model and a `wrap` conce
 
 from __future__ import annotations
 
+import ast
 import gzip
 import json
 from pathlib import Path
@@ -153,11 +154,27 @@ def test_the_envelope_is_built_in_one_place():
     assert again.checks == [check]
 
 
+def _strings_in_code(path: Path) -> list[str]:
+    """The string constants of a module, its docstrings left out (prose may name the schema)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return [node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings]
+
+
 def test_the_schema_name_is_written_once():
     root = Path(__file__).parents[1]
     sources = [p for folder in ("demos", "quiz") for p in (root / folder).rglob("*.py")]
-    written = [p.relative_to(root).as_posix() for p in sources if f'"{SCHEMA}"' in p.read_text(encoding="utf-8")]
+    written = [p.relative_to(root).as_posix() for p in sources if any(SCHEMA in s for s in _strings_in_code(p))]
     assert written == ["demos/result.py"]
+
+
+def test_a_schema_name_written_in_code_is_found_and_one_in_prose_is_not(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text(f'"""Returns {SCHEMA}."""\n\n\ndef f():\n    """{SCHEMA}"""\n    return {{"schema": "{SCHEMA}"}}\n')
+    assert _strings_in_code(planted).count(SCHEMA) == 1
 
 
 def test_caveat_follows_where_the_run_happened():

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from ddpfsdp.demos import registry
+from ddpfsdp.demos.result import SCHEMA
 
 LAUNCH_PARAMS = ("gpus", "procs", "as_json", "force", "timeout_s", "verbose", "fail_rank", "fail_step", "fail_mode")
 
@@ -29,7 +30,7 @@ def _launch_options() -> list[click.Parameter]:
             default=None,
             help="Run on this many CPU processes with gloo.  [default: every visible GPU, else 2 CPU processes]",
         ),
-        click.Option(["--json", "as_json"], is_flag=True, help="Print the result as JSON (schema ddpfsdp.demo/1)."),
+        click.Option(["--json", "as_json"], is_flag=True, help=f"Print the result as JSON (schema {SCHEMA})."),
         click.Option(["--force"], is_flag=True, help="Launch even if the memory estimate says it will not fit."),
         click.Option(
             ["--timeout-s"],
