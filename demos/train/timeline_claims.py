@@ -176,7 +176,7 @@ def fsdp_reshards_after_forward(timeline: Recorded, sharding: str, units: Sequen
                   "falls_in_backward": falls_in_backward})
 
 
-def _prefetched(order: Sequence[str], gathers: Mapping[str, dict[str, Any]], spans: Mapping[str, dict[str, Any]]) -> int:
+def _prefetched(order: Sequence[str], gathers: Mapping[str, JsonObject], spans: Mapping[str, JsonObject]) -> int:
     """How many units' all-gathers were issued before the previous unit's compute ended."""
     count = 0
     for current, following in zip(order, order[1:]):
