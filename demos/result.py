@@ -14,7 +14,7 @@ No torch here, nor anything of the demos above it: the quiz reads saved results 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
 from ddpfsdp.demos.checks import Check
@@ -79,6 +79,12 @@ class Block:
         return tuple(f.name for f in fields(cls) if f.name not in ("extra", "order"))
 
     @classmethod
+    def defaults(cls) -> JsonObject:
+        """Each named field's default, as a block built without it holds it."""
+        return {f.name: f.default_factory() if f.default_factory is not MISSING else f.default
+                for f in fields(cls) if f.name not in ("extra", "order")}
+
+    @classmethod
     def from_json(cls: type[B], data: Any) -> B:
         if isinstance(data, cls):
             return data
@@ -106,8 +112,8 @@ class Block:
         return value
 
     def to_json(self) -> JsonObject:
-        """The JSON object: keys in the order read, then fields set since (a block built in code: every
-        field it names, then `extra`)."""
+        """The JSON object: keys in the order read, then fields set since to something other than their
+        default (a block built in code: every field it names), then `extra`."""
         named = self.named()
         out: JsonObject = {}
         for key in self.order:
@@ -115,8 +121,10 @@ class Block:
                 out[key] = _dump(getattr(self, key))
             elif key in self.extra:
                 out[key] = self.extra[key]
+        defaults = self.defaults()
         for key in named:
-            if key not in out and (getattr(self, key) is not None or not self.order):
+            # a field the JSON did not have is written once it holds something other than its default
+            if key not in out and (not self.order or getattr(self, key) != defaults[key]):
                 out[key] = _dump(getattr(self, key))
         for key, value in self.extra.items():
             out.setdefault(key, value)

@@ -177,6 +177,18 @@ def test_a_schema_name_written_in_code_is_found_and_one_in_prose_is_not(tmp_path
     assert _strings_in_code(planted).count(SCHEMA) == 1
 
 
+@pytest.mark.parametrize("runs", [
+    {"ddp": {"comm": {"all_reduce": {"count": 1, "bytes": 4, "wire_bytes_per_rank": 4.0}}, "wire_bytes_per_rank": 4.0}},
+    {"ddp": {"no_sync": {"comm": {"all_reduce": {"count": 1, "bytes": 4, "wire_bytes_per_rank": 4.0}}}}},
+])
+def test_a_concept_demo_keeps_its_own_shape_where_its_names_meet_the_types(runs):
+    """`comm` and `no-sync` keep runs of their own shape under `runs`: read as training runs, they still
+    go out exactly as they came in (no field a run lacked is written back)."""
+    out = envelope("comm", {"world_size": 2}, {}, [], runs=runs).to_json()
+    assert out["runs"] == runs
+    assert as_result(out).to_json() == out
+
+
 def test_caveat_follows_where_the_run_happened():
     def caveat(config, demo="ddp"):
         return envelope(demo, config, {}, []).caveat
