@@ -15,12 +15,21 @@ from typing import Any
 @dataclass(frozen=True)
 class Check:
     name: str
-    passed: bool
+    passed: bool | None  # None: not judged on this run's placement (`not_judged` says why)
     detail: str
     values: dict[str, Any] = field(default_factory=dict)
+    not_judged: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if self.not_judged is None:
+            del out["not_judged"]
+        return out
+
+    @property
+    def verdict(self) -> str:
+        """'passed', 'failed' or 'not judged'."""
+        return verdict(self.to_dict())
 
 
 def not_judged(check: dict[str, Any], reason: str) -> dict[str, Any]:
@@ -29,8 +38,10 @@ def not_judged(check: dict[str, Any], reason: str) -> dict[str, Any]:
             "detail": f"not judged here: {reason} (measured: {check.get('detail', '')})"}
 
 
-def verdict(check: dict[str, Any]) -> str:
-    """'passed', 'failed' or 'not judged': how a check's dict came out."""
+def verdict(check: dict[str, Any] | Check) -> str:
+    """'passed', 'failed' or 'not judged': how a check (or its dict) came out."""
+    if isinstance(check, Check):
+        check = check.to_dict()
     if check.get("passed") is None and check.get("not_judged"):
         return "not judged"
     return "passed" if check.get("passed") else "failed"

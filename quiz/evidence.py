@@ -1,7 +1,7 @@
 """What a demo's result says about a question: its evidence checks, the measured quantity, and the
 figures worth showing (memory by component, throughput, traffic) in a form any front end can draw.
 
-Pure functions over the result dict (schema ddpfsdp.demo/1); no torch or textual here, so viewing
+Pure functions over a result (demos/result.py), typed or as saved; no torch or textual here, so viewing
 saved evidence never imports either.
 """
 
@@ -9,11 +9,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Mapping
 
+from ddpfsdp.demos.checks import Check
+from ddpfsdp.demos.result import PEAK_CATEGORY_NAMES, STATE_KINDS, CommOp, DemoResult, Memory, RankMemory, as_result
 from ddpfsdp.quiz.loader import Question
 
-COMPONENTS = ("params", "grads", "optimizer")
+# A result as the store, the launcher or a test hands it over (its JSON form), or already typed.
+Result = DemoResult | Mapping[str, Any]
+
+COMPONENTS = STATE_KINDS
+PEAK_CATEGORIES = PEAK_CATEGORY_NAMES
 STRATEGY_ORDER = ("ddp", "zero1", "fsdp-grad-op", "fsdp-full")
 
 
@@ -27,21 +33,21 @@ class EvidenceItem:
     not_judged: str = ""  # why the run's placement cannot bear the claim out or refute it
 
 
-def _item(name: str, claim: str, check: dict[str, Any]) -> EvidenceItem:
-    reason = str(check.get("not_judged") or "")
-    passed = None if reason and check.get("passed") is None else bool(check.get("passed"))
-    return EvidenceItem(name, claim, passed, str(check.get("detail", "")), dict(check.get("values") or {}), reason)
+def _item(name: str, claim: str, check: Check) -> EvidenceItem:
+    reason = check.not_judged or ""
+    passed = None if reason and check.passed is None else bool(check.passed)
+    return EvidenceItem(name, claim, passed, check.detail, dict(check.values), reason)
 
 
-def evidence(question: Question, result: dict[str, Any]) -> list[EvidenceItem]:
+def evidence(question: Question, result: Result) -> list[EvidenceItem]:
     """Each check the question names, as this result found it."""
     from ddpfsdp.demos.registry import DEMOS
 
     claims = DEMOS[question.demo.name].checks if question.demo and question.demo.name in DEMOS else {}
-    found = {c.get("name"): c for c in _checks(result)}
+    result = as_result(result)
     items = []
     for name in question.evidence:
-        check = found.get(name)
+        check = result.check(name)
         if check is None:
             items.append(EvidenceItem(name, claims.get(name, ""), None, "this result does not include the check", {}))
         else:
@@ -49,18 +55,14 @@ def evidence(question: Question, result: dict[str, Any]) -> list[EvidenceItem]:
     return items
 
 
-def _checks(result: dict[str, Any]) -> list[dict[str, Any]]:
-    checks = result.get("checks")
-    return [c for c in checks if isinstance(c, dict)] if isinstance(checks, list) else []
+def all_checks(result: Result) -> list[EvidenceItem]:
+    return [_item(c.name, "", c) for c in as_result(result).checks]
 
 
-def all_checks(result: dict[str, Any]) -> list[EvidenceItem]:
-    return [_item(str(c.get("name")), "", c) for c in _checks(result)]
-
-
-def lookup(result: dict[str, Any], path: str) -> Any:
-    """Follow a dotted path ("runs.fsdp-full.memory.ranks.0.optimizer"); None where it leads nowhere."""
-    node: Any = result
+def lookup(result: Result, path: str) -> Any:
+    """Follow a dotted path through the result's JSON ("runs.fsdp-full.memory.ranks.0.optimizer"), as a
+    question's `measure` names it; None where it leads nowhere."""
+    node: Any = as_result(result).to_json()
     for part in path.split("."):
         if isinstance(node, dict):
             node = node.get(part)
@@ -73,7 +75,7 @@ def lookup(result: dict[str, Any], path: str) -> Any:
     return node
 
 
-def measured_value(question: Question, result: dict[str, Any] | None) -> float | None:
+def measured_value(question: Question, result: Result | None) -> float | None:
     if not question.measure or result is None:
         return None
     value = lookup(result, question.measure)
@@ -85,22 +87,20 @@ def measured_value(question: Question, result: dict[str, Any] | None) -> float |
 # --- where and when --------------------------------------------------------------------------------
 
 
-def where(result: dict[str, Any]) -> str:
-    config = result.get("config") or {}
-    env = result.get("env") or {}
-    world = config.get("world_size")
-    device = config.get("device")
-    backend = config.get("backend")
-    if config.get("simulated"):
+def where(result: Result) -> str:
+    result = as_result(result)
+    config, env = result.config, result.env
+    world, device, backend = config.world_size, config.device, config.backend
+    version = env.torch if env else None
+    if config.simulated:
         return (f"simulated: rank 0 of a world of {world} ranks on fake tensors over a fake process group, "
-                f"in one process" + (f", torch {env['torch']}" if env.get("torch") else ""))
-    sharing = int(config.get("ranks_per_gpu") or 1)
+                f"in one process" + (f", torch {version}" if version else ""))
+    names = (env.device_names if env else None) or []
+    sharing = config.ranks_per_gpu or 1
     if device == "cuda" and sharing > 1:
-        names = env.get("device_names") or []
-        gpus = int(config.get("gpus") or 1)
+        gpus = config.gpus or 1
         placed = f"{world} ranks sharing {'one GPU' if gpus == 1 else f'{gpus} GPUs'}" + (f" ({names[0]})" if names else "")
     elif device == "cuda":
-        names = env.get("device_names") or []
         gpu = f" × {names[0]}" if names else ""
         placed = f"{world} GPUs{gpu}" if world else "GPUs"
     elif world:
@@ -108,10 +108,10 @@ def where(result: dict[str, Any]) -> str:
     else:
         placed = "unknown devices"
     parts = [placed + (f" ({backend})" if backend else "")]
-    if env.get("hostname"):
-        parts.append(f"on {env['hostname']}")
-    if env.get("torch"):
-        parts.append(f"torch {env['torch']}")
+    if env and env.hostname:
+        parts.append(f"on {env.hostname}")
+    if version:
+        parts.append(f"torch {version}")
     return ", ".join(parts)
 
 
@@ -126,106 +126,84 @@ def age(then: datetime, now: datetime) -> str:
     return "just now"
 
 
-def gloo_caveat(result: dict[str, Any]) -> str | None:
-    config = result.get("config") or {}
-    if result.get("demo") == "fault":
-        return ("Run on CPU processes with gloo, the fixed program first: the error texts are gloo's; NCCL reports "
-                "the same bugs in its own words.")
-    if config.get("simulated"):
-        return ("Simulated, not measured on hardware: real sharding, real collectives issued and the real "
-                "allocation pattern of one step; no time, no NCCL, no fragmentation, so no throughput.")
-    if config.get("shared_gpu"):
-        return str(config["shared_gpu"])
-    if config.get("backend") == "gloo" or config.get("device") == "cpu":
-        return "Measured on CPU processes with gloo: memory and traffic carry over to GPUs, throughput does not represent NCCL on GPUs."
-    return None
+def gloo_caveat(result: Result) -> str | None:
+    """What the result's figures do not say (gloo's, a simulation's, a fault's on CPU); None on GPUs."""
+    return as_result(result).caveat
 
 
 # --- figures to show ---------------------------------------------------------------------------
 
 
-def fault_sides(result: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
+def fault_sides(result: Result) -> list[tuple[str, str, list[str]]]:
     """A failure-lab result's two runs, broken then fixed: (phase, program, symptom lines) each; [] otherwise."""
-    block = result.get("fault")
-    if not isinstance(block, dict):
+    block = as_result(result).fault
+    if block is None:
         return []
     sides = []
-    for phase in ("broken", "fixed"):
-        run = block.get(phase) if isinstance(block.get(phase), dict) else {}
-        sides.append((phase, str(run.get("program") or ""), [str(line) for line in run.get("symptom") or []]))
+    for phase, run in (("broken", block.broken), ("fixed", block.fixed)):
+        sides.append((phase, str(run.program or "") if run else "", [str(line) for line in run.symptom] if run else []))
     return sides
 
 
-def runs(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def runs(result: Result) -> dict[str, DemoResult]:
     """Strategy -> training result: the runs of `compare`, or the one run of ddp/fsdp."""
-    nested = result.get("runs")
-    if isinstance(nested, dict):
+    result = as_result(result)
+    if result.runs is not None:
+        nested = result.runs
         ordered = [k for k in STRATEGY_ORDER if k in nested] + [k for k in nested if k not in STRATEGY_ORDER]
-        return {k: nested[k] for k in ordered if isinstance(nested[k], dict)}
-    if isinstance(result.get("memory"), dict):
-        config = result.get("config") or {}
-        label = str(config.get("strategy") or result.get("demo") or "run")
-        if config.get("sharding") and label == "fsdp":
-            label = f"fsdp-{config['sharding']}"
+        return {k: nested[k] for k in ordered}
+    if result.memory is not None:
+        config = result.config
+        label = str(config.strategy or result.demo or "run")
+        if config.sharding and label == "fsdp":
+            label = f"fsdp-{config.sharding}"
         return {label: result}
     return {}
 
 
-def memory_by_component(run: dict[str, Any], rank: int = 0) -> dict[str, float]:
+def _rank(run: Result, rank: int) -> RankMemory | None:
+    return (as_result(run).memory or Memory()).rank(rank)
+
+
+def memory_by_component(run: Result, rank: int = 0) -> dict[str, float]:
     """Bytes rank `rank` holds per component, and its peak."""
-    ranks = lookup(run, "memory.ranks")
-    if not isinstance(ranks, list) or not ranks:
+    held = _rank(run, rank)
+    if held is None:
         return {}
-    entry = ranks[rank] if rank < len(ranks) else ranks[0]
-    return {k: float(entry[k]) for k in (*COMPONENTS, "peak") if isinstance(entry.get(k), (int, float))}
+    figures = {"params": held.params, "grads": held.grads, "optimizer": held.optimizer, "peak": held.peak}
+    return {k: float(v) for k, v in figures.items() if isinstance(v, (int, float))}
 
 
-# The categories a training result's peak is split into (memory.ranks[r].peak_breakdown), in order.
-PEAK_CATEGORIES = ("params", "unsharded_params", "grads", "optimizer", "all_gather", "reduce_scatter",
-                   "ddp_buckets", "buffers", "inputs", "activations", "temporaries", "transient")
-
-
-def peak_breakdown(run: dict[str, Any], rank: int = 0) -> dict[str, float]:
+def peak_breakdown(run: Result, rank: int = 0) -> dict[str, float]:
     """Bytes of each category at rank `rank`'s peak, in the fixed order; empty when not measured."""
-    ranks = lookup(run, "memory.ranks")
-    if not isinstance(ranks, list) or not ranks:
-        return {}
-    entry = ranks[rank] if rank < len(ranks) else ranks[0]
-    parts = entry.get("peak_breakdown") if isinstance(entry, dict) else None
-    if not isinstance(parts, dict):
-        return {}
-    return {k: float(parts[k]) for k in PEAK_CATEGORIES if isinstance(parts.get(k), (int, float)) and parts[k]}
+    held = _rank(run, rank)
+    return held.peak_parts() if held else {}
 
 
-def peak_where(run: dict[str, Any], rank: int = 0) -> str | None:
+def peak_where(run: Result, rank: int = 0) -> str | None:
     """'backward, in blocks.3.mlp': the phase and module of rank `rank`'s peak; None when not measured."""
-    ranks = lookup(run, "memory.ranks")
-    if not isinstance(ranks, list) or not ranks:
-        return None
-    entry = ranks[rank] if rank < len(ranks) else ranks[0]
-    phase = entry.get("peak_phase") if isinstance(entry, dict) else None
-    if not phase:
-        return None
-    module = entry.get("peak_module")
-    return f"{phase}, in {module}" if module else f"{phase}, outside the model's modules"
+    held = _rank(run, rank)
+    return held.peak_where() if held else None
 
 
-def throughput(run: dict[str, Any]) -> dict[str, float]:
-    block = run.get("throughput") or {}
-    figures = {k: float(block[k]) for k in ("samples_per_s", "tokens_per_s") if isinstance(block.get(k), (int, float))}
-    step = block.get("step_time_s")
-    if isinstance(step, dict) and isinstance(step.get("median"), (int, float)):
-        figures["step_time_s"] = float(step["median"])
-    return figures
+def throughput(run: Result) -> dict[str, float]:
+    block = as_result(run).throughput
+    if block is None:
+        return {}
+    figures = {"samples_per_s": block.samples_per_s, "tokens_per_s": block.tokens_per_s}
+    step = block.step_time_s
+    if step is not None:
+        figures["step_time_s"] = step.median
+    return {k: float(v) for k, v in figures.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
-def comm_per_step(run: dict[str, Any]) -> dict[str, dict[str, float]]:
-    block = lookup(run, "comm.per_step")
-    return {op: v for op, v in block.items() if isinstance(v, dict)} if isinstance(block, dict) else {}
+def comm_per_step(run: Result) -> dict[str, CommOp]:
+    comm = as_result(run).comm
+    return {op: v for op, v in comm.per_step.items() if isinstance(v, CommOp)} if comm else {}
 
 
-def scalar_measurements(result: dict[str, Any], limit: int = 12) -> list[tuple[str, str]]:
-    """Top-level measured numbers of a concept demo, for a generic table."""
+def scalar_measurements(result: Result, limit: int = 12) -> list[tuple[str, str]]:
+    """Top-level measured numbers of a concept demo, for a generic table: a walk over its JSON."""
     rows: list[tuple[str, str]] = []
     skip = {"schema", "demo", "config", "env", "checks", "runs", "memory", "throughput", "comm", "loss", "theory"}
 
@@ -242,7 +220,7 @@ def scalar_measurements(result: dict[str, Any], limit: int = 12) -> list[tuple[s
         elif isinstance(value, list) and value and len(value) <= 8 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
             rows.append((prefix, ", ".join(f"{v:,.6g}" for v in value)))
 
-    for key, value in result.items():
+    for key, value in as_result(result).to_json().items():
         if key not in skip:
             visit(key, value, 0)
     return rows

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from ddpfsdp.demos import registry
+from ddpfsdp.demos.result import GLOO_CAVEAT
 
 CONCEPTS = [name for name, demo in registry.DEMOS.items() if demo.kind == "concept"]
 
@@ -139,7 +140,7 @@ def test_result_renders_as_a_table(concept_run, key):
     assert shown == expected and len(rows) == len(expected), text
     # gloo's times say nothing of NCCL's, and the note says so (the demo's own, or the renderer's)
     words = " ".join(text.split())
-    assert "CPU processes over gloo" in words and "do not represent NCCL on GPUs" in words, text
+    assert GLOO_CAVEAT in words, text
 @pytest.mark.dist
 def test_sampler_shows_what_each_rank_loads(concept_run):
     result, events = concept_run("sampler")

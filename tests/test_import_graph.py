@@ -146,8 +146,8 @@ def test_a_cycle_in_a_package_is_found(tmp_path, monkeypatch):
 # import it. Its ranks are meant to fail, so it keeps to the launcher's process bookkeeping and never
 # reaches into training, theory or the concept demos.
 FAULTS_ROOM = "ddpfsdp.demos.faults"
-FAULTS_MAY_IMPORT = ("ddpfsdp.demos.faults", "ddpfsdp.demos.checks", "ddpfsdp.demos.worker", "ddpfsdp.demos.launch",
-                     "ddpfsdp.demos.measure.memory")
+FAULTS_MAY_IMPORT = ("ddpfsdp.demos.faults", "ddpfsdp.demos.checks", "ddpfsdp.demos.result", "ddpfsdp.demos.worker",
+                     "ddpfsdp.demos.launch", "ddpfsdp.demos.measure.memory")
 FAULTS_IMPORTED_BY = ("ddpfsdp.demos.registry", "ddpfsdp.quiz")
 
 

@@ -283,3 +283,52 @@ def test_hybrid_sharding_gets_its_replicas_of_two_ranks_on_one_gpu_and_on_cpu(mo
         Placement("cuda", 6, 6)
     _gpus(monkeypatch, 0)
     assert DemoRun("fsdp", ["--model", "tiny", "--sharding", "hybrid"]).placement == Placement("cpu", 4)
+
+
+def test_a_shared_gpu_result_keeps_its_label_and_not_judged_checks_when_typed():
+    import json
+
+    from ddpfsdp.demos.launch.sharing import mark_result
+    from ddpfsdp.demos.measure.report import _headline
+    from ddpfsdp.demos.result import GLOO_CAVEAT, as_result
+
+    marked = mark_result(_training_result(), ranks_per_gpu=2, gpus=1)
+    typed = as_result(marked)
+    # the wire form goes out exactly as it came in, not-judged check included
+    assert json.dumps(typed.to_json()) == json.dumps(marked)
+    judged, overlap = typed.checks
+    assert judged.passed is True and judged.not_judged is None and judged.verdict == "passed"
+    assert overlap.passed is None and "gloo" in overlap.not_judged and overlap.verdict == "not judged"
+    assert "not_judged" not in judged.to_dict() and overlap.to_dict() == marked["checks"][1]
+    # the placement stays in the config's extra keys, read through properties
+    config = typed.config
+    assert (config.ranks_per_gpu, config.gpus, config.shared_gpu) == (2, 1, marked["config"]["shared_gpu"])
+    assert typed.caveat == config.shared_gpu
+    assert config.shared_gpu in _headline(typed)
+    plain = as_result(_training_result())
+    assert (plain.config.ranks_per_gpu, plain.config.gpus, plain.config.shared_gpu) == (None, None, None)
+    assert plain.caveat == GLOO_CAVEAT and "ranks_per_gpu" not in plain.to_json()["config"]
+
+
+def test_compare_of_shared_ranks_counts_not_judged_apart_and_shows_the_label():
+    import gzip
+    import json
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from ddpfsdp.demos.launch.sharing import mark_result
+    from ddpfsdp.demos.measure.report import render_compare
+
+    saved = Path(__file__).parent / "data" / "saved" / "compare_tiny_procs2.json.gz"
+    marked = mark_result(json.loads(gzip.decompress(saved.read_bytes())), ranks_per_gpu=2, gpus=1)
+    ddp_checks = marked["runs"]["ddp"]["checks"]
+    unjudged = sum(1 for c in ddp_checks if c["passed"] is None)
+    assert unjudged, "the saved compare's DDP run carries a check sharing a GPU leaves unjudged"
+    console = Console(width=200, record=True, force_terminal=False)
+    render_compare(marked, console)
+    shown = console.export_text()
+    assert marked["config"]["shared_gpu"] in " ".join(shown.split())
+    passed = sum(1 for c in ddp_checks if c["passed"])
+    assert f"{passed}/{len(ddp_checks) - unjudged} passed, {unjudged} not judged" in shown
+    assert not any(f"{c['name']} failed" in shown for c in ddp_checks if c["passed"] is None)

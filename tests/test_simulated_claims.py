@@ -43,10 +43,10 @@ def test_peak_must_hold_the_largest_unit_above_the_model_state():
 
 
 def test_versus_theory_rows_carry_the_difference_in_percent():
-    rows = {row["figure"]: row for row in sc.versus_theory({**RANK, "params": 1010}, PER_OP, THEORY)}
-    assert rows["params"]["diff_percent"] == 1.0
-    assert rows["model state"]["simulated"] == 4010
-    assert rows["wire bytes per step"]["theory"] == 2625 and rows["wire bytes per step"]["diff_percent"] == 0
+    rows = {row.figure: row for row in sc.versus_theory({**RANK, "params": 1010}, PER_OP, THEORY)}
+    assert rows["params"].diff_percent == 1.0
+    assert rows["model state"].simulated == 4010
+    assert rows["wire bytes per step"].theory == 2625 and rows["wire bytes per step"].diff_percent == 0
     assert sc.diff_percent(5, 0) is None
 
 

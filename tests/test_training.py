@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from ddpfsdp.demos import registry
+from ddpfsdp.demos.result import GLOO_CAVEAT
 
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(300)]
 
@@ -43,7 +44,7 @@ def test_json_follows_the_schema(fsdp):
     step = result["throughput"]["step_time_s"]
     assert result["throughput"]["samples_per_s"] > 0 and result["throughput"]["tokens_per_s"] > 0
     assert 0 < step["min"] <= step["median"] <= step["max"]
-    assert "gloo on CPU does not represent NCCL" in result["throughput"]["note"]
+    assert result["throughput"]["note"] == GLOO_CAVEAT
     assert result["throughput"]["mfu"] == "n/a"
     for op in result["comm"]["per_step"].values():
         assert set(op) == {"count", "bytes", "wire_bytes_per_rank"}

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ddpfsdp.demos.concepts.allreduce import byte_count
+from ddpfsdp.demos.result import GLOO_CAVEAT
 from ddpfsdp.demos.units import format_bytes
 
 
@@ -25,15 +26,13 @@ def _table(title: str, *columns: str) -> Any:
     return table
 
 
-CPU_NOTE = ("CPU processes over gloo: counts, bytes and memory show the mechanics; times do not "
-            "represent NCCL on GPUs.")
 
 
 def _notes(result: dict, console: Any) -> None:
     """The result's own notes, and what CPU figures mean when the run was on gloo."""
     notes = list(result.get("notes") or [])
     if (result.get("config") or {}).get("backend") == "gloo" and not any("gloo" in n for n in notes):
-        notes.insert(0, CPU_NOTE)
+        notes.insert(0, GLOO_CAVEAT)
     for note in notes:
         console.print(f"[dim]{note}[/]")
 

@@ -1,29 +1,17 @@
-"""The result a concept demo returns: the common envelope around the demo's own measurements."""
+"""The result a concept demo returns: the common envelope (demos/result.py) around the demo's own measurements."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from ddpfsdp.demos.checks import Check
+from ddpfsdp.demos.result import JsonObject
+from ddpfsdp.demos.result import envelope as result_envelope
 
-SCHEMA = "ddpfsdp.demo/1"
 
-
-def envelope(ctx: Any, demo: str, config: dict[str, Any], checks: list[Check], **measurements: Any) -> dict:
-    """The ddpfsdp.demo/1 dict for one run; `config` gains where the run happened."""
+def envelope(ctx: Any, demo: str, config: Mapping[str, Any], checks: list[Check], **measurements: Any) -> JsonObject:
+    """The result of one run in its JSON form; `config` gains where the run happened."""
     from ddpfsdp.demos.measure.memory import environment
 
-    config = {
-        **config,
-        "world_size": ctx.world_size,
-        "device": ctx.device.type,
-        "backend": ctx.backend,
-    }
-    return {
-        "schema": SCHEMA,
-        "demo": demo,
-        "config": config,
-        "env": environment(ctx),
-        "checks": [check.to_dict() for check in checks],
-        **measurements,
-    }
+    placed = {**config, "world_size": ctx.world_size, "device": ctx.device.type, "backend": ctx.backend}
+    return result_envelope(demo, placed, environment(ctx), checks, **measurements).to_json()

@@ -157,5 +157,6 @@ def units_with_params(unit_params: list[int]) -> int:
 def cpu_note(ctx: Any) -> str | None:
     if ctx.device.type == "cuda":
         return None
-    return ("CPU processes over gloo: memory and collective counts show the mechanics; step times do "
-            "not represent NCCL on GPUs.")
+    from ddpfsdp.demos.result import GLOO_CAVEAT
+
+    return GLOO_CAVEAT

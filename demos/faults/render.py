@@ -6,9 +6,10 @@ unchanged. Imports no torch.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from ddpfsdp.demos.faults.catalog import FAULTS
+from ddpfsdp.demos.result import DemoResult, FaultLab, FaultPhase, as_result
 
 _STYLE = {"broken": "bold red", "fixed": "bold green"}
 
@@ -35,22 +36,21 @@ def list_lines() -> list[str]:
     return [f"{name.ljust(width)}{fault.summary}" for name, fault in FAULTS.items()]
 
 
-def render_fault(result: dict[str, Any], console: Any) -> None:
+def render_fault(result: DemoResult | Mapping[str, Any], console: Any) -> None:
     from rich.markup import escape
 
-    block = {key: escape(value) if isinstance(value, str) else value for key, value in (result.get("fault") or {}).items()}
-    config = result.get("config") or {}
-    console.print(f"[bold]{block.get('name')}[/]: {block.get('summary')}")
-    console.print(f"[dim]{config.get('world_size')} CPU processes (gloo), process-group timeout {config.get('timeout_s'):g} s "
+    result = as_result(result)
+    lab = result.fault or FaultLab()
+    console.print(f"[bold]{escape(str(lab.name))}[/]: {escape(str(lab.summary))}")
+    console.print(f"[dim]{result.config.world_size} CPU processes (gloo), process-group timeout {result.config.timeout_s:g} s "
                   f"per program; the fixed program ran first.[/]")
-    for phase in ("broken", "fixed"):
-        run = block.get(phase) or {}
-        wall = run.get("wall_s")
-        took = f" ({wall:.2f} s)" if isinstance(wall, (int, float)) else ""
-        console.print(f"\n[{_STYLE[phase]}]{phase.capitalize()}[/]{took}: {escape(str(run.get('program')))}")
-        for line in run.get("symptom") or []:
+    for phase, run in (("broken", lab.broken), ("fixed", lab.fixed)):
+        run = run or FaultPhase()
+        took = f" ({run.wall_s:.2f} s)" if isinstance(run.wall_s, (int, float)) else ""
+        console.print(f"\n[{_STYLE[phase]}]{phase.capitalize()}[/]{took}: {escape(str(run.program))}")
+        for line in run.symptom:
             console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
-        for caveat in analyzer_caveats(list(run.get("symptom") or [])):
+        for caveat in analyzer_caveats(list(run.symptom)):
             console.print(f"  [dim]Note: {escape(caveat)}[/]")
-    console.print(f"\n[bold]Cause:[/] {block.get('cause')}")
-    console.print(f"[bold]Fix:[/] {block.get('fix')}")
+    console.print(f"\n[bold]Cause:[/] {escape(str(lab.cause))}")
+    console.print(f"[bold]Fix:[/] {escape(str(lab.fix))}")

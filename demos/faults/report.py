@@ -8,24 +8,29 @@ broken run's beside the fixed run's, and the question bank quotes them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from ddpfsdp.demos.faults import fr_table
 from ddpfsdp.demos.faults.fault import PHASES, Fault, phase_ranks
+from ddpfsdp.demos.result import FaultLab, FaultPhase, JsonObject, envelope
 
-SCHEMA = "ddpfsdp.demo/1"
 # The analyzer's lines worth quoting: where it found a problem and what it calls it.
 _ANALYZER_LINES = ("Collective sequence number", "error msg:", "Not all ranks joining", "missing ranks:")
 
 
-def _missing(rank: int, phase: str) -> dict[str, Any]:
+def _missing(rank: int, phase: str) -> JsonObject:
+    """The record of a rank that wrote none, in the shape a rank writes (faults.rank)."""
     return {"rank": rank, "phase": phase, "error": {"type": "NoRecord", "message": "this rank wrote no record: it was stopped before the program ended"},
             "measured": {}, "wall_s": None, "flight_recorder": []}
 
 
-def error_lines(phase: dict[str, Any]) -> list[str]:
+def _records(phase: FaultPhase) -> list[JsonObject]:
+    return phase_ranks({"ranks": phase.ranks})
+
+
+def error_lines(phase: FaultPhase) -> list[str]:
     lines = []
-    for record in phase_ranks(phase):
+    for record in _records(phase):
         error = record.get("error")
         if error:
             first, *rest = (error.get("message") or "").splitlines() or [""]
@@ -34,7 +39,7 @@ def error_lines(phase: dict[str, Any]) -> list[str]:
     return lines or ["no rank raised an error"]
 
 
-def analyzer_lines(analysis: dict[str, Any] | None) -> list[str]:
+def analyzer_lines(analysis: Mapping[str, Any] | None) -> list[str]:
     if not analysis:
         return []
     if not analysis.get("ran"):
@@ -45,52 +50,35 @@ def analyzer_lines(analysis: dict[str, Any] | None) -> list[str]:
     return [f"torch's analyzer: {line}" for line in said]
 
 
-def entries_by_rank(phase: dict[str, Any]) -> dict[int, list[dict[str, Any]]]:
-    return {record["rank"]: list(record.get("flight_recorder") or []) for record in phase_ranks(phase)}
+def entries_by_rank(phase: FaultPhase) -> dict[int, list[JsonObject]]:
+    return {record["rank"]: list(record.get("flight_recorder") or []) for record in _records(phase)}
 
 
-def symptom_lines(fault: Fault, phase: dict[str, Any]) -> list[str]:
+def symptom_lines(fault: Fault, phase: FaultPhase) -> list[str]:
     lines = error_lines(phase)
     if fault.hangs:
         entries = entries_by_rank(phase)
         lines.append(fr_table.divergence_line(fr_table.divergence(entries), entries))
         lines.extend(fr_table.table_lines(entries))
-        lines.extend(analyzer_lines(phase.get("analyzer")))
-    return lines + list(fault.describe(phase))
+        lines.extend(analyzer_lines(phase.analyzer))
+    return lines + list(fault.describe(phase.to_json()))
 
 
-def phase_result(fault: Fault, phase: str, records: list[dict[str, Any] | None], analysis: dict[str, Any] | None) -> dict[str, Any]:
+def phase_result(fault: Fault, phase: str, records: list[JsonObject | None],
+                 analysis: JsonObject | None) -> FaultPhase:
+    """One program's run from its ranks' records (a rank that wrote none is said to have none)."""
     ranks = [record if record is not None else _missing(rank, phase) for rank, record in enumerate(records)]
     walls = [r["wall_s"] for r in ranks if isinstance(r.get("wall_s"), (int, float))]
-    result = {
-        "program": fault.broken if phase == "broken" else fault.fixed,
-        "wall_s": max(walls) if walls else None,
-        "ranks": ranks,
-        "analyzer": analysis,
-    }
-    result["symptom"] = symptom_lines(fault, result)
+    result = FaultPhase(program=fault.broken if phase == "broken" else fault.fixed, wall_s=max(walls) if walls else None,
+                        ranks=ranks, analyzer=analysis)
+    result.symptom = symptom_lines(fault, result)
     return result
 
 
-def build(fault: Fault, phases: dict[str, dict[str, Any]], *, config: dict[str, Any], env: dict[str, Any],
-          wall_s: float | None) -> dict[str, Any]:
-    """The result of one fault; `phases[p]` holds that phase's result from `phase_result`."""
-    block = {
-        "name": fault.name,
-        "summary": fault.summary,
-        "cause": fault.cause,
-        "fix": fault.fix,
-        "hangs": fault.hangs,
-        "timeout_s": config.get("timeout_s"),
-        **{phase: phases[phase] for phase in PHASES},
-    }
-    checks = [check.to_dict() for check in fault.judge(block)]
-    return {
-        "schema": SCHEMA,
-        "demo": "fault",
-        "config": {**config, "fault": fault.name},
-        "env": env,
-        "checks": checks,
-        "fault": block,
-        "wall_s": wall_s,
-    }
+def build(fault: Fault, phases: Mapping[str, FaultPhase], *, config: Mapping[str, Any], env: Mapping[str, Any],
+          wall_s: float | None) -> JsonObject:
+    """The result of one fault, as JSON; `phases[p]` holds that phase's run from `phase_result`."""
+    block = FaultLab(name=fault.name, summary=fault.summary, cause=fault.cause, fix=fault.fix, hangs=fault.hangs,
+                     timeout_s=config.get("timeout_s"), **{phase: phases[phase] for phase in PHASES})
+    return envelope("fault", {**config, "fault": fault.name}, env, fault.judge(block.to_json()), fault=block,
+                    wall_s=wall_s).to_json()

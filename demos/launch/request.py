@@ -26,6 +26,7 @@ import click
 from ddpfsdp.demos.launch.context import DEFAULT_TIMEOUT_S
 from ddpfsdp.demos.launch.hardware import default_cpu_procs
 from ddpfsdp.demos.registry import Demo, load
+from ddpfsdp.demos.result import SCHEMA
 from ddpfsdp.demos.train.spec import RunSpec
 
 SPEC_ENV = "DDPFSDP_SPEC"  # the JSON of what a rank is asked to run, set by the launcher for its ranks
@@ -46,7 +47,7 @@ def launch_options() -> list[click.Option]:
                      help="Put K ranks on each GPU: --gpus N starts N x K ranks, over gloo with CUDA tensors where K > 1 "
                           "(real CUDA memory; time is not NCCL's).  [default: 1, or on fewer GPUs than the demo "
                           "needs ranks, as many as it needs]"),
-        click.Option(["--json", "as_json"], is_flag=True, help="Print the result as JSON (schema ddpfsdp.demo/1)."),
+        click.Option(["--json", "as_json"], is_flag=True, help=f"Print the result as JSON (schema {SCHEMA})."),
         click.Option(["--force"], is_flag=True, help="Launch even if the memory estimate says it will not fit."),
         click.Option(["--timeout-s"], type=click.FloatRange(min=1), default=None,
                      help="Collective timeout in seconds: how long a rank waits for a dead peer.  "

@@ -33,21 +33,7 @@ from typing import Any, Iterable
 import torch
 
 from ddpfsdp.demos.measure.memory import state_optimizers
-
-CATEGORIES = (
-    "params",
-    "unsharded_params",
-    "grads",
-    "optimizer",
-    "all_gather",
-    "reduce_scatter",
-    "ddp_buckets",
-    "buffers",
-    "inputs",
-    "activations",
-    "temporaries",
-    "transient",
-)
+from ddpfsdp.demos.result import PEAK_CATEGORY_NAMES
 
 # torch's category names (the `value` of its _MemRefType / _FSDPRefType members) -> ours
 TORCH_CATEGORIES = {
@@ -224,7 +210,7 @@ class PeakBreakdown:
                 name = TORCH_CATEGORIES.get(getattr(kind, "value", kind))
                 if name is not None and nbytes:
                     categories[name] = categories.get(name, 0) + int(nbytes)
-        self.categories = {name: categories[name] for name in CATEGORIES if name in categories}
+        self.categories = {name: categories[name] for name in PEAK_CATEGORY_NAMES if name in categories}
 
     def to_dict(self, *, peak_bytes: int | None = None, held: dict[str, int] | None = None,
                 ddp_bucket_bytes: int = 0) -> dict[str, Any]:

@@ -6,19 +6,21 @@ and caption say which. Importable without torch (rich only).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from rich.table import Table
 
+from ddpfsdp.demos.result import Comm, CommOp, DemoResult, as_result
 from ddpfsdp.demos.units import format_iec
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send", "recv")
 
 
-def comm_table(result: dict[str, Any], *, simulated: bool = False) -> Table:
+def comm_table(result: DemoResult | Mapping[str, Any], *, simulated: bool = False) -> Table:
     """Calls, logical bytes and wire bytes per rank of every op in the step, and theory's for each."""
-    measured = result["comm"]["per_step"]
-    theory = (result.get("theory") or {}).get("comm", {})
+    result = as_result(result)
+    measured = (result.comm or Comm()).per_step
+    theory = (result.theory or {}).get("comm", {})
     if simulated:
         table = Table(title="Collectives issued in one step (simulated, per rank)",
                       caption="wire: what a ring sends per rank; nothing was sent, the calls and sizes are the real "
@@ -32,13 +34,13 @@ def comm_table(result: dict[str, Any], *, simulated: bool = False) -> Table:
     for op in OPS:
         if op not in measured and op not in theory:
             continue
-        m, t = measured.get(op, {}), theory.get(op, {})
+        m, t = measured.get(op) or CommOp(), theory.get(op, {})
         calls = t.get("count")
         table.add_row(
             op,
-            str(m.get("count", 0)),
-            format_iec(m.get("bytes", 0)),
-            format_iec(m.get("wire_bytes_per_rank", 0)),
+            str(m.count or 0),
+            format_iec(m.bytes or 0),
+            format_iec(m.wire_bytes_per_rank or 0),
             f"[dim]{format_iec(t.get('wire_bytes_per_rank')) if t else 'none expected'}[/dim]",
             f"[dim]{calls if calls is not None else 'by bucket' if t else '-'}[/dim]",
         )

@@ -7,60 +7,47 @@ Importable without torch (rich only).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from rich.console import Console
 from rich.table import Table
 
 from ddpfsdp.demos.measure import lanes
 from ddpfsdp.demos.measure.comm_table import comm_table
+from ddpfsdp.demos.result import (PEAK_CATEGORIES, STATE_KINDS, DemoResult, Memory, RankMemory, Throughput, Timeline,
+                                  as_result)
 from ddpfsdp.demos.units import format_iec
 
-# What a peak is made of, in the order a reader builds it up: state, communication buffers, the rest.
-PEAK_CATEGORIES = (
-    ("params", "params"),  # FSDP: the local shards
-    ("unsharded_params", "unsharded params"),
-    ("grads", "grads"),
-    ("optimizer", "optimizer state"),
-    ("all_gather", "all-gather buffer"),
-    ("reduce_scatter", "reduce-scatter buffer"),
-    ("ddp_buckets", "DDP buckets"),
-    ("buffers", "module buffers"),
-    ("inputs", "inputs"),
-    ("activations", "activations"),
-    ("temporaries", "temporaries"),
-    ("transient", "the rest (by difference)"),
-)
+Result = DemoResult | Mapping[str, Any]
 
 
-def peak_where(memory: dict[str, Any]) -> str:
-    """'backward, in blocks.3.mlp' from a rank's peak_phase and peak_module."""
-    phase = memory.get("peak_phase")
-    if not phase:
-        return "n/a"
-    module = memory.get("peak_module")
-    return f"{phase}, in {module}" if module else f"{phase}, outside the model's modules"
+def _ranks(result: DemoResult) -> list[RankMemory]:
+    return (result.memory or Memory()).ranks
 
 
-def peak_breakdown_table(result: dict[str, Any]) -> Table | None:
+def _where(held: RankMemory | None) -> str:
+    return (held.peak_where() if held else None) or "n/a"
+
+
+def peak_breakdown_table(result: Result) -> Table | None:
     """One column per rank: the categories of its peak, the phase and module, the measured peak."""
-    ranks = result["memory"]["ranks"]
-    if not ranks or not any(r.get("peak_breakdown") for r in ranks):
+    ranks = _ranks(as_result(result))
+    if not ranks or not any(r.peak_breakdown for r in ranks):
         return None
-    source = ranks[0].get("breakdown_source") or ""
+    source = ranks[0].breakdown_source or ""
     table = Table(title="What the peak is made of (measured, at the moment of peak)",
                   caption=f"categories: {source}; the measured peak is the project's own figure")
     table.add_column("category")
     for r in range(len(ranks)):
         table.add_column(f"rank {r}", justify="right")
-    present = [(key, label) for key, label in PEAK_CATEGORIES
-               if any((r.get("peak_breakdown") or {}).get(key) for r in ranks)]
-    for key, label in present:
-        table.add_row(label, *(format_iec((r.get("peak_breakdown") or {}).get(key, 0)) for r in ranks))
-    table.add_row("[bold]sum (tracker's peak)[/bold]",
-                  *(format_iec(sum((r.get("peak_breakdown") or {}).values())) for r in ranks))
-    table.add_row("[bold]measured peak[/bold]", *(format_iec(r.get("peak")) for r in ranks))
-    table.add_row("where", *(peak_where(r) for r in ranks))
+    parts = [r.peak_parts() for r in ranks]
+    for key, label in PEAK_CATEGORIES:
+        if any(part.get(key) for part in parts):
+            table.add_row(label, *(format_iec(part.get(key, 0)) for part in parts))
+    table.add_row("[bold]sum (tracker's peak)[/bold]", *(format_iec(sum((r.peak_breakdown or {}).values()))
+                                                        for r in ranks))
+    table.add_row("[bold]measured peak[/bold]", *(format_iec(r.peak) for r in ranks))
+    table.add_row("where", *(_where(r) for r in ranks))
     return table
 
 
@@ -70,65 +57,68 @@ def _rate(value: float | None, unit: str) -> str:
     return f"{value:,.1f} {unit}".rstrip()
 
 
-def _headline(result: dict[str, Any]) -> str:
-    c = result["config"]
-    what = c.get("description") or c.get("strategy", result.get("demo", ""))
-    impl = f" ({c['optimizer_impl']})" if c.get("optimizer_impl") else ""
+def _headline(result: DemoResult) -> str:
+    c = result.config
+    what = c.description or c.strategy or result.demo or ""
+    impl = c.extra.get("optimizer_impl")
     return (
-        f"[bold]{result.get('demo', '')}[/bold]: {what}\n"
-        f"{c.get('arch', 'gpt')} {c.get('model')} ({c.get('params', 0):,} parameters), "
-        f"{c.get('world_size')} ranks on {c.get('device')} ({c.get('backend')}), {c.get('precision')}, "
-        f"{c.get('optimizer')}{impl}, batch {c.get('batch_size')} per rank, {c.get('steps')} steps "
-        f"({c.get('warmup')} warm-up)"
-    ) + (f"\n[yellow]{c['shared_gpu']}[/yellow]" if c.get("shared_gpu") else "")
+        f"[bold]{result.demo or ''}[/bold]: {what}\n"
+        f"{c.arch or 'gpt'} {c.model} ({c.params or 0:,} parameters), "
+        f"{c.world_size} ranks on {c.device} ({c.backend}), {c.precision}, "
+        f"{c.optimizer}{f' ({impl})' if impl else ''}, batch {c.batch_size} per rank, {c.steps} steps "
+        f"({c.warmup} warm-up)"
+    ) + (f"\n[yellow]{c.shared_gpu}[/yellow]" if c.shared_gpu else "")
 
 
-def memory_table(result: dict[str, Any]) -> Table:
-    theory = result.get("theory") or {}
-    ranks = result["memory"]["ranks"]
-    kind = ranks[0].get("peak_kind", "") if ranks else ""
+def memory_table(result: Result) -> Table:
+    result = as_result(result)
+    theory = result.theory or {}
+    ranks = _ranks(result)
+    kind = (ranks[0].peak_kind or "") if ranks else ""
     follows = f"; theory follows {theory['implementation']}" if theory.get("implementation") else ""
     table = Table(title="Memory per rank (measured)", caption=f"peak: {kind}; model state after the optimizer step{follows}")
     for column in ("rank", "params", "grads", "optimizer state", "model state", "peak of one step"):
         table.add_column(column, justify="right")
     for r, held in enumerate(ranks):
-        state = sum(held.get(k) or 0 for k in ("params", "grads", "optimizer"))
-        table.add_row(str(r), format_iec(held.get("params")), format_iec(held.get("grads")),
-                      format_iec(held.get("optimizer")), format_iec(state), format_iec(held.get("peak")))
+        table.add_row(str(r), format_iec(held.params), format_iec(held.grads),
+                      format_iec(held.optimizer), format_iec(held.model_state), format_iec(held.peak))
     if theory:
         table.add_row(
             "[dim]theory[/dim]",
-            *(f"[dim]{format_iec(theory.get(k))}[/dim]" for k in ("params_bytes", "grads_bytes", "optimizer_bytes",
-                                                                     "model_state_bytes")),
+            *(f"[dim]{format_iec(theory.get(f'{k}_bytes'))}[/dim]" for k in (*STATE_KINDS, "model_state")),
             f"[dim]{format_iec(theory.get('working_set_bytes'))} working set[/dim]",
         )
     return table
 
 
-def throughput_lines(result: dict[str, Any]) -> list[str]:
-    t = result["throughput"]
-    step = t.get("step_time_s") or {}
-    mfu = t.get("mfu")
+def throughput_lines(result: Result) -> list[str]:
+    t = as_result(result).throughput or Throughput()
+    step = t.step_time_s
+    mfu = t.mfu
     if isinstance(mfu, (int, float)):
         mfu_text = f"{mfu * 100:.1f}%"
-    elif t.get("peak_flops_per_s"):
+    elif t.peak_flops_per_s:
         mfu_text = "n/a (this model's FLOPs are not modelled)"
     else:
         # fp32 with TF32 allowed has no single peak, and unlisted GPUs get no guess
         mfu_text = "n/a (no dense peak FLOP/s known for this device and precision)"
+
+    def ms(seconds: float | None) -> str:
+        return f"{(seconds or 0) * 1000:.1f} ms"
+
     lines = [
-        f"Throughput over all ranks after warm-up ({t.get('timed_steps')} timed steps): "
-        f"{_rate(t.get('samples_per_s'), 'samples/s')}, {_rate(t.get('tokens_per_s'), 'tokens/s')}",
-        f"Step time: median {step.get('median', 0) * 1000:.1f} ms (min {step.get('min', 0) * 1000:.1f} ms, "
-        f"max {step.get('max', 0) * 1000:.1f} ms); MFU: {mfu_text}",
+        f"Throughput over all ranks after warm-up ({t.timed_steps} timed steps): "
+        f"{_rate(t.samples_per_s, 'samples/s')}, {_rate(t.tokens_per_s, 'tokens/s')}",
+        f"Step time: median {ms(step and step.median)} (min {ms(step and step.min)}, "
+        f"max {ms(step and step.max)}); MFU: {mfu_text}",
     ]
-    if t.get("note"):
-        lines.append(f"[yellow]{t['note']}[/yellow]")
+    if t.note:
+        lines.append(f"[yellow]{t.note}[/yellow]")
     return lines
 
 
-def loss_line(result: dict[str, Any]) -> str:
-    losses = result.get("loss") or []
+def loss_line(result: Result) -> str:
+    losses = as_result(result).loss or []
     if not losses:
         return "Loss: none recorded"
     return f"Loss (mean over ranks): {losses[0]:.4f} at step 1 -> {losses[-1]:.4f} at step {len(losses)}"
@@ -167,14 +157,17 @@ def _fit(console: Console, margin: int) -> int:
     return max(16, min(TIMELINE_WIDTH, console.width - margin))
 
 
-def timeline_lines(timeline: dict[str, Any] | None, width: int = TIMELINE_WIDTH) -> list[str]:
+def timeline_lines(timeline: Timeline | Mapping[str, Any] | None, width: int = TIMELINE_WIDTH) -> list[str]:
     """The recorded step per rank in text: forward (F), backward (B) and optimizer (O) compute, the
     collectives in flight (the first letter of each op), live bytes and parameter bytes held."""
-    if not timeline or not timeline.get("ranks"):
+    if timeline is None:
         return []
-    lines = [f"Timeline of step {timeline.get('step')} (measured; {width} columns = the step on each rank):"]
-    exposed = (timeline.get("exposed") or {}).get("share") or []
-    for index, rank in enumerate(timeline["ranks"]):
+    timeline = Timeline.from_json(timeline)
+    if not timeline.ranks:
+        return []
+    lines = [f"Timeline of step {timeline.step} (measured; {width} columns = the step on each rank):"]
+    exposed = timeline.exposed_share
+    for index, rank in enumerate(timeline.ranks):
         duration = rank.get("duration_s") or 0.0
         if duration <= 0:
             continue
@@ -205,24 +198,27 @@ def timeline_lines(timeline: dict[str, Any] | None, width: int = TIMELINE_WIDTH)
     return lines
 
 
-def compile_lines(result: dict[str, Any]) -> list[str]:
+def compile_lines(result: Result) -> list[str]:
     """A --compile run's compile, as torch recorded it: time and graphs apart from the timed steps, breaks."""
-    compiled = result.get("compile")
+    result = as_result(result)
+    compiled = result.extra.get("compile")
     if not compiled:
         return []
-    median = (result.get("throughput") or {}).get("step_time_s", {}).get("median")
+    median = result.throughput.step_time_s.median if result.throughput and result.throughput.step_time_s else None
     steps = ", ".join(f"{s:.2f} s" for s in compiled["warmup_step_s"])
+    timed = f"; timed median {median:.3f} s" if median is not None else ""
     lines = [f"Compiled with {compiled['backend']} ({compiled['backend_reason']}): {compiled['graphs']} graphs in "
-             f"{compiled['compile_s']:.2f} s, measured in the warm-up (its steps {steps}; timed median "
-             f"{median:.3f} s), {compiled['graphs_in_timed_steps']} compiled in the timed steps",
+             f"{compiled['compile_s']:.2f} s, measured in the warm-up (its steps {steps}{timed}), "
+             f"{compiled['graphs_in_timed_steps']} compiled in the timed steps",
              f"Graph breaks: {compiled['graph_breaks']}"]
     lines += [f"  x{r['count']} {r['reason']}" for r in compiled["graph_break_reasons"]]
     return lines
 
 
-def render_training(result: dict[str, Any], console: Console | None = None) -> None:
+def render_training(result: Result, console: Console | None = None) -> None:
     console = console or Console()
-    if result["config"].get("simulated"):
+    result = as_result(result)
+    if result.config.simulated:
         from ddpfsdp.demos.measure.simulated_report import render_simulated
 
         render_simulated(result, console)
@@ -238,10 +234,10 @@ def render_training(result: dict[str, Any], console: Console | None = None) -> N
         console.print(line, markup=False, highlight=False)
     console.print(comm_table(result))
     console.print(loss_line(result))
-    for line in timeline_lines(result.get("timeline"), _fit(console, 12)):
+    for line in timeline_lines(result.timeline, _fit(console, 12)):
         console.print(line, markup=False, highlight=False)
-    if result.get("wall_s") is not None:
-        console.print(f"Run time on rank 0: {result['wall_s']:.1f} s")
+    if result.wall_s is not None:
+        console.print(f"Run time on rank 0: {result.wall_s:.1f} s")
 
 
 def _ratio(value: float | None, base: float | None) -> str:
@@ -250,12 +246,12 @@ def _ratio(value: float | None, base: float | None) -> str:
     return f"{value / base:.2f}x"
 
 
-def _wire(run: dict[str, Any]) -> float:
-    return sum(v.get("wire_bytes_per_rank", 0) for v in run["comm"]["per_step"].values())
+def _wire(run: DemoResult) -> float:
+    return run.comm.wire_bytes_per_rank if run.comm else 0.0
 
 
-def _exposed(run: dict[str, Any]) -> float | None:
-    shares = ((run.get("timeline") or {}).get("exposed") or {}).get("share") or []
+def _exposed(run: DemoResult) -> float | None:
+    shares = run.timeline.exposed_share if run.timeline else []
     return shares[0] if shares else None
 
 
@@ -263,8 +259,12 @@ def _percent(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0%}"
 
 
-def compare_table(result: dict[str, Any]) -> Table:
-    runs = result["runs"]
+def _rank0(run: DemoResult) -> RankMemory:
+    return (run.memory or Memory()).rank(0) or RankMemory()
+
+
+def compare_table(result: Result) -> Table:
+    runs = as_result(result).runs or {}
     base = runs.get("ddp")
     table = Table(title="Per rank, measured in one run each, as a ratio to DDP",
                   caption="memory is rank 0's; wire bytes per rank per step; peak of one step")
@@ -272,24 +272,21 @@ def compare_table(result: dict[str, Any]) -> Table:
     for name in runs:
         table.add_column(name, justify="right")
 
-    def mem(run: dict[str, Any], kind: str) -> float | None:
-        return run["memory"]["ranks"][0].get(kind)
-
     rows = [
-        ("params", lambda run: mem(run, "params"), format_iec),
-        ("grads", lambda run: mem(run, "grads"), format_iec),
-        ("optimizer state", lambda run: mem(run, "optimizer"), format_iec),
-        ("peak", lambda run: mem(run, "peak"), format_iec),
-        *((f"  peak: {label}", lambda run, key=key: (mem(run, "peak_breakdown") or {}).get(key), format_iec)
+        ("params", lambda run: _rank0(run).params, format_iec),
+        ("grads", lambda run: _rank0(run).grads, format_iec),
+        ("optimizer state", lambda run: _rank0(run).optimizer, format_iec),
+        ("peak", lambda run: _rank0(run).peak, format_iec),
+        *((f"  peak: {label}", lambda run, key=key: (_rank0(run).peak_breakdown or {}).get(key), format_iec)
           for key, label in PEAK_CATEGORIES
-          if any((mem(run, "peak_breakdown") or {}).get(key) for run in runs.values())),
-        ("samples/s", lambda run: run["throughput"].get("samples_per_s"), lambda v: _rate(v, "")),
+          if any((_rank0(run).peak_breakdown or {}).get(key) for run in runs.values())),
+        ("samples/s", lambda run: (run.throughput or Throughput()).samples_per_s, lambda v: _rate(v, "")),
         ("wire bytes per step", _wire, format_iec),
         ("exposed comm (share of step)", _exposed, _percent),
-        *((("compile s (warm-up)", lambda run: run["compile"]["compile_s"], lambda v: f"{v:.2f}"),
-           ("compiled graphs", lambda run: run["compile"]["graphs"], str),
-           ("graph breaks", lambda run: run["compile"]["graph_breaks"], str))
-          if all(run.get("compile") for run in runs.values()) else ()),
+        *((("compile s (warm-up)", lambda run: run.extra["compile"]["compile_s"], lambda v: f"{v:.2f}"),
+           ("compiled graphs", lambda run: run.extra["compile"]["graphs"], str),
+           ("graph breaks", lambda run: run.extra["compile"]["graph_breaks"], str))
+          if all(run.extra.get("compile") for run in runs.values()) else ()),
     ]
     for label, get, fmt in rows:
         cells = []
@@ -297,22 +294,22 @@ def compare_table(result: dict[str, Any]) -> Table:
             value = get(run)
             cells.append(f"{fmt(value)} ({_ratio(value, get(base) if base else None)})" if value is not None else "-")
         table.add_row(label, *cells)
-    table.add_row("  peak: where", *(peak_where(run["memory"]["ranks"][0]) for run in runs.values()))
+    table.add_row("  peak: where", *(_where(_rank0(run)) for run in runs.values()))
     checks_row = []
     for run in runs.values():
-        checks = run.get("checks", [])
-        passed = sum(1 for c in checks if c.get("passed"))
-        unjudged = sum(1 for c in checks if c.get("passed") is None and c.get("not_judged"))
-        checks_row.append(f"{passed}/{len(checks) - unjudged} passed" + (f", {unjudged} not judged" if unjudged else ""))
+        passed = sum(1 for c in run.checks if c.passed)
+        unjudged = sum(1 for c in run.checks if c.verdict == "not judged")
+        checks_row.append(f"{passed}/{len(run.checks) - unjudged} passed" + (f", {unjudged} not judged" if unjudged else ""))
     table.add_row("own checks", *checks_row)
     return table
 
 
-def params_over_step_lines(runs: dict[str, Any], width: int = TIMELINE_WIDTH) -> list[str]:
+def params_over_step_lines(runs: Mapping[str, Result], width: int = TIMELINE_WIDTH) -> list[str]:
     """Rank 0's parameter bytes held over its recorded step, one line per strategy, on one scale."""
     series = {}
     for name, run in runs.items():
-        ranks = (run.get("timeline") or {}).get("ranks") or []
+        timeline = as_result(run).timeline
+        ranks = timeline.ranks if timeline else []
         if ranks and ranks[0] and ranks[0].get("params"):
             series[name] = ranks[0]
     if not series:
@@ -327,37 +324,38 @@ def params_over_step_lines(runs: dict[str, Any], width: int = TIMELINE_WIDTH) ->
     return lines
 
 
-def render_compare(result: dict[str, Any], console: Console | None = None) -> None:
+def render_compare(result: Result, console: Console | None = None) -> None:
     console = console or Console()
-    if result["config"].get("simulated"):
+    result = as_result(result)
+    if result.config.simulated:
         from ddpfsdp.demos.measure.simulated_report import render_simulated
 
         render_simulated(result, console)
         return
-    c = result["config"]
+    c, runs = result.config, result.runs or {}
     console.print(
-        f"[bold]compare[/bold]: {', '.join(result['runs'])} on {c.get('arch', 'gpt')} {c.get('model')} "
-        f"({c.get('params', 0):,} parameters), {c.get('world_size')} ranks on {c.get('device')} "
-        f"({c.get('backend')}), {c.get('precision')}, same data and seed"
+        f"[bold]compare[/bold]: {', '.join(runs)} on {c.arch or 'gpt'} {c.model} "
+        f"({c.params or 0:,} parameters), {c.world_size} ranks on {c.device} "
+        f"({c.backend}), {c.precision}, same data and seed"
     )
-    if c.get("shared_gpu"):
-        console.print(f"[yellow]{c['shared_gpu']}[/yellow]")
+    if c.shared_gpu:
+        console.print(f"[yellow]{c.shared_gpu}[/yellow]")
     console.print(compare_table(result))
-    agree = next((ch for ch in result.get("checks", []) if ch["name"] == "losses_agree"), None)
+    agree = result.check("losses_agree")
     if agree is not None:
-        verdict = "agree" if agree["passed"] else "do NOT agree"
-        console.print(f"Losses {verdict}: {agree['detail']}")
-    for name, run in result["runs"].items():
-        losses = run.get("loss") or []
+        verdict = "agree" if agree.passed else "do NOT agree"
+        console.print(f"Losses {verdict}: {agree.detail}")
+    for name, run in runs.items():
+        losses = run.loss or []
         if losses:
             console.print(f"  {name}: loss {losses[0]:.4f} -> {losses[-1]:.4f}")
-    label = max((len(name) for name in result["runs"]), default=0)
-    for line in params_over_step_lines(result["runs"], _fit(console, label + 6)):
+    label = max((len(name) for name in runs), default=0)
+    for line in params_over_step_lines(runs, _fit(console, label + 6)):
         console.print(line, markup=False, highlight=False)
-    ddp = result["runs"].get("ddp")
-    note = ddp and ddp["throughput"].get("note")
+    ddp = runs.get("ddp")
+    note = ddp and ddp.throughput and ddp.throughput.note
     if note:
         console.print(f"[yellow]{note}[/yellow]")
-    failed = [(name, ch) for name, run in result["runs"].items() for ch in run.get("checks", []) if ch["passed"] is False]
+    failed = [(name, ch) for name, run in runs.items() for ch in run.checks if ch.passed is False]
     for name, ch in failed:
-        console.print(f"[red]{name}: {ch['name']} failed[/red]: {ch['detail']}")
+        console.print(f"[red]{name}: {ch.name} failed[/red]: {ch.detail}")

@@ -13,9 +13,12 @@ from typing import Any, Mapping, Sequence
 
 from ddpfsdp.demos.checks import Check, within
 from ddpfsdp.demos.measure.blas_workspaces import HOPPER_DEFAULT_BYTES
+from ddpfsdp.demos.result import STATE_KINDS, CommOp, RankMemory
 from ddpfsdp.demos.units import format_bytes
 
-STATE_KINDS = ("params", "grads", "optimizer")
+# A rank's memory and the ops of a step arrive typed (a DemoResult's blocks) or in their JSON form.
+Ranks = Sequence[RankMemory | Mapping[str, Any]]
+PerOp = Mapping[str, CommOp | Mapping[str, Any]]
 STATE_REL = 0.01
 WIRE_REL = 0.05
 LOSS_RTOL_FP32 = 1e-4
@@ -32,6 +35,18 @@ def _mib(n: float | None) -> str:
     return "n/a" if n is None else format_bytes(n, "MiB", digits=3)
 
 
+def _ranks(ranks: Ranks) -> list[RankMemory]:
+    return [RankMemory.from_json(r) for r in ranks]
+
+
+def _ops(per_op: PerOp) -> dict[str, CommOp]:
+    return {op: CommOp.from_json(v) for op, v in per_op.items()}
+
+
+def _op(per_op: PerOp, op: str) -> CommOp:
+    return CommOp.from_json(per_op[op]) if op in per_op else CommOp()
+
+
 def loss_decreases(losses: Sequence[float | None]) -> Check:
     finite = [x for x in losses if x is not None and math.isfinite(x)]
     if len(finite) != len(losses) or len(losses) < 2:
@@ -45,36 +60,36 @@ def loss_decreases(losses: Sequence[float | None]) -> Check:
     )
 
 
-def model_state_matches_theory(
-    ranks: Sequence[Mapping[str, Any]], theory: Mapping[str, Any], allowance: Mapping[str, int]
-) -> Check:
+def model_state_matches_theory(ranks: Ranks, theory: Mapping[str, Any], allowance: Mapping[str, int]) -> Check:
     """Every rank's params/grads/optimizer bytes within 1% (plus allowance) of the analytic model's."""
+    ranks = _ranks(ranks)
     misses = []
     for r, held in enumerate(ranks):
         for kind in STATE_KINDS:
             expected = theory[f"{kind}_bytes"]
-            if not within(held[kind], expected, STATE_REL, allowance.get(kind, 0)):
-                misses.append(f"rank {r} {kind} {_mib(held[kind])} vs theory {_mib(expected)}")
+            if not within(held.state(kind), expected, STATE_REL, allowance.get(kind, 0)):
+                misses.append(f"rank {r} {kind} {_mib(held.state(kind))} vs theory {_mib(expected)}")
     rank0 = ranks[0]
     summary = ", ".join(
-        f"{kind} {_mib(rank0[kind])} (theory {_mib(theory[f'{kind}_bytes'])})" for kind in STATE_KINDS
+        f"{kind} {_mib(rank0.state(kind))} (theory {_mib(theory[f'{kind}_bytes'])})" for kind in STATE_KINDS
     )
     detail = f"rank 0: {summary}" + (f"; off: {'; '.join(misses)}" if misses else "; every rank within 1% plus padding")
     return Check(
         "model_state_matches_theory",
         not misses,
         detail,
-        {"measured": [{k: held[k] for k in STATE_KINDS} for held in ranks],
+        {"measured": [{k: held.state(k) for k in STATE_KINDS} for held in ranks],
          "theory": {k: theory[f"{k}_bytes"] for k in STATE_KINDS}, "allowance": dict(allowance)},
     )
 
 
-def comm_matches_theory(per_op: Mapping[str, Mapping[str, float]], theory_comm: Mapping[str, Mapping[str, Any]]) -> Check:
+def comm_matches_theory(per_op: PerOp, theory_comm: Mapping[str, Mapping[str, Any]]) -> Check:
     """Each op's wire bytes per rank within 5% of theory, and no op theory does not expect."""
+    per_op = _ops(per_op)
     misses = []
     parts = []
     for op in sorted(set(per_op) | set(theory_comm)):
-        measured = per_op.get(op, {}).get("wire_bytes_per_rank", 0)
+        measured = _op(per_op, op).wire_bytes_per_rank or 0
         expected = theory_comm.get(op, {}).get("wire_bytes_per_rank", 0)
         parts.append(f"{op} {_mib(measured)} (theory {_mib(expected)})")
         if not within(measured, expected, WIRE_REL):
@@ -86,53 +101,56 @@ def comm_matches_theory(per_op: Mapping[str, Mapping[str, float]], theory_comm: 
         "comm_matches_theory",
         not misses and bool(per_op),
         detail,
-        {"measured": {op: v.get("wire_bytes_per_rank", 0) for op, v in per_op.items()},
+        {"measured": {op: v.wire_bytes_per_rank or 0 for op, v in per_op.items()},
          "theory": {op: v.get("wire_bytes_per_rank", 0) for op, v in theory_comm.items()}},
     )
 
 
-def ddp_replicates_model_state(ranks: Sequence[Mapping[str, Any]], unsharded_params_bytes: int) -> Check:
+def ddp_replicates_model_state(ranks: Ranks, unsharded_params_bytes: int) -> Check:
     """Every rank holds all the parameters and all the gradients, and the same optimizer state."""
-    full = all(r["params"] == unsharded_params_bytes and r["grads"] == unsharded_params_bytes for r in ranks)
-    same_state = len({r["optimizer"] for r in ranks}) == 1
+    ranks = _ranks(ranks)
+    full = all(r.params == unsharded_params_bytes and r.grads == unsharded_params_bytes for r in ranks)
+    same_state = len({r.optimizer for r in ranks}) == 1
     return Check(
         "ddp_replicates_model_state",
         full and same_state,
         f"model params {_mib(unsharded_params_bytes)}; per rank params "
-        f"{', '.join(_mib(r['params']) for r in ranks)}, grads {', '.join(_mib(r['grads']) for r in ranks)}, "
-        f"optimizer {', '.join(_mib(r['optimizer']) for r in ranks)}",
-        {"unsharded_params": unsharded_params_bytes, "ranks": [{k: r[k] for k in STATE_KINDS} for r in ranks]},
+        f"{', '.join(_mib(r.params) for r in ranks)}, grads {', '.join(_mib(r.grads) for r in ranks)}, "
+        f"optimizer {', '.join(_mib(r.optimizer) for r in ranks)}",
+        {"unsharded_params": unsharded_params_bytes, "ranks": [{k: r.state(k) for k in STATE_KINDS} for r in ranks]},
     )
 
 
-def ddp_uses_all_reduce(per_op: Mapping[str, Mapping[str, float]]) -> Check:
-    others = [op for op in ("all_gather", "reduce_scatter") if per_op.get(op, {}).get("count", 0)]
-    count = per_op.get("all_reduce", {}).get("count", 0)
+def ddp_uses_all_reduce(per_op: PerOp) -> Check:
+    per_op = _ops(per_op)
+    others = [op for op in ("all_gather", "reduce_scatter") if _op(per_op, op).count]
+    count = _op(per_op, "all_reduce").count or 0
     return Check(
         "ddp_uses_all_reduce",
         count > 0 and not others,
         f"{count} all_reduce calls per step"
         + (f"; also {', '.join(others)}" if others else "; no all_gather or reduce_scatter"),
-        {"ops": {op: v.get("count", 0) for op, v in per_op.items()}},
+        {"ops": {op: v.count or 0 for op, v in per_op.items()}},
     )
 
 
 def fsdp_shards_model_state(
-    ranks: Sequence[Mapping[str, Any]], full: Mapping[str, int], shard_size: int, allowance: Mapping[str, int],
+    ranks: Ranks, full: Mapping[str, int], shard_size: int, allowance: Mapping[str, int],
     name: str = "fsdp_shards_model_state",
 ) -> Check:
     """Each rank holds 1/shard_size of the full params, grads and optimizer state (1% plus padding)."""
+    ranks = _ranks(ranks)
     misses = []
     for r, held in enumerate(ranks):
         for kind in STATE_KINDS:
             expected = full[kind] / shard_size
-            if not within(held[kind], expected, STATE_REL, allowance.get(kind, 0)):
-                misses.append(f"rank {r} {kind} {_mib(held[kind])} vs {_mib(expected)}")
+            if not within(held.state(kind), expected, STATE_REL, allowance.get(kind, 0)):
+                misses.append(f"rank {r} {kind} {_mib(held.state(kind))} vs {_mib(expected)}")
     rank0 = ranks[0]
     detail = (
         f"1/{shard_size} of params {_mib(full['params'])}, grads {_mib(full['grads'])}, optimizer "
-        f"{_mib(full['optimizer'])}; rank 0 holds {_mib(rank0['params'])}, {_mib(rank0['grads'])}, "
-        f"{_mib(rank0['optimizer'])}"
+        f"{_mib(full['optimizer'])}; rank 0 holds {_mib(rank0.params)}, {_mib(rank0.grads)}, "
+        f"{_mib(rank0.optimizer)}"
     )
     if misses:
         detail += f"; off: {'; '.join(misses)}"
@@ -141,16 +159,14 @@ def fsdp_shards_model_state(
         not misses,
         detail,
         {"full": dict(full), "shard_size": shard_size, "allowance": dict(allowance),
-         "ranks": [{k: r[k] for k in STATE_KINDS} for r in ranks]},
+         "ranks": [{k: r.state(k) for k in STATE_KINDS} for r in ranks]},
     )
 
 
-def fsdp_reduce_scatters_grads(
-    per_op: Mapping[str, Mapping[str, float]], grad_bytes: int, *, hybrid: bool
-) -> Check:
+def fsdp_reduce_scatters_grads(per_op: PerOp, grad_bytes: int, *, hybrid: bool) -> Check:
     """Gradients leave backward by reduce-scatter (all of them); all_reduce only across HSDP replicas."""
-    scattered = per_op.get("reduce_scatter", {}).get("bytes", 0)
-    all_reduces = per_op.get("all_reduce", {}).get("count", 0)
+    scattered = _op(per_op, "reduce_scatter").bytes or 0
+    all_reduces = _op(per_op, "all_reduce").count or 0
     # the input is every gradient, padded to a multiple of the group: never less, a little more
     enough = scattered >= grad_bytes and within(scattered, grad_bytes, WIRE_REL)
     passed = enough and (hybrid or all_reduces == 0)
@@ -176,21 +192,22 @@ def expected_all_gathers(unit_params: Sequence[int], sharding: str) -> int:
 
 
 def fsdp_all_gathers_params(
-    per_op: Mapping[str, Mapping[str, float]], unit_params: Sequence[int], sharding: str, gather_bytes_per_param: int
+    per_op: PerOp, unit_params: Sequence[int], sharding: str, gather_bytes_per_param: int
 ) -> Check:
-    measured = per_op.get("all_gather", {})
-    count = measured.get("count", 0)
+    measured = _op(per_op, "all_gather")
+    count = measured.count or 0
+    gathered = measured.bytes or 0
     expected_count = expected_all_gathers(unit_params, sharding)
     resharded = sum(unit_params[:-1]) if sharding != "grad-op" else 0
     expected_bytes = (sum(unit_params) + resharded) * gather_bytes_per_param
-    passed = count == expected_count and within(measured.get("bytes", 0), expected_bytes, WIRE_REL)
+    passed = count == expected_count and within(gathered, expected_bytes, WIRE_REL)
     return Check(
         "fsdp_all_gathers_params",
         passed,
         f"{count} all_gather calls per step for {sum(1 for u in unit_params if u)} units with parameters "
-        f"(expected {expected_count} for {sharding}); {_mib(measured.get('bytes', 0))} gathered "
+        f"(expected {expected_count} for {sharding}); {_mib(gathered)} gathered "
         f"(expected {_mib(expected_bytes)})",
-        {"count": count, "expected_count": expected_count, "bytes": measured.get("bytes", 0),
+        {"count": count, "expected_count": expected_count, "bytes": gathered,
          "expected_bytes": expected_bytes},
     )
 
@@ -221,29 +238,26 @@ def losses_agree(runs: Mapping[str, Sequence[float]], rtol: float, baseline: str
     )
 
 
-def zero1_shards_optimizer(
-    zero1: Sequence[Mapping[str, Any]], ddp: Sequence[Mapping[str, Any]], allowance_bytes: int
-) -> Check:
+def zero1_shards_optimizer(zero1: Ranks, ddp: Ranks, allowance_bytes: int) -> Check:
     """ZeRO-1 ranks hold DDP's params and grads, and between them DDP's optimizer state once."""
+    zero1, ddp = _ranks(zero1), _ranks(ddp)
     world = len(zero1)
-    ddp_opt = ddp[0]["optimizer"]
-    same_params = all(z["params"] == d["params"] and z["grads"] == d["grads"] for z, d in zip(zero1, ddp))
-    total = sum(z["optimizer"] for z in zero1)
+    ddp_opt = ddp[0].state("optimizer")
+    same_params = all(z.params == d.params and z.grads == d.grads for z, d in zip(zero1, ddp))
+    total = sum(z.state("optimizer") for z in zero1)
     # Optimizer state is partitioned by whole parameters, so one rank may hold up to a tensor more.
-    shares = all(within(z["optimizer"], ddp_opt / world, STATE_REL, allowance_bytes) for z in zero1)
+    shares = all(within(z.state("optimizer"), ddp_opt / world, STATE_REL, allowance_bytes) for z in zero1)
     passed = same_params and shares and within(total, ddp_opt, STATE_REL)
     return Check(
         "zero1_shards_optimizer",
         passed,
-        f"optimizer per rank {', '.join(_mib(z['optimizer']) for z in zero1)} vs DDP's {_mib(ddp_opt)} "
+        f"optimizer per rank {', '.join(_mib(z.optimizer) for z in zero1)} vs DDP's {_mib(ddp_opt)} "
         f"(sum {_mib(total)}); params and grads {'equal' if same_params else 'differ from'} DDP's",
-        {"zero1": [z["optimizer"] for z in zero1], "ddp": ddp_opt, "allowance": allowance_bytes},
+        {"zero1": [z.optimizer for z in zero1], "ddp": ddp_opt, "allowance": allowance_bytes},
     )
 
 
-def grad_op_holds_more_params_at_peak(
-    grad_op: Sequence[Mapping[str, Any]], full: Sequence[Mapping[str, Any]]
-) -> Check:
+def grad_op_holds_more_params_at_peak(grad_op: Ranks, full: Ranks) -> Check:
     """Grad-op keeps every unit's unsharded parameters from forward until its backward; full frees them.
 
     The claim is about the parameters held in the peak region, between forward and backward, which
@@ -251,10 +265,11 @@ def grad_op_holds_more_params_at_peak(
     the logits and their gradient dominate it, and on CPU it can sit above the truth by the frees
     the tracker could not see (`untracked_free`).
     """
-    held_grad_op = [r.get("params_after_forward") for r in grad_op]
-    held_full = [r.get("params_after_forward") for r in full]
-    peaks_grad_op = [r.get("peak") for r in grad_op]
-    peaks_full = [r.get("peak") for r in full]
+    grad_op, full = _ranks(grad_op), _ranks(full)
+    held_grad_op = [r.params_after_forward for r in grad_op]
+    held_full = [r.params_after_forward for r in full]
+    peaks_grad_op = [r.peak for r in grad_op]
+    peaks_full = [r.peak for r in full]
     passed = bool(held_grad_op) and len(held_grad_op) == len(held_full) and all(
         g is not None and f is not None and g > f for g, f in zip(held_grad_op, held_full)
     )
@@ -278,9 +293,7 @@ def activations_comparable(precision: str) -> bool:
     return precision != "bf16-mixed"
 
 
-def fsdp_leaves_activations_whole(
-    ddp: Sequence[Mapping[str, Any]], full: Sequence[Mapping[str, Any]]
-) -> Check:
+def fsdp_leaves_activations_whole(ddp: Ranks, full: Ranks) -> Check:
     """FSDP shards the model state, not the activations: each rank's batch saves the same tensors.
 
     Per rank, the activations at FSDP full's peak (torch's FSDPMemTracker) are set beside those at
@@ -289,14 +302,15 @@ def fsdp_leaves_activations_whole(
     passes where every rank's ratio is above the midpoint of 1/N and 1, and the model state is 1/N,
     which `fsdp_full_shards_everything` checks. The share of FSDP's peak the activations take is shown.
     """
+    ddp, full = _ranks(ddp), _ranks(full)
     world = len(full)
     ratios: list[float | None] = []
     shares: list[float | None] = []
     for d, f in zip(ddp, full):
-        a_ddp = (d.get("peak_breakdown") or {}).get("activations")
-        a_full = (f.get("peak_breakdown") or {}).get("activations")
+        a_ddp = (d.peak_breakdown or {}).get("activations")
+        a_full = (f.peak_breakdown or {}).get("activations")
         ratios.append(a_full / a_ddp if a_ddp and a_full is not None else None)
-        shares.append(a_full / f["peak"] if a_full is not None and f.get("peak") else None)
+        shares.append(a_full / f.peak if a_full is not None and f.peak else None)
     floor = (1 + 1 / world) / 2 if world else 1.0
     passed = world >= 2 and len(ddp) == world and all(r is not None and r > floor for r in ratios)
     shown = ", ".join("n/a" if r is None else f"{r:.2f}" for r in ratios)
@@ -307,13 +321,13 @@ def fsdp_leaves_activations_whole(
         f"activations at the peak, FSDP full over DDP, per rank: {shown} (sharded would be {1 / max(world, 1):.2f}; "
         f"whole needs above {floor:.2f}); they are {share} of FSDP full's peak",
         {"ratios": ratios, "floor": floor, "activation_share_of_fsdp_peak": shares,
-         "ddp_activations": [(d.get("peak_breakdown") or {}).get("activations") for d in ddp],
-         "fsdp_activations": [(f.get("peak_breakdown") or {}).get("activations") for f in full]},
+         "ddp_activations": [(d.peak_breakdown or {}).get("activations") for d in ddp],
+         "fsdp_activations": [(f.peak_breakdown or {}).get("activations") for f in full]},
     )
 
 
-def total_wire(per_op: Mapping[str, Mapping[str, float]]) -> float:
-    return sum(v.get("wire_bytes_per_rank", 0) for v in per_op.values())
+def total_wire(per_op: PerOp) -> float:
+    return sum(op.wire_bytes_per_rank or 0 for op in _ops(per_op).values())
 
 
 def wire_ratio_holds(precision: str) -> bool:
@@ -324,7 +338,7 @@ def wire_ratio_holds(precision: str) -> bool:
     return precision != "bf16-mixed"
 
 
-def fsdp_wire_1_5x_ddp(fsdp_per_op: Mapping[str, Mapping[str, float]], ddp_per_op: Mapping[str, Mapping[str, float]]) -> Check:
+def fsdp_wire_1_5x_ddp(fsdp_per_op: PerOp, ddp_per_op: PerOp) -> Check:
     fsdp_wire, ddp_wire = total_wire(fsdp_per_op), total_wire(ddp_per_op)
     ratio = fsdp_wire / ddp_wire if ddp_wire else float("inf")
     return Check(
@@ -335,16 +349,15 @@ def fsdp_wire_1_5x_ddp(fsdp_per_op: Mapping[str, Mapping[str, float]], ddp_per_o
     )
 
 
-def _fixed_margin(held: Mapping[str, Any], device: str) -> int:
+def _fixed_margin(held: RankMemory, device: str) -> int:
     if device != "cuda":
         return 0
-    measured = held.get("blas_workspaces")
+    measured = held.blas_workspaces
     return int(measured) if measured is not None else PEAK_MARGIN_CUDA_BYTES
 
 
 def peak_within_bounds(
-    ranks: Sequence[Mapping[str, Any]], *, working_set_bytes: int, activation_bytes: int | None,
-    device: str = "cpu",
+    ranks: Ranks, *, working_set_bytes: int, activation_bytes: int | None, device: str = "cpu",
 ) -> Check:
     """Every rank's measured peak is at least its model state and at most model state + the
     analytic working set + the analytic activations, plus a stated margin.
@@ -354,12 +367,13 @@ def peak_within_bounds(
     model estimates activations (`activation_bytes` None: judged from below only, and said so).
     On a GPU the upper bound adds the rank's cuBLAS workspaces (`blas_workspaces`).
     """
+    ranks = _ranks(ranks)
     margins = [_fixed_margin(held, device) for held in ranks]
     margin_fixed = max(margins, default=0)
     misses, parts = [], []
     for r, held in enumerate(ranks):
-        state = sum(int(held.get(kind) or 0) for kind in STATE_KINDS)
-        peak = held.get("peak")
+        state = held.model_state
+        peak = held.peak
         if peak is None:
             misses.append(f"rank {r} has no peak")
             continue
@@ -383,6 +397,6 @@ def peak_within_bounds(
         "peak_within_bounds",
         bool(ranks) and not misses,
         detail,
-        {"peaks": [r.get("peak") for r in ranks], "working_set": working_set_bytes,
+        {"peaks": [r.peak for r in ranks], "working_set": working_set_bytes,
          "activations": activation_bytes, "margin_rel": PEAK_MARGIN_REL, "margin_bytes": margin_fixed},
     )

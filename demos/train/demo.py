@@ -9,50 +9,63 @@ checked by `train.options`. torch is imported inside the functions, never at mod
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
+from ddpfsdp.demos.result import STATE_KINDS, Config, DemoResult, JsonObject, as_result, envelope
 from ddpfsdp.demos.train.spec import COMPARE_RUNS, OVERRIDE_NAMES, RunSpec
 
+# A run as the loop or the simulation hands it over (its JSON form), or already typed.
+Run = DemoResult | Mapping[str, Any]
 
-def _shape(config: dict[str, Any], arch: str = "gpt") -> Any:
+
+def _shape(config: Config, arch: str = "gpt") -> Any:
     """The model's shape as the run built it: its preset with the overrides it ran with."""
     from ddpfsdp.demos.shapes import GPT_SIZES, shape_for
 
-    if str(config["model"]).upper() in GPT_SIZES:  # a simulated named size: its whole shape is in the config
-        return shape_for("gpt", "base", **{k: config[k] for k in (*OVERRIDE_NAMES, "vocab") if k in config})
+    # The overrides are the spec's own names, read from the config's JSON form by those names.
+    given = {k: v for k, v in config.to_json().items() if v is not None}
+    if str(config.model).upper() in GPT_SIZES:  # a simulated named size: its whole shape is in the config
+        return shape_for("gpt", "base", **{k: given[k] for k in (*OVERRIDE_NAMES, "vocab") if k in given})
     # The config's seq_len is the one the model ran with (a ViT's tokens, which it cannot set).
     names = OVERRIDE_NAMES if arch == "gpt" else tuple(n for n in OVERRIDE_NAMES if n != "seq_len")
-    return shape_for(arch, config["model"], **{k: config[k] for k in names if config.get(k) is not None})
+    return shape_for(arch, config.model, **{k: given[k] for k in names if k in given})
 
 
-def theory_of(run: dict[str, Any]) -> dict[str, Any]:
+def theory_of(run: Run) -> JsonObject:
     """The analytic model's figures for a measured run's own configuration."""
     from ddpfsdp.demos.theory.run import theory_for_run
 
-    config = run["config"]
-    if config.get("tp"):
+    run = as_result(run)
+    config = run.config
+    if config.tp:
         from ddpfsdp.demos.theory.tensor_parallel import two_d_run_theory
 
-        return two_d_run_theory(shape=_shape(config), world_size=config["world_size"], tp=config["tp"],
-                                precision=config["precision"], optimizer=config["optimizer"],
-                                batch_size=config["batch_size"],
-                                sequence_parallel=bool(config.get("sequence_parallel")))
+        return two_d_run_theory(shape=_shape(config), world_size=config.world_size, tp=config.tp,
+                                precision=config.precision, optimizer=config.optimizer,
+                                batch_size=config.batch_size,
+                                sequence_parallel=bool(config.sequence_parallel))
     return theory_for_run(
-        strategy=config["strategy"],
-        sharding=config["sharding"],
-        params=config["params"],
-        world_size=config["world_size"],
-        precision=config["precision"],
-        optimizer=config["optimizer"],
-        replicas=config["replicas"] if config["sharding"] == "hybrid" else None,
-        unit_params=config["unit_params"] or None,
-        bucket_bytes=int(config["bucket_mb"] * 1024**2) if config["strategy"] != "fsdp" else None,
+        strategy=config.strategy,
+        sharding=config.sharding,
+        params=config.params,
+        world_size=config.world_size,
+        precision=config.precision,
+        optimizer=config.optimizer,
+        replicas=config.replicas if config.sharding == "hybrid" else None,
+        unit_params=config.unit_params or None,
+        bucket_bytes=int(config.bucket_mb * 1024**2) if config.strategy != "fsdp" else None,
         # DDP broadcasts module buffers (BatchNorm statistics) from rank 0 before every forward
-        buffer_bytes=run["memory"]["buffers"] if config["strategy"] != "fsdp" else 0,
+        buffer_bytes=_memory(run).buffers if config.strategy != "fsdp" else 0,
     )
 
 
-def _allowance(run: dict[str, Any], theory: dict[str, Any]) -> dict[str, int]:
+def _memory(run: DemoResult) -> Any:
+    if run.memory is None:
+        raise ValueError(f"the {run.demo or 'training'} result carries no memory block: it is not a training run")
+    return run.memory
+
+
+def allowance(run: Run) -> dict[str, int]:
     """How far a rank's bytes may honestly sit from theory beyond 1%, from the model's own shapes.
 
     FSDP: one dim-0 row of every parameter (shard padding, or an uneven split); ZeRO-1: the largest
@@ -60,254 +73,288 @@ def _allowance(run: dict[str, Any], theory: dict[str, Any]) -> dict[str, int]:
     """
     from ddpfsdp.demos.theory.precision import precision_for
 
-    memory, config = run["memory"], run["config"]
+    run = as_result(run)
+    memory, config = _memory(run), run.config
     # Optimizer bytes per parameter byte of one whole tensor (ZeRO-1's theory shares are 1/N, the
     # tensor a rank may hold beyond its share is not).
-    spec = precision_for(config["precision"])
-    state_per_param_byte = spec.optimizer_bytes_per_param(config["optimizer"]) / spec.param_bytes
-    counters = 8 * memory["param_tensors"]
-    if config["strategy"] == "fsdp":
-        rows = memory["shard_row_bytes"]
+    spec = precision_for(config.precision)
+    state_per_param_byte = spec.optimizer_bytes_per_param(config.optimizer) / spec.param_bytes
+    counters = 8 * memory.param_tensors
+    if config.strategy == "fsdp":
+        rows = memory.shard_row_bytes
         return {"params": rows, "grads": rows, "optimizer": int(rows * state_per_param_byte) + counters}
-    if config["strategy"] == "zero1":
-        largest = memory["largest_param_bytes"]
+    if config.strategy == "zero1":
+        largest = memory.largest_param_bytes
         return {"params": 0, "grads": 0, "optimizer": int(largest * state_per_param_byte) + counters}
     return {"params": 0, "grads": 0, "optimizer": counters}
 
 
-def activation_estimate(run: dict[str, Any]) -> int | None:
+def activation_estimate(run: Run) -> int | None:
     """The analytic model's activation bytes for the run's model and micro-batch; None for a ResNet,
     whose activations the analytic model does not estimate."""
     from ddpfsdp.demos.theory.activations import model_activation_bytes
 
-    config = run["config"]
-    arch = config.get("arch", "gpt")
+    config = as_result(run).config
+    arch = config.arch or "gpt"
     if arch not in ("gpt", "vit"):
         return None
-    return model_activation_bytes(arch, _shape(config, arch), config["batch_size"],
-                                  bool(config.get("checkpoint_activations")), config["precision"])
+    return model_activation_bytes(arch, _shape(config, arch), config.batch_size,
+                                  bool(config.checkpoint_activations), config.precision)
 
 
-def run_checks(run: dict[str, Any], theory: dict[str, Any]) -> list[Any]:
+def run_checks(run: Run, theory: Mapping[str, Any]) -> list[Any]:
     """The named checks of the `ddp` or `fsdp` demo for one run."""
+    from ddpfsdp.demos.train import claims as tc
+
+    run = as_result(run)
+    ranks = _memory(run).ranks
+    padding = allowance(run)
+    return [
+        tc.loss_decreases(run.loss or []),
+        *theory_checks(run, theory, padding),
+        tc.peak_within_bounds(ranks, working_set_bytes=theory["working_set_bytes"],
+                              activation_bytes=activation_estimate(run), device=run.config.device),
+        *strategy_checks(run, padding),
+        *_compile_checks(run),
+        *_timeline_checks(run),
+    ]
+
+
+def theory_checks(run: DemoResult, theory: Mapping[str, Any], padding: Mapping[str, int]) -> list[Any]:
+    """Every rank's model state and the step's traffic against the analytic model (real and simulated runs)."""
+    from ddpfsdp.demos.train import claims as tc
+
+    return [tc.model_state_matches_theory(_memory(run).ranks, theory, padding),
+            tc.comm_matches_theory(run.comm.per_step, theory["comm"])]
+
+
+def strategy_checks(run: DemoResult, padding: Mapping[str, int]) -> list[Any]:
+    """What the strategy claims, for a real and a simulated run alike: DDP replicates the model state and
+    all-reduces; FSDP shards it, reduce-scatters the gradients and all-gathers each unit."""
     from ddpfsdp.demos.train import claims as tc
     from ddpfsdp.demos.theory.precision import precision_for
     from ddpfsdp.demos.theory.run import theory_for_run
 
-    config, memory, per_op = run["config"], run["memory"], run["comm"]["per_step"]
-    ranks = memory["ranks"]
-    allowance = _allowance(run, theory)
-    checks = [
-        tc.loss_decreases(run["loss"]),
-        tc.model_state_matches_theory(ranks, theory, allowance),
-        tc.comm_matches_theory(per_op, theory["comm"]),
-        tc.peak_within_bounds(ranks, working_set_bytes=theory["working_set_bytes"],
-                              activation_bytes=activation_estimate(run), device=config["device"]),
-    ]
-    spec = precision_for(config["precision"])
-    if config["strategy"] == "ddp":
-        held_param_bytes = config["params"] * spec.param_bytes
+    config, ranks, per_op = run.config, _memory(run).ranks, run.comm.per_step
+    checks = []
+    spec = precision_for(config.precision)
+    if config.strategy == "ddp":
+        held_param_bytes = config.params * spec.param_bytes
         checks.append(tc.ddp_replicates_model_state(ranks, held_param_bytes))
         checks.append(tc.ddp_uses_all_reduce(per_op))
-    elif config["strategy"] == "fsdp":
-        sharding = config["sharding"]
-        world = config["world_size"]
-        shard_size = world // config["replicas"] if sharding == "hybrid" else world
+    elif config.strategy == "fsdp":
+        sharding = config.sharding
+        world = config.world_size
+        shard_size = world // config.replicas if sharding == "hybrid" else world
         # What one unsharded replica holds (the analytic model's DDP figures for this model): each
         # rank should measure 1/shard_size of it.
-        replica = theory_for_run(strategy="ddp", params=config["params"], world_size=world,
-                                 precision=config["precision"], optimizer=config["optimizer"])
-        full = {kind: replica[f"{kind}_bytes"] for kind in ("params", "grads", "optimizer")}
-        checks.append(tc.fsdp_shards_model_state(ranks, full, shard_size, allowance))
-        checks.append(tc.fsdp_reduce_scatters_grads(per_op, config["params"] * spec.reduce_bytes,
+        replica = theory_for_run(strategy="ddp", params=config.params, world_size=world,
+                                 precision=config.precision, optimizer=config.optimizer)
+        full = {kind: replica[f"{kind}_bytes"] for kind in STATE_KINDS}
+        checks.append(tc.fsdp_shards_model_state(ranks, full, shard_size, padding))
+        checks.append(tc.fsdp_reduce_scatters_grads(per_op, config.params * spec.reduce_bytes,
                                                     hybrid=sharding == "hybrid"))
-        checks.append(tc.fsdp_all_gathers_params(per_op, config["unit_params"] or [config["params"]],
+        checks.append(tc.fsdp_all_gathers_params(per_op, config.unit_params or [config.params],
                                                  sharding, spec.gather_bytes))
-    return checks + _compile_checks(run) + _timeline_checks(config, run.get("timeline"), per_op)
+    return checks
 
 
-def _compile_checks(run: dict[str, Any]) -> list[Any]:
+def _compile_checks(run: DemoResult) -> list[Any]:
     """A --compile run's claims, from what torch recorded: compiled before the timed steps; DDP's graph
-    cut into pieces at its buckets."""
-    compiled = run.get("compile")
+    cut into pieces at its buckets; FSDP2's blocks compiled without a graph break."""
+    compiled = run.extra.get("compile")
     if not compiled:
         return []
     from ddpfsdp.demos.train import compiled as cc
 
-    config = run["config"]
-    checks = [cc.compiled_before_timed_steps({config["strategy"]: compiled})]
+    config = run.config
+    checks = [cc.compiled_before_timed_steps({config.strategy: compiled})]
     if compiled.get("ddp_buckets") is not None:
         checks.append(cc.ddp_compiled_graph_split_at_buckets(compiled["graph_params"], compiled["ddp_buckets"],
                                                              compiled["param_bytes"]))
-    if config["strategy"] == "fsdp":
-        shape = _shape(config, config.get("arch", "gpt"))
+    if config.strategy == "fsdp":
+        shape = _shape(config, config.arch or "gpt")
         blocks = shape.layers if hasattr(shape, "layers") else len(shape.block_shapes())  # a ResNet's blocks
         checks.append(cc.fsdp_blocks_compiled_without_graph_breaks(compiled, blocks))
     return checks
 
 
-def _compare_compile_checks(runs: dict[str, dict[str, Any]]) -> list[Any]:
+def _compare_compile_checks(runs: Mapping[str, DemoResult]) -> list[Any]:
     """A compiled compare's claims at the top: every run compiled in its warm-up, DDP's pieces at its
     buckets, FSDP's blocks compiled one by one without a graph break."""
-    if not all(run.get("compile") for run in runs.values()):
+    if not all(run.extra.get("compile") for run in runs.values()):
         return []
     from ddpfsdp.demos.train import compiled as cc
 
-    lifted = {check["name"]: check for name in ("ddp", "fsdp-full") for check in runs[name]["checks"]
-              if check["name"] in ("ddp_compiled_graph_split_at_buckets", "fsdp_blocks_compiled_without_graph_breaks")}
-    overall = cc.compiled_before_timed_steps({name: run["compile"] for name, run in runs.items()}).to_dict()
+    lifted = {check.name: check for name in ("ddp", "fsdp-full") for check in runs[name].checks
+              if check.name in ("ddp_compiled_graph_split_at_buckets", "fsdp_blocks_compiled_without_graph_breaks")}
+    overall = cc.compiled_before_timed_steps({name: run.extra["compile"] for name, run in runs.items()})
     return [overall, *lifted.values()]
 
 
-def _timeline_checks(config: dict[str, Any], timeline: dict[str, Any] | None, per_op: dict[str, Any]) -> list[Any]:
+def _timeline_checks(run: DemoResult) -> list[Any]:
     """The claims only the recorded step can show; none with --no-timeline, which records no step."""
     from ddpfsdp.demos.train import timeline_claims as tl
 
-    if not timeline:
+    config, timeline = run.config, run.timeline
+    if timeline is None or not timeline.ranks:
         return []
     checks = []
-    if config["strategy"] == "ddp":
-        checks.append(tl.ddp_overlaps_allreduce_with_backward(timeline, config["bucket_mb"]))
-    elif config["strategy"] == "fsdp":
-        sharding, units, unit_params = config["sharding"], config["units"], config["unit_params"]
+    if config.strategy == "ddp":
+        checks.append(tl.ddp_overlaps_allreduce_with_backward(timeline, config.bucket_mb))
+    elif config.strategy == "fsdp":
+        sharding, units, unit_params = config.sharding, config.units, config.unit_params
         checks.append(tl.fsdp_reshards_after_forward(timeline, sharding, units, unit_params))
-        checks.append(tl.fsdp_prefetches_next_unit(timeline, sharding=sharding, prefetch=config["prefetch"],
-                                                   fsdp_api=config["fsdp_api"], units=units, unit_params=unit_params))
-    return [*checks, tl.timeline_records_every_collective(timeline, per_op)]
+        checks.append(tl.fsdp_prefetches_next_unit(timeline, sharding=sharding, prefetch=config.prefetch,
+                                                   fsdp_api=config.fsdp_api, units=units, unit_params=unit_params))
+    return [*checks, tl.timeline_records_every_collective(timeline, run.comm.per_step)]
 
 
-def two_d_run_checks(run: dict[str, Any], theory: dict[str, Any], reference: list[float]) -> list[Any]:
+def two_d_run_checks(run: Run, theory: Mapping[str, Any], reference: list[float]) -> list[Any]:
     """The named checks of a 2-D run (`demo fsdp --tp N`): model state, TP and DP traffic per group,
     TP per block in the timeline and on its critical path, a block's activations, the loss."""
     from ddpfsdp.demos.train import claims as tc
     from ddpfsdp.demos.train import timeline_claims as tl
     from ddpfsdp.demos.train import two_d_claims as td
 
-    comm, memory, timeline = run["comm"], run["memory"], run.get("timeline")
-    rtol = tc.LOSS_RTOL_FP32 if run["config"]["precision"] == "fp32" else tc.LOSS_RTOL_LOW_PRECISION
+    run = as_result(run)
+    comm, ranks, timeline = run.comm, _memory(run).ranks, run.timeline
+    per_group = comm.per_group or {}
+    rtol = tc.LOSS_RTOL_FP32 if run.config.precision == "fp32" else tc.LOSS_RTOL_LOW_PRECISION
+    loss = run.loss or []
     checks = [
-        tc.loss_decreases(run["loss"]),
-        td.loss_matches_reference(run["loss"], reference, rtol),
-        td.two_d_shards_model_state(memory["ranks"], theory),
-        td.tp_comm_matches_theory(comm["per_group"]["tp"], theory),
-        td.dp_comm_matches_theory(comm["per_group"]["dp"], theory),
-        td.tp_activations_match_theory(memory["ranks"][0]["block_saved"], theory),
+        tc.loss_decreases(loss),
+        td.loss_matches_reference(loss, reference, rtol),
+        td.two_d_shards_model_state(ranks, theory),
+        td.tp_comm_matches_theory(per_group.get("tp", {}), theory),
+        td.dp_comm_matches_theory(per_group.get("dp", {}), theory),
+        td.tp_activations_match_theory(ranks[0].block_saved, theory),
     ]
-    if timeline:  # with --no-timeline, the claims only a timeline can show are not judged
-        tp_groups = [groups["tp"] for groups in comm["groups"]]
-        checks += [td.tp_collectives_per_block(timeline["ranks"], tp_groups, theory),
-                   td.tp_collectives_on_critical_path(timeline["ranks"], tp_groups, theory),
-                   tl.timeline_records_every_collective(timeline, comm["per_step"])]
+    if timeline is not None and timeline.ranks:  # with --no-timeline, the claims only a timeline can show are not judged
+        tp_groups = [groups["tp"] for groups in comm.groups or []]
+        checks += [td.tp_collectives_per_block(timeline.ranks, tp_groups, theory),
+                   td.tp_collectives_on_critical_path(timeline.ranks, tp_groups, theory),
+                   tl.timeline_records_every_collective(timeline, comm.per_step)]
     return checks
 
 
-def _envelope(ctx: Any, demo: str, config: dict[str, Any], **fields: Any) -> dict[str, Any]:
+def _run_one(ctx: Any, demo: str, spec: RunSpec) -> JsonObject | None:
     from ddpfsdp.demos.measure.memory import environment
-
-    return {"schema": "ddpfsdp.demo/1", "demo": demo, "config": config, "env": environment(ctx), **fields}
-
-
-def _run_one(ctx: Any, demo: str, spec: RunSpec) -> dict[str, Any] | None:
     from ddpfsdp.demos.train.loop import train
 
     spec = spec.resolved(ctx.device.type)
     ctx.log(f"{demo}: {spec.arch} {spec.model}, {ctx.world_size} ranks on {ctx.device.type} ({ctx.backend})")
-    run = train(ctx, spec)
-    if run is None:
+    measured = train(ctx, spec)
+    if measured is None:
         return None
-    theory = theory_of(run)
-    _add_exposed(run)
+    run = _judged(measured)
     if spec.tp:
         from ddpfsdp.demos.train.loop import SAMPLES_PER_RANK_STEPS
         from ddpfsdp.demos.train.reference import reference_losses
 
         ctx.log("fsdp: the 1-process reference on the same global batches")
-        reference = reference_losses(spec, ctx.world_size // spec.tp, len(run["loss"]), SAMPLES_PER_RANK_STEPS,
+        reference = reference_losses(spec, ctx.world_size // spec.tp, len(run.loss or []), SAMPLES_PER_RANK_STEPS,
                                      ctx.device)
-        checks = [c.to_dict() for c in two_d_run_checks(run, theory, reference)]
-    else:
-        checks = [c.to_dict() for c in run_checks(run, theory)]
-    fields = {k: v for k, v in run.items() if k not in ("config", "label")}
-    result = _envelope(ctx, demo, run["config"], **fields, theory=theory, checks=checks)
+        run.checks = two_d_run_checks(run, run.theory, reference)
+    fields = {k: v for k, v in measured.items() if k not in ("config", "label", "theory", "checks")}
+    if "timeline" in fields:
+        fields["timeline"] = run.timeline  # with its exposed communication
+    result = envelope(demo, run.config, environment(ctx), run.checks, **fields, theory=run.theory)
     _write_trace(ctx, result, spec.trace)
-    return result
+    return result.to_json()
 
 
-def _add_exposed(run: dict[str, Any]) -> None:
+def _judged(measured: Mapping[str, Any]) -> DemoResult:
+    """A trained run with the analytic model's figures, its exposed communication and its own checks
+    (a 2-D run's checks need the reference losses: its caller judges it)."""
     from ddpfsdp.demos.train import timeline_claims as tl
 
-    if run.get("timeline"):
-        run["timeline"]["exposed"] = tl.exposed_comm(run["timeline"])
+    run = as_result(measured)
+    run.theory = theory_of(run)
+    if run.timeline is not None and run.timeline.ranks:
+        run.timeline.exposed = tl.exposed_comm(run.timeline)
+    if not run.config.tp:
+        run.checks = run_checks(run, run.theory)
+    return run
 
 
-def _write_trace(ctx: Any, result: dict[str, Any], path: str | None) -> None:
+def _write_trace(ctx: Any, result: DemoResult, path: str | None) -> None:
     """Rank 0 writes the trace; a path it cannot write is reported, and the result still returned."""
     if not path:
         return
     from ddpfsdp.demos.measure import trace
 
     try:
-        written = trace.write(result, path)
+        written = trace.write(result.to_json(), path)
         ctx.log(f"trace: {written} (open it in ui.perfetto.dev or chrome://tracing)")
     except (OSError, ValueError) as exc:
         ctx.log(f"trace not written: {exc}")
 
 
-def run_ddp(ctx: Any, spec: RunSpec) -> dict[str, Any] | None:
+def run_ddp(ctx: Any, spec: RunSpec) -> JsonObject | None:
     return _run_one(ctx, "ddp", spec)
 
 
-def run_zero1(ctx: Any, spec: RunSpec) -> dict[str, Any] | None:
+def run_zero1(ctx: Any, spec: RunSpec) -> JsonObject | None:
     return _run_one(ctx, "zero1", spec)
 
 
-def run_fsdp(ctx: Any, spec: RunSpec) -> dict[str, Any] | None:
+def run_fsdp(ctx: Any, spec: RunSpec) -> JsonObject | None:
     return _run_one(ctx, "fsdp", spec)
 
 
-def run_compare(ctx: Any, spec: RunSpec) -> dict[str, Any] | None:
+def compare_checks(runs: Mapping[str, DemoResult], world: int) -> list[Any]:
+    """What compare shows across its runs, real or simulated: FSDP full shards everything DDP holds,
+    grad-op holds more parameters at its peak, and (where it holds) FSDP sends 1.5x DDP's bytes."""
     from ddpfsdp.demos.train import claims as tc
+
+    ddp, grad_op, full = runs["ddp"], runs["fsdp-grad-op"], runs["fsdp-full"]
+    ddp_rank0 = _memory(ddp).ranks[0]
+    checks = [
+        tc.fsdp_shards_model_state(_memory(full).ranks, {k: ddp_rank0.state(k) for k in STATE_KINDS},
+                                   world, allowance(full), name="fsdp_full_shards_everything"),
+        tc.grad_op_holds_more_params_at_peak(_memory(grad_op).ranks, _memory(full).ranks),
+    ]
+    if tc.wire_ratio_holds(ddp.config.precision):
+        checks.append(tc.fsdp_wire_1_5x_ddp(full.comm.per_step, ddp.comm.per_step))
+    return checks
+
+
+def compare_config(ddp: DemoResult, per_run: tuple[str, ...]) -> Config:
+    """compare's config: its DDP run's, less what differs between its runs, naming the runs."""
+    shared = {k: v for k, v in ddp.config.to_json().items() if k not in per_run}
+    return Config.from_json({**shared, "strategies": [name for name, _, _ in COMPARE_RUNS]})
+
+
+def run_compare(ctx: Any, spec: RunSpec) -> JsonObject | None:
+    from ddpfsdp.demos.measure.memory import environment
     from ddpfsdp.demos.train.loop import train
 
-    runs: dict[str, dict[str, Any]] = {}
+    runs: dict[str, DemoResult] = {}
     resolved = spec.resolved(ctx.device.type)
     steps = resolved.steps
     total = steps * len(COMPARE_RUNS)
     for index, ((name, _, _), one) in enumerate(zip(COMPARE_RUNS, resolved.runs("compare"))):
         ctx.log(f"compare: {name} ({index + 1} of {len(COMPARE_RUNS)})")
-        run = train(ctx, one, label=name, step_offset=index * steps, total_steps=total)
-        if run is not None:
-            theory = theory_of(run)
-            _add_exposed(run)
-            run["theory"] = theory
-            run["checks"] = [c.to_dict() for c in run_checks(run, theory)]
-            runs[name] = run
+        measured = train(ctx, one, label=name, step_offset=index * steps, total_steps=total)
+        if measured is not None:
+            runs[name] = _judged(measured)
     if not ctx.is_main:
         return None
+    from ddpfsdp.demos.train import claims as tc
 
     ddp, zero1 = runs["ddp"], runs["zero1"]
-    grad_op, full = runs["fsdp-grad-op"], runs["fsdp-full"]
-    precision = ddp["config"]["precision"]
+    precision = ddp.config.precision
     rtol = tc.LOSS_RTOL_FP32 if precision == "fp32" else tc.LOSS_RTOL_LOW_PRECISION
-    ddp_rank0 = ddp["memory"]["ranks"][0]
     checks = [
-        tc.losses_agree({name: run["loss"] for name, run in runs.items()}, rtol),
-        tc.zero1_shards_optimizer(zero1["memory"]["ranks"], ddp["memory"]["ranks"],
-                                  _allowance(zero1, zero1["theory"])["optimizer"]),
-        tc.fsdp_shards_model_state(full["memory"]["ranks"], {k: ddp_rank0[k] for k in tc.STATE_KINDS},
-                                   ctx.world_size, _allowance(full, full["theory"]),
-                                   name="fsdp_full_shards_everything"),
-        tc.grad_op_holds_more_params_at_peak(grad_op["memory"]["ranks"], full["memory"]["ranks"]),
+        tc.losses_agree({name: run.loss or [] for name, run in runs.items()}, rtol),
+        tc.zero1_shards_optimizer(_memory(zero1).ranks, _memory(ddp).ranks, allowance(zero1)["optimizer"]),
+        *compare_checks(runs, ctx.world_size),
     ]
-    if tc.wire_ratio_holds(precision):
-        checks.append(tc.fsdp_wire_1_5x_ddp(full["comm"]["per_step"], ddp["comm"]["per_step"]))
     if tc.activations_comparable(precision):
-        checks.append(tc.fsdp_leaves_activations_whole(ddp["memory"]["ranks"], full["memory"]["ranks"]))
-    config = {k: v for k, v in ddp["config"].items()
-              if k not in ("strategy", "sharding", "description", "units", "unit_params")}
-    config["strategies"] = [name for name, _, _ in COMPARE_RUNS]
-    result = _envelope(ctx, "compare", config, runs=runs,
-                       checks=[c.to_dict() for c in checks] + _compare_compile_checks(runs),
-                       wall_s=sum(run["wall_s"] for run in runs.values()))
+        checks.append(tc.fsdp_leaves_activations_whole(_memory(ddp).ranks, _memory(runs["fsdp-full"]).ranks))
+    config = compare_config(ddp, ("strategy", "sharding", "description", "units", "unit_params"))
+    result = envelope("compare", config, environment(ctx), [*checks, *_compare_compile_checks(runs)], runs=runs,
+                      wall_s=sum(run.wall_s or 0 for run in runs.values()))
     _write_trace(ctx, result, spec.trace)
-    return result
+    return result.to_json()

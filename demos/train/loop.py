@@ -39,14 +39,11 @@ from ddpfsdp.demos.measure.memory import (
     resting_params,
 )
 from ddpfsdp.demos.measure.timeline import TimelineRecorder
+from ddpfsdp.demos.result import GLOO_CAVEAT
 from ddpfsdp.demos.train.spec import RunSpec
 
 SAMPLES_PER_RANK_STEPS = 8  # the dataset holds this many steps of batches; epochs repeat it reshuffled
 
-CPU_THROUGHPUT_NOTE = (
-    "Measured on CPU processes over gloo: these figures show the mechanics, not speed. "
-    "gloo on CPU does not represent NCCL on GPUs."
-)
 
 
 def flops_per_sample(arch: str, shape: Any, params: int) -> float | None:
@@ -345,7 +342,7 @@ def _throughput(ctx: Any, spec: RunSpec, run: dict[str, Any], gathered: list[dic
         "wall_s": slowest_wall_s,
         "mfu": mfu,
         "peak_flops_per_s": peak_flops,
-        "note": CPU_THROUGHPUT_NOTE if ctx.device.type == "cpu" else None,
+        "note": GLOO_CAVEAT if ctx.device.type == "cpu" else None,
     }
 
 

@@ -38,13 +38,14 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Iterable, Iterator
+from typing import Any, Callable, ClassVar, Iterable, Iterator, Mapping
 
 import torch
 import torch.distributed as dist
 
 from ddpfsdp.demos.measure.breakdown import TORCH_CATEGORIES
 from ddpfsdp.demos.measure.memory import model_state_bytes, param_bytes_held, resting_params, state_optimizers
+from ddpfsdp.demos.result import DemoResult, Env, JsonObject, LargestUnit, Memory, as_result, envelope
 from ddpfsdp.demos.shapes import describe_gpt_shape
 from ddpfsdp.demos.train.parallelize import World, parallelize
 from ddpfsdp.demos.train.spec import COMPARE_RUNS, RunSpec
@@ -460,92 +461,78 @@ def _simulated_memory(run: RunSpec, built: dict[str, Any], step: dict[str, Any])
 # ----------------------------------------------------------------------------- the demos
 
 
-def _judge(run: dict[str, Any]) -> None:
-    """Add the analytic model's figures, the differences and the checks to a simulated run."""
-    from ddpfsdp.demos.train import claims, simulated_claims as sc
-    from ddpfsdp.demos.train.demo import _allowance, theory_of
-    from ddpfsdp.demos.theory.precision import precision_for
-    from ddpfsdp.demos.theory.run import theory_for_run
+def _judge(measured: Mapping[str, Any]) -> DemoResult:
+    """A simulated run with the analytic model's figures, the differences and its checks: the checks a
+    real run of the same strategy makes (`train.demo`), and those only a simulation makes."""
+    from ddpfsdp.demos.train import simulated_claims as sc
+    from ddpfsdp.demos.train.demo import allowance, strategy_checks, theory_checks, theory_of
 
-    theory = theory_of(run)
-    config, memory = run["config"], run["memory"]
-    ranks, per_op = memory["ranks"], run["comm"]["per_step"]
-    run["theory"] = theory
-    run["versus_theory"] = sc.versus_theory(ranks[0], per_op, theory)
-    if config.get("tp"):
-        run["checks"] = [c.to_dict() for c in _two_d_checks(run, theory)]
-        return
-    spec = precision_for(config["precision"])
-    allowance = _allowance(run, theory)
+    run = as_result(measured)
+    theory = run.theory = theory_of(run)
+    config, memory, per_op = run.config, run.memory or Memory(), run.comm.per_step
+    rank0 = memory.ranks[0]
+    run.versus_theory = sc.versus_theory(rank0, per_op, theory)
+    if config.tp:
+        run.checks = _two_d_checks(run, theory)
+        return run
+    padding = allowance(run)
     checks = [
-        sc.simulated_model_state_matches_calc(ranks[0], theory, allowance),
+        sc.simulated_model_state_matches_calc(rank0, theory, padding),
         sc.simulated_wire_matches_calc(per_op, theory["comm"], _padding_wire_bytes(run, theory)),
-        claims.model_state_matches_theory(ranks, theory, allowance),
-        claims.comm_matches_theory(per_op, theory["comm"]),
+        *theory_checks(run, theory, padding),
+        *strategy_checks(run, padding),
     ]
-    if config["strategy"] == "ddp":
-        checks.append(claims.ddp_replicates_model_state(ranks, config["params"] * spec.param_bytes))
-        checks.append(claims.ddp_uses_all_reduce(per_op))
-    elif config["strategy"] == "fsdp":
-        sharding, world = config["sharding"], config["world_size"]
-        shard_size = world // config["replicas"] if sharding == "hybrid" else world
-        replica = theory_for_run(strategy="ddp", params=config["params"], world_size=world,
-                                 precision=config["precision"], optimizer=config["optimizer"])
-        full = {kind: replica[f"{kind}_bytes"] for kind in claims.STATE_KINDS}
-        checks.append(claims.fsdp_shards_model_state(ranks, full, shard_size, allowance))
-        checks.append(claims.fsdp_reduce_scatters_grads(per_op, config["params"] * spec.reduce_bytes,
-                                                        hybrid=sharding == "hybrid"))
-        checks.append(claims.fsdp_all_gathers_params(per_op, config["unit_params"], sharding, spec.gather_bytes))
-        if sharding == "full":
-            unit = memory["largest_unit"] or {}
-            checks.append(sc.simulated_peak_holds_largest_unit(
-                ranks[0]["peak"], sum(ranks[0][k] for k in claims.STATE_KINDS), unit.get("unsharded_bytes", 0),
-                unit.get("name")))
-    run["checks"] = [c.to_dict() for c in checks]
+    if config.strategy == "fsdp" and config.sharding == "full":
+        unit = memory.largest_unit or LargestUnit()
+        checks.append(sc.simulated_peak_holds_largest_unit(rank0.peak, rank0.model_state, unit.unsharded_bytes or 0,
+                                                           unit.name))
+    run.checks = checks
+    return run
 
 
-def _two_d_checks(run: dict[str, Any], theory: dict[str, Any]) -> list[Any]:
+def _two_d_checks(run: DemoResult, theory: Mapping[str, Any]) -> list[Any]:
     """A simulated 2-D run against the analytic model, whose per-tensor figures include FSDP's padding:
     rank 0's model state and every collective's wire bytes (1%), then per group, calls exact."""
     from ddpfsdp.demos.train import simulated_claims as sc
     from ddpfsdp.demos.train import two_d_claims as td
 
-    ranks, comm = run["memory"]["ranks"], run["comm"]
+    ranks, comm = (run.memory or Memory()).ranks, run.comm
+    per_group = comm.per_group or {}
     return [
         sc.simulated_model_state_matches_calc(ranks[0], theory),
-        sc.simulated_wire_matches_calc(comm["per_step"], theory["comm"]),
+        sc.simulated_wire_matches_calc(comm.per_step, theory["comm"]),
         td.two_d_shards_model_state(ranks, theory),
-        td.tp_comm_matches_theory(comm["per_group"]["tp"], theory),
-        td.dp_comm_matches_theory(comm["per_group"]["dp"], theory),
+        td.tp_comm_matches_theory(per_group.get("tp", {}), theory),
+        td.dp_comm_matches_theory(per_group.get("dp", {}), theory),
     ]
 
 
-def _padding_wire_bytes(run: dict[str, Any], theory: dict[str, Any]) -> int:
+def _padding_wire_bytes(run: DemoResult, theory: Mapping[str, Any]) -> int:
     """Wire bytes FSDP sends for dim-0 padding, which the analytic model leaves out.
 
     FSDP2 pads each parameter's dim 0 to a multiple of its shard group and all-gathers and
     reduce-scatters the padded tensors, so its traffic grows by the padded fraction of the model.
     """
-    padded = run["memory"].get("fsdp_padding_elements", 0)
-    if run["config"]["strategy"] != "fsdp" or not padded:
+    padded = (run.memory or Memory()).fsdp_padding_elements
+    if run.config.strategy != "fsdp" or not padded:
         return 0
     sharded = sum(op["wire_bytes_per_rank"] for name, op in theory["comm"].items() if name != "all_reduce")
-    return round(sharded * padded / run["config"]["params"])
+    return round(sharded * padded / run.config.params)
 
 
-def _environment() -> dict[str, Any]:
+def _environment() -> Env:
     import platform
     import socket
 
     from ddpfsdp.demos.host import cpu_count
 
-    return {"torch": torch.__version__, "python": platform.python_version(), "device_names": [],
-            "cpu_count": cpu_count(), "hostname": socket.gethostname(), "torch_threads": torch.get_num_threads()}
+    return Env(torch=torch.__version__, python=platform.python_version(), device_names=[], cpu_count=cpu_count(),
+               hostname=socket.gethostname(), extra={"torch_threads": torch.get_num_threads()})
 
 
-def simulate(demo: str, spec: RunSpec | dict[str, Any], log: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """The result of a simulated `ddp`, `zero1`, `fsdp` or `compare` demo (schema ddpfsdp.demo/1), from its
-    spec (or the options that make it)."""
+def simulate(demo: str, spec: RunSpec | dict[str, Any], log: Callable[[str], None] | None = None) -> JsonObject:
+    """The result of a simulated `ddp`, `zero1`, `fsdp` or `compare` demo (schema ddpfsdp.demo/1), as JSON,
+    from its spec (or the options that make it)."""
     from ddpfsdp.demos.train.options import spec_of, validate_simulated
 
     spec = spec_of(demo, spec)
@@ -555,35 +542,21 @@ def simulate(demo: str, spec: RunSpec | dict[str, Any], log: Callable[[str], Non
     started = time.perf_counter()
     with fake_world(world):
         if demo == "compare":
-            measured = {}
-            for (name, _, _), run in zip(COMPARE_RUNS, runs):
-                measured[name] = simulate_run(run, world, label=name, log=log)
-                _judge(measured[name])
+            judged = {name: _judge(simulate_run(run, world, label=name, log=log))
+                      for (name, _, _), run in zip(COMPARE_RUNS, runs)}
         else:
-            one = simulate_run(runs[0], world, log=log)
-            _judge(one)
-    envelope = {"schema": "ddpfsdp.demo/1", "demo": demo, "env": _environment()}
-    if demo != "compare":
-        fields = {k: v for k, v in one.items() if k not in ("config", "label")}
-        return {**envelope, "config": one["config"], **fields, "wall_s": time.perf_counter() - started}
-    return {**envelope, **_compared(measured, world), "wall_s": time.perf_counter() - started}
+            one = _judge(simulate_run(runs[0], world, log=log))
+    wall_s = time.perf_counter() - started
+    if demo == "compare":
+        return _compared(judged, world, wall_s).to_json()
+    fields = {k: v for k, v in one.to_json().items() if k not in ("config", "label", "checks", "wall_s")}
+    return envelope(demo, one.config, _environment(), one.checks, **fields, wall_s=wall_s).to_json()
 
 
-def _compared(runs: dict[str, dict[str, Any]], world: int) -> dict[str, Any]:
-    """compare's config, runs and its own checks, across the four simulated runs."""
-    from ddpfsdp.demos.train import claims
-    from ddpfsdp.demos.train.demo import _allowance
+def _compared(runs: dict[str, DemoResult], world: int, wall_s: float) -> DemoResult:
+    """compare's result across the four simulated runs: its config, the runs and its own checks."""
+    from ddpfsdp.demos.train.demo import compare_checks, compare_config
 
-    ddp, full, grad_op = runs["ddp"], runs["fsdp-full"], runs["fsdp-grad-op"]
-    ddp_rank0 = ddp["memory"]["ranks"][0]
-    checks = [
-        claims.fsdp_shards_model_state(full["memory"]["ranks"], {k: ddp_rank0[k] for k in claims.STATE_KINDS},
-                                       world, _allowance(full, full["theory"]), name="fsdp_full_shards_everything"),
-        claims.grad_op_holds_more_params_at_peak(grad_op["memory"]["ranks"], full["memory"]["ranks"]),
-    ]
-    if claims.wire_ratio_holds(ddp["config"]["precision"]):
-        checks.append(claims.fsdp_wire_1_5x_ddp(full["comm"]["per_step"], ddp["comm"]["per_step"]))
-    config = {k: v for k, v in ddp["config"].items()
-              if k not in ("strategy", "sharding", "description", "units", "unit_params", "wrap", "fsdp_api")}
-    config["strategies"] = [name for name, _, _ in COMPARE_RUNS]
-    return {"config": config, "runs": runs, "checks": [c.to_dict() for c in checks]}
+    config = compare_config(runs["ddp"], ("strategy", "sharding", "description", "units", "unit_params", "wrap",
+                                          "fsdp_api"))
+    return envelope("compare", config, _environment(), compare_checks(runs, world), runs=runs, wall_s=wall_s)

@@ -10,10 +10,17 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ddpfsdp.demos.checks import Check, within
+from ddpfsdp.demos.result import CommOp, RankMemory, VersusRow
 from ddpfsdp.demos.units import format_bytes
 
-STATE_KINDS = ("params", "grads", "optimizer")
+# Rank 0's memory and the step's ops, typed (a DemoResult's blocks) or in their JSON form.
+Rank = RankMemory | Mapping[str, Any]
+PerOp = Mapping[str, CommOp | Mapping[str, Any]]
 SIMULATED_REL = 0.01
+
+
+def _wire(per_op: PerOp) -> float:
+    return sum(CommOp.from_json(v).wire_bytes_per_rank or 0 for v in per_op.values())
 
 
 def _bytes(n: float | None) -> str:
@@ -27,14 +34,14 @@ def diff_percent(measured: float | None, theory: float | None) -> float | None:
     return 100.0 * (measured - theory) / theory
 
 
-def simulated_model_state_matches_calc(rank: Mapping[str, Any], theory: Mapping[str, Any],
+def simulated_model_state_matches_calc(rank: Rank, theory: Mapping[str, Any],
                                        allowance: Mapping[str, int] | None = None) -> Check:
     """Rank 0's params + grads + optimizer state within 1% of the analytic model's model state.
 
     `allowance`: bytes by kind a rank may hold beyond its exact share, from the model's own shapes
     (shard padding; ZeRO-1 partitions whole tensors), as the real demos allow.
     """
-    measured = sum(rank[kind] for kind in STATE_KINDS)
+    measured = RankMemory.from_json(rank).model_state
     expected = theory["model_state_bytes"]
     slack = sum((allowance or {}).values())
     diff = diff_percent(measured, expected)
@@ -48,14 +55,14 @@ def simulated_model_state_matches_calc(rank: Mapping[str, Any], theory: Mapping[
     )
 
 
-def simulated_wire_matches_calc(per_op: Mapping[str, Mapping[str, float]],
+def simulated_wire_matches_calc(per_op: PerOp,
                                 theory_comm: Mapping[str, Mapping[str, Any]], padding_bytes: int = 0) -> Check:
     """Wire bytes per rank per step, over all ops, within 1% of the analytic model's, and some sent.
 
     `padding_bytes`: what FSDP sends for padding each parameter's dim 0 to a multiple of its shard
     group (the analytic model leaves padding out); allowed above theory, never below it.
     """
-    measured = sum(v.get("wire_bytes_per_rank", 0) for v in per_op.values())
+    measured = _wire(per_op)
     expected = sum(v.get("wire_bytes_per_rank", 0) for v in theory_comm.values())
     diff = diff_percent(measured, expected)
     close = within(measured, expected, SIMULATED_REL) or (
@@ -88,18 +95,18 @@ def simulated_peak_holds_largest_unit(peak_bytes: int | None, model_state_bytes:
     )
 
 
-def versus_theory(rank: Mapping[str, Any], per_op: Mapping[str, Mapping[str, float]],
-                  theory: Mapping[str, Any]) -> list[dict[str, Any]]:
+def versus_theory(rank: Rank, per_op: PerOp, theory: Mapping[str, Any]) -> list[VersusRow]:
     """Rows of simulated vs analytic figures, with the difference in percent."""
+    held = RankMemory.from_json(rank)
+    ops = {op: CommOp.from_json(v) for op, v in per_op.items()}
     rows = []
     for kind, label in (("params", "params"), ("grads", "grads"), ("optimizer", "optimizer state")):
-        rows.append((label, rank[kind], theory[f"{kind}_bytes"]))
-    rows.append(("model state", sum(rank[k] for k in STATE_KINDS), theory["model_state_bytes"]))
+        rows.append((label, held.state(kind), theory[f"{kind}_bytes"]))
+    rows.append(("model state", held.model_state, theory["model_state_bytes"]))
     theory_comm = theory.get("comm", {})
-    for op in sorted(set(per_op) | set(theory_comm)):
-        rows.append((f"{op} wire bytes", per_op.get(op, {}).get("wire_bytes_per_rank", 0),
+    for op in sorted(set(ops) | set(theory_comm)):
+        rows.append((f"{op} wire bytes", (ops.get(op) or CommOp(wire_bytes_per_rank=0)).wire_bytes_per_rank,
                      theory_comm.get(op, {}).get("wire_bytes_per_rank", 0)))
-    rows.append(("wire bytes per step", sum(v.get("wire_bytes_per_rank", 0) for v in per_op.values()),
-                 sum(v.get("wire_bytes_per_rank", 0) for v in theory_comm.values())))
-    return [{"figure": label, "simulated": measured, "theory": expected, "diff_percent": diff_percent(measured, expected)}
+    rows.append(("wire bytes per step", _wire(ops), sum(v.get("wire_bytes_per_rank", 0) for v in theory_comm.values())))
+    return [VersusRow(figure=label, simulated=measured, theory=expected, diff_percent=diff_percent(measured, expected))
             for label, measured, expected in rows]

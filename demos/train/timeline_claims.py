@@ -12,18 +12,26 @@ from typing import Any, Mapping, Sequence
 
 from ddpfsdp.demos.checks import Check
 from ddpfsdp.demos.measure import lanes
+from ddpfsdp.demos.result import CommOp, JsonObject, Timeline
+
+# A result's timeline, typed or in its JSON form; each rank's record keeps measure.timeline's shape.
+Recorded = Timeline | Mapping[str, Any] | None
 
 ROOT_UNIT = "<root>"
 
 
-def _ranks(timeline: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    return [r for r in (timeline or {}).get("ranks", []) if r]
+def _timeline(timeline: Recorded) -> Timeline:
+    return Timeline() if timeline is None else Timeline.from_json(timeline)
 
 
-def timeline_records_every_collective(timeline: Mapping[str, Any] | None, per_op: Mapping[str, Mapping[str, float]]) -> Check:
+def _ranks(timeline: Recorded) -> list[JsonObject]:
+    return [r for r in _timeline(timeline).ranks if r]
+
+
+def timeline_records_every_collective(timeline: Recorded, per_op: Mapping[str, CommOp | Mapping[str, Any]]) -> Check:
     """Every rank's timeline holds the collectives counted in the same step, each one completed."""
     ranks = _ranks(timeline)
-    expected = {op: int(v.get("count", 0)) for op, v in per_op.items()}
+    expected = {op: int(CommOp.from_json(v).count or 0) for op, v in per_op.items()}
     misses = []
     miscounted, unstamped = False, []
     for r in ranks:
@@ -47,7 +55,7 @@ def timeline_records_every_collective(timeline: Mapping[str, Any] | None, per_op
                  {"ranks": len(ranks), "expected": expected, "miscounted": miscounted, "without_completion": unstamped})
 
 
-def ddp_overlaps_allreduce_with_backward(timeline: Mapping[str, Any] | None, bucket_mb: float) -> Check:
+def ddp_overlaps_allreduce_with_backward(timeline: Recorded, bucket_mb: float) -> Check:
     """With two or more buckets, the first bucket's all-reduce is issued while backward still computes.
 
     "Still computes": some unit's backward begins after the all-reduce was issued. With one bucket
@@ -123,14 +131,14 @@ def _reshard_misses(expected: Sequence[str], dropped: Sequence[str]) -> str:
     return "; ".join(parts) or f"dropped after forward in another order: {', '.join(dropped)}"
 
 
-def fsdp_reshards_after_forward(timeline: Mapping[str, Any] | None, sharding: str, units: Sequence[str],
+def fsdp_reshards_after_forward(timeline: Recorded, sharding: str, units: Sequence[str],
                                 unit_params: Sequence[int]) -> Check:
     """full / hybrid: parameter bytes fall right after each unit's forward (one drop per unit);
     grad-op: they do not fall until backward. The root never drops: FSDP keeps its parameters after
     forward, since backward needs them first (FSDP2 _fsdp_state.py lazy init, FSDP1 _post_forward_reshard)."""
     ranks = _ranks(timeline)
     held = dict(zip(units, unit_params))
-    followed = [u for u in (timeline or {}).get("units", []) if held.get(u, 0) > 0]
+    followed = [u for u in _timeline(timeline).units or [] if held.get(u, 0) > 0]
     resharding = sharding != "grad-op"
     expected = [u for u in followed if resharding and u != ROOT_UNIT]
     misses = []
@@ -171,7 +179,7 @@ def fsdp_reshards_after_forward(timeline: Mapping[str, Any] | None, sharding: st
                   "falls_in_backward": falls_in_backward})
 
 
-def _prefetched(order: Sequence[str], gathers: Mapping[str, dict[str, Any]], spans: Mapping[str, dict[str, Any]]) -> int:
+def _prefetched(order: Sequence[str], gathers: Mapping[str, JsonObject], spans: Mapping[str, JsonObject]) -> int:
     """How many units' all-gathers were issued before the previous unit's compute ended."""
     count = 0
     for current, following in zip(order, order[1:]):
@@ -180,7 +188,7 @@ def _prefetched(order: Sequence[str], gathers: Mapping[str, dict[str, Any]], spa
     return count
 
 
-def fsdp_prefetches_next_unit(timeline: Mapping[str, Any] | None, *, sharding: str, prefetch: str, fsdp_api: int,
+def fsdp_prefetches_next_unit(timeline: Recorded, *, sharding: str, prefetch: str, fsdp_api: int,
                               units: Sequence[str], unit_params: Sequence[int]) -> Check:
     """Whether unit k+1's all-gather is issued before unit k's compute ends, in forward and backward.
 
@@ -245,7 +253,7 @@ def fsdp_prefetches_next_unit(timeline: Mapping[str, Any] | None, *, sharding: s
                   "ranks": figures})
 
 
-def exposed_comm(timeline: Mapping[str, Any] | None) -> dict[str, Any]:
+def exposed_comm(timeline: Recorded) -> JsonObject:
     """Per rank: seconds and share of the step with a collective in flight and no compute running."""
     ranks = _ranks(timeline)
     return {

@@ -14,9 +14,12 @@ from typing import Any, Mapping, Sequence
 
 from ddpfsdp.demos.checks import Check, within
 from ddpfsdp.demos.measure.lanes import collective_interval, compute_intervals, length, subtract, unit_spans
+from ddpfsdp.demos.result import STATE_KINDS, CommOp, RankMemory
 from ddpfsdp.demos.units import format_bytes
 
-STATE_KINDS = ("params", "grads", "optimizer")
+# A rank's memory and one group's ops per step, typed (a DemoResult's blocks) or in their JSON form.
+Ranks = Sequence[RankMemory | Mapping[str, Any]]
+PerOp = Mapping[str, CommOp | Mapping[str, Any]]
 STATE_REL = 0.01
 COMM_REL = 0.01
 ACTIVATION_REL = 0.05
@@ -27,17 +30,19 @@ def _mib(n: float | None) -> str:
     return "n/a" if n is None else format_bytes(n, "MiB", digits=3)
 
 
-def two_d_shards_model_state(ranks: Sequence[Mapping[str, Any]], theory: Mapping[str, Any]) -> Check:
+def two_d_shards_model_state(ranks: Ranks, theory: Mapping[str, Any]) -> Check:
     """Every rank holds its TP shard of each parameter, split again over dp: the exact per-tensor
     figure, which is 1/(dp x tp) of the model apart from what TP leaves whole."""
+    ranks = [RankMemory.from_json(r) for r in ranks]
     dp, tp = theory["mesh"]["dp"], theory["mesh"]["tp"]
-    misses = [f"rank {r} {kind} {_mib(held[kind])} vs theory {_mib(theory[f'{kind}_bytes'])}"
+    misses = [f"rank {r} {kind} {_mib(held.state(kind))} vs theory {_mib(theory[f'{kind}_bytes'])}"
               for r, held in enumerate(ranks) for kind in STATE_KINDS
-              if not within(held[kind], theory[f"{kind}_bytes"], STATE_REL)]
-    share = ranks[0]["params"] / theory["params_bytes"] * theory["held_params"] / theory["ideal_params_per_rank"]
+              if not within(held.state(kind), theory[f"{kind}_bytes"], STATE_REL)]
+    rank0 = ranks[0]
+    share = rank0.state("params") / theory["params_bytes"] * theory["held_params"] / theory["ideal_params_per_rank"]
     detail = (
-        f"rank 0 holds params {_mib(ranks[0]['params'])}, grads {_mib(ranks[0]['grads'])}, optimizer "
-        f"{_mib(ranks[0]['optimizer'])} (theory {_mib(theory['params_bytes'])}, {_mib(theory['grads_bytes'])}, "
+        f"rank 0 holds params {_mib(rank0.params)}, grads {_mib(rank0.grads)}, optimizer "
+        f"{_mib(rank0.optimizer)} (theory {_mib(theory['params_bytes'])}, {_mib(theory['grads_bytes'])}, "
         f"{_mib(theory['optimizer_bytes'])}); that is {share:.3f} x 1/(dp {dp} x tp {tp}) of the model: "
         f"{theory['replicated_params']:,} parameters (LayerNorms, row-wise biases, position table) are whole on "
         "every TP rank and split over dp only"
@@ -45,31 +50,32 @@ def two_d_shards_model_state(ranks: Sequence[Mapping[str, Any]], theory: Mapping
     if misses:
         detail += f"; off by more than 1%: {'; '.join(misses)}"
     return Check("two_d_shards_model_state", not misses, detail,
-                 {"measured": [{k: held[k] for k in STATE_KINDS} for held in ranks],
+                 {"measured": [{k: held.state(k) for k in STATE_KINDS} for held in ranks],
                   "theory": {k: theory[f"{k}_bytes"] for k in STATE_KINDS}, "share_of_ideal": share})
 
 
-def _ops_match(name: str, group: str, measured: Mapping[str, Mapping[str, float]],
-               expected: Mapping[str, Mapping[str, Any]]) -> Check:
+def _ops_match(name: str, group: str, measured: PerOp, expected: Mapping[str, Mapping[str, Any]]) -> Check:
+    ops = {op: CommOp.from_json(v) for op, v in measured.items()}
     misses, parts = [], []
-    for op in sorted(set(measured) | set(expected)):
-        got, want = measured.get(op, {}), expected.get(op, {})
-        count, want_count = int(got.get("count", 0)), int(want.get("count") or 0)
-        parts.append(f"{op} {count} calls, {_mib(got.get('bytes', 0))} (theory {want_count}, {_mib(want.get('bytes', 0))})")
-        if count != want_count or not within(got.get("bytes", 0), want.get("bytes", 0), COMM_REL):
+    for op in sorted(set(ops) | set(expected)):
+        got, want = ops.get(op) or CommOp(), expected.get(op, {})
+        count, want_count = int(got.count or 0), int(want.get("count") or 0)
+        parts.append(f"{op} {count} calls, {_mib(got.bytes or 0)} (theory {want_count}, {_mib(want.get('bytes', 0))})")
+        if count != want_count or not within(got.bytes or 0, want.get("bytes", 0), COMM_REL):
             misses.append(op)
     detail = f"{group} group per step: " + "; ".join(parts)
     if misses:
         detail += f"; off: {', '.join(misses)}"
-    return Check(name, not misses, detail, {"measured": dict(measured), "theory": dict(expected)})
+    return Check(name, not misses, detail,
+                 {"measured": {op: v.to_json() for op, v in ops.items()}, "theory": dict(expected)})
 
 
-def tp_comm_matches_theory(measured: Mapping[str, Mapping[str, float]], theory: Mapping[str, Any]) -> Check:
+def tp_comm_matches_theory(measured: PerOp, theory: Mapping[str, Any]) -> Check:
     """TP's collectives over the step, in the tp group: calls exact, bytes within 1% (tp_step_comm)."""
     return _ops_match("tp_comm_matches_theory", "tp", measured, theory["tp_comm"])
 
 
-def dp_comm_matches_theory(measured: Mapping[str, Mapping[str, float]], theory: Mapping[str, Any]) -> Check:
+def dp_comm_matches_theory(measured: PerOp, theory: Mapping[str, Any]) -> Check:
     """FSDP's collectives in the dp group: each unit's TP shard all-gathered (twice) and reduce-scattered."""
     return _ops_match("dp_comm_matches_theory", "dp", measured, theory["dp_comm"])
 

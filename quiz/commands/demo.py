@@ -12,11 +12,6 @@ from ddpfsdp.demos import registry
 from ddpfsdp.demos.registry import load
 from ddpfsdp.quiz.commands.results import check_table, save_result
 
-CPU_NOTE = (
-    "Measured on CPU processes with gloo: throughput here does not represent NCCL on GPUs; "
-    "memory and communication volumes carry over."
-)
-
 
 def _render(demo: registry.Demo, result: dict[str, Any], console) -> None:
     if demo.render:
@@ -28,7 +23,9 @@ def _render(demo: registry.Demo, result: dict[str, Any], console) -> None:
     if not demo.render and config.get("shared_gpu"):
         console.print(f"[yellow]{config['shared_gpu']}[/]")
     elif not demo.render and config.get("backend") == "gloo":
-        console.print(f"[dim]{CPU_NOTE}[/]")
+        from ddpfsdp.demos.result import GLOO_CAVEAT
+
+        console.print(f"[dim]{GLOO_CAVEAT}[/]")
 
 
 def _run(demo: registry.Demo, **params: Any) -> None:

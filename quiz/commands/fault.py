@@ -9,6 +9,7 @@ import click
 from ddpfsdp.demos import registry
 from ddpfsdp.demos.faults.catalog import FAULTS
 from ddpfsdp.demos.faults.runner import DEFAULT_TIMEOUT_S, MAX_PROCS
+from ddpfsdp.demos.result import SCHEMA
 
 
 def _progress_line(event: dict, timeout_s: float) -> str | None:
@@ -38,7 +39,7 @@ def _failure(run, verbose: bool) -> click.ClickException:
               help="CPU processes (gloo ranks) that run the programs.")
 @click.option("--timeout-s", type=click.FloatRange(1, 60), default=DEFAULT_TIMEOUT_S, show_default=True,
               help="Process-group timeout of each program: how long a hung rank waits for its peers.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (schema ddpfsdp.demo/1).")
+@click.option("--json", "as_json", is_flag=True, help=f"Print the result as JSON (schema {SCHEMA}).")
 @click.option("--verbose", "-v", is_flag=True, help="On a failure, also print the ranks' stderr.")
 def fault(name: str | None, list_faults: bool, procs: int, timeout_s: float, as_json: bool, verbose: bool) -> None:
     """The failure lab: a real distributed-training bug, then its fix, on CPU processes (gloo).

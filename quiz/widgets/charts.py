@@ -8,12 +8,13 @@ The recorded step in time is drawn by `timeline_chart`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from rich.cells import cell_len
 from rich.text import Text
 from textual.widget import Widget
 
+from ddpfsdp.demos.result import PEAK_CATEGORY_NAMES, STATE_KINDS, CommOp, DemoResult, as_result
 from ddpfsdp.quiz import evidence as ev
 from ddpfsdp.quiz.widgets.legend import RGB, LegendPlot, nice_ticks
 
@@ -23,8 +24,8 @@ MIB = 2**20
 SHORT_NAMES = {"fsdp-grad-op": "grad-op", "fsdp-full": "full"}
 
 
-def _kind(result: dict[str, Any]) -> str:
-    return "simulated" if (result.get("config") or {}).get("simulated") else "measured"
+def _kind(result: DemoResult) -> str:
+    return "simulated" if result.config.simulated else "measured"
 
 
 @dataclass(frozen=True)
@@ -142,8 +143,9 @@ class MemoryChart(LegendPlot):
         super().begin(height)
         self.plot.styles.height = "auto"
 
-    def plot_result(self, result: dict[str, Any]) -> bool:
+    def plot_result(self, result: DemoResult | Mapping[str, Any]) -> bool:
         """Draw the result; False when it has nothing to chart (concept demos)."""
+        result = as_result(result)
         runs = ev.runs(result)
         memory = {name: ev.memory_by_component(run) for name, run in runs.items()}
         names = [name for name, m in memory.items() if m]
@@ -153,12 +155,12 @@ class MemoryChart(LegendPlot):
             self.finish()
             return False
         breakdowns = {name: ev.peak_breakdown(runs[name]) for name in names}
-        categories = [c for c in ev.PEAK_CATEGORIES if any(c in b for b in breakdowns.values())]
+        categories = [c for c in PEAK_CATEGORY_NAMES if any(c in b for b in breakdowns.values())]
         if categories:
             values = breakdowns
             title = f"Peak of rank 0 by category (MiB), {_kind(result)}"
         else:
-            categories = [c for c in ev.COMPONENTS if any(c in memory[n] for n in names)]
+            categories = [c for c in STATE_KINDS if any(c in memory[n] for n in names)]
             values = memory
             title = f"Model state of rank 0 (MiB), {_kind(result)}"
         colours = {c: self.use(c.replace("_", " ")) for c in categories}
@@ -171,8 +173,8 @@ class MemoryChart(LegendPlot):
         return True
 
 
-def _theory_state(run: dict[str, Any]) -> float | None:
-    state = (run.get("theory") or {}).get("model_state_bytes")
+def _theory_state(run: DemoResult) -> float | None:
+    state = (run.theory or {}).get("model_state_bytes")
     return state / MIB if isinstance(state, (int, float)) and state > 0 else None
 
 
@@ -182,7 +184,8 @@ class CompareChart(LegendPlot):
 
     PLOT_HEIGHT = 13
 
-    def plot_result(self, result: dict[str, Any]) -> bool:
+    def plot_result(self, result: DemoResult | Mapping[str, Any]) -> bool:
+        result = as_result(result)
         runs = ev.runs(result)
         self.begin()
         if len(runs) < 2:
@@ -192,7 +195,7 @@ class CompareChart(LegendPlot):
         labels = [SHORT_NAMES.get(n, n) for n in names]
         speeds = [ev.throughput(runs[n]).get("samples_per_s", 0.0) for n in names]
         wire = [_wire_bytes(ev.comm_per_step(runs[n])) / MIB for n in names]
-        theory = [_wire_bytes((runs[n].get("theory") or {}).get("comm") or {}) / MIB for n in names]
+        theory = [_wire_bytes((runs[n].theory or {}).get("comm") or {}) / MIB for n in names]
         measured = self.use(f"{_kind(result)}")
         plt = self.plt
         plt.subplots(1, 2)
@@ -211,6 +214,7 @@ class CompareChart(LegendPlot):
         return True
 
 
-def _wire_bytes(per_op: dict[str, Any]) -> float:
-    """What a ring sends per rank per step, over every op."""
-    return sum(float((v or {}).get("wire_bytes_per_rank", 0) or 0) for v in per_op.values() if isinstance(v, dict))
+def _wire_bytes(per_op: Mapping[str, CommOp | Mapping[str, Any]]) -> float:
+    """What a ring sends per rank per step, over every op (measured, or the analytic model's table)."""
+    ops = [CommOp.from_json(v) for v in per_op.values() if isinstance(v, (CommOp, Mapping))]
+    return sum(float(op.wire_bytes_per_rank or 0) for op in ops)

@@ -8,7 +8,7 @@ rank of the run's process group before the panel says so.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Mapping
 
 from rich.console import Group
 from rich.table import Table
@@ -18,6 +18,7 @@ from textual.containers import Vertical
 from textual.widgets import ProgressBar, RichLog, Static
 from textual.worker import get_current_worker
 
+from ddpfsdp.demos.result import DemoResult, ResultError, as_result
 from ddpfsdp.quiz import evidence as ev
 from ddpfsdp.quiz.loader import Question
 from ddpfsdp.quiz.messages import DemoFinished, DemoLaunching, DemoLog, DemoProgress, DemoStarted
@@ -52,7 +53,7 @@ def _common_unit(values: list[float]) -> str:
     return next((name for name in ("TiB", "GiB", "MiB", "KiB") if largest >= BYTE_UNITS[name]), "B")
 
 
-def fault_table(result: dict[str, Any]) -> Table | None:
+def fault_table(result: DemoResult) -> Table | None:
     """A failure-lab result: the broken run's symptom beside the fixed run's, as torch produced them."""
     sides = ev.fault_sides(result)
     if not sides:
@@ -61,14 +62,15 @@ def fault_table(result: dict[str, Any]) -> Table | None:
     for phase, program, _ in sides:
         table.add_column(Text(f"{phase}: {program}", style="bold red" if phase == "broken" else "bold green"), ratio=1)
     table.add_row(*(Text("\n".join(lines)) for _, _, lines in sides))
-    block = result.get("fault") or {}
-    table.caption = Text(f"Cause: {block.get('cause', '')}\nFix: {block.get('fix', '')}")  # not markup: "Join([model])"
+    cause, fix = (result.fault.cause, result.fault.fix) if result.fault else ("", "")
+    table.caption = Text(f"Cause: {cause or ''}\nFix: {fix or ''}")  # not markup: "Join([model])"
     table.caption_justify = "left"
     return table
 
 
-def result_table(result: dict[str, Any]) -> Table | None:
+def result_table(result: DemoResult | Mapping[str, Any]) -> Table | None:
     """Memory per component, throughput and traffic per strategy; a fault's two runs; or a concept demo's figures."""
+    result = as_result(result)
     if ev.fault_sides(result):
         return fault_table(result)
     runs = ev.runs(result)
@@ -80,12 +82,12 @@ def result_table(result: dict[str, Any]) -> Table | None:
     for name, run in runs.items():
         memory = ev.memory_by_component(run)
         per_op = ev.comm_per_step(run)
-        wire = sum(float(op.get("wire_bytes_per_rank", 0) or 0) for op in per_op.values()) if per_op else None
+        wire = sum(float(op.wire_bytes_per_rank or 0) for op in per_op.values()) if per_op else None
         rows.append((name, [memory.get(k) for k in ("params", "grads", "optimizer", "peak")] + [wire],
                      ev.throughput(run).get("samples_per_s")))
     unit = _common_unit([v for _, values, _ in rows for v in values if v is not None])
-    config = result.get("config") or {}
-    who = f"Simulated, rank 0 of {config.get('world_size')}" if config.get("simulated") else "Measured, rank 0"
+    config = result.config
+    who = f"Simulated, rank 0 of {config.world_size}" if config.simulated else "Measured, rank 0"
     # Bytes in one unit named in the title, so each cell is a short number and the table fits 80 columns.
     table = Table(title=f"{who} ({unit}; sent: wire bytes per step)", title_justify="left", show_edge=False,
                   expand=True, pad_edge=False)
@@ -104,7 +106,7 @@ def result_table(result: dict[str, Any]) -> Table | None:
     return table
 
 
-def scalar_table(result: dict[str, Any]) -> Table | None:
+def scalar_table(result: DemoResult) -> Table | None:
     """A concept demo's own measured figures."""
     rows = ev.scalar_measurements(result)
     if not rows:
@@ -163,7 +165,7 @@ class EvidencePanel(Vertical):
         super().__init__(**kwargs)
         self.question = question
         self.saved: SavedResult | None = None
-        self.shown: dict[str, Any] | None = None  # the result on screen
+        self.shown: DemoResult | None = None  # the result on screen
         self.fresh = False  # measured by a run started here
         self.running = False
         self._run: Any = None
@@ -201,7 +203,7 @@ class EvidencePanel(Vertical):
 
     # --- showing a result ---------------------------------------------------------------------------
 
-    def when(self, result: dict[str, Any]) -> str:
+    def when(self, result: DemoResult) -> str:
         """Where and when the result was measured, and what r does now."""
         if self.fresh:
             return f"Measured just now, {ev.where(result)}."
@@ -211,7 +213,12 @@ class EvidencePanel(Vertical):
         then = f"Last measured {ev.age(self.saved.saved_at, self.app.now())} {place}: {ev.where(result)}."
         return then + (" A new run is under way." if self.running else " Press r to run it again.")
 
-    def show_result(self, result: dict[str, Any] | None) -> None:
+    def show_result(self, result: DemoResult | Mapping[str, Any] | None) -> None:
+        try:
+            result = None if result is None else as_result(result)
+        except ResultError as error:
+            self.status(Text(f"The saved result cannot be read ({error}); press r to measure it again.", style="red"))
+            result = None
         self.shown = result
         saved = self.query_one("#evidence-saved", Static)
         if result is None:
@@ -223,7 +230,7 @@ class EvidencePanel(Vertical):
             return
         saved.display = True
         parts: list[Any] = [Text(self.when(result), style="italic")]
-        caveat = ev.gloo_caveat(result)
+        caveat = result.caveat
         if caveat:
             parts.append(Text(caveat, style="dim"))
         items = ev.evidence(self.question, result) if self.question.evidence else ev.all_checks(result)

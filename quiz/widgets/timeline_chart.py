@@ -9,11 +9,12 @@ beside FSDP's sawtooth) and the lanes are FSDP full sharding's.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from textual.containers import Vertical
 
 from ddpfsdp.demos.measure import lanes
+from ddpfsdp.demos.result import DemoResult, JsonObject, Timeline, as_result
 from ddpfsdp.quiz import evidence as ev
 from ddpfsdp.quiz.widgets.legend import LegendPlot, nice_ticks, padded
 
@@ -48,9 +49,9 @@ def _steps(times: list[float], values: list[float], end: float | None) -> tuple[
 class StepMemoryPlot(LegendPlot):
     PLOT_HEIGHT = 12
 
-    def draw(self, timelines: dict[str, dict[str, Any]], end_ms: float) -> None:
+    def draw(self, timelines: Mapping[str, Timeline], end_ms: float) -> None:
         self.begin()
-        top = self._compare(timelines) if len(timelines) > 1 else self._one(next(iter(timelines.values()))["ranks"][0])
+        top = self._compare(timelines) if len(timelines) > 1 else self._one(next(iter(timelines.values())).ranks[0])
         plt = self.plt
         ticks = _value_ticks(top * 1.05)
         plt.ylim(0, ticks[-1])
@@ -58,7 +59,7 @@ class StepMemoryPlot(LegendPlot):
         _shared_time_axis(plt, end_ms)
         self.finish()
 
-    def _one(self, rank: dict[str, Any]) -> float:
+    def _one(self, rank: JsonObject) -> float:
         plt, top = self.plt, 0.0
         samples = rank.get("memory", {}).get("samples", [])
         if samples:
@@ -78,15 +79,15 @@ class StepMemoryPlot(LegendPlot):
         plt.title(f"Rank {rank.get('rank')}: memory over the step (MiB), measured")
         return top
 
-    def _compare(self, timelines: dict[str, dict[str, Any]]) -> float:
+    def _compare(self, timelines: Mapping[str, Timeline]) -> float:
         """Each strategy's parameter bytes over its own step; strategies that hold the same bytes
         throughout (DDP and ZeRO-1 both keep full parameters) share one line and one legend entry,
         since one line drawn over the other would hide it."""
         plt, top = self.plt, 0.0
         lines: dict[tuple[int, ...], list[str]] = {}
-        ranks: dict[tuple[int, ...], dict[str, Any]] = {}
+        ranks: dict[tuple[int, ...], JsonObject] = {}
         for name, timeline in timelines.items():
-            rank = timeline["ranks"][0]
+            rank = timeline.ranks[0]
             held = tuple(h for _, h, _ in rank.get("params", []))
             if held:
                 lines.setdefault(held, []).append(name)
@@ -105,7 +106,7 @@ class StepMemoryPlot(LegendPlot):
 class LanesPlot(LegendPlot):
     """Per rank, a compute lane and a communication lane (each collective from issue to completion)."""
 
-    def draw(self, ranks: list[dict[str, Any]], name: str, end_ms: float) -> None:
+    def draw(self, ranks: list[JsonObject], name: str, end_ms: float) -> None:
         # Three rows per rank (compute, communication, a gap), one row per y unit.
         self.begin(height=3 * len(ranks) + 6)
         plt = self.plt
@@ -133,15 +134,15 @@ class TimelineChart(Vertical):
         yield StepMemoryPlot()
         yield LanesPlot()
 
-    def plot_result(self, result: dict[str, Any]) -> bool:
+    def plot_result(self, result: DemoResult | Mapping[str, Any]) -> bool:
         """Draw the timeline; False when the result has none."""
-        timelines = {name: run.get("timeline") for name, run in ev.runs(result).items()}
-        timelines = {name: t for name, t in timelines.items() if t and t.get("ranks") and t["ranks"][0]}
+        recorded = {name: run.timeline for name, run in ev.runs(as_result(result)).items()}
+        timelines = {name: t for name, t in recorded.items() if t is not None and t.ranks and t.ranks[0]}
         if not timelines:
             return False
         name = "fsdp-full" if "fsdp-full" in timelines else next(iter(timelines))
-        shown = [t["ranks"][0] for t in timelines.values()] + timelines[name]["ranks"]
+        shown = [t.ranks[0] for t in timelines.values()] + timelines[name].ranks
         end_ms = max((rank.get("duration_s") or 0.0) * 1000 for rank in shown) or 1.0
         self.query_one(StepMemoryPlot).draw(timelines, end_ms)
-        self.query_one(LanesPlot).draw(timelines[name]["ranks"], name, end_ms)
+        self.query_one(LanesPlot).draw(timelines[name].ranks, name, end_ms)
         return True

@@ -1,0 +1,486 @@
+"""The result a demo returns (schema ddpfsdp.demo/1): one typed value, built by `envelope`, to and from JSON.
+
+Training, simulated, concept and fault demos all return this envelope (schema, demo, config, env,
+checks); a training result adds per-rank memory, throughput, communication, the loss, the recorded
+step and the analytic model's figures. Renderers and checks read its fields. The JSON form (`to_json`)
+is the documented schema: what `--json` prints, what crosses from rank 0 to the CLI and what the
+progress store keeps; `from_json` reads it back, a result saved by an older version included.
+
+Each block keeps the keys it does not name in `extra`, and a block read from JSON writes its keys
+back in the order it read them, so a saved result goes out exactly as it came in.
+No torch here, nor anything of the demos above it: the quiz reads saved results through this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, ClassVar, TypeVar
+
+from ddpfsdp.demos.checks import Check
+
+SCHEMA = "ddpfsdp.demo/1"
+
+# A JSON object as the wire carries it: what a block does not name, and figures whose shape belongs to
+# the module that measures them (a recorded step's spans, the analytic model's table).
+JsonObject = dict[str, Any]
+
+# What a training result's peak is made of (memory.ranks[r].peak_breakdown), in the order a reader
+# builds it up: state, communication buffers, the rest. The tracker fills exactly these.
+PEAK_CATEGORIES: tuple[tuple[str, str], ...] = (
+    ("params", "params"),  # FSDP: the local shards
+    ("unsharded_params", "unsharded params"),
+    ("grads", "grads"),
+    ("optimizer", "optimizer state"),
+    ("all_gather", "all-gather buffer"),
+    ("reduce_scatter", "reduce-scatter buffer"),
+    ("ddp_buckets", "DDP buckets"),
+    ("buffers", "module buffers"),
+    ("inputs", "inputs"),
+    ("activations", "activations"),
+    ("temporaries", "temporaries"),
+    ("transient", "the rest (by difference)"),
+)
+PEAK_CATEGORY_NAMES = tuple(name for name, _ in PEAK_CATEGORIES)
+STATE_KINDS = ("params", "grads", "optimizer")
+
+# What figures from CPU ranks mean, wherever a run on gloo is shown.
+GLOO_CAVEAT = ("Measured on CPU processes with gloo: memory and traffic carry over to GPUs, throughput does not "
+               "represent NCCL on GPUs.")
+SIMULATED_CAVEAT = ("Simulated, not measured on hardware: real sharding, real collectives issued and the real "
+                    "allocation pattern of one step; no time, no NCCL, no fragmentation, so no throughput.")
+FAULT_CAVEAT = ("Run on CPU processes with gloo, the fixed program first: the error texts are gloo's; NCCL reports "
+                "the same bugs in its own words.")
+
+
+class ResultError(ValueError):
+    """A value that is not a ddpfsdp.demo/1 result (or one of its blocks)."""
+
+
+B = TypeVar("B", bound="Block")
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+@dataclass
+class Block:
+    """A JSON object with named fields; the keys it does not name stay in `extra`, in order."""
+
+    extra: JsonObject = field(default_factory=dict, kw_only=True)
+    order: tuple[str, ...] = field(default=(), kw_only=True, repr=False, compare=False)
+
+    # field -> how its JSON is read: ("one" | "list" | "map" | "map_of_maps", block type)
+    NESTED: ClassVar[dict[str, tuple[str, type[Block]]]] = {}
+
+    @classmethod
+    def named(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls) if f.name not in ("extra", "order"))
+
+    @classmethod
+    def defaults(cls) -> JsonObject:
+        """Each named field's default, as a block built without it holds it."""
+        return {f.name: f.default_factory() if f.default_factory is not MISSING else f.default
+                for f in fields(cls) if f.name not in ("extra", "order")}
+
+    @classmethod
+    def from_json(cls: type[B], data: Any) -> B:
+        if isinstance(data, cls):
+            return data
+        if not isinstance(data, Mapping):
+            raise ResultError(f"expected a JSON object for {cls.__name__}, got {type(data).__name__}")
+        names = set(cls.named())
+        known = {key: cls._load(key, value) for key, value in data.items() if key in names}
+        extra = {key: value for key, value in data.items() if key not in names}
+        return cls(**known, extra=extra, order=tuple(data))
+
+    @classmethod
+    def _load(cls, key: str, value: Any) -> Any:
+        kind, block = cls.NESTED.get(key, ("", Block))
+        if value is None or not kind or isinstance(value, Block):
+            return value
+        if kind == "one":
+            return block.from_json(value) if isinstance(value, Mapping) else value
+        if kind == "list" and isinstance(value, list):
+            return [block.from_json(v) if isinstance(v, Mapping) else v for v in value]
+        if kind == "map" and isinstance(value, Mapping):
+            return {k: block.from_json(v) if isinstance(v, Mapping) else v for k, v in value.items()}
+        if kind == "map_of_maps" and isinstance(value, Mapping):
+            return {k: {op: block.from_json(v) for op, v in inner.items() if isinstance(v, Mapping)}
+                    if isinstance(inner, Mapping) else inner for k, inner in value.items()}
+        return value
+
+    def to_json(self) -> JsonObject:
+        """The JSON object: keys in the order read, then fields set since to something other than their
+        default (a block built in code: every field it names), then `extra`."""
+        named = self.named()
+        out: JsonObject = {}
+        for key in self.order:
+            if key in named:
+                out[key] = _dump(getattr(self, key))
+            elif key in self.extra:
+                out[key] = self.extra[key]
+        defaults = self.defaults()
+        for key in named:
+            # a field the JSON did not have is written once it holds something other than its default
+            if key not in out and (not self.order or getattr(self, key) != defaults[key]):
+                out[key] = _dump(getattr(self, key))
+        for key, value in self.extra.items():
+            out.setdefault(key, value)
+        return out
+
+
+def _dump(value: Any) -> Any:
+    if isinstance(value, Block):
+        return value.to_json()
+    if isinstance(value, Check):
+        return value.to_dict()
+    if isinstance(value, list):
+        return [_dump(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _dump(v) for k, v in value.items()}
+    return value
+
+
+def check_from_json(data: Any) -> Check | None:
+    """A check as a result carries it; None for an entry that is not one."""
+    if isinstance(data, Check):
+        return data
+    if not isinstance(data, Mapping):
+        return None
+    values = data.get("values")
+    passed = data.get("passed")
+    reason = data.get("not_judged")
+    return Check(str(data.get("name")), None if passed is None else bool(passed), str(data.get("detail", "")),
+                 dict(values) if isinstance(values, Mapping) else {},
+                 str(reason) if reason is not None else None)
+
+
+@dataclass
+class Config(Block):
+    """How and where the run happened. Training runs name every field; a concept or fault demo, the
+    placement and its own options (in `extra`)."""
+
+    strategy: str | None = None
+    arch: str | None = None
+    model: str | None = None
+    params: int | None = None
+    world_size: int | None = None
+    device: str | None = None
+    backend: str | None = None
+    precision: str | None = None
+    optimizer: str | None = None
+    batch_size: int | None = None
+    seq_len: int | None = None
+    steps: int | None = None
+    warmup: int | None = None
+    sharding: str | None = None
+    replicas: int | None = None
+    description: str | None = None
+    simulated: bool | None = None
+    tp: int | None = None
+    units: list[str] | None = None
+    unit_params: list[int] | None = None
+    bucket_mb: float | None = None
+    prefetch: str | None = None
+    fsdp_api: int | None = None
+    wrap: str | None = None
+    checkpoint_activations: bool | None = None
+    sequence_parallel: bool | None = None
+    strategies: list[str] | None = None  # compare: its runs, in order
+    shape: str | None = None  # a simulated run: the model's shape in words
+    gpu_mem_bytes: int | None = None  # a simulated run: the GPU memory it was asked to fit
+    timeout_s: float | None = None  # a fault: the process-group timeout of each program
+
+    @property
+    def on_gloo(self) -> bool:
+        return self.backend == "gloo" or self.device == "cpu"
+
+    # Ranks sharing a GPU (`launch.sharing`): kept in `extra`, so a result of one rank per GPU has no such keys.
+    @property
+    def shared_gpu(self) -> str | None:
+        """The label of a run whose ranks shared a GPU; None where each rank had its own."""
+        label = self.extra.get("shared_gpu")
+        return str(label) if label else None
+
+    @property
+    def ranks_per_gpu(self) -> int | None:
+        value = self.extra.get("ranks_per_gpu")
+        return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+    @property
+    def gpus(self) -> int | None:
+        value = self.extra.get("gpus")
+        return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass
+class Env(Block):
+    torch: str | None = None
+    python: str | None = None
+    device_names: list[str] | None = None
+    cpu_count: int | None = None
+    hostname: str | None = None
+
+
+@dataclass
+class RankMemory(Block):
+    """What one rank held: model state after the optimizer step, and its peak of one step."""
+
+    params: int | None = None
+    grads: int | None = None
+    optimizer: int | None = None
+    peak: int | None = None
+    peak_kind: str | None = None
+    peak_breakdown: dict[str, float] | None = None
+    peak_phase: str | None = None
+    peak_module: str | None = None
+    breakdown_source: str | None = None
+    params_after_forward: int | None = None  # parameter bytes held between forward and backward
+    blas_workspaces: int | None = None  # GPU: the step's cuBLAS workspaces, from torch's own sizes
+    block_saved: JsonObject | None = None  # a 2-D run: the bytes one block saved for backward
+
+    def state(self, kind: str) -> int:
+        """Bytes of one model-state kind (params, grads or optimizer); 0 where not measured."""
+        if kind not in STATE_KINDS:
+            raise ResultError(f"{kind!r} is not a model-state kind; choose one of {', '.join(STATE_KINDS)}")
+        return getattr(self, kind) or 0
+
+    @property
+    def model_state(self) -> int:
+        return sum(self.state(kind) for kind in STATE_KINDS)
+
+    def peak_parts(self) -> dict[str, float]:
+        """Bytes of each category at the peak, in PEAK_CATEGORIES' order, the measured ones only."""
+        parts = self.peak_breakdown or {}
+        return {k: float(parts[k]) for k in PEAK_CATEGORY_NAMES if _number(parts.get(k))}
+
+    def peak_where(self) -> str | None:
+        """'backward, in blocks.3.mlp': the phase and module of the peak; None when not measured."""
+        if not self.peak_phase:
+            return None
+        if self.peak_module:
+            return f"{self.peak_phase}, in {self.peak_module}"
+        return f"{self.peak_phase}, outside the model's modules"
+
+
+@dataclass
+class SimulatedPeak(Block):
+    """A simulated step's peak on rank 0: its bytes, where it fell and what was held then."""
+
+    bytes: int | None = None
+    module: str | None = None
+    unit: str | None = None
+    phase: str | None = None
+    categories: dict[str, int] | None = None
+
+
+@dataclass
+class LargestUnit(Block):
+    """The FSDP unit whose all-gather brings the most bytes into being (a simulated run)."""
+
+    name: str | None = None
+    params: int | None = None
+    unsharded_bytes: int | None = None
+
+
+@dataclass
+class Memory(Block):
+    ranks: list[RankMemory] = field(default_factory=list)
+    buffers: int | None = None
+    param_tensors: int | None = None
+    shard_row_bytes: int | None = None
+    largest_param_bytes: int | None = None
+    fsdp_padding_elements: int | None = None  # FSDP: elements added to pad each parameter's dim 0
+    peak: SimulatedPeak | None = None  # simulated runs
+    largest_unit: LargestUnit | None = None  # simulated FSDP runs
+
+    NESTED: ClassVar[dict[str, tuple[str, type[Block]]]] = {"ranks": ("list", RankMemory),
+                                                         "peak": ("one", SimulatedPeak),
+                                                         "largest_unit": ("one", LargestUnit)}
+
+    def rank(self, index: int = 0) -> RankMemory | None:
+        """Rank `index`'s memory (rank 0's where the run had fewer ranks); None when none was measured."""
+        if not self.ranks:
+            return None
+        return self.ranks[index] if 0 <= index < len(self.ranks) else self.ranks[0]
+
+
+@dataclass
+class StepTime(Block):
+    median: float | None = None
+    min: float | None = None
+    max: float | None = None
+
+
+@dataclass
+class Throughput(Block):
+    """Over all ranks, after warm-up."""
+
+    samples_per_s: float | None = None
+    tokens_per_s: float | None = None
+    step_time_s: StepTime | None = None
+    timed_steps: int | None = None
+    mfu: float | str | None = None  # "n/a" where the device's peak is not known
+    peak_flops_per_s: float | None = None
+    note: str | None = None
+
+    NESTED: ClassVar[dict[str, tuple[str, type[Block]]]] = {"step_time_s": ("one", StepTime)}
+
+
+@dataclass
+class CommOp(Block):
+    """One collective op per step: calls, logical tensor bytes, and what a ring sends per rank."""
+
+    count: int | None = None
+    bytes: float | None = None
+    wire_bytes_per_rank: float | None = None
+
+
+@dataclass
+class Comm(Block):
+    per_step: dict[str, CommOp] = field(default_factory=dict)
+    per_group: dict[str, dict[str, CommOp]] | None = None  # a 2-D run: "tp" and "dp"
+    groups: list[JsonObject] | None = None
+
+    NESTED: ClassVar[dict[str, tuple[str, type[Block]]]] = {"per_step": ("map", CommOp),
+                                                         "per_group": ("map_of_maps", CommOp)}
+
+    @property
+    def wire_bytes_per_rank(self) -> float:
+        return sum(op.wire_bytes_per_rank or 0 for op in self.per_step.values())
+
+
+@dataclass
+class Timeline(Block):
+    """One recorded step per rank. A rank's record (spans, collectives, memory samples, params held) keeps
+    the shape `measure.timeline` gives it and `measure.lanes` reads."""
+
+    step: int | None = None
+    units: list[str] | None = None
+    ranks: list[JsonObject] = field(default_factory=list)
+    exposed: JsonObject | None = None  # per rank: exposed_s, share, comm_s, step_s
+
+    @property
+    def exposed_share(self) -> list[float]:
+        return list((self.exposed or {}).get("share") or [])
+
+
+@dataclass
+class FaultPhase(Block):
+    """One program of a failure-lab demo, broken or fixed: what each rank recorded, and its symptom."""
+
+    program: str | None = None
+    wall_s: float | None = None
+    ranks: list[JsonObject] = field(default_factory=list)  # each rank's record, as faults.rank writes it
+    analyzer: JsonObject | None = None  # torch's flight-recorder analyzer, for a hang
+    symptom: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FaultLab(Block):
+    """A failure-lab result's own block: the bug, its cause and fix, and the two runs."""
+
+    name: str | None = None
+    summary: str | None = None
+    cause: str | None = None
+    fix: str | None = None
+    hangs: bool | None = None
+    timeout_s: float | None = None
+    broken: FaultPhase | None = None
+    fixed: FaultPhase | None = None
+
+    NESTED: ClassVar[dict[str, tuple[str, type[Block]]]] = {"broken": ("one", FaultPhase), "fixed": ("one", FaultPhase)}
+
+
+@dataclass
+class VersusRow(Block):
+    """One figure of a simulated run beside the analytic model's."""
+
+    figure: str | None = None
+    simulated: float | None = None
+    theory: float | None = None
+    diff_percent: float | None = None
+
+
+@dataclass
+class DemoResult(Block):
+    """A demo's result; a compare run's `runs` hold one training result each (no schema, demo or env)."""
+
+    schema: str | None = None
+    demo: str | None = None
+    config: Config = field(default_factory=Config)
+    env: Env | None = None
+    memory: Memory | None = None
+    throughput: Throughput | None = None
+    comm: Comm | None = None
+    timeline: Timeline | None = None
+    loss: list[float] | None = None
+    runs: dict[str, DemoResult] | None = None
+    fault: FaultLab | None = None
+    wall_s: float | None = None
+    theory: JsonObject | None = None
+    versus_theory: list[VersusRow] | None = None  # simulated runs
+    checks: list[Check] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, data: Any) -> DemoResult:
+        result = super().from_json(data)
+        if result.schema not in (None, SCHEMA):
+            raise ResultError(f"schema {result.schema!r} is not {SCHEMA}: this result comes from another version")
+        return result
+
+    @classmethod
+    def _load(cls, key: str, value: Any) -> Any:
+        if key == "checks":
+            return [c for c in map(check_from_json, value) if c is not None] if isinstance(value, list) else []
+        if key == "runs" and isinstance(value, Mapping):
+            return {name: DemoResult.from_json(run) for name, run in value.items()
+                    if isinstance(run, (Mapping, DemoResult))}
+        if key == "config":
+            return Config.from_json(value) if isinstance(value, (Mapping, Config)) else Config()
+        return super()._load(key, value)
+
+    @property
+    def is_training(self) -> bool:
+        return self.memory is not None
+
+    @property
+    def caveat(self) -> str | None:
+        """What the figures of this run do not say: gloo's, a simulation's, a fault's on CPU, or the label
+        of ranks that shared a GPU."""
+        if self.demo == "fault":
+            return FAULT_CAVEAT
+        if self.config.simulated:
+            return SIMULATED_CAVEAT
+        if self.config.shared_gpu:
+            return self.config.shared_gpu
+        if self.config.on_gloo:
+            return GLOO_CAVEAT
+        return None
+
+    def check(self, name: str) -> Check | None:
+        return next((c for c in self.checks if c.name == name), None)
+
+
+DemoResult.NESTED = {"env": ("one", Env), "memory": ("one", Memory), "throughput": ("one", Throughput),
+                     "comm": ("one", Comm), "timeline": ("one", Timeline), "versus_theory": ("list", VersusRow),
+                     "fault": ("one", FaultLab)}
+
+
+def envelope(demo: str, config: Config | Mapping[str, Any], env: Env | Mapping[str, Any],
+             checks: Sequence[Check | Mapping[str, Any]], **fields: Any) -> DemoResult:
+    """The one constructor of a demo's result: the envelope and the demo's own fields, each either
+    typed or in its JSON form; fields the type does not name (a concept demo's measurements) go to `extra`."""
+    named = set(DemoResult.named())
+    known = {key: DemoResult._load(key, value) for key, value in fields.items() if key in named}
+    extra = {key: value for key, value in fields.items() if key not in named}
+    return DemoResult(schema=SCHEMA, demo=demo, config=Config.from_json(config), env=Env.from_json(env),
+                      checks=[c for c in map(check_from_json, checks) if c is not None], **known, extra=extra,
+                      order=("schema", "demo", "config", "env", *fields, "checks"))
+
+
+def as_result(value: DemoResult | Mapping[str, Any]) -> DemoResult:
+    """A result whichever form it arrives in: typed, or its JSON (the wire, the store, a saved file)."""
+    return DemoResult.from_json(value)
