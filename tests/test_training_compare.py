@@ -30,7 +30,10 @@ def compare(demo_run):
 def test_every_strategy_ran_and_every_claim_holds(compare):
     assert compare["schema"] == "ddpfsdp.demo/1" and compare["demo"] == "compare"
     assert list(compare["runs"]) == ["ddp", "zero1", "fsdp-grad-op", "fsdp-full"]
-    assert {c["name"] for c in compare["checks"]} == set(registry.get("compare").checks)
+    # An eager run makes every claim compare lists except those of a --compile run.
+    listed, made = set(registry.get("compare").checks), {c["name"] for c in compare["checks"]}
+    assert made <= listed and listed - made == {"compiled_before_timed_steps", "ddp_compiled_graph_split_at_buckets",
+                                                "fsdp_blocks_compiled_without_graph_breaks"}
     failed = [c for c in compare["checks"] if not c["passed"]]
     assert not failed, failed
     for name, run in compare["runs"].items():
