@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from ddpfsdp.demos.labels import Fitted
 from ddpfsdp.demos.measure import lanes
 from ddpfsdp.demos.measure.comm_table import comm_table
 from ddpfsdp.demos.units import format_iec
@@ -342,7 +343,7 @@ def render_compare(result: dict[str, Any], console: Console | None = None) -> No
     )
     if c.get("shared_gpu"):
         console.print(f"[yellow]{c['shared_gpu']}[/yellow]")
-    console.print(compare_table(result))
+    console.print(Fitted(compare_table(result)))
     agree = next((ch for ch in result.get("checks", []) if ch["name"] == "losses_agree"), None)
     if agree is not None:
         verdict = "agree" if agree["passed"] else "do NOT agree"
