@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ddpfsdp.demos.concepts.allreduce import byte_count
+from ddpfsdp.demos.labels import Fitted
 from ddpfsdp.demos.result import GLOO_CAVEAT
 from ddpfsdp.demos.units import format_bytes
 
@@ -48,7 +49,7 @@ def render_allreduce(result: dict, console: Any) -> None:
     for rank, sent in enumerate(result["sent_bytes_per_rank"]):
         table.add_row(str(rank), f"{sent} B", f"{result['intercepted_send_bytes_per_rank'][rank]} B",
                       f"{sent / result['buffer_bytes']:.3f}", f"{byte_count(theory)} B")
-    console.print(table)
+    console.print(Fitted(table))
     _notes(result, console)
 
 
@@ -59,7 +60,7 @@ def render_reduce_scatter(result: dict, console: Any) -> None:
                    "source", *(f"rank {r}" for r in range(world)))
     for source, per_rank in result["sent_bytes_per_rank"].items():
         table.add_row(source, *(f"{byte_count(b)}" for b in per_rank))
-    console.print(table)
+    console.print(Fitted(table))
     _notes(result, console)
 
 
@@ -74,8 +75,8 @@ def _memory_and_comm(title: str, configs: list[dict], label_key: str = "label") 
 
 
 def render_wrap(result: dict, console: Any) -> None:
-    console.print(_memory_and_comm(f"FSDP wrap granularity, {result['config']['params']:,} params, per step",
-                                   result["configs"]))
+    console.print(Fitted(_memory_and_comm(f"FSDP wrap granularity, {result['config']['params']:,} params, per step",
+                                          result["configs"])))
     for c in result["configs"]:
         console.print(f"  {c['label']}: largest unit {c['largest_unit_params']:,} params "
                       f"({_mib(c['largest_unit_bytes'])}) unsharded at once")
@@ -83,8 +84,8 @@ def render_wrap(result: dict, console: Any) -> None:
 
 
 def render_reshard(result: dict, console: Any) -> None:
-    console.print(_memory_and_comm(f"Reshard after forward, {result['config']['params']:,} params, per step",
-                                   result["configs"], "sharding"))
+    console.print(Fitted(_memory_and_comm(f"Reshard after forward, {result['config']['params']:,} params, per step",
+                                          result["configs"], "sharding")))
     _notes(result, console)
 
 
@@ -97,7 +98,7 @@ def render_comm(result: dict, console: Any) -> None:
             theory = run["theory"].get(op, {}).get("wire_bytes_per_rank")
             table.add_row(strategy, op, str(entry["count"]), _mib(entry["bytes"]),
                           _mib(entry["wire_bytes_per_rank"]), _mib(theory) + " (theory)" if theory else "n/a")
-    console.print(table)
+    console.print(Fitted(table))
     ratio = result.get("fsdp_to_ddp_wire_ratio")
     if ratio:
         console.print(f"FSDP full sends {ratio:.3f}x DDP's bytes per step (theory 1.5x: 3(N-1)/N vs 2(N-1)/N of Ψ)")
@@ -115,7 +116,7 @@ def render_no_sync(result: dict, console: Any) -> None:
             table.add_row(strategy, mode, *(str(_op(comm, op)["count"]) for op in
                                              ("all_reduce", "reduce_scatter", "all_gather")),
                           f"{worst:.3g}" if mode.startswith("skip") else "")
-    console.print(table)
+    console.print(Fitted(table))
     _notes(result, console)
 
 
@@ -125,7 +126,7 @@ def render_equivalence(result: dict, console: Any) -> None:
     for step, ref in enumerate(result["single_process"]["losses"]):
         table.add_row(str(step), f"{ref:.7f}", f"{result['ddp']['losses'][step]:.7f}",
                       f"{result['fsdp']['losses'][step]:.7f}")
-    console.print(table)
+    console.print(Fitted(table))
     update = result["single_process"]["max_abs_weight_update"]
     for strategy in ("ddp", "fsdp"):
         console.print(f"  {strategy.upper()} weights: largest difference from one process "
@@ -141,7 +142,7 @@ def render_checkpoint(result: dict, console: Any) -> None:
         table.add_row(c["label"], _mib(max(c["peak_bytes_by_rank"])), str(c["matmuls"]["forward"]),
                       str(c["matmuls"]["backward"]), str(c["block_matmuls"]["backward"]),
                       f"{c['step_time_s']['median']:.3f} s")
-    console.print(table)
+    console.print(Fitted(table))
     ratio = result.get("step_time_ratio")
     if ratio:
         console.print(f"  step time x{ratio:.2f} with checkpointing (reported, not checked)")

@@ -46,6 +46,13 @@ def every_rank_raised(name: str, block: dict[str, Any], phrase: str, what: str) 
     )
 
 
+def _first_words(text: str, limit: int) -> str:
+    """`text` if it has at most `limit` characters; else its whole words that fit, then "…"."""
+    if len(text) <= limit:
+        return text
+    return text[: limit - 1].rsplit(" ", 1)[0].rstrip(" ,;:") + "…"
+
+
 def hung_until_timeout(name: str, block: dict[str, Any]) -> Check:
     """The broken run hung: a rank raised gloo's timeout, having waited the group's whole timeout, and
     every rank failed (a peer of the rank that timed out may see its connection closed first); the
@@ -58,7 +65,7 @@ def hung_until_timeout(name: str, block: dict[str, Any]) -> Check:
     longest = max(walls, default=0.0)
     passed = (len(ranks) >= 2 and bool(timed) and len(failed_ranks(broken)) == len(ranks)
               and isinstance(timeout_s, (int, float)) and longest >= timeout_s and _clean(fixed))
-    others = {r.get("rank"): _BRACKETED.sub("", error_text(r), count=1)[:70] for r in ranks if r.get("rank") not in timed}
+    others = {r.get("rank"): _first_words(_BRACKETED.sub("", error_text(r), count=1), 70) for r in ranks if r.get("rank") not in timed}
     return Check(
         name,
         passed,

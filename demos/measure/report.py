@@ -12,6 +12,7 @@ from typing import Any, Mapping
 from rich.console import Console
 from rich.table import Table
 
+from ddpfsdp.demos.labels import Fitted
 from ddpfsdp.demos.measure import lanes
 from ddpfsdp.demos.measure.comm_table import comm_table
 from ddpfsdp.demos.result import (PEAK_CATEGORIES, STATE_KINDS, DemoResult, Memory, RankMemory, Throughput, Timeline,
@@ -340,7 +341,7 @@ def render_compare(result: Result, console: Console | None = None) -> None:
     )
     if c.shared_gpu:
         console.print(f"[yellow]{c.shared_gpu}[/yellow]")
-    console.print(compare_table(result))
+    console.print(Fitted(compare_table(result)))
     agree = result.check("losses_agree")
     if agree is not None:
         verdict = "agree" if agree.passed else "do NOT agree"

@@ -11,13 +11,15 @@ from ddpfsdp.demos import registry
 def check_table(checks: list[dict[str, Any]]):
     from rich.table import Table
 
+    from ddpfsdp.demos.labels import Label
+
     table = Table(title="Checks: the claims this run illustrates", title_justify="left", expand=False)
     table.add_column("", width=1)
     table.add_column("check")
     table.add_column("what was measured")
     for check in checks:
         mark = "[green]✔[/]" if check.get("passed") else "[yellow]–[/]" if check.get("not_judged") else "[red]✘[/]"
-        table.add_row(mark, check.get("name", "?"), check.get("detail", ""))
+        table.add_row(mark, Label(check.get("name", "?")), check.get("detail", ""))
     return table
 
 

@@ -18,6 +18,7 @@ from textual.containers import Vertical
 from textual.widgets import ProgressBar, RichLog, Static
 from textual.worker import get_current_worker
 
+from ddpfsdp.demos.labels import Label
 from ddpfsdp.demos.result import DemoResult, ResultError, as_result
 from ddpfsdp.quiz import evidence as ev
 from ddpfsdp.quiz.loader import Question
@@ -38,9 +39,9 @@ def checks_table(items: list[ev.EvidenceItem], title: str) -> Table:
             mark = Text("?", style="yellow")
         else:
             mark = Text("✔", style="bold green") if item.passed else Text("✘", style="bold red")
-        name = Text(item.name, style="bold")
+        name = Label(item.name, style="bold")
         if item.claim:
-            name.append(f"\n{item.claim}", style="dim")
+            name = Group(name, Text(item.claim, style="bold dim"))  # the claim under the name, as before
         table.add_row(mark, name, item.detail)
     return table
 
