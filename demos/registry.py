@@ -125,6 +125,7 @@ _DDP_COMPILE_CHECK = {
 _FSDP_COMPILE_CHECK = {
     "fsdp_blocks_compiled_without_graph_breaks": "each block compiled before fully_shard, FSDP's hooks outside the "
                                                  "graphs: no graph break"}
+COMPILE_ONLY_CHECKS = frozenset({**_COMPILED_CHECK, **_DDP_COMPILE_CHECK, **_FSDP_COMPILE_CHECK})
 
 DEMOS: dict[str, Demo] = {
     demo.name: demo
