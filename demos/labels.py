@@ -80,6 +80,24 @@ def _widest_line(cell: Any) -> int:
     return max((cell_len(line) for line in str(text).split("\n")), default=0)
 
 
+def _padding_width(table: Any, index: int) -> int:
+    """The cells of padding beside column `index`, from the table's public settings (as Rich lays it out)."""
+    _, right, _, left = table.padding
+    if table.collapse_padding:
+        left, right = 0, abs(left - right)
+    if not table.pad_edge:
+        left = 0 if index == 0 else left
+        right = 0 if index == len(table.columns) - 1 else right
+    return left + right
+
+
+def _rule_width(table: Any) -> int:
+    """The cells the table's box takes beside its columns: the edges and one rule between columns."""
+    if not table.box:
+        return 0
+    return (2 if table.show_edge else 0) + len(table.columns) - 1
+
+
 class Fitted:
     """A Rich table that, when too wide for the terminal, narrows its columns no further than the widest
     word (or `Label` piece) in each, so no word is cut; Rich shrinks the widest columns without
@@ -95,12 +113,12 @@ class Fitted:
         if any(column.width is not None for column in columns):
             yield table
             return
-        padding = [table._get_padding_width(index) for index in range(len(columns))]
+        padding = [_padding_width(table, index) for index in range(len(columns))]
         lows = [max([_widest_word(column.header), *map(_widest_word, column.cells)]) + pad
                 for column, pad in zip(columns, padding)]
         highs = [max([_widest_line(column.header), *map(_widest_line, column.cells), low - pad]) + pad
                  for column, pad, low in zip(columns, padding, lows)]
-        room = options.max_width - table._extra_width
+        room = options.max_width - _rule_width(table)
         if sum(highs) <= room or sum(lows) > room:
             yield table
             return
