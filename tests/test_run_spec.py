@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from ddpfsdp.demos.launch import guard
 from ddpfsdp.demos.train import options as cli_options
-from ddpfsdp.demos.train.spec import DEFAULTS, RunSpec, command_flags, demo_runs, option_fields
+from ddpfsdp.demos.train.spec import DEFAULTS, RunSpec, command_flags, option_fields
 
 TRAINING = {"ddp": cli_options.DDP_OPTIONS, "zero1": cli_options.DDP_OPTIONS, "fsdp": cli_options.FSDP_OPTIONS,
             "compare": cli_options.COMPARE_OPTIONS}
@@ -41,7 +41,7 @@ def test_the_command_line_defaults_are_the_specs(demo):
     assert set(parsed) == {item.name for item in option_fields(demo)}
     assert parsed == {name: DOCUMENTED[name] for name in parsed}
     # The run the CLI's defaults make is the run RunSpec makes with nothing given.
-    for run in demo_runs(demo, parsed):
+    for run in RunSpec.for_demo(demo, parsed).runs(demo):
         assert run == RunSpec.from_options({}, run.strategy, run.sharding)
 
 

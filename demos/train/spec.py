@@ -310,11 +310,6 @@ def option_fields(demo: str | None = None) -> list[Field]:
             if "flag" in item.metadata and (demo is None or demo in item.metadata["flag"].demos)]
 
 
-def demo_runs(demo: str, options: Mapping[str, Any]) -> list[RunSpec]:
-    """The runs a training demo trains from its options: one, or compare's four in turn."""
-    return RunSpec.for_demo(demo, options).runs(demo)
-
-
 def command_flags(demo: str, options: Mapping[str, Any], first: Sequence[str] = ()) -> list[str]:
     """The flags that give `demo` these options: the names in `first` as given, then every other
     option the demo takes whose value is not its default (`--no-NAME` for a negatable one turned off),
