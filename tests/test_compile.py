@@ -82,6 +82,27 @@ def test_compile_on_screen():
     assert compile_lines({"throughput": {}}) == []
 
 
+def test_fake_tensors_hold_no_memory_in_the_cpu_peak():
+    """Inductor keeps the patterns its fx passes trace once per process, on FakeTensors that say "cpu"
+    (torch/_inductor/pattern_matcher.py, init_once_fakemode; the attention patterns alone trace a
+    64 MiB (1024, 128, 128) input): their storage is a meta tensor's, and the CPU peak leaves them out."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from ddpfsdp.demos.measure.memory import PeakMemory, live_tensor_bytes
+
+    before_run, before = PeakMemory.before_run("cpu"), live_tensor_bytes("cpu")
+    with FakeTensorMode():
+        fake = torch.empty(1024, 128, 128)
+    real = torch.ones(256, 1024)
+    assert fake.device.type == "cpu" and fake.untyped_storage().device.type == "meta"
+    assert live_tensor_bytes("cpu") - before == real.nbytes
+    with PeakMemory("cpu", since=before_run) as peak:
+        held = torch.ones(1024, 1024)
+    assert peak.start_bytes == real.nbytes  # what the step found alive: the real tensor, not the fake one
+    assert held.nbytes <= peak.peak_bytes - peak.start_bytes < fake.untyped_storage().nbytes()
+
+
 def test_parameter_name_from_a_dynamo_source():
     source = SimpleNamespace(name="L['self']._modules['blocks']._modules['0']._parameters['weight']")
     assert cc.parameter_name(source) == "blocks.0.weight"
