@@ -82,6 +82,62 @@ def test_compile_on_screen():
     assert compile_lines({"throughput": {}}) == []
 
 
+def test_fake_tensors_hold_no_memory_in_the_cpu_peak():
+    """Inductor keeps the patterns its fx passes trace once per process, on FakeTensors that say "cpu"
+    (torch/_inductor/pattern_matcher.py, init_once_fakemode; the attention patterns alone trace a
+    64 MiB (1024, 128, 128) input): their storage is a meta tensor's, and the CPU peak leaves them out."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from ddpfsdp.demos.measure.memory import PeakMemory, live_tensor_bytes
+
+    before_run, before = PeakMemory.before_run("cpu"), live_tensor_bytes("cpu")
+    with FakeTensorMode():
+        fake = torch.empty(1024, 128, 128)
+    real = torch.ones(256, 1024)
+    assert fake.device.type == "cpu" and fake.untyped_storage().device.type == "meta"
+    assert live_tensor_bytes("cpu") - before == real.nbytes
+    with PeakMemory("cpu", since=before_run) as peak:
+        held = torch.ones(1024, 1024)
+    assert peak.start_bytes == real.nbytes  # what the step found alive: the real tensor, not the fake one
+    assert held.nbytes <= peak.peak_bytes - peak.start_bytes < fake.untyped_storage().nbytes()
+
+
+@pytest.mark.parametrize("bucket_mb,compiled,given", [(25.0, True, None), (25.0, False, 25.0), (4.0, True, 4.0)])
+def test_compiled_ddp_leaves_the_default_cap_to_torch(bucket_mb, compiled, given):
+    from ddpfsdp.demos.train.parallelize import _ddp_bucket_cap_mb
+
+    assert _ddp_bucket_cap_mb(RunSpec(strategy="ddp", compile=compiled, bucket_mb=bucket_mb), compiled) == given
+
+
+def test_ddp_first_bucket_is_ddp_optimizers_first_piece_only_with_torchs_default_cap(tmp_path):
+    """What torch does, on one gloo rank without compiling: DDPOptimizer, built as convert_frame.py builds
+    it, cuts its first piece at 1 MiB; DDP's rebuilt first bucket is 1 MiB with bucket_cap_mb left to
+    torch (what a compiled run at the default cap gets), the whole cap when 25 is given."""
+    import torch
+    import torch.distributed as dist
+    from torch._dynamo.backends.distributed import DDPOptimizer
+    from torch.nn.parallel import DistributedDataParallel
+
+    from ddpfsdp.demos.train.models import build_model
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        first_bucket = {}
+        for cap in (None, 25.0):
+            ddp = DistributedDataParallel(build_model("gpt", "tiny", seed=0), bucket_cap_mb=cap)
+            for _ in range(3):  # the first step's gradients order the rebuild, DDP logs the rebuilt buckets later
+                ddp(torch.zeros(1, 8, dtype=torch.long)).sum().backward()
+            sizes = [int(n) for n in str(ddp._get_ddp_logging_data()["rebuilt_bucket_sizes"]).split(",")]
+            first_bucket[cap] = sizes[0]
+            pieces = DDPOptimizer(bucket_bytes_cap=ddp.bucket_bytes_cap, backend_compile_fn=lambda gm, _: gm)
+            assert pieces.first_bucket_cap == MIB
+    finally:
+        dist.destroy_process_group()
+    assert MIB <= first_bucket[None] < 2 * MIB  # the first piece's bucket: closed once past 1 MiB
+    assert first_bucket[25.0] > 3 * MIB  # every gradient of the tiny GPT (3.6 MiB) in one bucket
+
+
 def test_parameter_name_from_a_dynamo_source():
     source = SimpleNamespace(name="L['self']._modules['blocks']._modules['0']._parameters['weight']")
     assert cc.parameter_name(source) == "blocks.0.weight"

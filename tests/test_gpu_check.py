@@ -160,18 +160,45 @@ def test_every_one_gpu_item_is_placed_as_planned_and_none_is_refused_but_the_ref
 
 
 def test_plan_runs_ddp_eager_and_compiled_for_mfu_and_the_split_on_every_machine(tmp_path):
-    for gpus in (1, 8):
+    for gpus, eager_key in ((1, "mfu-1rank"), (8, "mfu-ddp-eager-1rank")):
         items = {item.key: item for item in gc.plan(gpus, tmp_path, tmp_path / "work", python="py")}
-        eager, compiled = items["mfu-ddp-eager-1rank"], items["mfu-ddp-compiled-1rank"]
+        eager, compiled = items[eager_key], items["mfu-ddp-compiled-1rank"]
         assert eager.evaluate == compiled.evaluate == "mfu" and not eager.skip and not compiled.skip
+        assert compiled.expect["eager"] == eager_key and compiled.expect["world"] == eager.expect["world"] == 1
         assert compiled.argv[4:] == [*eager.argv[4:], "--compile"]  # the same run, compiled, into its own file
-        assert eager.argv[2:5] == ["demo", str(tmp_path / "work" / "mfu-ddp-eager-1rank.json"), "ddp"]
-        assert ["--model", "large", "--precision", "bf16-mixed"] == eager.argv[5:9]
+        assert eager.argv[2:5] == ["demo", str(tmp_path / "work" / f"{eager_key}.json"), "ddp"]
+        assert ["--model", "large", "--precision", "bf16-mixed", "--batch-size", "8"] == eager.argv[5:11]
+    # one GPU: the MFU item is the eager run, not a second run of it
+    assert "mfu-ddp-eager-1rank" not in {item.key for item in gc.plan(1, tmp_path, tmp_path / "work", python="py")}
     split = items["ddp-compiled-8gpu"]
     assert split.skip is None and {"--compile", "--bucket-mb"} <= set(split.argv) and split.evaluate == "demo"
     # One GPU: the split is checked on 2 ranks sharing it (gloo with CUDA tensors), not skipped.
     one = {item.key: item for item in gc.plan(1, tmp_path, tmp_path / "work", python="py")}["ddp-compiled-1gpu"]
     assert one.skip is None and "--ranks-per-gpu" in one.argv and one.expect["world"] == 2
+
+
+@pytest.mark.parametrize("gpus", [1, 2, 8])
+def test_no_run_is_planned_twice(gpus, tmp_path):
+    """Items differ in what they run, not only in the file they write."""
+    work = tmp_path / "work"
+    runs = [tuple(word for word in item.argv if not word.startswith(str(work))) for item in gc.plan(gpus, tmp_path, work)]
+    assert len(set(runs)) == len(runs)
+
+
+def test_the_compiled_run_is_set_beside_its_eager_run(tmp_path):
+    items = {item.key: item for item in gc.plan(1, tmp_path, tmp_path / "work", python="py")}
+    eager, compiled, other = items["mfu-1rank"], items["mfu-ddp-compiled-1rank"], items["ddp-1rank"]
+    rows = [(eager, gc.Verdict("pass", {"mfu": 0.28, "step_ms": 66.9}, "MFU 28.0%"), None),
+            (compiled, gc.Verdict("pass", {"mfu": 0.4, "step_ms": 46.8}, "MFU 40.0%"), None),
+            (other, gc.Verdict("pass", {"step_ms": 10.0}, "fine"), None)]
+    beside = gc.compare_compiled(rows)
+    numbers = beside[1][1].numbers
+    assert numbers["eager_mfu"] == 0.28 and numbers["eager_step_ms"] == 66.9 and numbers["speedup_vs_eager"] == 1.429
+    assert "46.8 ms against eager 66.9 ms: 1.43x" in beside[1][1].detail and beside[1][1].status == "pass"
+    assert beside[0][1] is rows[0][1] and beside[2][1] is rows[2][1]
+    # the eager run did not report a step (it failed, or was not run): nothing is set beside it
+    rows[0] = (eager, gc.Verdict("not run", {}, "the budget was spent"), None)
+    assert "eager_mfu" not in gc.compare_compiled(rows)[1][1].numbers
 
 
 # ----------------------------------------------------------------------------- the report

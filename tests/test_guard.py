@@ -232,3 +232,21 @@ def test_a_suggestion_keeps_what_was_given_and_the_demo_accepts_it():
     validate(demo, typed, gpus or 4, "cuda")
     again = guard.check_launch(demo, typed, device="cuda", world_size=gpus or 4, force=False, available_bytes=8 * GIB)
     assert again.fits, again.message
+
+
+@pytest.mark.parametrize(("demo", "sharding", "cast"), [("ddp", "full", "autocast"), ("zero1", "full", "autocast"),
+                                                        ("fsdp", "full", "param-dtype"),
+                                                        ("fsdp", "grad-op", "param-dtype")])
+@pytest.mark.parametrize("arch", ["gpt", "vit"])
+def test_activations_follow_how_the_strategy_applies_bf16_mixed(demo, sharding, cast, arch):
+    """Under bf16-mixed DDP's autocast keeps the residual stream in fp32, FSDP2's param_dtype casts it to
+    bf16: the guard sizes each run's activations as the analytic model does for that strategy."""
+    from ddpfsdp.demos.shapes import shape_for
+    from ddpfsdp.demos.theory.activations import model_activation_bytes
+
+    spec = options(arch=arch, model="large", batch_size=8, precision="bf16-mixed", sharding=sharding)
+    estimate = guard.estimate_rank_bytes(demo, spec, device="cuda", world_size=2)
+    expected = model_activation_bytes(arch, shape_for(arch, "large"), 8, False, "bf16-mixed", cast=cast)
+    assert estimate["parts"]["activations"] == expected
+    fp32_residual = model_activation_bytes(arch, shape_for(arch, "large"), 8, False, "bf16-mixed")
+    assert (expected < fp32_residual) == (cast == "param-dtype")

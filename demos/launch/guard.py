@@ -25,6 +25,7 @@ import click
 
 from ddpfsdp.demos.theory.activations import model_activation_bytes, resnet_activation_bytes
 from ddpfsdp.demos.theory.gpt_layout import gpt_unit_params
+from ddpfsdp.demos.theory.implementations import implementation
 from ddpfsdp.demos.theory.run import theory_for_run
 from ddpfsdp.demos import shapes
 from ddpfsdp.demos.train.options import validate
@@ -59,18 +60,26 @@ class Verdict:
 # ----------------------------------------------------------------------------- the estimate
 
 
-def _units_and_activations(spec: RunSpec, shape: Any) -> tuple[list[int], int]:
-    """The parameters of each FSDP unit, and the activations: the analytic model's, or for a ResNet a rough count."""
-    activations = model_activation_bytes(spec.arch, shape, spec.batch_size, spec.checkpoint_activations, spec.precision)
+def _units(spec: RunSpec, shape: Any) -> list[int]:
+    """The parameters of each FSDP unit."""
     if spec.arch == "gpt":
-        return gpt_unit_params(shape, wrap=spec.wrap), activations
+        return gpt_unit_params(shape, wrap=spec.wrap)
     if spec.arch == "vit":
         blocks = [shape.block_params] * shape.layers
-        units = [shape.params] if spec.wrap == "model" else [shape.embedding_params, *blocks, shape.head_params, 0]
-        return units, activations
+        return [shape.params] if spec.wrap == "model" else [shape.embedding_params, *blocks, shape.head_params, 0]
     blocks = [shape.basic_block_params(*block) for block in shape.block_shapes()]
-    units = [shape.params] if spec.wrap == "model" else [shape.stem_params, *blocks, shape.head_params, 0]
-    return units, resnet_activation_bytes(shape, spec.batch_size, spec.precision)
+    return [shape.params] if spec.wrap == "model" else [shape.stem_params, *blocks, shape.head_params, 0]
+
+
+def _activations(spec: RunSpec, shape: Any, strategy: str) -> int:
+    """The analytic model's activations, with the precision applied as `strategy` applies it
+    (`implementation(...).cast`: under bf16-mixed DDP's autocast keeps an fp32 residual stream, FSDP2's
+    param_dtype a bf16 one); for a ResNet a rough count."""
+    if spec.arch == "resnet":
+        return resnet_activation_bytes(shape, spec.batch_size, spec.precision)
+    cast = implementation(strategy, spec.precision).cast
+    return model_activation_bytes(spec.arch, shape, spec.batch_size, spec.checkpoint_activations,
+                                  spec.precision, cast=cast)
 
 
 def _run_theory(spec: RunSpec, shape: Any, world_size: int) -> tuple[dict[str, Any], int]:
@@ -83,10 +92,10 @@ def _run_theory(spec: RunSpec, shape: Any, world_size: int) -> tuple[dict[str, A
                                   optimizer=spec.optimizer, batch_size=spec.batch_size,
                                   sequence_parallel=spec.sequence_parallel)
         return theory, theory["activation_bytes"]
-    units, activations = _units_and_activations(spec, shape)
     theory = theory_for_run(strategy=spec.strategy, sharding=spec.sharding, params=shape.params, world_size=world_size,
-                            precision=spec.precision, optimizer=spec.optimizer, replicas=spec.replicas, unit_params=units)
-    return theory, activations
+                            precision=spec.precision, optimizer=spec.optimizer, replicas=spec.replicas,
+                            unit_params=_units(spec, shape))
+    return theory, _activations(spec, shape, theory["strategy"])
 
 
 def _spec(demo: str, spec: RunSpec | Mapping[str, Any]) -> RunSpec:

@@ -139,7 +139,7 @@ def live_tensor_bytes(device_type: str = "cpu") -> int:
 
 
 def live_storages(device_type: str = "cpu") -> dict[tuple, int]:
-    """{storage key: bytes} of every tensor Python can reach on this device type."""
+    """{storage key: bytes} of every tensor Python can reach whose storage is on this device type."""
     seen: dict[tuple, int] = {}
     # A process with torch imported tracks some 300,000 objects of a few thousand types: asking once
     # per type whether it is a tensor's takes about a third off the walk, against an isinstance per object.
@@ -154,6 +154,12 @@ def live_storages(device_type: str = "cpu") -> dict[tuple, int]:
             if not tensor:
                 continue
             try:
+                # A FakeTensor reports the device it stands for, but its storage is a meta tensor's and
+                # holds no memory (torch/_subclasses/fake_tensor.py): inductor keeps hundreds of MiB of
+                # them alive, the patterns its fx passes trace once per process (pattern_matcher.py,
+                # init_once_fakemode), and they are no part of what a rank holds.
+                if _local(obj).untyped_storage().device.type != device_type:
+                    continue
                 found = _storage_key_and_bytes(obj)
             except Exception:  # noqa: BLE001 - a half-built or exotic tensor is not ours to count
                 continue

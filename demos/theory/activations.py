@@ -137,16 +137,18 @@ def resnet_activation_bytes(shape: Any, batch_size: int, precision: str) -> int:
 
 
 def model_activation_bytes(arch: str, shape: Any, batch_size: int, checkpoint_activations: bool,
-                           precision: str) -> int | None:
-    """The analytic model's activation bytes of one micro-batch of a GPT or ViT shape; None for
-    another architecture, whose activations the analytic model does not estimate."""
+                           precision: str, cast: str = "autocast") -> int | None:
+    """The analytic model's activation bytes of one micro-batch of a GPT or ViT shape, with the precision
+    applied by `cast` (`precision.CASTS`; a strategy's is `implementation(strategy, precision).cast`); None
+    for another architecture, whose activations the analytic model does not estimate."""
     if arch == "gpt":
-        return gpt_activation_bytes(shape, batch_size, None, checkpoint_activations, precision)["activation_bytes"]
+        return gpt_activation_bytes(shape, batch_size, None, checkpoint_activations, precision,
+                                    cast=cast)["activation_bytes"]
     if arch == "vit":
         # The classifier reads the class token only: one token of `classes` logits per sample.
         return transformer_activation_bytes(
             layers=shape.layers, d_model=shape.d_model, tokens=shape.tokens, batch_size=batch_size,
             head_outputs=shape.classes, head_tokens=1, precision=precision,
-            checkpoint_activations=checkpoint_activations,
+            checkpoint_activations=checkpoint_activations, cast=cast,
         )["activation_bytes"]
     return None

@@ -210,7 +210,8 @@ def ddp_compiled_graph_split_at_buckets(graph_params: Sequence[Sequence[str]], b
     if len(pieces) < 2:
         detail += "; one piece is no split (a bucket cap below the model's size makes several buckets)"
     elif not same_count:
-        detail += "; the counts differ"
+        detail += ("; the counts differ (DDPOptimizer cuts its first piece at 1 MiB, DDP its first bucket at the "
+                   "whole bucket_cap_mb when one is given: they agree at --bucket-mb 1 and at the default)")
     detail += f"; tensors on the other side of a boundary: {', '.join(dict.fromkeys(moved)) or 'none'}"
     return Check("ddp_compiled_graph_split_at_buckets", passed, detail,
                  {"pieces": pieces, "buckets": forward_buckets, "shared": shares})

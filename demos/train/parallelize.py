@@ -93,7 +93,7 @@ def parallelize(model: nn.Module, run: RunSpec, world: World, device: torch.devi
                         unit_params=unit_params)
     with world.materialized(model):
         if run.strategy in ("ddp", "zero1"):
-            wrapped = wrap_ddp(model, device, run.bucket_mb, world.init_sync)
+            wrapped = wrap_ddp(model, device, _ddp_bucket_cap_mb(run, compiled is not None), world.init_sync)
             wrapping = dict(bucket_mb=run.bucket_mb)
             if compiled is not None:
                 compiled.compile_ddp(wrapped)
@@ -102,3 +102,13 @@ def parallelize(model: nn.Module, run: RunSpec, world: World, device: torch.devi
     return Prepared(wrapped, optimizer, strategy=run.strategy, device=device, world_size=world.size,
                     precision=run.precision, optimizer_name=run.optimizer, lr=run.lr, two_d=two_d, facts=facts,
                     optimizer_impl=impl, compiled=compiled, **wrapping)
+
+
+def _ddp_bucket_cap_mb(run: RunSpec, compiled: bool) -> float | None:
+    """DDP's bucket_cap_mb. Compiled at the default cap, torch's own default (None): DDPOptimizer cuts its
+    first piece at 1 MiB (torch/_dynamo/convert_frame.py builds it without DDP's first-bucket cap), and
+    DDP's first bucket is 1 MiB only when bucket_cap_mb is left to torch, the whole cap when it is given
+    (torch/nn/parallel/distributed.py); the same 25 MiB given would cut the graph where no bucket ends."""
+    from ddpfsdp.demos.theory.buckets import DDP_BUCKET_CAP_MB
+
+    return None if compiled and run.bucket_mb == DDP_BUCKET_CAP_MB else run.bucket_mb

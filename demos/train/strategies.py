@@ -176,8 +176,9 @@ def _optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
     return _optimizer_class(name)(params, lr=lr)
 
 
-def wrap_ddp(model: nn.Module, device: torch.device, bucket_mb: float, init_sync: bool = True) -> nn.Module:
-    """DDP over the default group, `bucket_mb` per gradient bucket (ZeRO-1 trains under DDP too).
+def wrap_ddp(model: nn.Module, device: torch.device, bucket_mb: float | None, init_sync: bool = True) -> nn.Module:
+    """DDP over the default group, `bucket_mb` per gradient bucket, None: torch's default (ZeRO-1 trains
+    under DDP too).
 
     `init_sync`: DDP's check of parameter shapes across ranks and its broadcast of rank 0's weights at
     wrap time; a simulated world has one rank and weights without data, so it turns them off."""

@@ -24,8 +24,10 @@ What it runs, N being the GPUs visible (`ddpfsdp doctor` counts them first):
   MFU          on N GPUs FSDP2 on the large preset in bf16-mixed, on one GPU DDP at one rank (FSDP2 at
                one rank runs about twice DDP's step, so its MFU says nothing of the demo), against
                torchtitan's published order of magnitude; DDP eager and `--compile` at one rank on the
-               same preset, MFU of each
-  compiled     `demo ddp --compile` on N GPUs: DDPOptimizer's pieces against DDP's buckets on CUDA
+               same preset, MFU of each, and the compiled step against the eager one (on one GPU the
+               eager run is the MFU item's: one run serves both)
+  compiled     `demo ddp --compile` on N GPUs, or on 2 ranks sharing one: DDPOptimizer's pieces against
+               DDP's buckets on CUDA
   guard        a run that cannot fit is refused before launch, and one that fits is not
 
 Each item runs in its own process group with its own time budget, so one that fails, hangs or runs
@@ -198,36 +200,69 @@ def _one_gpu_items(python: str, out: Path, work: Path) -> list[Item]:
     return items
 
 
+MFU_ARGS = ["--model", "large", "--precision", "bf16-mixed", "--batch-size", "8", "--steps", "10", "--no-timeline"]
+
+
+def _ddp_one_rank(python: str, work: Path, key: str, title: str, *extra: str, budget_s: float = 150,
+                  **expect: Any) -> Item:
+    """DDP at one rank on 1 GPU, GPT large in bf16-mixed, judged by its MFU."""
+    data = work / f"{key}.json"
+    return Item(key, title, "MFU", _rank(python, data, "ddp", *MFU_ARGS, *extra), budget_s, "mfu",
+                {"world": 1, "data": str(data), "not_judged": NOT_JUDGED_AT_ONE_RANK, **expect})
+
+
+def _eager_key(gpus: int) -> str:
+    """The item whose run is DDP eager at one rank: on one GPU the MFU item itself, else one of its own."""
+    return "mfu-1rank" if gpus < 2 else "mfu-ddp-eager-1rank"
+
+
 def _mfu_item(gpus: int, python: str, work: Path) -> Item:
-    args = ["--model", "large", "--precision", "bf16-mixed", "--batch-size", "8", "--steps", "10", "--no-timeline"]
     if gpus >= 2:
         return Item(f"mfu-{gpus}gpu", f"MFU: FSDP2 full, GPT large, bf16-mixed, on {_gpus(gpus)}", "MFU",
-                    _cli(python, "demo", "fsdp", *args, "--gpus", str(gpus), "--timeout-s", COLLECTIVE_TIMEOUT_S, "--json"),
-                    150, "mfu", {"world": gpus})
+                    _cli(python, "demo", "fsdp", *MFU_ARGS, "--gpus", str(gpus), "--timeout-s", COLLECTIVE_TIMEOUT_S,
+                         "--json"), 150, "mfu", {"world": gpus})
     # At one rank FSDP2 has nobody to shard with and still pays its copies (122-133 ms a step against
     # DDP's 65 ms for GPT large on one H200): DDP's MFU is the one that says what the loop reaches.
-    data = work / "mfu-1rank.json"
-    return Item("mfu-1rank", "MFU: DDP, GPT large, bf16-mixed, on 1 GPU (one rank)", "MFU",
-                _rank(python, data, "ddp", *args), 150, "mfu",
-                {"world": 1, "data": str(data), "not_judged": NOT_JUDGED_AT_ONE_RANK})
+    # The same run is the eager side of the compiled comparison.
+    return _ddp_one_rank(python, work, _eager_key(gpus), "MFU: DDP eager, GPT large, bf16-mixed, one rank on 1 GPU "
+                         "(also the eager side of the compiled comparison)")
 
 
 def _compiled_items(gpus: int, python: str, work: Path) -> list[Item]:
     """DDP eager and compiled at one rank on the large preset in bf16-mixed (MFU of each, measured in
-    turn on one GPU), and the compiled DDP demo on 2 ranks (over NCCL on N GPUs, sharing the GPU over
-    gloo on one), whose checks include DDPOptimizer's pieces against DDP's buckets on real CUDA."""
-    args = ["--model", "large", "--precision", "bf16-mixed", "--batch-size", "8", "--steps", "10", "--no-timeline"]
-    items = []
-    for mode, extra, budget in (("eager", [], 150), ("compiled", ["--compile"], 240)):
-        data = work / f"mfu-ddp-{mode}-1rank.json"
-        items.append(Item(f"mfu-ddp-{mode}-1rank", f"MFU: DDP {mode}, GPT large, bf16-mixed, one rank on 1 GPU", "MFU",
-                          _rank(python, data, "ddp", *args, *extra), budget, "mfu", {"world": 1, "data": str(data)}))
+    turn on one GPU; on one GPU the eager run is the MFU item's), and the compiled DDP demo on 2 ranks
+    (over NCCL on N GPUs, sharing the GPU over gloo on one), whose checks include DDPOptimizer's pieces
+    against DDP's buckets on real CUDA."""
+    eager = _eager_key(gpus)
+    items = [] if gpus < 2 else [
+        _ddp_one_rank(python, work, eager, "MFU: DDP eager, GPT large, bf16-mixed, one rank on 1 GPU")]
+    items.append(_ddp_one_rank(python, work, "mfu-ddp-compiled-1rank",
+                               "MFU: DDP compiled, GPT large, bf16-mixed, one rank on 1 GPU", "--compile",
+                               budget_s=240, eager=eager))
     placed, world, where = _placed(gpus, 2)
     items.append(Item(f"ddp-compiled-{gpus}gpu", f"demo ddp --compile on {where} (1 MiB buckets: the split)",
                       "N GPUs", _cli(python, "demo", "ddp", "--compile", "--bucket-mb", "1", *placed,
                                      "--steps", "8", "--timeout-s", COLLECTIVE_TIMEOUT_S, "--json"),
                       180, "demo", {"world": world}))
     return items
+
+
+def compare_compiled(rows: list[tuple[Item, Verdict, Outcome | None]]) -> list[tuple[Item, Verdict, Outcome | None]]:
+    """Each compiled run beside its eager run: the eager MFU and step, and how much faster the compiled step
+    is, in the compiled run's numbers (where both ran and reported a step)."""
+    verdicts = {item.key: verdict for item, verdict, _ in rows}
+    out = []
+    for item, verdict, outcome in rows:
+        eager = verdicts.get(item.expect.get("eager", ""))
+        step_ms, eager_ms = verdict.numbers.get("step_ms"), eager.numbers.get("step_ms") if eager else None
+        if eager is not None and step_ms and eager_ms:
+            speedup = eager_ms / step_ms
+            numbers = {**verdict.numbers, "eager_mfu": eager.numbers.get("mfu"), "eager_step_ms": eager_ms,
+                       "speedup_vs_eager": round(speedup, 3)}
+            detail = f"{verdict.detail}; compiled step {step_ms} ms against eager {eager_ms} ms: {speedup:.2f}x"
+            verdict = Verdict(verdict.status, numbers, detail)
+        out.append((item, verdict, outcome))
+    return out
 
 
 def _guard_item(gpus: int, python: str, work: Path) -> Item:
@@ -686,6 +721,7 @@ def run_all(gpus_wanted: int | None, out: Path, budget_s: float, only: str | Non
         for item in plan(max(gpus, 1), out, work)[1:]:
             rows.append(_run_one(item, gpus, deadline, env, only))
             print(f"{rows[-1][1].status:7} {item.title}", flush=True)
+        rows = compare_compiled(rows)
     header = {"dry_run": False, "gpus": gpus, "machine": _machine(doctor_verdict),
               "budget_s": budget_s, "wall_s": time.monotonic() - started}
     return rows, header
