@@ -8,6 +8,8 @@ model counts in the working set) are left out.
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
 
 import pytest
 
@@ -18,8 +20,14 @@ from ddpfsdp.demos import shapes  # noqa: E402
 from ddpfsdp.demos.train.models import build_model  # noqa: E402
 
 
+@functools.cache
+def _built(preset: str):
+    """One model per preset for the module: each case works on a copy of it."""
+    return build_model("gpt", preset, seed=0)
+
+
 def saved_activation_bytes(preset: str, batch_size: int, precision: str, checkpoint: bool) -> int:
-    model = build_model("gpt", preset, seed=0)
+    model = copy.deepcopy(_built(preset))
     if precision == "bf16":
         model = model.to(torch.bfloat16)
     model.checkpoint_activations = checkpoint
@@ -28,7 +36,10 @@ def saved_activation_bytes(preset: str, batch_size: int, precision: str, checkpo
     tokens = torch.randint(0, shape.vocab, (batch_size, shape.seq_len), generator=generator)
     targets = torch.randint(0, shape.vocab, (batch_size, shape.seq_len), generator=generator)
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    bf16_weights = [p.detach().to(torch.bfloat16).reshape(-1) for p in model.parameters()]
+    bf16_weights: dict[int, list] = {}  # numel -> the weights of that size, as bf16
+    if precision == "bf16-mixed":
+        for p in model.parameters():
+            bf16_weights.setdefault(p.numel(), []).append(p.detach().to(torch.bfloat16).reshape(-1))
     seen: dict[int, int] = {}
 
     def is_autocast_weight_copy(tensor) -> bool:
@@ -36,7 +47,7 @@ def saved_activation_bytes(preset: str, batch_size: int, precision: str, checkpo
         if tensor.dtype != torch.bfloat16 or precision != "bf16-mixed":
             return False
         flat = torch.empty(0, dtype=torch.bfloat16).set_(tensor.untyped_storage())
-        return any(flat.numel() == w.numel() and torch.equal(flat, w) for w in bf16_weights)
+        return any(torch.equal(flat, w) for w in bf16_weights.get(flat.numel(), []))
 
     def pack(tensor):
         storage = tensor.untyped_storage()

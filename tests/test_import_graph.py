@@ -11,6 +11,7 @@ package.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import pkgutil
 import re
@@ -22,6 +23,11 @@ ROOTS = ("ddpfsdp.quiz", "ddpfsdp.demos", "ddpfsdp.answers")
 
 def package_modules(roots: tuple[str, ...] = ROOTS) -> dict[str, Path]:
     """Every module below the named packages, by dotted name, with its source file."""
+    return dict(_package_modules(roots))
+
+
+@functools.cache
+def _package_modules(roots: tuple[str, ...]) -> dict[str, Path]:
     modules: dict[str, Path] = {}
     for root in roots:
         package = importlib.import_module(root)
@@ -33,12 +39,22 @@ def package_modules(roots: tuple[str, ...] = ROOTS) -> dict[str, Path]:
     return modules
 
 
+def _parsed(path: Path) -> ast.Module:
+    return _parse(path.read_text(encoding="utf-8"), str(path))
+
+
+@functools.cache
+def _parse(source: str, filename: str) -> ast.Module:
+    """A source's tree, parsed once for the module's tests however many of them read it."""
+    return ast.parse(source, filename=filename)
+
+
 def imported_names(name: str, path: Path) -> set[str]:
     """Dotted names a module imports, relative imports resolved; `from a import b` gives a.b and a.
 
     Every import statement counts, wherever it stands (a deferred import inside a function too).
     """
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = _parsed(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     names: set[str] = set()
     for node in ast.walk(tree):
@@ -61,7 +77,7 @@ _LOAD_TARGET = re.compile(r"^(ddpfsdp(?:\.\w+)+):\w+$")
 
 def load_targets(path: Path) -> set[str]:
     """Modules a module names in "package.module:attribute" strings, which `registry.load` imports."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = _parsed(path)
     return {match.group(1) for node in ast.walk(tree)
             if isinstance(node, ast.Constant) and isinstance(node.value, str)
             and (match := _LOAD_TARGET.match(node.value))}
