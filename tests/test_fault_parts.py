@@ -332,6 +332,9 @@ def _set(block, phase, r, **values):
     # Nobody raised a shape error before the timeout: both ranks only timed out.
     ("pipeline_split_buffers_keep_micro_batch_0_shape",
      lambda b: {**b, "broken": {"ranks": [b["broken"]["ranks"][0], {**b["broken"]["ranks"][1], "error": SEND_TIMEOUT, "wall_s": 3.02}]}}),
+    # The rank that failed at once raised something other than a size mismatch.
+    ("pipeline_split_buffers_keep_micro_batch_0_shape",
+     lambda b: {**b, "broken": {"ranks": [b["broken"]["ranks"][0], {**b["broken"]["ranks"][1], "error": CLOSED}]}}),
     # The fix's split is still uneven, or its buffers disagree with it.
     ("pipeline_split_buffers_keep_micro_batch_0_shape", lambda b: _set(b, "fixed", 1, micro_batch_rows=[3, 3, 2, 2])),
     ("pipeline_split_buffers_keep_micro_batch_0_shape", lambda b: _set(b, "fixed", 1, receive_buffer_rows=[3] * 5)),
@@ -344,6 +347,7 @@ def _set(block, phase, r, **values):
     ("pipeline_split_times_out", lambda b: {**b, "broken": {"ranks": [{**b["broken"]["ranks"][0], "wall_s": 1.0}, b["broken"]["ranks"][1]]}}),
 ])
 def test_each_pipeline_check_fails_on_a_run_without_its_symptom(check, broken):
+    """Each change breaks one check and leaves the others passing."""
     verdicts_ = pipeline_verdicts(broken(pipeline_block()))
     assert verdicts_[check] is False, verdicts_
     assert sum(not passed for passed in verdicts_.values()) == 1, verdicts_
