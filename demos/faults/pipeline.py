@@ -177,9 +177,10 @@ MICROBATCH_SPLIT = Fault(
     cause=f"The schedule cuts the batch with torch.tensor_split, which takes a count that does not divide it: "
           f"{BATCH} rows in {BROKEN_MICROBATCHES} are 3, 3, 2 and 2. A PipelineStage built without example inputs "
           "infers its shapes from micro-batch 0, so each of the last stage's receive buffers has 3 rows; at "
-          "micro-batch 2 it computes on a 3-row buffer that got 2 rows, and its loss meets a 2-row target. The "
-          "first stage's send of micro-batch 3 is never received, and it waits out the group's timeout. (torch "
-          "2.11 checks the first stage's input against micro-batch 0 and raises there; the last stage waits.)",
+          "micro-batch 2 it computes on a 3-row buffer that got 2 rows, and its loss meets a 2-row target. Its "
+          "neighbour's send of micro-batch 3 is never received, and every stage before it waits out the group's "
+          "timeout. (torch 2.11 checks the first stage's input against micro-batch 0 and raises there; the stages "
+          "after it wait.)",
     fix="Choose a micro-batch count that divides the batch, and make every batch a multiple of it "
         "(drop_last=True, or pad the last batch). To find it: TORCH_DISTRIBUTED_DEBUG=DETAIL makes torch 2.13 check "
         "each micro-batch against the shapes of micro-batch 0, and the first stage then raises a "
