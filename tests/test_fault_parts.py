@@ -286,3 +286,81 @@ def test_a_table_cut_to_its_last_rows_says_so():
     assert [line.split()[0] for line in lines[1:7]] == ["2", "3", "4", "5", "6", "7"]
     assert lines[7] == "  (the last 6 of 7 sequence ids)"
     assert "the last" not in "\n".join(fr_table.table_lines(many, rows=7))
+
+
+# --- the pipeline fault, fed hand-made runs -----------------------------------------------------------
+
+
+SHAPE = {"type": "RuntimeError", "message": "The size of tensor a (3) must match the size of tensor b (2) at non-singleton dimension 0"}
+SEND_TIMEOUT = {"type": "RuntimeError", "message": "[/gloo/unbound_buffer.cc:129] Timed out waiting 3000ms for send operation to complete"}
+REFERENCE = [0.9134169, 0.8805375, 0.8506311]
+
+
+def stage(r, error=None, wall_s=0.2, **measured):
+    return {**rank(r, error, wall_s), "measured": measured}
+
+
+def pipeline_block():
+    return {
+        "timeout_s": 3.0,
+        "broken": {"ranks": [stage(0, SEND_TIMEOUT, 3.03, micro_batch_rows=[3, 3, 2, 2], receive_buffer_rows=[]),
+                             stage(1, SHAPE, 0.08, micro_batch_rows=[3, 3, 2, 2], receive_buffer_rows=[3, 3, 3, 3],
+                                   losses=[], reference_losses=REFERENCE)]},
+        "fixed": {"ranks": [stage(0, None, 0.15, micro_batch_rows=[2] * 5, receive_buffer_rows=[], steps_done=3),
+                            stage(1, None, 0.15, micro_batch_rows=[2] * 5, receive_buffer_rows=[2] * 5, steps_done=3,
+                                  losses=[0.9134169, 0.8805374, 0.8506311], reference_losses=REFERENCE)]},
+    }
+
+
+def pipeline_verdicts(block):
+    return {check.name: check.passed for check in FAULTS["pipeline-microbatch-split"].judge(block)}
+
+
+def test_the_pipeline_fault_passes_its_checks_on_the_run_torch_produced():
+    assert all(pipeline_verdicts(pipeline_block()).values()), pipeline_verdicts(pipeline_block())
+
+
+def _set(block, phase, r, **values):
+    block[phase]["ranks"][r]["measured"].update(values)
+    return block
+
+
+@pytest.mark.parametrize("check,broken", [
+    # The split was even, or the buffers followed each micro-batch: nothing for the stage to trip on.
+    ("pipeline_split_buffers_keep_micro_batch_0_shape", lambda b: _set(b, "broken", 1, micro_batch_rows=[3, 3, 3, 3])),
+    ("pipeline_split_buffers_keep_micro_batch_0_shape", lambda b: _set(b, "broken", 1, receive_buffer_rows=[3, 3, 2, 2])),
+    # Nobody raised a shape error before the timeout: both ranks only timed out.
+    ("pipeline_split_buffers_keep_micro_batch_0_shape",
+     lambda b: {**b, "broken": {"ranks": [b["broken"]["ranks"][0], {**b["broken"]["ranks"][1], "error": SEND_TIMEOUT, "wall_s": 3.02}]}}),
+    # The rank that failed at once raised something other than a size mismatch.
+    ("pipeline_split_buffers_keep_micro_batch_0_shape",
+     lambda b: {**b, "broken": {"ranks": [b["broken"]["ranks"][0], {**b["broken"]["ranks"][1], "error": CLOSED}]}}),
+    # The fix's split is still uneven, or its buffers disagree with it.
+    ("pipeline_split_buffers_keep_micro_batch_0_shape", lambda b: _set(b, "fixed", 1, micro_batch_rows=[3, 3, 2, 2])),
+    ("pipeline_split_buffers_keep_micro_batch_0_shape", lambda b: _set(b, "fixed", 1, receive_buffer_rows=[3] * 5)),
+    # The fix's loss is 1% off one process's, or does not fall, or a broken rank finished a step.
+    ("pipeline_split_fixed_trains_like_one_process", lambda b: _set(b, "fixed", 1, losses=[x * 1.01 for x in REFERENCE])),
+    ("pipeline_split_fixed_trains_like_one_process", lambda b: _set(b, "fixed", 1, losses=[0.9, 0.9, 0.9], reference_losses=[0.9, 0.9, 0.9])),
+    ("pipeline_split_fixed_trains_like_one_process", lambda b: _set(b, "fixed", 1, losses=REFERENCE[:2])),
+    ("pipeline_split_fixed_trains_like_one_process", lambda b: _set(b, "broken", 0, steps_done=1)),
+    # No rank waited the whole timeout.
+    ("pipeline_split_times_out", lambda b: {**b, "broken": {"ranks": [{**b["broken"]["ranks"][0], "wall_s": 1.0}, b["broken"]["ranks"][1]]}}),
+])
+def test_each_pipeline_check_fails_on_a_run_without_its_symptom(check, broken):
+    """Each change breaks one check and leaves the others passing."""
+    verdicts_ = pipeline_verdicts(broken(pipeline_block()))
+    assert verdicts_[check] is False, verdicts_
+    assert sum(not passed for passed in verdicts_.values()) == 1, verdicts_
+
+
+def test_a_hang_without_collectives_prints_no_flight_recorder_table():
+    from ddpfsdp.demos.faults import report
+    from ddpfsdp.demos.result import FaultPhase
+
+    fault = FAULTS["pipeline-microbatch-split"]
+    assert fault.hangs and not fault.collectives
+    lines = report.symptom_lines(fault, FaultPhase(program="p", ranks=pipeline_block()["broken"]["ranks"]))
+    assert lines[:2] == [f"rank 0: {SEND_TIMEOUT['type']}: {SEND_TIMEOUT['message']}", f"rank 1: {SHAPE['type']}: {SHAPE['message']}"]
+    assert "micro-batch rows, as the schedule split the batch of 10: [3, 3, 2, 2]" in lines
+    assert "rank 1's receive buffer rows per micro-batch: [3, 3, 3, 3]" in lines
+    assert not any("flight recorder" in line or "analyzer" in line for line in lines), lines

@@ -11,6 +11,7 @@ symptom is there in the broken run and gone in the fixed one.
     gradients      DDP's unused-parameter error, accumulation without no_sync, an unscaled accumulated loss
     data           DistributedSampler without set_epoch, BatchNorm statistics per rank
     initialisation an optimizer built before fully_shard, ranks initialised from different seeds
+    pipeline       a pipeline batch that the micro-batch count does not divide (torch.distributed.pipelining)
     steps          what the programs share: a training step, seeded data, a named mesh, a straggler
     verdicts       the checks several faults share (timed out, raised, diverged)
     fr_table       the project's own flight-recorder table: per-rank collectives, the first divergence

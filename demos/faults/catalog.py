@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from ddpfsdp.demos.faults import collectives, data, gradients, initialisation
+from ddpfsdp.demos.faults import collectives, data, gradients, initialisation, pipeline
 from ddpfsdp.demos.faults.fault import Fault
 
 FAULTS: dict[str, Fault] = {
     fault.name: fault
-    for fault in (*collectives.FAULTS, *gradients.FAULTS, *data.FAULTS, *initialisation.FAULTS)
+    for fault in (*collectives.FAULTS, *gradients.FAULTS, *data.FAULTS, *initialisation.FAULTS,
+                  *pipeline.FAULTS)
 }
 
 CLAIMS: dict[str, str] = {name: claim for fault in FAULTS.values() for name, claim in fault.claims.items()}

@@ -50,6 +50,9 @@ class Fault:
     describe: Callable[[dict[str, Any]], list[str]] = field(default=lambda phase: [])  # one phase -> measured lines
     hangs: bool = False  # the broken program waits for a peer until the process-group timeout
     raises: bool = False  # the broken program ends with an error raised on the ranks
+    # False: the program talks by send and recv only (a pipeline), which gloo's flight recorder does not
+    # record, so a hang of it has no flight-recorder table and torch's analyzer is not run on it.
+    collectives: bool = True
     # Imported before the process group starts: DDP's first construction imports torch._dynamo
     # (seconds of CPU), which inside a timed group would let a fast rank time out on a slow one.
     imports: tuple[str, ...] = ()

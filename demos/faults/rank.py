@@ -76,7 +76,7 @@ def run_phase(fault: Fault, phase: str, rank: int, world_size: int, timeout_s: f
         "error": error,
         "measured": ctx.measured,
         "wall_s": time.perf_counter() - started,
-        "flight_recorder": flight_recorder.group_entries(group, frames=fault.hangs),
+        "flight_recorder": flight_recorder.group_entries(group, frames=fault.hangs and fault.collectives),
     }
     return record, group
 
@@ -89,10 +89,10 @@ def run_fault(fault: Fault, run_dir: Path, rank: int, world_size: int, timeout_s
         _emit(rank, "progress", step=step[0] + index, steps=step[1], fault=fault.name, phase=phase)
         record, group = run_phase(fault, phase, rank, world_size, timeout_s)
         _write_json(record_path(run_dir, fault.name, phase, rank), record)
-        if fault.hangs:
+        if fault.hangs and fault.collectives:
             flight_recorder.write_dump(dump_dir(run_dir, fault.name, phase), rank)
         dist.barrier()  # every rank is past this program (a hung one, past its timeout)
-        if fault.hangs:
+        if fault.hangs and fault.collectives:
             if rank == 0:
                 analysis = flight_recorder.analyze(dump_dir(run_dir, fault.name, phase), group.group_name)
                 _write_json(analysis_path(run_dir, fault.name, phase), analysis)
@@ -105,7 +105,7 @@ def main(argv: list[str]) -> int:
     faults = [catalog.get(name) for name in names]
     for module in sorted({module for fault in faults for module in fault.imports}):
         importlib.import_module(module)
-    if any(fault.hangs for fault in faults):
+    if any(fault.hangs and fault.collectives for fault in faults):
         flight_recorder.warm_up()
 
     import torch.distributed as dist

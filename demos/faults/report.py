@@ -56,7 +56,7 @@ def entries_by_rank(phase: FaultPhase) -> dict[int, list[JsonObject]]:
 
 def symptom_lines(fault: Fault, phase: FaultPhase) -> list[str]:
     lines = error_lines(phase)
-    if fault.hangs:
+    if fault.hangs and fault.collectives:
         entries = entries_by_rank(phase)
         lines.append(fr_table.divergence_line(fr_table.divergence(entries), entries))
         lines.extend(fr_table.table_lines(entries))
