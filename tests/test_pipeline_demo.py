@@ -27,6 +27,7 @@ BAD = [
     (["--compare", "--schedule", "gpipe"], "drop --schedule"),
     (["--steps", "1"], "--steps"),
     (["--procs", "1"], "--procs"),
+    (["--simulate"], "ddpfsdp calc --model tiny --gpus 2 --pp 2 --microbatches 4 --schedule 1f1b --batch-size 16"),
 ]
 
 

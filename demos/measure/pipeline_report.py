@@ -14,6 +14,10 @@ LEGEND = ("F forward, B backward, I input-gradient part, W weight-gradient part 
           "the digit under it is the micro-batch; · idle (waiting for a neighbour)")
 
 
+ZERO_BUBBLE_NOTE = ("zero bubble: on stage 0 torch computes nothing in I (no input there needs a gradient) and runs "
+                    "the whole backward in W (torch/distributed/pipelining/stage.py, backward_one_chunk).")
+
+
 def _table(title: str, *columns: str) -> Any:
     from rich.table import Table
 
@@ -76,6 +80,8 @@ def render_drawing(timeline: dict, console: Any, title: str) -> None:
         console.print(line)
         console.print(Text(f"{'':>7} {mbs}", style="dim"))
     console.print(f"[dim]{LEGEND}[/]")
+    if any(kinds.count("W") for _, kinds, _ in rows):
+        console.print(f"[dim]{ZERO_BUBBLE_NOTE}[/]")
 
 
 def compare_table(runs: dict) -> Any:

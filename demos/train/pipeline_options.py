@@ -48,6 +48,8 @@ OPTIONS = [
     click.Option(["--seed"], type=int, default=0, show_default=True, help="Model and data seed."),
     click.Option(["--compare"], is_flag=True,
                  help="Run GPipe, 1F1B and interleaved in one launch on the same ranks, model and seed."),
+    click.Option(["--simulate"], is_flag=True,
+                 help="Refused: torch's pipelining cannot run over a fake process group; use ddpfsdp calc --pp."),
     click.Option(["--trace"], type=str, default=None,
                  help="Write the recorded step as Chrome trace-event JSON (ui.perfetto.dev)."),
 ]
@@ -75,8 +77,22 @@ def preset(asked: Mapping[str, Any], device: str | None) -> str | None:
     return None if device is None else ("tiny" if device == "cpu" else "small")
 
 
+# Tried on torch 2.13: a PipelineStage over the "fake" backend (train/simulate.py's world) fails in the
+# first step, which sends each stage's tensor shapes to the next (stage.py, _send_meta/_recv_meta): a fake
+# recv fills nothing, and the stage then asked for a buffer of 140 TB.
+SIMULATE_REFUSAL = (
+    "--simulate: torch's pipelining cannot run on a fake process group: its first step sends each stage's "
+    "tensor shapes to the next rank, and a fake recv returns none, so no stage can be built. For the "
+    "analytic model's figures (theory, not a run) use: ddpfsdp calc --model {model} --gpus {pp} --pp {pp} --microbatches {m} "
+    "--schedule {schedule} --batch-size {micro} --precision fp32; or run the demo on real ranks without --simulate")
+
+
 def validate(asked: Mapping[str, Any], world_size: int | None = None, device: str | None = None) -> None:
     """Refuse, before launch, what torch's pipelining would refuse on a rank (or what the demo cannot show)."""
+    if asked.get("simulate"):
+        raise click.UsageError(SIMULATE_REFUSAL.format(model=asked.get("model") or "tiny", pp=world_size or 2,
+                                                       m=asked["microbatches"], schedule=asked["schedule"],
+                                                       micro=batch_size(asked) // max(1, asked["microbatches"])))
     _check_counts(asked)
     _check_trace(asked.get("trace"))
     model = preset(asked, device)
