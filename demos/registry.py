@@ -127,7 +127,7 @@ _FSDP_COMPILE_CHECK = {
                                                  "graphs: no graph break"}
 COMPILE_ONLY_CHECKS = frozenset({**_COMPILED_CHECK, **_DDP_COMPILE_CHECK, **_FSDP_COMPILE_CHECK})
 
-# `demo pipeline`; the last two only with --compare (GPipe, 1F1B and interleaved in one launch).
+# `demo pipeline`; pipeline_dp_comm_is_fsdp only with --dp, the last two only with --compare (GPipe, 1F1B and interleaved in one launch).
 PIPELINE_CHECKS = {
     "pipeline_bubble_matches_theory": "the idle share of the recorded step on the rank that sets the pace (the most "
                                       "compute) is within 0.1 of the schedule's bubble fraction, (pp-1)/(m+pp-1) for "
@@ -137,6 +137,8 @@ PIPELINE_CHECKS = {
     "pipeline_loss_matches_reference": "the loss per step equals one process's on the same batches (rtol 1e-4 in fp32)",
     "pipeline_p2p_matches_theory": "each rank sends one b·s·d activation per micro-batch forward and one gradient "
                                    "back per stage boundary, counted from the real send tensors",
+    "pipeline_dp_comm_is_fsdp": "with --dp: each stage's dp group carries FSDP's all-gathers and reduce-scatters "
+                                "only, and the pipeline's group only sends and recvs",
     "gpipe_holds_more_activations_than_1f1b": "with --compare: GPipe holds more micro-batches in flight than 1F1B",
     "interleaved_has_smaller_bubble": "with --compare: the interleaved schedule idles a smaller share of the step than 1F1B",
 }

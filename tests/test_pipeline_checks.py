@@ -107,3 +107,14 @@ def test_combined_checks_fail_when_one_run_fails(broken):
     (joined,) = pc.combined({"1f1b": [good], "gpipe": [other]})
     assert joined.name == "pipeline_activations_in_flight_match_theory"
     assert joined.passed is (not broken)
+
+
+def test_dp_comm_check():
+    fsdp = {"dp": {"all_gather": {"count": 1}, "reduce_scatter": {"count": 1}},
+            "pp": {"send": {"count": 4}, "recv": {"count": 4}}}
+    assert pc.check_dp_comm([{"rank": 0, "comm": fsdp}, {"rank": 1, "comm": fsdp}]).passed
+    ddp_like = {**fsdp, "dp": {"all_reduce": {"count": 1}}}  # replicas all-reducing: not FSDP's pattern
+    assert not pc.check_dp_comm([{"rank": 0, "comm": fsdp}, {"rank": 1, "comm": ddp_like}]).passed
+    leaking = {**fsdp, "pp": {"send": {"count": 4}, "all_reduce": {"count": 1}}}
+    assert not pc.check_dp_comm([{"rank": 0, "comm": leaking}]).passed
+    assert not pc.check_dp_comm([]).passed

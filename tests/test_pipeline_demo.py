@@ -1,7 +1,8 @@
 """`ddpfsdp demo pipeline` on real gloo ranks, and what it refuses before launch.
 
-Two launches, shared by every test here (tests/demo_runs.py): the done-when run of 1F1B over 4 ranks with
-8 micro-batches, and --compare (GPipe, 1F1B and interleaved in one launch) on 2 ranks.
+Three launches, shared by every test here (tests/demo_runs.py): the done-when run of 1F1B over 4 ranks
+with 8 micro-batches, --compare (GPipe, 1F1B and interleaved in one launch) on 2 ranks, and a short
+2 stages x 2 FSDP replicas run.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from conftest import run_cli
 
 ONE_F_ONE_B = ("pipeline", "--schedule", "1f1b", "--microbatches", "8")
 COMPARE = ("pipeline", "--compare")
+WITH_DP = ("pipeline", "--dp", "2", "--steps", "2", "--microbatches", "2", "--batch-size", "8")
 
 BAD = [
     (["--microbatches", "0"], "--microbatches"),
@@ -27,6 +29,8 @@ BAD = [
     (["--compare", "--schedule", "gpipe"], "drop --schedule"),
     (["--steps", "1"], "--steps"),
     (["--procs", "1"], "--procs"),
+    (["--procs", "2", "--dp", "2"], "--procs 4"),
+    (["--dp", "2", "--compare"], "drop --dp"),
     (["--simulate"], "ddpfsdp calc --model tiny --gpus 2 --pp 2 --microbatches 4 --schedule 1f1b --batch-size 16"),
 ]
 
@@ -97,3 +101,14 @@ def test_the_result_renders_the_schedule_and_traces_every_action(demo_result):
     actions = [e for e in events if e["ph"] == "X" and e["cat"] != "collective"]
     spans = sum(len(r["spans"]) for run in result["runs"].values() for r in run["timeline"]["ranks"])
     assert len(actions) == spans
+
+
+@pytest.mark.dist
+def test_two_stages_by_two_fsdp_replicas_train_as_one_process_and_shard_over_dp(demo_result):
+    result = demo_result(*WITH_DP, procs=4)
+    passed = {c["name"]: c["passed"] for c in result["checks"]}
+    for name in ("pipeline_loss_matches_reference", "pipeline_dp_comm_is_fsdp", "pipeline_p2p_matches_theory",
+                 "pipeline_activations_in_flight_match_theory"):
+        assert passed[name] is True, _check(result, name)
+    ranks = result["runs"]["1f1b"]["pipeline"]["ranks"]
+    assert [(r["pp_rank"], r["dp_rank"]) for r in ranks] == [(0, 0), (1, 0), (0, 1), (1, 1)]

@@ -35,7 +35,8 @@ def _sent(row: dict) -> str:
 
 def rank_table(run: dict) -> Any:
     p = run["pipeline"]
-    table = _table(f"{p['torch_schedule']}: {p['pp']} ranks x {p['stages_per_rank']} stage(s), {p['microbatches']} "
+    replicas = f", each stage fully_shard'ed over {p['dp']} replicas" if p.get("dp", 1) > 1 else ""
+    table = _table(f"{p['torch_schedule']}: {p['pp']} ranks x {p['stages_per_rank']} stage(s){replicas}, {p['microbatches']} "
                    f"micro-batches of {p['microbatch_size']} samples; step {p['window_s'] * 1e3:.0f} ms",
                    "rank", "stages", "compute", "bubble", "theory", "in flight", "theory", "sent / theory")
     for row in p["ranks"]:

@@ -72,10 +72,23 @@ def global_batches(shape: Any, *, batch_size: int, steps: int, seed: int) -> lis
     return [default_collate([dataset[i] for i in range(k * batch_size, (k + 1) * batch_size)]) for k in range(steps)]
 
 
+def _placement(ctx: Any, dp: int) -> dict[str, Any]:
+    """Where this rank sits: its pipeline rank and group, and with dp > 1 its replica and the 2-D mesh
+    (dp, pp) whose dp sub-mesh FSDP shards each stage over."""
+    if dp == 1:
+        return {"pp": ctx.world_size, "pp_rank": ctx.rank, "dp": 1, "dp_rank": 0, "group": None, "dp_mesh": None}
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh(ctx.device.type, (dp, ctx.world_size // dp), mesh_dim_names=("dp", "pp"))
+    return {"pp": mesh["pp"].size(), "pp_rank": mesh["pp"].get_local_rank(), "dp": dp,
+            "dp_rank": mesh["dp"].get_local_rank(), "group": mesh["pp"].get_group(), "dp_mesh": mesh["dp"]}
+
+
 class _Run:
     """One schedule on this rank: its stages, schedule and optimizer, stepped and recorded."""
 
-    def __init__(self, ctx: Any, model: str, schedule: str, microbatches: int, v: int, seed: int, lr: float) -> None:
+    def __init__(self, ctx: Any, model: str, schedule: str, microbatches: int, v: int, seed: int,
+                 place: dict[str, Any]) -> None:
         import torch
         from torch.distributed import pipelining
         from torch.distributed.pipelining.schedules import PipelineScheduleSingle
@@ -83,22 +96,29 @@ class _Run:
         from ddpfsdp.demos.theory.pipeline import TORCH_SCHEDULES
         from ddpfsdp.demos.train.models import build_model
 
-        self.ctx, self.schedule_name, self.v = ctx, schedule, v
-        self.pp, self.stages_total = ctx.world_size, ctx.world_size * v
+        self.ctx, self.schedule_name, self.v, self.place = ctx, schedule, v, place
+        self.pp, self.stages_total = place["pp"], place["pp"] * v
         net = build_model("gpt", model, seed=seed)
         self.shape = net.shape
         blocks = stage_blocks(len(net.blocks), self.pp, v)
-        self.indices = [ctx.rank + k * self.pp for k in range(v)]
+        self.indices = [place["pp_rank"] + k * self.pp for k in range(v)]
         self.stages = []
         for index in self.indices:
             module = _stage_module(net, blocks[index], index == 0, index == self.stages_total - 1).to(ctx.device)
-            self.stages.append(pipelining.PipelineStage(module, index, self.stages_total, ctx.device))
+            if place["dp_mesh"] is not None:
+                from torch.distributed.fsdp import fully_shard
+
+                # torchtitan's choice under PP: keep the stage gathered after forward, or every micro-batch
+                # would all-gather it again
+                fully_shard(module, mesh=place["dp_mesh"], reshard_after_forward=False)
+            self.stages.append(pipelining.PipelineStage(module, index, self.stages_total, ctx.device,
+                                                        group=place["group"]))
         self.recorder = None
         cls = getattr(pipelining, TORCH_SCHEDULES[schedule])
         held = self.stages[0] if issubclass(cls, PipelineScheduleSingle) else self.stages
         self.schedule = cls(held, microbatches, loss_fn=self._loss)
         params = [p for stage in self.stages for p in stage.submod.parameters()]
-        self.optimizer = torch.optim.AdamW(params, lr=lr)
+        self.optimizer = torch.optim.AdamW(params, lr=LR)
 
     @property
     def holds_first(self) -> bool:
@@ -141,20 +161,38 @@ class _Run:
 
 
 def _train(ctx: Any, model: str, schedule: str, asked: dict[str, Any]) -> dict[str, Any]:
-    """Train `--steps` steps with one schedule; the last is recorded. This rank's losses and record."""
+    """Train `--steps` steps with one schedule; the last is recorded, the one before it has its
+    collectives counted per process group (a dispatch mode, kept off the recorded step's clock).
+    This rank's losses, record and counts."""
     import torch
 
+    from ddpfsdp.demos.measure.comm import CommCounter
     from ddpfsdp.demos.theory.pipeline import check_pipeline
 
-    pipeline = check_pipeline(ctx.world_size, asked["microbatches"], schedule,
-                              options.stages_per_rank(asked, schedule))
+    place = _placement(ctx, int(asked.get("dp") or 1))
+    pipeline = check_pipeline(place["pp"], asked["microbatches"], schedule, options.stages_per_rank(asked, schedule))
     torch.manual_seed(asked["seed"])
-    run = _Run(ctx, model, schedule, pipeline.microbatches, pipeline.stages_per_rank, asked["seed"], LR)
-    batches = global_batches(run.shape, batch_size=options.batch_size(asked), steps=asked["steps"],
-                             seed=asked["seed"])
-    losses = [run.step(batch) for batch in batches[:-1]]
+    run = _Run(ctx, model, schedule, pipeline.microbatches, pipeline.stages_per_rank, asked["seed"], place)
+    size = options.batch_size(asked)
+    mine = slice(place["dp_rank"] * size, (place["dp_rank"] + 1) * size)  # this replica's share
+    batches = [(tokens[mine], targets[mine]) for tokens, targets in
+               global_batches(run.shape, batch_size=options.global_batch(asked), steps=asked["steps"],
+                              seed=asked["seed"])]
+    losses = [run.step(batch) for batch in batches[:-2]]
+    with CommCounter() as counter:
+        losses.append(run.step(batches[-2]))
     loss, recorder = run.recorded_step(batches[-1])
-    return {"losses": [*losses, loss], "recorder": recorder, "pipeline": pipeline, "shape": run.shape}
+    groups = {"pp": _group_name(place["group"]),
+              "dp": _group_name(place["dp_mesh"].get_group()) if place["dp_mesh"] is not None else None}
+    comm = {dim: counter.per_group().get(name, {}) for dim, name in groups.items() if name}
+    return {"losses": [*losses, loss], "recorder": recorder, "pipeline": pipeline, "shape": run.shape,
+            "place": {k: place[k] for k in ("pp_rank", "dp_rank", "dp")}, "comm": comm}
+
+
+def _group_name(group: Any) -> str:
+    import torch.distributed as dist
+
+    return str((group or dist.group.WORLD).group_name)
 
 
 LR = 1e-3
@@ -170,7 +208,7 @@ def reference_losses(model: str, asked: dict[str, Any], device: Any) -> list[flo
     net = build_model("gpt", model, seed=asked["seed"]).to(device)
     optimizer = torch.optim.AdamW(net.parameters(), lr=LR)
     out = []
-    for tokens, targets in global_batches(net.shape, batch_size=options.batch_size(asked), steps=asked["steps"],
+    for tokens, targets in global_batches(net.shape, batch_size=options.global_batch(asked), steps=asked["steps"],
                                           seed=asked["seed"]):
         loss = _lm_loss(net(tokens.to(device)), targets.to(device))
         loss.backward()
@@ -191,14 +229,20 @@ def _one_schedule(ctx: Any, model: str, schedule: str, asked: dict[str, Any], in
     trained = _train(ctx, model, schedule, asked)
     from ddpfsdp.demos.measure.pipeline_timeline import record
 
-    gathered = ctx.gather({"losses": trained["losses"], "raw": trained["recorder"].raw()})
+    gathered = ctx.gather({"losses": trained["losses"], "raw": trained["recorder"].raw(), "place": trained["place"],
+                           "comm": trained["comm"]})
     if not ctx.is_main:
         return None
     origin = min(g["raw"]["start"] for g in gathered)
-    ranks = [record(g["raw"], rank, origin) for rank, g in enumerate(gathered)]
-    losses = next(g["losses"] for g in reversed(gathered) if g["losses"][-1] is not None)
-    return claims.measure(trained["pipeline"], trained["shape"], ranks, losses,
+    ranks = [{**record(g["raw"], rank, origin), **g["place"], "comm": g["comm"]} for rank, g in enumerate(gathered)]
+    return claims.measure(trained["pipeline"], trained["shape"], ranks, _replica_mean([g["losses"] for g in gathered]),
                           batch_size=options.batch_size(asked), wall_s=time.perf_counter() - started)
+
+
+def _replica_mean(by_rank: list[list[float | None]]) -> list[float | None]:
+    """The loss of each step: the mean over the replicas' last stages (one without --dp)."""
+    held = [losses for losses in by_rank if losses and all(x is not None for x in losses)]
+    return [sum(step) / len(step) for step in zip(*held)] if held else [None] * len(by_rank[0])
 
 
 def run(ctx: Any, **asked: Any) -> dict[str, Any] | None:

@@ -78,10 +78,10 @@ def measure(pipeline: Pipeline, shape: Any, ranks: list[dict[str, Any]], losses:
     start, end = window_s(ranks)
     rows = []
     for rank, measured_bubble in zip(ranks, bubble_by_rank(ranks)):
-        flight = in_flight(pipeline.pp, pipeline.microbatches, pipeline.schedule, pipeline.stages_per_rank,
-                           rank["rank"])
+        pp_rank = rank.get("pp_rank", rank["rank"])
+        flight = in_flight(pipeline.pp, pipeline.microbatches, pipeline.schedule, pipeline.stages_per_rank, pp_rank)
         rows.append({
-            "rank": rank["rank"],
+            "rank": rank["rank"], "pp_rank": pp_rank, "dp_rank": rank.get("dp_rank", 0),
             "stages": sorted({s["stage"] for s in rank["spans"]}),
             "busy_s": busy_s(rank["spans"]),
             "bubble": measured_bubble,
@@ -90,10 +90,12 @@ def measure(pipeline: Pipeline, shape: Any, ranks: list[dict[str, Any]], losses:
             "in_flight_chunks_theory": flight["chunks"],
             "sent": p2p_by_what(rank["collectives"], "send"),
             "received": p2p_by_what(rank["collectives"], "recv"),
-            "sent_theory": p2p_sends(pipeline, rank["rank"], boundary),
+            "sent_theory": p2p_sends(pipeline, pp_rank, boundary),
+            "comm": rank.get("comm") or {},
         })
     return {
         "schedule": pipeline.schedule, "torch_schedule": pipeline.torch_schedule, "pp": pipeline.pp,
+        "dp": max((rank.get("dp", 1) for rank in ranks), default=1),
         "microbatches": pipeline.microbatches, "stages_per_rank": pipeline.stages_per_rank,
         "batch_size": batch_size, "microbatch_size": micro, "boundary_bytes": boundary,
         "window_s": end - start, "wall_s": wall_s, "losses": losses, "ranks": rows,
@@ -163,6 +165,28 @@ def check_p2p(schedule: str, rows: Sequence[Mapping[str, Any]]) -> Check:
                  {"sent_bytes": totals, "mismatches": wrong})
 
 
+FSDP_OPS = ("all_gather", "reduce_scatter")
+P2P_OPS = ("send", "recv")
+
+
+def check_dp_comm(rows: Sequence[Mapping[str, Any]]) -> Check:
+    """With --dp: on every rank the dp group carries FSDP's all-gather and reduce-scatter and nothing else,
+    and the pipeline's own group only sends and recvs."""
+    wrong = []
+    for row in rows:
+        dp_ops, pp_ops = set(row["comm"].get("dp", {})), set(row["comm"].get("pp", {}))
+        if dp_ops != set(FSDP_OPS) or not pp_ops or not pp_ops <= set(P2P_OPS):
+            wrong.append(f"rank {row['rank']}: dp {sorted(dp_ops)}, pp {sorted(pp_ops)}")
+    counts = {row["rank"]: {dim: {op: c["count"] for op, c in ops.items()} for dim, ops in row["comm"].items()}
+              for row in rows}
+    return Check("pipeline_dp_comm_is_fsdp", bool(rows) and not wrong,
+                 "collectives of the step before the recorded one, per rank and group: "
+                 + "; ".join(f"rank {r}: {c}" for r, c in counts.items())
+                 + (" | " + "; ".join(wrong) if wrong else " (dp: FSDP's all-gather and reduce-scatter only; "
+                                                             "pp: send and recv only)"),
+                 {"counts": counts, "mismatches": wrong})
+
+
 def check_gpipe_holds_more(gpipe: Sequence[int], one_f_one_b: Sequence[int]) -> Check:
     passed = bool(gpipe) and len(gpipe) == len(one_f_one_b) and max(gpipe) > max(one_f_one_b)
     return Check("gpipe_holds_more_activations_than_1f1b", passed,
@@ -188,6 +212,7 @@ def run_checks(run: Mapping[str, Any], reference: Sequence[float]) -> list[Check
                         [r["in_flight_chunks_theory"] for r in rows]),
         check_loss(run["losses"], reference),
         check_p2p(run["schedule"], rows),
+        *([check_dp_comm(rows)] if run.get("dp", 1) > 1 else []),
     ]
 
 

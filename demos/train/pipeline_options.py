@@ -46,6 +46,8 @@ OPTIONS = [
     click.Option(["--steps"], type=int, default=DEFAULT_STEPS, show_default=True,
                  help="Training steps; the last is recorded, the first warms up."),
     click.Option(["--seed"], type=int, default=0, show_default=True, help="Model and data seed."),
+    click.Option(["--dp"], type=int, default=1, show_default=True,
+                 help="Data-parallel replicas of the pipeline: ranks = dp x pp, each stage fully_shard'ed over dp."),
     click.Option(["--compare"], is_flag=True,
                  help="Run GPipe, 1F1B and interleaved in one launch on the same ranks, model and seed."),
     click.Option(["--simulate"], is_flag=True,
@@ -58,6 +60,11 @@ OPTIONS = [
 def batch_size(asked: Mapping[str, Any]) -> int:
     given = asked.get("batch_size")
     return int(given) if given is not None else SAMPLES_PER_MICROBATCH * int(asked["microbatches"])
+
+
+def global_batch(asked: Mapping[str, Any]) -> int:
+    """Samples per step over all replicas: each of the dp pipelines runs its own batch."""
+    return batch_size(asked) * int(asked.get("dp") or 1)
 
 
 def schedules(asked: Mapping[str, Any]) -> tuple[str, ...]:
@@ -97,20 +104,33 @@ def validate(asked: Mapping[str, Any], world_size: int | None = None, device: st
     _check_trace(asked.get("trace"))
     model = preset(asked, device)
     layers = GPT_PRESETS[model].layers if model else None
-    pp = world_size if world_size is not None else 2  # before placement: what holds on the fewest ranks
+    pp = _pp(asked, world_size)
     for schedule in schedules(asked):
         try:
             pipeline = check_pipeline(pp, asked["microbatches"], schedule, stages_per_rank(asked, schedule), layers)
         except ValueError as exc:
-            raise click.UsageError(_advice(str(exc), schedule, asked, world_size, model)) from None
+            raise click.UsageError(_advice(str(exc), schedule, asked, pp, model)) from None
         if batch_size(asked) % pipeline.microbatches:
             raise click.UsageError(
                 f"--batch-size {batch_size(asked)} does not split into {pipeline.microbatches} equal micro-batches; "
                 f"give a multiple of {pipeline.microbatches}, such as {SAMPLES_PER_MICROBATCH * pipeline.microbatches}")
 
 
+def _pp(asked: Mapping[str, Any], world_size: int | None) -> int:
+    """Pipeline ranks: the world over --dp (before placement, what holds on the fewest ranks)."""
+    dp = int(asked.get("dp") or 1)
+    if world_size is None:
+        return 2
+    if world_size % dp or world_size // dp < 2:
+        raise click.UsageError(f"--dp {dp} on {world_size} ranks: the ranks are dp x pp with pp at least 2; "
+                               f"give --procs {2 * dp} (or another multiple of {dp} of at least {2 * dp})")
+    return world_size // dp
+
+
 def _check_counts(asked: Mapping[str, Any]) -> None:
-    for name, least in (("microbatches", 1), ("steps", 2), ("batch_size", 1), ("stages_per_rank", 1)):
+    if int(asked.get("dp") or 1) > 1 and asked.get("compare"):
+        raise click.UsageError("--compare runs one pipeline per schedule; drop --dp, or run one --schedule with --dp")
+    for name, least in (("microbatches", 1), ("steps", 2), ("batch_size", 1), ("stages_per_rank", 1), ("dp", 1)):
         value = asked.get(name)
         if value is not None and value < least:
             flag = "--" + name.replace("_", "-")
@@ -130,14 +150,14 @@ def _check_trace(path: str | None) -> None:
         raise click.UsageError(f"--trace {path}: the folder {folder} is not writable; choose a path you can write to")
 
 
-def _advice(message: str, schedule: str, asked: Mapping[str, Any], world_size: int | None, model: str | None) -> str:
+def _advice(message: str, schedule: str, asked: Mapping[str, Any], pp: int, model: str | None) -> str:
     """The analytic model's message in the demo's own words: which option to change."""
     where = f"--schedule {schedule}" + (" (run by --compare)" if asked.get("compare") else "")
     text = f"{where}: {message}"
     text = text.replace("give at most", "give --procs at most").replace("pp 1 is no pipeline", "1 rank is no pipeline")
     if "blocks" in message and model is not None:
         v = stages_per_rank(asked, schedule) or (2 if schedule in LOOPED else 1)
-        stages = (world_size or 2) * v
+        stages = pp * v
         bigger = [name for name, shape in GPT_PRESETS.items() if shape.layers >= stages]
         if bigger:
             text += f"; or a deeper --model ({', '.join(bigger)})"
