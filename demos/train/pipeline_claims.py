@@ -21,6 +21,7 @@ from typing import Any
 
 from ddpfsdp.demos.checks import Check
 from ddpfsdp.demos.theory.pipeline import Pipeline, boundary_bytes, bubble, in_flight, p2p_sends
+from ddpfsdp.demos.units import format_iec
 
 LOSS_RTOL = 1e-4  # fp32, as the 2-D demo's reference (train/claims.LOSS_RTOL_FP32)
 BUBBLE_TOLERANCE = 0.10  # absolute, in bubble fraction: see check_bubble
@@ -160,7 +161,8 @@ def check_p2p(schedule: str, rows: Sequence[Mapping[str, Any]]) -> Check:
             wrong.append(f"rank {row['rank']}: sent {got}, theory {want}")
     totals = [r["sent"]["activation"]["bytes"] + r["sent"]["gradient"]["bytes"] for r in rows]
     return Check("pipeline_p2p_matches_theory", bool(rows) and not wrong,
-                 f"{schedule}: bytes each rank sends per step {totals} (activations forward, gradients back, "
+                 f"{schedule}: sent per rank per step {', '.join(map(format_iec, totals))} (activations forward, "
+                 "gradients back, "
                  "one micro-batch's b·s·d each); " + ("; ".join(wrong) if wrong else "every count and byte as theory"),
                  {"sent_bytes": totals, "mismatches": wrong})
 
