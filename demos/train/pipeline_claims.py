@@ -130,11 +130,20 @@ def check_bubble(schedule: str, measured: Sequence[float], busy: Sequence[float]
                   "tolerance": tolerance})
 
 
+IN_FLIGHT_THEORY = {
+    "gpipe": "GPipe: all m",
+    "1f1b": "1F1B: min(m, pp - rank), torch's warm-up forwards",
+    "interleaved": "interleaved, in micro-batch x stage chunks: torch's warm-up (V-1)·m/rounds + 2(pp-1-rank), "
+                   "then one forward more",
+    "zero-bubble": "zero bubble: the paper's claim for ZB-H1, no more than 1F1B's peak, min(m, pp)",
+}
+
+
 def check_in_flight(schedule: str, measured: Sequence[int], theory: Sequence[float]) -> Check:
     passed = bool(measured) and list(measured) == [round(t) for t in theory]
     return Check("pipeline_activations_in_flight_match_theory", passed,
                  f"{schedule}: most micro-batches (x stages) each rank held forwarded but not yet backward "
-                 f"{list(measured)}; theory {[round(t) for t in theory]} (GPipe all m; 1F1B min(m, pp - rank))",
+                 f"{list(measured)}; theory {[round(t) for t in theory]} ({IN_FLIGHT_THEORY.get(schedule, schedule)})",
                  {"measured": list(measured), "theory": list(theory)})
 
 
