@@ -42,7 +42,8 @@ OPTIONS = [
     click.Option(["--stages-per-rank"], type=int, default=None,
                  help="Stages V each rank holds (interleaved only).  [default: 2 for interleaved, else 1]"),
     click.Option(["--batch-size"], type=int, default=None,
-                 help=f"Samples per step, split into the micro-batches.  [default: {SAMPLES_PER_MICROBATCH} x M]"),
+                 help=f"Samples per step (per replica with --dp), split into the micro-batches.  "
+                      f"[default: {SAMPLES_PER_MICROBATCH} x M]"),
     click.Option(["--steps"], type=int, default=DEFAULT_STEPS, show_default=True,
                  help="Training steps; the last is recorded, the first warms up."),
     click.Option(["--seed"], type=int, default=0, show_default=True, help="Model and data seed."),
