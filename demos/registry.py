@@ -66,7 +66,7 @@ class Demo:
     name: str
     summary: str  # one line for `ddpfsdp demo --help`
     module: str  # "package.module:function"
-    kind: str  # "training" (full training run, schema ddpfsdp.demo/1) or "concept"
+    kind: str  # "training" (full training run, schema ddpfsdp.demo/1), "concept", or "pipeline" (called as a concept)
     checks: Mapping[str, str] = field(default_factory=dict)  # check name -> the claim it tests
     options: str = ""  # "module:ATTR": the click parameters of this demo
     validate: str | None = None
@@ -126,6 +126,22 @@ _FSDP_COMPILE_CHECK = {
     "fsdp_blocks_compiled_without_graph_breaks": "each block compiled before fully_shard, FSDP's hooks outside the "
                                                  "graphs: no graph break"}
 COMPILE_ONLY_CHECKS = frozenset({**_COMPILED_CHECK, **_DDP_COMPILE_CHECK, **_FSDP_COMPILE_CHECK})
+
+# `demo pipeline`; pipeline_dp_comm_is_fsdp only with --dp, the last two only with --compare (GPipe, 1F1B and interleaved in one launch).
+PIPELINE_CHECKS = {
+    "pipeline_bubble_matches_theory": "the idle share of the recorded step on the rank that sets the pace (the most "
+                                      "compute) is within 0.1 of the schedule's bubble fraction, (pp-1)/(m+pp-1) for "
+                                      "GPipe and 1F1B, (pp-1)/(V·m+pp-1) interleaved",
+    "pipeline_activations_in_flight_match_theory": "the most micro-batches each rank holds forwarded but not yet "
+                                                   "backward is the theory's: GPipe all m, 1F1B min(m, pp - rank)",
+    "pipeline_loss_matches_reference": "the loss per step equals one process's on the same batches (rtol 1e-4 in fp32)",
+    "pipeline_p2p_matches_theory": "each rank sends one b·s·d activation per micro-batch forward and one gradient "
+                                   "back per stage boundary, counted from the real send tensors",
+    "pipeline_dp_comm_is_fsdp": "with --dp: each stage's dp group carries FSDP's all-gathers and reduce-scatters "
+                                "only, and the pipeline's group only sends and recvs",
+    "gpipe_holds_more_activations_than_1f1b": "with --compare: GPipe holds more micro-batches in flight than 1F1B",
+    "interleaved_has_smaller_bubble": "with --compare: the interleaved schedule idles a smaller share of the step than 1F1B",
+}
 
 DEMOS: dict[str, Demo] = {
     demo.name: demo
@@ -294,6 +310,17 @@ DEMOS: dict[str, Demo] = {
                 "checkpoint_lowers_peak": "checkpointing activations lowers peak memory",
                 "checkpoint_recomputes_forward": "checkpointing runs the blocks' forward again during backward",
             },
+        ),
+        Demo(
+            "pipeline",
+            "pipeline parallelism: the GPT cut into stages over the ranks, GPipe, 1F1B, interleaved or zero-bubble "
+            "schedules measured (bubble, activations in flight, point-to-point bytes) beside theory",
+            "ddpfsdp.demos.train.pipeline:run",
+            "pipeline",
+            options="ddpfsdp.demos.train.pipeline_options:OPTIONS",
+            validate="ddpfsdp.demos.train.pipeline_options:validate",
+            render="ddpfsdp.demos.measure.pipeline_report:render",
+            checks=PIPELINE_CHECKS,
         ),
         Demo(
             "fault",
