@@ -105,6 +105,10 @@ def test_plan_for_one_gpu_shares_it_and_for_eight_runs_every_sharding(tmp_path):
     assert one["mfu-1rank"].argv[3:5] == [str(tmp_path / "work" / "mfu-1rank.json"), "ddp"]
     assert [key for key in one if key.startswith("fault-")] == [f"fault-{name}" for name in gc.FAULTS]
     assert len(gc.FAULTS) == 2
+    # the pipeline, 1F1B and compared: two ranks sharing the one GPU, or two GPUs of several over NCCL
+    for key in ("pipeline-1f1b-1gpu", "pipeline-compare-1gpu"):
+        argv = one[key].argv
+        assert argv[3:5] == ["demo", "pipeline"] and argv[argv.index("--ranks-per-gpu") + 1] == "2", key
 
     eight = {item.key: item for item in gc.plan(8, tmp_path, tmp_path / "work", python="py")}
     assert [k for k, i in eight.items() if i.skip] == []
@@ -118,6 +122,7 @@ def test_plan_for_one_gpu_shares_it_and_for_eight_runs_every_sharding(tmp_path):
     assert eight["fsdp2-hybrid-8gpu"].argv[9:11] == ["--replicas", "2"]
     assert "--trace" in eight["fsdp2-full-8gpu"].argv and eight["fsdp2-full-8gpu"].expect["trace"]
     assert eight["mfu-8gpu"].argv[3:5] == ["demo", "fsdp"] and eight["guard"].evaluate == "guard_cli"
+    assert eight["pipeline-1f1b-8gpu"].argv[5:7] == ["--gpus", "2"] and eight["pipeline-1f1b-8gpu"].expect["world"] == 2
     keys = list(eight)
     assert keys.index("concept-checkpoint") < keys.index("zero1-1rank")  # the N-GPU runs cover the one-rank ones
     two = {item.key: item for item in gc.plan(2, tmp_path, tmp_path / "work", python="py")}

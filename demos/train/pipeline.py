@@ -20,7 +20,11 @@ from typing import Any
 from ddpfsdp.demos.train import pipeline_options as options
 
 
-def _stage_module(net: Any, blocks: list[int], first: bool, last: bool) -> Any:
+def _stage_module(net: Any, blocks: list[int], first: bool, last: bool, compute: Any, wire: Any) -> Any:
+    """The stage's module. It computes on `compute` and hands what it sends to `wire`: the same device
+    but for ranks sharing a GPU over gloo, whose sends and receives take host memory only, so the
+    activations and gradients between stages cross through the CPU there (autograd carries the
+    gradients back across the copy)."""
     import torch.nn as nn
 
     class Stage(nn.Module):
@@ -34,13 +38,22 @@ def _stage_module(net: Any, blocks: list[int], first: bool, last: bool) -> Any:
             self.head = net.head if last else None
 
         def forward(self, x: Any) -> Any:
+            x = x.to(compute)
             if self.embeddings is not None:
                 x = self.embeddings(x)
             for block in self.blocks:
                 x = block(x)
-            return self.head(x) if self.head is not None else x
+            return self.head(x) if self.head is not None else x.to(wire)
 
     return Stage()
+
+
+def wire_device(ctx: Any) -> Any:
+    """Where the stages' sends and receives live: the rank's device, but host memory for gloo, whose
+    point-to-point ops on CUDA tensors read device pointers as host ones."""
+    import torch
+
+    return torch.device("cpu") if ctx.backend == "gloo" else ctx.device
 
 
 def _lm_loss(logits: Any, targets: Any) -> Any:
@@ -103,15 +116,18 @@ class _Run:
         blocks = stage_blocks(len(net.blocks), self.pp, v)
         self.indices = [place["pp_rank"] + k * self.pp for k in range(v)]
         self.stages = []
+        self.wire = wire_device(ctx)
         for index in self.indices:
-            module = _stage_module(net, blocks[index], index == 0, index == self.stages_total - 1).to(ctx.device)
+            module = _stage_module(net, blocks[index], index == 0, index == self.stages_total - 1, ctx.device,
+                                   self.wire).to(ctx.device)
             if place["dp_mesh"] is not None:
                 from torch.distributed.fsdp import fully_shard
 
                 # torchtitan's choice under PP: keep the stage gathered after forward, or every micro-batch
                 # would all-gather it again
                 fully_shard(module, mesh=place["dp_mesh"], reshard_after_forward=False)
-            self.stages.append(pipelining.PipelineStage(module, index, self.stages_total, ctx.device,
+            # the stage's device is where its receive buffers are made; its module stays on the rank's
+            self.stages.append(pipelining.PipelineStage(module, index, self.stages_total, self.wire,
                                                         group=place["group"]))
         self.recorder = None
         cls = getattr(pipelining, TORCH_SCHEDULES[schedule])

@@ -20,6 +20,8 @@ What it runs, N being the GPUs visible (`ddpfsdp doctor` counts them first):
   concepts     every concept demo on N GPUs (one GPU: 2 ranks sharing it; checkpoint on one rank; the
                ring all-reduce, written with point-to-point sends gloo cannot make with CUDA tensors,
                must be refused before launch there)
+  pipeline     `demo pipeline`: 1F1B with 8 micro-batches, and --compare, on 2 GPUs (NCCL) or on 2 ranks
+               sharing one over gloo (the activations between stages cross through host memory there)
   faults       two of the failure lab's bugs, broken then fixed (on CPU processes: the lab runs there)
   MFU          on N GPUs FSDP2 on the large preset in bf16-mixed, on one GPU DDP at one rank (FSDP2 at
                one rank runs about twice DDP's step, so its MFU says nothing of the demo), against
@@ -276,6 +278,21 @@ def _guard_item(gpus: int, python: str, work: Path) -> Item:
                 [python, str(HERE / "gpu_rank_check.py"), "guard", str(data)], 60, "guard_rank", {"data": str(data)})
 
 
+def _pipeline_items(gpus: int, python: str) -> list[Item]:
+    """`demo pipeline`: 1F1B with 8 micro-batches, and GPipe, 1F1B and interleaved compared, on 2 GPUs over
+    NCCL, or on 2 ranks sharing one over gloo (the activations between stages then cross through host
+    memory, as gloo's sends need)."""
+    placed, world, where = _concept_placed(min(gpus, 2), 2)  # two stages: the tiny preset's blocks and M fit them
+    run = ["--timeout-s", COLLECTIVE_TIMEOUT_S, "--json"]
+    return [
+        Item(f"pipeline-1f1b-{gpus}gpu", f"demo pipeline --schedule 1f1b --microbatches 8 on {where}", "pipeline",
+             _cli(python, "demo", "pipeline", *placed, "--schedule", "1f1b", "--microbatches", "8", *run), 120,
+             "demo", {"world": world}),
+        Item(f"pipeline-compare-{gpus}gpu", f"demo pipeline --compare on {where}", "pipeline",
+             _cli(python, "demo", "pipeline", *placed, "--compare", *run), 150, "demo", {"world": world}),
+    ]
+
+
 def plan(gpus: int, out: Path, work: Path, python: str = sys.executable) -> list[Item]:
     """Every item, in the order it runs, for a machine with `gpus` visible GPUs: the quick and the
     telling first (the guard, the peak, MFU, the N-GPU demos), so a short budget loses the least.
@@ -293,8 +310,8 @@ def plan(gpus: int, out: Path, work: Path, python: str = sys.executable) -> list
         else:
             concepts.append(Item(f"concept-{name}", f"demo {name} on {where}", "concepts", argv, 90, "demo",
                                  {"world": world}))
-    faults = [Item(f"fault-{name}", f"demo fault {name} (broken, then fixed)", "faults",
-                   _cli(python, "demo", "fault", name, "--json"), 90, "demo") for name in FAULTS]
+    faults = [*_pipeline_items(gpus, python), *(Item(f"fault-{name}", f"demo fault {name} (broken, then fixed)", "faults",
+                   _cli(python, "demo", "fault", name, "--json"), 90, "demo") for name in FAULTS)]
     rest = [*one_gpu[1:], *concepts, *faults] if gpus < 2 else [*concepts, *faults, *one_gpu[1:]]
     return [
         Item("doctor", "ddpfsdp doctor", "machine", _cli(python, "doctor", "--json"), 60, "doctor"),
