@@ -25,8 +25,9 @@ SECTIONS = ("## Why", "## Common mistake", "## Evidence")
 # Each distinct linked demo configuration is run once by tests/test_bank_evidence.py; this keeps that
 # file within the CI budget. The failure lab's links are not counted: tests/test_faults.py runs every
 # fault once per session and checks all of its checks. The 2-D run's two (4 processes each) are shared
-# with tests/test_two_d_run.py, which launches them anyway.
-MAX_DEMO_CONFIGS = 17
+# with tests/test_two_d_run.py, which launches them anyway, and the pipeline's two (--compare, and
+# --dp 2 on 4 processes) with tests/test_pipeline_demo.py.
+MAX_DEMO_CONFIGS = 19
 
 
 @pytest.fixture(scope="module")

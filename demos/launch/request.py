@@ -107,9 +107,10 @@ def simulated_world(asked: Asked) -> int | None:
 
 def cpu_procs(asked: Asked) -> int:
     """Ranks the run gets when no count is given: two, or two data-parallel groups of --tp for a 2-D
-    run, or for hybrid sharding --replicas shard groups of two (the smallest world each runs on)."""
+    run, or for hybrid sharding --replicas shard groups of two, or for a pipeline over --dp replicas
+    two stages each (the smallest world each runs on)."""
     if not isinstance(asked, RunSpec):
-        return default_cpu_procs()
+        return default_cpu_procs() * int(asked.get("dp") or 1)
     procs = default_cpu_procs(asked.tp)
     if asked.strategy == "fsdp" and asked.sharding == "hybrid":
         procs = max(procs, 2 * asked.replicas)
