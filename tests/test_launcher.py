@@ -57,6 +57,7 @@ def test_placement_without_gpus(monkeypatch):
     assert DemoRun("fsdp", ["--model", "tiny"]).placement == Placement("cpu", 2)
     assert DemoRun("fsdp", ["--model", "tiny", "--tp", "4"]).placement == Placement("cpu", 8)
     assert DemoRun("fsdp", ["--tp=2"]).placement == Placement("cpu", 4)
+    assert DemoRun("pipeline", ["--dp", "2"]).placement == Placement("cpu", 4)  # two stages per replica
     with pytest.raises(LaunchError, match="not both"):
         resolve_placement(gpus=1, procs=1)
 
