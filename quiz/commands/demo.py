@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from ddpfsdp.demos import registry
+from ddpfsdp.demos.launch.events import Event
 from ddpfsdp.demos.registry import load
 from ddpfsdp.demos.result import GLOO_CAVEAT, DemoResult, as_result
 from ddpfsdp.quiz.commands.results import check_table, save_result
@@ -133,7 +134,7 @@ def _follow(demo: registry.Demo, run: Any, status, *, quiet: bool, err) -> None:
         sys.exit(130)
 
 
-def _show(demo: registry.Demo, event: dict[str, Any], progress, task) -> None:
+def _show(demo: registry.Demo, event: Event, progress, task) -> None:
     kind = event["event"]
     if kind == "progress":
         metrics = "  ".join(
