@@ -28,7 +28,7 @@ import torch
 import torch.distributed as dist
 
 from ddpfsdp.demos.measure.breakdown import PeakBreakdown
-from ddpfsdp.demos.measure.comm import CommCounter
+from ddpfsdp.demos.measure.comm import CommCounter, PerOp
 from ddpfsdp.demos.measure.memory import (
     PeakMemory,
     StepTimer,
@@ -44,10 +44,6 @@ from ddpfsdp.demos.step_record import RankStep
 from ddpfsdp.demos.train.spec import RunSpec
 
 SAMPLES_PER_RANK_STEPS = 8  # the dataset holds this many steps of batches; epochs repeat it reshuffled
-
-# One op's figures per step as CommCounter.per_op gives them: count, bytes, wire_bytes_per_rank.
-PerOp = dict[str, dict[str, float]]
-
 
 @dataclass
 class CommStep:
