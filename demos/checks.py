@@ -9,7 +9,17 @@ reported as not judged (`not_judged`): `passed` is None, and `not_judged` says w
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
+
+
+class CheckDocument(TypedDict):
+    """A check in a result's JSON form."""
+
+    name: str
+    passed: bool | None
+    detail: str
+    values: dict[str, Any]  # the numbers behind the verdict, each check's own
+    not_judged: NotRequired[str | None]
 
 
 @dataclass(frozen=True)
@@ -20,8 +30,8 @@ class Check:
     values: dict[str, Any] = field(default_factory=dict)
     not_judged: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+    def to_dict(self) -> CheckDocument:
+        out = CheckDocument(**asdict(self))
         if self.not_judged is None:
             del out["not_judged"]
         return out
@@ -32,13 +42,13 @@ class Check:
         return verdict(self.to_dict())
 
 
-def not_judged(check: dict[str, Any], reason: str) -> dict[str, Any]:
+def not_judged(check: CheckDocument, reason: str) -> CheckDocument:
     """A check's dict as not judged: neither passed nor failed, with the reason and what was measured."""
     return {**check, "passed": None, "not_judged": reason,
             "detail": f"not judged here: {reason} (measured: {check.get('detail', '')})"}
 
 
-def verdict(check: dict[str, Any] | Check) -> str:
+def verdict(check: CheckDocument | Check) -> str:
     """'passed', 'failed' or 'not judged': how a check (or its dict) came out."""
     if isinstance(check, Check):
         check = check.to_dict()

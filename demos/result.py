@@ -18,6 +18,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
 from ddpfsdp.demos.checks import Check
+from ddpfsdp.demos.step_record import Exposed, RankStep
 
 SCHEMA = "ddpfsdp.demo/1"
 
@@ -359,12 +360,12 @@ class Timeline(Block):
 
     step: int | None = None
     units: list[str] | None = None
-    ranks: list[JsonObject] = field(default_factory=list)
-    exposed: JsonObject | None = None  # per rank: exposed_s, share, comm_s, step_s
+    ranks: list[RankStep] = field(default_factory=list)
+    exposed: Exposed | None = None
 
     @property
     def exposed_share(self) -> list[float]:
-        return list((self.exposed or {}).get("share") or [])
+        return list(self.exposed.get("share") or []) if self.exposed else []
 
 
 @dataclass

@@ -62,9 +62,9 @@ def default_demo_runner(demo: str, args: list[str]) -> Any:
     from ddpfsdp.demos.registry import DEMOS
     from ddpfsdp.demos.registry import load
 
-    spec = DEMOS.get(demo)
-    if spec is not None and spec.runner:  # a demo that starts its own ranks (the failure lab)
-        return load(spec.runner)(args)
+    entry = DEMOS.get(demo)
+    if entry is not None and entry.runner:  # a demo that starts its own ranks (the failure lab)
+        return load(entry.runner)(args)
     return DemoRun(demo, args)
 
 

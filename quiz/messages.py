@@ -11,6 +11,8 @@ from typing import Any
 
 from textual.message import Message
 
+from ddpfsdp.demos.launch.events import Event
+
 
 @dataclass
 class DemoLaunching(Message):
@@ -34,7 +36,7 @@ class DemoStarted(Message):
 class DemoProgress(Message):
     step: int
     steps: int
-    metrics: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, str | float | None] = field(default_factory=dict)  # what a progress event says of its step
 
 
 @dataclass
@@ -49,7 +51,7 @@ class DemoFinished(Message):
     demo: str
     args: tuple[str, ...]
     result: dict[str, Any] | None
-    error: dict[str, Any] | None
+    error: Event | None
     cancelled: bool
     elapsed_s: float
 

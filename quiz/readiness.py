@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 from fsrs import Card
 from rich.console import Group
@@ -46,6 +46,21 @@ SKILL_COMMANDS: dict[str, str] = {
 }
 
 
+class ReadinessDocument(TypedDict):
+    """One row as `ddpfsdp progress --json` writes it."""
+
+    kind: str
+    name: str
+    title: str
+    readiness: float
+    mastery: float
+    recent: float | None
+    recent_answers: int
+    command: str
+    answers: int
+    why: str
+
+
 @dataclass(frozen=True)
 class Readiness:
     kind: str  # "topic" or "skill"
@@ -66,8 +81,8 @@ class Readiness:
                "count in full" if 0 < self.answers < EVIDENCE_ANSWERS else "")
         return f"mastery {self.mastery:.0%}, {shown}{few}"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "why": self.why}
+    def to_dict(self) -> ReadinessDocument:
+        return ReadinessDocument(**asdict(self), why=self.why)
 
 
 def _score(mastery: float, answers: int, recent: list[float]) -> float:
@@ -88,7 +103,25 @@ def _skill(attempt: Attempt) -> str | None:
     return answer.get("skill")
 
 
-def report(bank: Bank, store: Store, now: datetime) -> dict[str, Any]:
+class Report(TypedDict):
+    """Readiness per topic and per skill, weakest first, and the three to study next."""
+
+    method: str
+    window_days: int
+    topics: list[Readiness]
+    skills: list[Readiness]
+    next: list[Readiness]
+
+
+class ReportDocument(TypedDict):
+    method: str
+    window_days: int
+    topics: list[ReadinessDocument]
+    skills: list[ReadinessDocument]
+    next: list[ReadinessDocument]
+
+
+def report(bank: Bank, store: Store, now: datetime) -> Report:
     """Readiness per topic and per skill, weakest first, and the three to study next."""
     since = now - timedelta(days=WINDOW_DAYS)
     attempts = store.attempts()
@@ -116,17 +149,15 @@ def report(bank: Bank, store: Store, now: datetime) -> dict[str, Any]:
     order = lambda r: (round(r.readiness, 6), r.recent is not None)  # noqa: E731
     topics.sort(key=order)
     skills.sort(key=order)
-    return {
-        "method": METHOD,
-        "window_days": WINDOW_DAYS,
-        "topics": topics,
-        "skills": skills,
-        "next": sorted(topics + skills, key=order)[:3],
-    }
+    return Report(method=METHOD, window_days=WINDOW_DAYS, topics=topics, skills=skills,
+                  next=sorted(topics + skills, key=order)[:3])
 
 
-def to_dict(readiness: dict[str, Any]) -> dict[str, Any]:
-    return {key: [r.to_dict() for r in value] if isinstance(value, list) else value for key, value in readiness.items()}
+def to_dict(readiness: Report) -> ReportDocument:
+    return ReportDocument(method=readiness["method"], window_days=readiness["window_days"],
+                          topics=[r.to_dict() for r in readiness["topics"]],
+                          skills=[r.to_dict() for r in readiness["skills"]],
+                          next=[r.to_dict() for r in readiness["next"]])
 
 
 # --- showing it ----------------------------------------------------------------------------------
@@ -150,7 +181,7 @@ def table(rows: list[Readiness], title: str, first: str) -> Table:
     return shown
 
 
-def study_next(readiness: dict[str, Any]) -> Group:
+def study_next(readiness: Report) -> Group:
     lines: list[Any] = [Text("Study next", style="bold")]
     for number, row in enumerate(readiness["next"], start=1):
         lines.append(Text.assemble(f"{number}. ", (row.title, "bold"), f" ({row.kind}, ready {row.readiness:.0%}: "
@@ -159,7 +190,7 @@ def study_next(readiness: dict[str, Any]) -> Group:
     return Group(*lines)
 
 
-def render(readiness: dict[str, Any]) -> Group:
+def render(readiness: Report) -> Group:
     return Group(table(readiness["skills"], "Readiness by interview skill, least ready first", "skill"),
                  table(readiness["topics"], "Readiness by topic, least ready first", "topic"), Text(""),
                  study_next(readiness))

@@ -20,11 +20,12 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
+from ddpfsdp.demos.result import Env
 from ddpfsdp.quiz.paths import data_dir
 
 log = logging.getLogger(__name__)
@@ -172,15 +173,19 @@ def _number_spelling(arg: str) -> str:
     return str(int(value)) if value.is_integer() and abs(value) < 2**53 else repr(value)
 
 
-def fingerprint(env: dict[str, Any] | None, hostname: str | None = None) -> str:
+def _env(env: Env | Mapping[str, Any] | None) -> Env:
+    return Env.from_json(env) if isinstance(env, (Env, Mapping)) else Env()
+
+
+def fingerprint(env: Env | Mapping[str, Any] | None, hostname: str | None = None) -> str:
     """A short hash of where a result was measured: host, devices and CPU count.
 
     It is derived from the result's own `env`, so it describes the machine that produced the numbers.
     """
-    env = env or {}
-    host = hostname or env.get("hostname") or socket.gethostname()
-    devices = env.get("device_names") or []
-    key = json.dumps({"host": host, "devices": sorted(map(str, devices)), "cpus": env.get("cpu_count")}, sort_keys=True)
+    env = _env(env)
+    host = hostname or env.hostname or socket.gethostname()
+    devices = env.device_names or []
+    key = json.dumps({"host": host, "devices": sorted(map(str, devices)), "cpus": env.cpu_count}, sort_keys=True)
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
@@ -433,13 +438,13 @@ class Store:
         return next((s for s in saved if s.here), saved[0] if saved else None)
 
 
-def _fingerprint_here(env: dict[str, Any] | None, host: str) -> str:
+def _fingerprint_here(env: Env | Mapping[str, Any] | None, host: str) -> str:
     """This machine's fingerprint, as far as it can be known without importing torch.
 
     Device names need torch (or the driver), so the saved result's own device list stands in for
     them: a result is "here" when its hostname and CPU count match this machine's.
     """
-    env = dict(env or {})
-    if env.get("cpu_count") is not None and env.get("cpu_count") != os.cpu_count():
-        env["cpu_count"] = os.cpu_count()
+    env = _env(env)
+    if env.cpu_count is not None and env.cpu_count != os.cpu_count():
+        env = replace(env, cpu_count=os.cpu_count())
     return fingerprint(env, host)

@@ -17,6 +17,7 @@ from ddpfsdp.demos.faults import verdicts
 from ddpfsdp.demos.labels import pieces, widest_piece, wrap_label
 from ddpfsdp.demos.measure import report
 from ddpfsdp.quiz import evidence as ev
+from ddpfsdp.demos.result import check_from_json
 from ddpfsdp.quiz.commands.results import check_table
 from ddpfsdp.quiz.loader import load_bank
 from ddpfsdp.quiz.widgets.evidence import checks_table
@@ -93,7 +94,7 @@ def test_the_demo_check_table_shows_a_long_check_name_whole_at_80_columns():
     checks = [{"name": LONG_CHECK, "passed": True, "detail": "4 buckets: the first all-reduce was issued with 4 "
                "units' backward still to run; share of all-reduce time under backward per rank: 89%, 86%"},
               {"name": "timeline_records_every_collective", "passed": True, "detail": "2 ranks recorded"}]
-    text = printed(check_table(checks))
+    text = printed(check_table([check_from_json(c) for c in checks]))
     assert not cut_words(text), text
     assert LONG_CHECK in cells(text, 2)
 

@@ -38,9 +38,9 @@ SCRIPT = textwrap.dedent(
     ctx.emit = lambda *args, **kwargs: None
     out = {}
     for strategy, sharding in (("ddp", None), ("zero1", None), ("fsdp", "full")):
-        run = train(ctx, RunSpec(strategy=strategy, sharding=sharding, model="tiny", batch_size=2, steps=4, warmup=1))
-        if run is not None:
-            out[strategy] = run["memory"]["ranks"]
+        result = train(ctx, RunSpec(strategy=strategy, sharding=sharding, model="tiny", batch_size=2, steps=4, warmup=1))
+        if result is not None:
+            out[strategy] = result.to_json()["memory"]["ranks"]
         dist.barrier()  # every rank's collectives done, so no gloo work still holds a buffer
         gc.collect()
         out.setdefault("left_alive", {})[strategy] = live_tensor_bytes("cpu")

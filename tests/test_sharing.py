@@ -195,13 +195,14 @@ def test_not_judged_is_its_own_verdict_on_every_screen():
     from ddpfsdp.demos.checks import verdict
     from ddpfsdp.demos.launch.sharing import mark_result
     from ddpfsdp.quiz import evidence as ev
+    from ddpfsdp.demos.result import as_result
     from ddpfsdp.quiz.commands.results import check_table
 
     result = mark_result(_training_result(), ranks_per_gpu=2, gpus=1)
     assert [verdict(c) for c in result["checks"]] == ["passed", "not judged"]
     assert verdict({"name": "x", "passed": False, "detail": ""}) == "failed"
     console = Console(record=True, width=200)
-    console.print(check_table(result["checks"]))
+    console.print(check_table(as_result(result).checks))
     table = console.export_text()
     overlap_line = next(line for line in table.splitlines() if "ddp_overlaps" in line)
     assert "–" in overlap_line and "✘" not in overlap_line and "✔" not in overlap_line

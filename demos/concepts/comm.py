@@ -34,20 +34,20 @@ def run(ctx: Any, *, model: str | None, batch_size: int, seed: int) -> dict | No
     from ddpfsdp.demos.concepts import trial
 
     model = trial.resolve_model(ctx, model)
-    runs = {}
+    traffic = {}
     for index, strategy in enumerate(("ddp", "fsdp")):
         ctx.step(index, 2, phase=strategy)
         s = trial.setup(ctx, model=model, strategy=strategy, sharding="full", wrap="block",
                         batch_size=batch_size, seed=seed)
         figures = trial.measure(ctx, s, timed_steps=0, memory=False)
-        runs[strategy] = {"describe": s.prepared.describe(), "params": s.params,
+        traffic[strategy] = {"describe": s.prepared.describe(), "params": s.params,
                           "unit_params": list(s.prepared.unit_params), "comm": figures["comm"]}
         trial.release(s)
 
-    gathered = ctx.gather({strategy: run["comm"] for strategy, run in runs.items()})
+    gathered = ctx.gather({strategy: figures["comm"] for strategy, figures in traffic.items()})
     if not ctx.is_main:
         return None
-    params = runs["ddp"]["params"]
+    params = traffic["ddp"]["params"]
     param_bytes = params * 4
     world = ctx.world_size
     theory = {
@@ -55,17 +55,17 @@ def run(ctx: Any, *, model: str | None, batch_size: int, seed: int) -> dict | No
                               optimizer="adamw")["comm"],
         "fsdp": theory_for_run(strategy="fsdp", sharding="full", params=params, world_size=world,
                                precision="fp32", optimizer="adamw",
-                               unit_params=runs["fsdp"]["unit_params"])["comm"],
+                               unit_params=traffic["fsdp"]["unit_params"])["comm"],
     }
-    for strategy, run in runs.items():
-        run["comm_by_rank"] = [g[strategy] for g in gathered]
-        run["wire_bytes_per_rank"] = sum(entry["wire_bytes_per_rank"] for entry in run["comm"].values())
-        run["theory"] = theory[strategy]
+    for strategy, figures in traffic.items():
+        figures["comm_by_rank"] = [g[strategy] for g in gathered]
+        figures["wire_bytes_per_rank"] = sum(entry["wire_bytes_per_rank"] for entry in figures["comm"].values())
+        figures["theory"] = theory[strategy]
 
-    _log_view(ctx, runs, param_bytes, world)
+    _log_view(ctx, traffic, param_bytes, world)
     checks = [
-        check_ddp_traffic_is_2psi(runs["ddp"]["comm"], param_bytes, world),
-        check_fsdp_traffic_is_3psi(runs["fsdp"]["comm"], param_bytes, world),
+        check_ddp_traffic_is_2psi(traffic["ddp"]["comm"], param_bytes, world),
+        check_fsdp_traffic_is_3psi(traffic["fsdp"]["comm"], param_bytes, world),
     ]
     from ddpfsdp.demos.concepts.result import envelope
 
@@ -75,9 +75,9 @@ def run(ctx: Any, *, model: str | None, batch_size: int, seed: int) -> dict | No
          "fsdp": {"sharding": "full", "wrap": "block"}},
         checks,
         param_bytes=param_bytes,
-        runs=runs,
-        fsdp_to_ddp_wire_ratio=runs["fsdp"]["wire_bytes_per_rank"] / runs["ddp"]["wire_bytes_per_rank"]
-        if runs["ddp"]["wire_bytes_per_rank"] else None,
+        runs=traffic,
+        fsdp_to_ddp_wire_ratio=traffic["fsdp"]["wire_bytes_per_rank"] / traffic["ddp"]["wire_bytes_per_rank"]
+        if traffic["ddp"]["wire_bytes_per_rank"] else None,
         theory={
             "ddp_wire_bytes_per_rank": 2 * (world - 1) / world * param_bytes,
             "fsdp_wire_bytes_per_rank": 3 * (world - 1) / world * param_bytes,
@@ -88,24 +88,24 @@ def run(ctx: Any, *, model: str | None, batch_size: int, seed: int) -> dict | No
     )
 
 
-def _log_view(ctx: Any, runs: dict, param_bytes: int, world: int) -> None:
+def _log_view(ctx: Any, traffic: dict, param_bytes: int, world: int) -> None:
     from ddpfsdp.demos.units import format_bytes
 
     factor = (world - 1) / world
     ctx.log(f"one training step on {world} ranks; Ψ = {format_bytes(param_bytes, 'MiB')} of fp32 parameters; "
             f"(N-1)/N = {factor:.3f}")
-    for strategy, run in runs.items():
-        ctx.log(f"{strategy}: {run['describe']}")
-        for op, entry in run["comm"].items():
-            expected = run["theory"].get(op, {}).get("wire_bytes_per_rank")
+    for strategy, figures in traffic.items():
+        ctx.log(f"{strategy}: {figures['describe']}")
+        for op, entry in figures["comm"].items():
+            expected = figures["theory"].get(op, {}).get("wire_bytes_per_rank")
             theory = f"; theory {format_bytes(expected, 'MiB')}" if expected is not None else "; not in theory"
             ctx.log(f"  {op}: {entry['count']} calls, {format_bytes(entry['bytes'], 'MiB')} of buffers, "
                     f"{format_bytes(entry['wire_bytes_per_rank'], 'MiB')} sent per rank{theory}")
-        multiple = run["wire_bytes_per_rank"] / param_bytes / factor
-        ctx.log(f"  total sent per rank {format_bytes(run['wire_bytes_per_rank'], 'MiB')} = {multiple:.3f} x (N-1)/N x Ψ "
+        multiple = figures["wire_bytes_per_rank"] / param_bytes / factor
+        ctx.log(f"  total sent per rank {format_bytes(figures['wire_bytes_per_rank'], 'MiB')} = {multiple:.3f} x (N-1)/N x Ψ "
                 f"(theory: {'2' if strategy == 'ddp' else '3'})")
-    if runs["ddp"]["wire_bytes_per_rank"]:
-        ctx.log(f"FSDP sends {runs['fsdp']['wire_bytes_per_rank'] / runs['ddp']['wire_bytes_per_rank']:.3f}x "
+    if traffic["ddp"]["wire_bytes_per_rank"]:
+        ctx.log(f"FSDP sends {traffic['fsdp']['wire_bytes_per_rank'] / traffic['ddp']['wire_bytes_per_rank']:.3f}x "
                 f"DDP's bytes (theory 1.5x)")
 
 

@@ -19,12 +19,15 @@ between micro-batches, which costs memory.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import click
 
 from ddpfsdp.demos.checks import Check
 from ddpfsdp.demos.concepts.trial import model_option
+
+if TYPE_CHECKING:
+    import torch
 
 OPTIONS = [
     model_option(),
@@ -37,6 +40,13 @@ OPTIONS = [
 
 SYNC_OPS = {"ddp": "all_reduce", "fsdp": "reduce_scatter"}
 GRAD_RTOL = 1e-5
+
+
+class Accumulated(TypedDict):
+    """One way of accumulating k micro-batches on one rank: the collectives its optimizer step issued."""
+
+    comm: dict[str, dict[str, float]]  # op -> count, bytes, wire_bytes_per_rank
+    describe: str
 
 
 def _skip_sync(s: Any, strategy: str, skip: bool):
@@ -90,18 +100,18 @@ def run(ctx: Any, *, model: str | None, k: int, batch_size: int, seed: int) -> d
     from ddpfsdp.demos.concepts import trial
 
     model = trial.resolve_model(ctx, model)
-    runs: dict[str, dict[str, Any]] = {}
-    grads: dict[str, dict[str, Any]] = {}
+    accumulated: dict[str, dict[str, Accumulated]] = {}  # strategy -> mode -> its step's collectives
+    grads: dict[str, dict[str, torch.Tensor]] = {}  # strategy -> mode -> this rank's flat gradient
     index = 0
     for strategy in ("ddp", "fsdp"):
-        runs[strategy], grads[strategy] = {}, {}
+        accumulated[strategy], grads[strategy] = {}, {}
         for mode, skip in (("sync every micro-batch", False), ("skip sync until the last", True)):
             ctx.step(index, 4, phase=f"{strategy}: {mode}")
             index += 1
             s = trial.setup(ctx, model=model, strategy=strategy, sharding="full", wrap="block",
                             batch_size=batch_size, seed=seed, batch_count=k)
             per_op, flat = _accumulate(ctx, s, strategy, k, skip)
-            runs[strategy][mode] = {"comm": per_op, "describe": s.prepared.describe()}
+            accumulated[strategy][mode] = Accumulated(comm=per_op, describe=s.prepared.describe())
             grads[strategy][mode] = flat
             trial.release(s)
 
@@ -110,16 +120,16 @@ def run(ctx: Any, *, model: str | None, k: int, batch_size: int, seed: int) -> d
         synced, skipped = pair["sync every micro-batch"], pair["skip sync until the last"]
         diffs[strategy] = {"max_abs_diff": float((synced - skipped).abs().max()),
                            "max_abs_grad": float(synced.abs().max()), "numel": synced.numel()}
-    gathered = ctx.gather({"runs": runs, "diffs": diffs})
+    gathered = ctx.gather({"runs": accumulated, "diffs": diffs})
     if not ctx.is_main:
         return None
 
     counts = {
         strategy: {mode: entry["comm"].get(SYNC_OPS[strategy], {}).get("count", 0) for mode, entry in modes.items()}
-        for strategy, modes in runs.items()
+        for strategy, modes in accumulated.items()
     }
     per_rank = {strategy: [g["diffs"][strategy] for g in gathered] for strategy in diffs}
-    _log_view(ctx, runs, counts, per_rank, k)
+    _log_view(ctx, accumulated, counts, per_rank, k)
     checks = [
         check_no_sync_cuts_collectives(
             {s: (c["sync every micro-batch"], c["skip sync until the last"]) for s, c in counts.items()}, k),
@@ -134,7 +144,7 @@ def run(ctx: Any, *, model: str | None, k: int, batch_size: int, seed: int) -> d
         {"model": model, "micro_batches": k, "batch_size": batch_size, "seed": seed, "precision": "fp32",
          "fsdp": {"sharding": "full", "wrap": "block"}},
         checks,
-        runs=runs,
+        runs=accumulated,
         syncs_per_optimizer_step=counts,
         gradient_diff_by_rank=per_rank,
         runs_by_rank=[g["runs"] for g in gathered],
@@ -142,9 +152,9 @@ def run(ctx: Any, *, model: str | None, k: int, batch_size: int, seed: int) -> d
     )
 
 
-def _log_view(ctx: Any, runs: dict, counts: dict, per_rank: dict, k: int) -> None:
+def _log_view(ctx: Any, accumulated: dict, counts: dict, per_rank: dict, k: int) -> None:
     ctx.log(f"one optimizer step of {k} micro-batches on {ctx.world_size} ranks, with and without skipping the sync")
-    for strategy, modes in runs.items():
+    for strategy, modes in accumulated.items():
         skip_api = "DDP.no_sync()" if strategy == "ddp" else "FSDP2 set_requires_gradient_sync(False)"
         ctx.log(f"{strategy}: {next(iter(modes.values()))['describe']}")
         for mode, entry in modes.items():

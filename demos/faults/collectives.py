@@ -14,7 +14,7 @@ from typing import Any
 
 from ddpfsdp.demos.checks import Check
 from ddpfsdp.demos.faults import verdicts
-from ddpfsdp.demos.faults.fault import Fault, FaultContext, measured
+from ddpfsdp.demos.faults.fault import Fault, FaultBlock, FaultContext, PhaseBlock, measured
 from ddpfsdp.demos.faults.steps import mesh_for, straggle, train_step
 
 DESYNC_STEPS = 3
@@ -33,7 +33,7 @@ def _hang_claims(name: str) -> dict[str, str]:
 
 
 def _judge_hang(name: str):
-    def judge(block: dict[str, Any]) -> list[Check]:
+    def judge(block: FaultBlock) -> list[Check]:
         return [
             verdicts.hung_until_timeout(f"{name}_times_out", block),
             verdicts.ranks_part_in_flight_recorder(f"{name}_ranks_part_in_flight_recorder", block),
@@ -81,7 +81,7 @@ def run_desync(ctx: FaultContext) -> None:
         ctx.measured["steps_done"] = step + 1
 
 
-def _describe_steps(phase: dict[str, Any]) -> list[str]:
+def _describe_steps(phase: PhaseBlock) -> list[str]:
     done = measured(phase, "steps_done")
     return ["steps finished per rank: " + ", ".join(f"rank {r} {n or 0}" for r, n in enumerate(done))]
 
@@ -147,7 +147,7 @@ def run_rank0_gather(ctx: FaultContext) -> None:
     ctx.measured["passed_barrier"] = True
 
 
-def _describe_checkpoint(phase: dict[str, Any]) -> list[str]:
+def _describe_checkpoint(phase: PhaseBlock) -> list[str]:
     saved = measured(phase, "checkpoint_bytes")[:1]
     passed = measured(phase, "passed_barrier")
     return [
@@ -210,7 +210,7 @@ def run_uneven(ctx: FaultContext) -> None:
     ctx.measured["passed_barrier"] = True
 
 
-def _describe_batches(phase: dict[str, Any]) -> list[str]:
+def _describe_batches(phase: PhaseBlock) -> list[str]:
     counts, done = measured(phase, "batches"), measured(phase, "batches_done")
     return [
         "batches per rank: " + ", ".join(f"rank {r} {n}" for r, n in enumerate(counts)),

@@ -9,7 +9,7 @@ from typing import Any
 
 from ddpfsdp.demos.checks import Check
 from ddpfsdp.demos.faults.collectives import DDP_IMPORTS
-from ddpfsdp.demos.faults.fault import Fault, FaultContext, measured
+from ddpfsdp.demos.faults.fault import Fault, FaultBlock, FaultContext, PhaseBlock, measured
 from ddpfsdp.demos.faults.steps import train_step
 
 SAMPLER_SIZE = 16
@@ -41,7 +41,7 @@ def repeated_positions(orders: list[list[int]]) -> list[int]:
     return [sum(a == b for a, b in zip(order, orders[0])) for order in orders[1:]]
 
 
-def _describe_sampler(phase: dict[str, Any]) -> list[str]:
+def _describe_sampler(phase: PhaseBlock) -> list[str]:
     lines = []
     for rank, orders in enumerate(measured(phase, "orders")):
         for epoch, order in enumerate(orders or []):
@@ -53,7 +53,7 @@ def _describe_sampler(phase: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _judge_sampler(block: dict[str, Any]) -> list[Check]:
+def _judge_sampler(block: FaultBlock) -> list[Check]:
     broken, fixed = measured(block.get("broken") or {}, "orders"), measured(block.get("fixed") or {}, "orders")
 
     def repeats(orders: Any) -> bool:
@@ -156,7 +156,7 @@ def largest_difference(vectors: list[Any]) -> float | None:
     return max(max(column) - min(column) for column in zip(*vectors))
 
 
-def _describe_batchnorm(phase: dict[str, Any]) -> list[str]:
+def _describe_batchnorm(phase: PhaseBlock) -> list[str]:
     means = measured(phase, "running_mean")
     lines = [f"rank {rank} running_mean after {BN_STEPS} steps: {mean}" for rank, mean in enumerate(means)]
     spread = largest_difference(means)
@@ -168,7 +168,7 @@ def _describe_batchnorm(phase: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _judge_batchnorm(block: dict[str, Any]) -> list[Check]:
+def _judge_batchnorm(block: FaultBlock) -> list[Check]:
     broken = largest_difference(measured(block.get("broken") or {}, "running_mean"))
     fixed = largest_difference(measured(block.get("fixed") or {}, "running_mean"))
     return [Check(

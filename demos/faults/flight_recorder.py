@@ -27,6 +27,9 @@ import pickle
 from pathlib import Path
 from typing import Any
 
+from ddpfsdp.demos.faults.fault import Analysis, Finding
+from ddpfsdp.demos.faults.fr_table import FlightEntry
+
 DUMP_PREFIX = "fr_"
 ANALYZER_LOGGER = "Flight Recorder"  # torch/distributed/flight_recorder/components/fr_logger.py
 
@@ -57,25 +60,25 @@ def warm_up() -> None:
     CapturedTraceback.extract(cpp=False).format()
 
 
-def group_entries(group: Any, frames: bool = True) -> list[dict[str, Any]]:
+def group_entries(group: Any, frames: bool = True) -> list[FlightEntry]:
     """This rank's recorded collectives of `group`, oldest first, trimmed to what the table shows;
     `frames=False` leaves out the calling line (and the cost of symbolising the stacks)."""
     import torch
 
     name = group.group_name
-    kept = []
+    kept: list[FlightEntry] = []
     dump = pickle.loads(torch._C._distributed_c10d._dump_fr_trace(True, frames, False))
     for entry in dump.get("entries", []):
         if (entry.get("process_group") or ("",))[0] != name:
             continue
-        kept.append({
-            "seq": entry.get("collective_seq_id"),
-            "op": entry.get("profiling_name"),
-            "input_sizes": entry.get("input_sizes"),
-            "input_dtypes": entry.get("input_dtypes"),
-            "p2p": bool(entry.get("is_p2p")),
-            "frame": _user_frame(entry.get("frames")),
-        })
+        kept.append(FlightEntry(
+            seq=entry.get("collective_seq_id"),
+            op=entry.get("profiling_name"),
+            input_sizes=entry.get("input_sizes"),
+            input_dtypes=entry.get("input_dtypes"),
+            p2p=bool(entry.get("is_p2p")),
+            frame=_user_frame(entry.get("frames")),
+        ))
     return kept
 
 
@@ -112,7 +115,7 @@ class _Lines(logging.Handler):
         self.lines.extend(record.getMessage().splitlines())
 
 
-def analyze(directory: Path, group_name: str) -> dict[str, Any]:
+def analyze(directory: Path, group_name: str) -> Analysis:
     """Torch's analyzer (fr_trace's build_db) over the dumps in `directory`: its log and its verdicts.
 
     The log is captured from torch's own logger, so its lines are torch's words. Only the verdicts
@@ -131,23 +134,23 @@ def analyze(directory: Path, group_name: str) -> dict[str, Any]:
         details, version = read_dir(args)
         db = build_db(details, args, version)
     except Exception as exc:  # noqa: BLE001 - the analyzer's own failure is part of what we report
-        return {"ran": False, "error": f"{type(exc).__name__}: {exc}", "log": capture.lines, "errors": []}
+        return Analysis(ran=False, error=f"{type(exc).__name__}: {exc}", log=capture.lines, errors=[])
     finally:
         logger.handlers, logger.propagate = handlers, propagate
         gc.enable()  # read_dir disables the garbage collector and leaves it off
     errors = [
-        {
-            "seq": c.collective_seq_id,
-            "op": c.collective_name,
+        Finding(
+            seq=c.collective_seq_id,
+            op=c.collective_name,
             # In the analyzer's own words ("error msg: Culprit rank 1; Error type: ..."), per culprit.
-            "mismatch": ", ".join(f"Culprit rank {rank}; {other.type_of_mismatch}"
-                                  for rank, other in sorted((c.mismatch_collectives or {}).items())) or None,
-            "missing_ranks": sorted(c.missing_ranks or []),
-        }
+            mismatch=", ".join(f"Culprit rank {rank}; {other.type_of_mismatch}"
+                               for rank, other in sorted((c.mismatch_collectives or {}).items())) or None,
+            missing_ranks=sorted(c.missing_ranks or []),
+        )
         for c in db.collectives
         if not c.pass_check and str(c.group_id) == group_name
     ]
-    return {"ran": True, "error": None, "log": _blocks_about(capture.lines, group_name), "errors": errors}
+    return Analysis(ran=True, error=None, log=_blocks_about(capture.lines, group_name), errors=errors)
 
 
 _BLOCK_STARTS = ("Collective sequence number", "Not all ranks joining collective", "Input/output mismatch")

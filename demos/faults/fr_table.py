@@ -9,46 +9,65 @@ id at which they do not (or at which a rank issued nothing) is where the program
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 MISSING = "(nothing)"
 SHOWN_ROWS = 6
 
 
-def op_text(entry: dict[str, Any] | None) -> str:
+class FlightEntry(TypedDict):
+    """One collective of a rank's flight recorder, as `flight_recorder.group_entries` keeps it."""
+
+    seq: int | None  # collective_seq_id, per process group
+    op: str | None  # profiling_name: "gloo:all_reduce"
+    input_sizes: list[list[int]] | None
+    input_dtypes: list[str] | None
+    p2p: bool
+    frame: str | None  # the program's line that issued it; None when frames were not asked for
+
+
+class Divergence(TypedDict):
+    """The first sequence id at which the ranks' collectives differ: each rank's op and calling line there."""
+
+    seq: int
+    ops: dict[str, str]  # rank -> op_text
+    frames: dict[str, str | None]  # rank -> the issuing line
+
+
+EntriesByRank = dict[int, list[FlightEntry]]
+
+
+def op_text(entry: FlightEntry | None) -> str:
     """`gloo:all_reduce [[1]]`: the op and its input sizes, as the flight recorder names them."""
     if entry is None:
         return MISSING
     return f"{entry.get('op')} {entry.get('input_sizes')}"
 
 
-def _by_seq(entries_by_rank: dict[int, list[dict[str, Any]]]) -> dict[int, dict[int, dict[str, Any]]]:
+def _by_seq(entries_by_rank: EntriesByRank) -> dict[int, dict[int, FlightEntry]]:
     return {
         rank: {entry["seq"]: entry for entry in entries if not entry.get("p2p") and isinstance(entry.get("seq"), int)}
         for rank, entries in entries_by_rank.items()
     }
 
 
-def sequence_ids(entries_by_rank: dict[int, list[dict[str, Any]]]) -> list[int]:
+def sequence_ids(entries_by_rank: EntriesByRank) -> list[int]:
     return sorted({seq for seqs in _by_seq(entries_by_rank).values() for seq in seqs})
 
 
-def divergence(entries_by_rank: dict[int, list[dict[str, Any]]]) -> dict[str, Any] | None:
+def divergence(entries_by_rank: EntriesByRank) -> Divergence | None:
     """The first sequence id at which the ranks' collectives differ, or None when they all agree."""
     by_seq = _by_seq(entries_by_rank)
     for seq in sequence_ids(entries_by_rank):
         entries = {rank: seqs.get(seq) for rank, seqs in sorted(by_seq.items())}
         ops = {rank: op_text(entry) for rank, entry in entries.items()}
         if len(set(ops.values())) > 1:
-            return {
-                "seq": seq,
-                "ops": {str(rank): op for rank, op in ops.items()},
-                "frames": {str(rank): (entry or {}).get("frame") for rank, entry in entries.items()},
-            }
+            return Divergence(seq=seq, ops={str(rank): op for rank, op in ops.items()},
+                              frames={str(rank): entry.get("frame") if entry else None for rank, entry in entries.items()})
     return None
 
 
-def divergence_line(found: dict[str, Any] | None, entries_by_rank: dict[int, list[dict[str, Any]]]) -> str:
+def divergence_line(found: Divergence | None, entries_by_rank: EntriesByRank) -> str:
     """One line: where the ranks part, or that they never do."""
     if found is None:
         count = len(sequence_ids(entries_by_rank))
@@ -57,7 +76,7 @@ def divergence_line(found: dict[str, Any] | None, entries_by_rank: dict[int, lis
     return f"first divergence at sequence id {found['seq']}: {parts}"
 
 
-def table_lines(entries_by_rank: dict[int, list[dict[str, Any]]], rows: int = SHOWN_ROWS) -> list[str]:
+def table_lines(entries_by_rank: EntriesByRank, rows: int = SHOWN_ROWS) -> list[str]:
     """The last `rows` sequence ids up to the first divergence (or the end), one column per rank."""
     by_seq = _by_seq(entries_by_rank)
     if not by_seq or not any(by_seq.values()):

@@ -14,7 +14,7 @@ from typing import Any
 from ddpfsdp.demos.checks import Check
 from ddpfsdp.demos.faults import verdicts
 from ddpfsdp.demos.faults.collectives import DDP_IMPORTS
-from ddpfsdp.demos.faults.fault import Fault, FaultContext, measured, phase_ranks
+from ddpfsdp.demos.faults.fault import Fault, FaultBlock, FaultContext, PhaseBlock, RankRecord, measured, phase_ranks
 from ddpfsdp.demos.faults.steps import ACCUMULATION_STEPS, count_ops, train_step
 
 UNUSED_STEPS = 3
@@ -69,7 +69,7 @@ def run_unused(ctx: FaultContext) -> None:
         ctx.measured["all_reduces"] = [[e["input_sizes"], e["input_dtypes"]] for e in entries if e["op"] == "gloo:all_reduce"]
 
 
-def _all_reduce_kinds(record: dict[str, Any]) -> dict[str, int]:
+def _all_reduce_kinds(record: RankRecord) -> dict[str, int]:
     """`[[35]] Float` -> how many times it was all-reduced."""
     kinds: dict[str, int] = {}
     for sizes, dtypes in (record.get("measured") or {}).get("all_reduces") or []:
@@ -78,7 +78,7 @@ def _all_reduce_kinds(record: dict[str, Any]) -> dict[str, int]:
     return kinds
 
 
-def _describe_unused(phase: dict[str, Any]) -> list[str]:
+def _describe_unused(phase: PhaseBlock) -> list[str]:
     lines = ["steps finished per rank: " + ", ".join(f"rank {r} {n or 0}" for r, n in enumerate(measured(phase, "steps_done")))]
     record = (phase_ranks(phase) or [{}])[0]
     kinds = _all_reduce_kinds(record)
@@ -87,7 +87,7 @@ def _describe_unused(phase: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _judge_unused(block: dict[str, Any]) -> list[Check]:
+def _judge_unused(block: FaultBlock) -> list[Check]:
     fixed_ranks = phase_ranks(block.get("fixed") or {})
     broken_ranks = phase_ranks(block.get("broken") or {})
     per_rank = []
@@ -167,7 +167,7 @@ def run_unscaled(ctx: FaultContext) -> None:
     _accumulate(ctx, skip_sync=True, divide_loss=not ctx.broken)
 
 
-def _describe_accumulation(phase: dict[str, Any]) -> list[str]:
+def _describe_accumulation(phase: PhaseBlock) -> list[str]:
     counts = measured(phase, "all_reduces")
     ratios, diffs = measured(phase, "norm_ratio"), measured(phase, "relative_difference")
     return [
@@ -179,7 +179,7 @@ def _describe_accumulation(phase: dict[str, Any]) -> list[str]:
     ]
 
 
-def _judge_accumulation_sync(block: dict[str, Any]) -> list[Check]:
+def _judge_accumulation_sync(block: FaultBlock) -> list[Check]:
     broken, fixed = measured(block.get("broken") or {}, "all_reduces"), measured(block.get("fixed") or {}, "all_reduces")
     diffs = [*measured(block.get("broken") or {}, "relative_difference"), *measured(block.get("fixed") or {}, "relative_difference")]
     same = len(diffs) >= 4 and all(isinstance(d, float) and d <= GRAD_RTOL for d in diffs)
@@ -200,7 +200,7 @@ def _judge_accumulation_sync(block: dict[str, Any]) -> list[Check]:
     ]
 
 
-def _judge_unscaled(block: dict[str, Any]) -> list[Check]:
+def _judge_unscaled(block: FaultBlock) -> list[Check]:
     ratios = measured(block.get("broken") or {}, "norm_ratio")
     diffs = measured(block.get("fixed") or {}, "relative_difference")
     passed = (len(ratios) >= 2 and all(isinstance(r, float) and abs(r - ACCUMULATION_STEPS) <= RATIO_TOL * ACCUMULATION_STEPS for r in ratios)

@@ -8,11 +8,10 @@ different seed on each rank becomes a stitch of different initialisations.
 
 from __future__ import annotations
 
-from typing import Any
 
 from ddpfsdp.demos.checks import Check
 from ddpfsdp.demos.faults.collectives import FSDP_IMPORTS
-from ddpfsdp.demos.faults.fault import Fault, FaultContext, measured
+from ddpfsdp.demos.faults.fault import Fault, FaultBlock, FaultContext, PhaseBlock, measured
 from ddpfsdp.demos.faults.steps import mesh_for, train_step
 
 OPTIMIZER_STEPS = 3
@@ -47,7 +46,7 @@ def run_optimizer_order(ctx: FaultContext) -> None:
     ctx.measured["largest_parameter_change"] = max(moved, default=0.0)
 
 
-def _describe_optimizer(phase: dict[str, Any]) -> list[str]:
+def _describe_optimizer(phase: PhaseBlock) -> list[str]:
     losses, moved = measured(phase, "losses"), measured(phase, "largest_parameter_change")
     held, total = measured(phase, "optimizer_tensors_in_model"), measured(phase, "optimizer_tensors")
     return [
@@ -57,7 +56,7 @@ def _describe_optimizer(phase: dict[str, Any]) -> list[str]:
     ]
 
 
-def _judge_optimizer(block: dict[str, Any]) -> list[Check]:
+def _judge_optimizer(block: FaultBlock) -> list[Check]:
     broken, fixed = block.get("broken") or {}, block.get("fixed") or {}
     still = measured(broken, "largest_parameter_change")
     moved = measured(fixed, "largest_parameter_change")
@@ -123,7 +122,7 @@ def run_init_seeds(ctx: FaultContext) -> None:
         ctx.measured["ddp_sum_before"], ctx.measured["ddp_sum_after"] = _ddp_checksums(ctx)
 
 
-def _describe_seeds(phase: dict[str, Any]) -> list[str]:
+def _describe_seeds(phase: PhaseBlock) -> list[str]:
     rows = measured(phase, "rows_matching_seed_0")
     lines = [f"FSDP2 weight rows equal to the seed-0 model's: {rows[0] if rows else None} of {INIT_FEATURES}"]
     before, after = measured(phase, "ddp_sum_before"), measured(phase, "ddp_sum_after")
@@ -134,7 +133,7 @@ def _describe_seeds(phase: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _judge_seeds(block: dict[str, Any]) -> list[Check]:
+def _judge_seeds(block: FaultBlock) -> list[Check]:
     broken, fixed = block.get("broken") or {}, block.get("fixed") or {}
     broken_rows, fixed_rows = measured(broken, "rows_matching_seed_0"), measured(fixed, "rows_matching_seed_0")
     before, after = measured(broken, "ddp_sum_before"), measured(broken, "ddp_sum_after")

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ddpfsdp.demos.faults import catalog, flight_recorder
-from ddpfsdp.demos.faults.fault import RUN_ORDER, Fault, FaultContext
+from ddpfsdp.demos.faults.fault import RUN_ORDER, Fault, FaultContext, RaisedError, RankRecord
 from ddpfsdp.demos.launch import events
 from ddpfsdp.demos.worker import die_with_parent
 
@@ -58,7 +58,7 @@ def _emit(rank: int, event: str, **fields: Any) -> None:
         sys.stdout.flush()
 
 
-def run_phase(fault: Fault, phase: str, rank: int, world_size: int, timeout_s: float) -> tuple[dict[str, Any], Any]:
+def run_phase(fault: Fault, phase: str, rank: int, world_size: int, timeout_s: float) -> tuple[RankRecord, Any]:
     """Run one program on a fresh group; its record (error, measurements, flight recorder) and the group."""
     import torch.distributed as dist
 
@@ -69,15 +69,9 @@ def run_phase(fault: Fault, phase: str, rank: int, world_size: int, timeout_s: f
     try:
         fault.program(ctx)
     except Exception as exc:  # noqa: BLE001 - the error is the symptom: recorded as torch raised it
-        error = {"type": type(exc).__name__, "message": str(exc)}
-    record = {
-        "rank": rank,
-        "phase": phase,
-        "error": error,
-        "measured": ctx.measured,
-        "wall_s": time.perf_counter() - started,
-        "flight_recorder": flight_recorder.group_entries(group, frames=fault.hangs and fault.collectives),
-    }
+        error = RaisedError(type=type(exc).__name__, message=str(exc))
+    record = RankRecord(rank=rank, phase=phase, error=error, measured=ctx.measured, wall_s=time.perf_counter() - started,
+                        flight_recorder=flight_recorder.group_entries(group, frames=fault.hangs and fault.collectives))
     return record, group
 
 

@@ -8,24 +8,25 @@ broken run's beside the fixed run's, and the question bank quotes them.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
 from ddpfsdp.demos.faults import fr_table
-from ddpfsdp.demos.faults.fault import PHASES, Fault, phase_ranks
+from ddpfsdp.demos.faults.fault import PHASES, Analysis, Fault, FaultBlock, PhaseBlock, RaisedError, RankRecord, phase_ranks
 from ddpfsdp.demos.result import FaultLab, FaultPhase, JsonObject, envelope
 
 # The analyzer's lines worth quoting: where it found a problem and what it calls it.
 _ANALYZER_LINES = ("Collective sequence number", "error msg:", "Not all ranks joining", "missing ranks:")
 
 
-def _missing(rank: int, phase: str) -> JsonObject:
+def _missing(rank: int, phase: str) -> RankRecord:
     """The record of a rank that wrote none, in the shape a rank writes (faults.rank)."""
-    return {"rank": rank, "phase": phase, "error": {"type": "NoRecord", "message": "this rank wrote no record: it was stopped before the program ended"},
-            "measured": {}, "wall_s": None, "flight_recorder": []}
+    return RankRecord(rank=rank, phase=phase, measured={}, wall_s=None, flight_recorder=[],
+                      error=RaisedError(type="NoRecord",
+                                        message="this rank wrote no record: it was stopped before the program ended"))
 
 
-def _records(phase: FaultPhase) -> list[JsonObject]:
-    return phase_ranks({"ranks": phase.ranks})
+def _records(phase: FaultPhase) -> list[RankRecord]:
+    return phase_ranks(PhaseBlock(ranks=phase.ranks))
 
 
 def error_lines(phase: FaultPhase) -> list[str]:
@@ -39,7 +40,7 @@ def error_lines(phase: FaultPhase) -> list[str]:
     return lines or ["no rank raised an error"]
 
 
-def analyzer_lines(analysis: Mapping[str, Any] | None) -> list[str]:
+def analyzer_lines(analysis: Analysis | None) -> list[str]:
     if not analysis:
         return []
     if not analysis.get("ran"):
@@ -50,7 +51,7 @@ def analyzer_lines(analysis: Mapping[str, Any] | None) -> list[str]:
     return [f"torch's analyzer: {line}" for line in said]
 
 
-def entries_by_rank(phase: FaultPhase) -> dict[int, list[JsonObject]]:
+def entries_by_rank(phase: FaultPhase) -> fr_table.EntriesByRank:
     return {record["rank"]: list(record.get("flight_recorder") or []) for record in _records(phase)}
 
 
@@ -61,14 +62,19 @@ def symptom_lines(fault: Fault, phase: FaultPhase) -> list[str]:
         lines.append(fr_table.divergence_line(fr_table.divergence(entries), entries))
         lines.extend(fr_table.table_lines(entries))
         lines.extend(analyzer_lines(phase.analyzer))
-    return lines + list(fault.describe(phase.to_json()))
+    return lines + list(fault.describe(_as_block(phase)))
 
 
-def phase_result(fault: Fault, phase: str, records: list[JsonObject | None],
-                 analysis: JsonObject | None) -> FaultPhase:
+def _as_block(phase: FaultPhase) -> PhaseBlock:
+    """The JSON form of a phase, which a fault's `describe` and `judge` read."""
+    return cast(PhaseBlock, phase.to_json())
+
+
+def phase_result(fault: Fault, phase: str, records: list[RankRecord | None],
+                 analysis: Analysis | None) -> FaultPhase:
     """One program's run from its ranks' records (a rank that wrote none is said to have none)."""
     ranks = [record if record is not None else _missing(rank, phase) for rank, record in enumerate(records)]
-    walls = [r["wall_s"] for r in ranks if isinstance(r.get("wall_s"), (int, float))]
+    walls = [wall for r in ranks if isinstance(wall := r.get("wall_s"), (int, float))]
     result = FaultPhase(program=fault.broken if phase == "broken" else fault.fixed, wall_s=max(walls) if walls else None,
                         ranks=ranks, analyzer=analysis)
     result.symptom = symptom_lines(fault, result)
@@ -80,5 +86,5 @@ def build(fault: Fault, phases: Mapping[str, FaultPhase], *, config: Mapping[str
     """The result of one fault, as JSON; `phases[p]` holds that phase's run from `phase_result`."""
     block = FaultLab(name=fault.name, summary=fault.summary, cause=fault.cause, fix=fault.fix, hangs=fault.hangs,
                      timeout_s=config.get("timeout_s"), **{phase: phases[phase] for phase in PHASES})
-    return envelope("fault", {**config, "fault": fault.name}, env, fault.judge(block.to_json()), fault=block,
+    return envelope("fault", {**config, "fault": fault.name}, env, fault.judge(cast(FaultBlock, block.to_json())), fault=block,
                     wall_s=wall_s).to_json()

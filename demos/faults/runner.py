@@ -31,6 +31,7 @@ from ddpfsdp.demos.faults import catalog, report
 from ddpfsdp.demos.faults.fault import PHASES
 from ddpfsdp.demos.faults.rank import analysis_path, record_path
 from ddpfsdp.demos.launch import events as event_protocol
+from ddpfsdp.demos.launch.events import Event
 from ddpfsdp.demos.launch.hardware import free_port
 from ddpfsdp.demos.launch.launcher import (
     RUN_ID_ENV,
@@ -82,7 +83,7 @@ class FaultRun:
         self.run_id = uuid.uuid4().hex
         self.results: dict[str, dict[str, Any]] = {}
         self.wall_s: dict[str, float] = {}
-        self.error: dict[str, Any] | None = None
+        self.error: Event | None = None
         self.cancelled = False
         self.returncode: int | None = None
         self.env: dict[str, Any] = {}
@@ -174,7 +175,7 @@ class FaultRun:
 
     def _fail(self, message: str, rank: int | None = None) -> None:
         if self.error is None:
-            self.error = {"event": "error", "rank": rank, "message": message, "traceback": self._stderr_tail()}
+            self.error = Event(event="error", rank=rank, message=message, traceback=self._stderr_tail())
 
     def _stderr_tail(self) -> str:
         tails = []
@@ -185,7 +186,7 @@ class FaultRun:
                 tails += [f"[rank{rank}]: {line}" for line in lines]
         return "\n".join(tails)
 
-    def _watch(self) -> Iterator[dict[str, Any]]:
+    def _watch(self) -> Iterator[Event]:
         """Rank 0's events until its stdout closes, holding the ranks to their deadlines."""
         assert self._procs[0].stdout is not None
         launched = time.monotonic()
@@ -212,7 +213,7 @@ class FaultRun:
         if current is not None:
             self.wall_s[current[0]] = time.monotonic() - current[1]
 
-    def events(self) -> Iterator[dict[str, Any]]:
+    def events(self) -> Iterator[Event]:
         """Start the run if needed and yield its events until every rank has exited, then the results."""
         self.start()
         if not self._procs:
@@ -225,7 +226,7 @@ class FaultRun:
             if self._dir is not None:
                 shutil.rmtree(self._dir, ignore_errors=True)
 
-    def _run_to_the_end(self) -> Iterator[dict[str, Any]]:
+    def _run_to_the_end(self) -> Iterator[Event]:
         try:
             yield from self._watch()
             deadline = time.monotonic() + FAULT_GRACE_S
@@ -242,7 +243,7 @@ class FaultRun:
         if self.returncode and self.error is None and not self.cancelled:
             self._fail(f"a rank exited with status {self.returncode}")
 
-    def _results(self) -> Iterator[dict[str, Any]]:
+    def _results(self) -> Iterator[Event]:
         import json
 
         assert self._dir is not None
@@ -259,7 +260,7 @@ class FaultRun:
                 phases[phase] = report.phase_result(fault, phase, records, json.loads(analysis.read_text()) if analysis.is_file() else None)
             result = report.build(fault, phases, config=config, env=self.env, wall_s=self.wall_s.get(name))
             self.results[name] = result
-            yield {"event": "result", "result": result}
+            yield Event(event="result", result=result)
 
 
 def run_from_link(args: Sequence[str]) -> FaultRun:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ddpfsdp.demos.faults.fr_table import FlightEntry
+
 ACCUMULATION_STEPS = 4  # micro-batches per optimizer step (K)
 MICRO_BATCH = 2
 FEATURES = 8
@@ -77,5 +79,5 @@ def straggle(ctx: Any, late_rank: int) -> None:
         time.sleep(STRAGGLE_S)
 
 
-def count_ops(entries: list[dict[str, Any]], op: str) -> int:
+def count_ops(entries: list[FlightEntry], op: str) -> int:
     return sum(1 for entry in entries if entry.get("op") == op)

@@ -7,31 +7,29 @@ a summary derived from them, so a record without the symptom fails the check wha
 from __future__ import annotations
 
 import re
-from typing import Any
-
 from ddpfsdp.demos.checks import Check
 from ddpfsdp.demos.faults import fr_table
-from ddpfsdp.demos.faults.fault import phase_ranks
+from ddpfsdp.demos.faults.fault import Analysis, FaultBlock, Finding, PhaseBlock, RankRecord, phase_ranks
 
 GLOO_TIMEOUT = "Timed out waiting"  # gloo/transport/tcp/unbound_buffer.cc, for a recv or a send
 _BRACKETED = re.compile(r"\[[^\]]*\]\s*")  # gloo's "[file.cc:line] " before its message
 
 
-def error_text(record: dict[str, Any]) -> str:
-    error = record.get("error") or {}
+def error_text(record: RankRecord) -> str:
+    error = record.get("error")
     return f"{error.get('type', '')}: {error.get('message', '')}" if error else ""
 
 
-def failed_ranks(phase: dict[str, Any]) -> list[int]:
+def failed_ranks(phase: PhaseBlock) -> list[int]:
     return [r.get("rank") for r in phase_ranks(phase) if r.get("error")]
 
 
-def _clean(phase: dict[str, Any]) -> bool:
+def _clean(phase: PhaseBlock) -> bool:
     """The phase ran on at least two ranks and none raised."""
     return len(phase_ranks(phase)) >= 2 and not failed_ranks(phase)
 
 
-def every_rank_raised(name: str, block: dict[str, Any], phrase: str, what: str) -> Check:
+def every_rank_raised(name: str, block: FaultBlock, phrase: str, what: str) -> Check:
     """Every rank of the broken run raised an error containing `phrase`; no rank of the fixed run raised."""
     broken, fixed = block.get("broken") or {}, block.get("fixed") or {}
     ranks = phase_ranks(broken)
@@ -53,7 +51,7 @@ def _first_words(text: str, limit: int) -> str:
     return text[: limit - 1].rsplit(" ", 1)[0].rstrip(" ,;:") + "…"
 
 
-def hung_until_timeout(name: str, block: dict[str, Any]) -> Check:
+def hung_until_timeout(name: str, block: FaultBlock) -> Check:
     """The broken run hung: a rank raised gloo's timeout, having waited the group's whole timeout, and
     every rank failed (a peer of the rank that timed out may see its connection closed first); the
     fixed run raised nothing."""
@@ -77,11 +75,11 @@ def hung_until_timeout(name: str, block: dict[str, Any]) -> Check:
     )
 
 
-def _entries(phase: dict[str, Any]) -> dict[int, list[dict[str, Any]]]:
+def _entries(phase: PhaseBlock) -> fr_table.EntriesByRank:
     return {r.get("rank"): list(r.get("flight_recorder") or []) for r in phase_ranks(phase)}
 
 
-def ranks_part_in_flight_recorder(name: str, block: dict[str, Any]) -> Check:
+def ranks_part_in_flight_recorder(name: str, block: FaultBlock) -> Check:
     """The broken run's per-rank collectives differ at some sequence id; the fixed run's never do."""
     broken, fixed = _entries(block.get("broken") or {}), _entries(block.get("fixed") or {})
     found = fr_table.divergence(broken) if len(broken) >= 2 else None
@@ -102,18 +100,19 @@ def ranks_part_in_flight_recorder(name: str, block: dict[str, Any]) -> Check:
 
 # What a desync looks like to torch's analyzer (components/types.py MatchState, utils.py error_analysis).
 DESYNC_VERDICTS = ("COLLECTIVE_TYPE_MISMATCH", "Not all ranks")
+NOT_ANALYZED = Analysis(ran=False, error=None, log=[], errors=[])
 
 
-def _desync_verdicts(analysis: dict[str, Any]) -> list[dict[str, Any]]:
+def _desync_verdicts(analysis: Analysis) -> list[Finding]:
     return [e for e in analysis.get("errors") or []
             if e.get("missing_ranks") or any(v in str(e.get("mismatch")) for v in DESYNC_VERDICTS)]
 
 
-def analyzer_flags_broken_only(name: str, block: dict[str, Any]) -> Check:
+def analyzer_flags_broken_only(name: str, block: FaultBlock) -> Check:
     """Torch's analyzer, on the broken run, reports a desync (a collective-type mismatch or a missing rank)
     at the sequence id where the ranks' entries part; on the fixed run, none."""
-    broken = (block.get("broken") or {}).get("analyzer") or {}
-    fixed = (block.get("fixed") or {}).get("analyzer") or {}
+    broken: Analysis = (block.get("broken") or {}).get("analyzer") or NOT_ANALYZED
+    fixed: Analysis = (block.get("fixed") or {}).get("analyzer") or NOT_ANALYZED
     found = fr_table.divergence(_entries(block.get("broken") or {}))
     flagged = _desync_verdicts(broken)
     first = flagged[0] if flagged else None

@@ -19,9 +19,37 @@ import math
 import queue
 import threading
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import IO, Any, Required, TypedDict
+
+from ddpfsdp.demos.result import JsonObject
 
 PREFIX = "@@ddpfsdp "
+
+
+class Event(TypedDict, total=False):
+    """One event of the protocol: `event` names its kind, and the kind says which other keys it carries."""
+
+    event: Required[str]  # "start", "progress", "log", "result" or "error"
+    # start: what runs, where
+    demo: str
+    world_size: int
+    device: str
+    backend: str
+    config: JsonObject
+    env: JsonObject
+    # progress: the step of how many, and what the demo says of it
+    step: int
+    steps: int
+    phase: str
+    run: str  # compare: which of its runs
+    fault: str  # the failure lab: which fault
+    loss: float | None
+    # log and error
+    message: str
+    rank: int | None  # error: the rank that raised (None: the launcher's own)
+    traceback: str
+    # result: the demo's result, in its JSON form
+    result: JsonObject
 
 
 def _finite(value: Any) -> Any:
@@ -35,12 +63,12 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def encode(event: dict[str, Any]) -> str:
+def encode(event: Event) -> str:
     """One line, with PREFIX, without a trailing newline."""
     return PREFIX + json.dumps(_finite(event), separators=(",", ":"), allow_nan=False)
 
 
-def decode(line: str) -> dict[str, Any] | None:
+def decode(line: str) -> Event | None:
     """The event on this line, or None when the line is not an event."""
     line = line.rstrip("\r\n")
     if not line.startswith(PREFIX):
@@ -52,7 +80,7 @@ def decode(line: str) -> dict[str, Any] | None:
     return event if isinstance(event, dict) and "event" in event else None
 
 
-def read_in_background(stream: IO[str], poll_s: float = 0.2) -> Iterator[dict[str, Any] | None]:
+def read_in_background(stream: IO[str], poll_s: float = 0.2) -> Iterator[Event | None]:
     """The events decoded from `stream` until it closes, read on a thread of their own; None after
     each `poll_s` without one.
 
@@ -60,7 +88,7 @@ def read_in_background(stream: IO[str], poll_s: float = 0.2) -> Iterator[dict[st
     another thread of the process runs its handler only when the main thread next executes Python,
     which a read on a silent pipe would put off for as long as the pipe stays silent.
     """
-    events: queue.Queue[dict[str, Any] | None] = queue.Queue()
+    events: queue.Queue[Event | None] = queue.Queue()
 
     def pump() -> None:
         for line in stream:

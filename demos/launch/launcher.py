@@ -318,7 +318,7 @@ class DemoRun:
         self.extra_env = extra_env or {}
         self.run_id = uuid.uuid4().hex
         self.result: dict[str, Any] | None = None
-        self.error: dict[str, Any] | None = None
+        self.error: event_protocol.Event | None = None
         # torchrun's account of the first rank to fail, read after a failed run; a rank's own error
         # event can be a consequence (a peer's dropped connection) of another rank's silent death.
         self.root_cause: Failure | None = None
@@ -395,7 +395,7 @@ class DemoRun:
         for line in self._proc.stderr:
             self.stderr_tail.append(line.rstrip("\n"))
 
-    def events(self) -> Iterator[dict[str, Any]]:
+    def events(self) -> Iterator[event_protocol.Event]:
         """Start the run if needed and yield its events until every process has exited."""
         self.start()
         assert self._proc is not None and self._proc.stdout is not None
@@ -420,12 +420,12 @@ class DemoRun:
             self.root_cause = summarize_failure(list(self.stderr_tail), self.reported_ranks)
         if self.returncode != 0 and self.error is None and not self.cancelled:
             failure = self.root_cause
-            self.error = {
-                "event": "error",
-                "rank": failure.rank,
-                "message": failure.message or f"the launcher exited with status {self.returncode}",
-                "traceback": "\n".join(failure.rank_lines),
-            }
+            self.error = event_protocol.Event(
+                event="error",
+                rank=failure.rank,
+                message=failure.message or f"the launcher exited with status {self.returncode}",
+                traceback="\n".join(failure.rank_lines),
+            )
             yield self.error
 
     @property

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddpfsdp.demos.checks import not_judged
+from ddpfsdp.demos.checks import CheckDocument, not_judged
 
 RANKS_PER_GPU_ENV = "DDPFSDP_RANKS_PER_GPU"  # set by the launcher for its ranks: K ranks on each GPU
 
@@ -76,7 +76,7 @@ def refusal(demo: str, ranks_per_gpu: int, world_size: int) -> str | None:
             f"ddpfsdp demo {demo} --procs {world_size}")
 
 
-def _judged_here(check: dict[str, Any]) -> dict[str, Any]:
+def _judged_here(check: CheckDocument) -> CheckDocument:
     """A check as it stands on ranks sharing a GPU: itself, or not judged with the reason."""
     if check.get("name") in NOT_JUDGED:
         return not_judged(check, NOT_JUDGED[check["name"]])

@@ -28,7 +28,7 @@ The handles are kept here and removed after the step, which breaks the cycle.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, TypedDict
 
 import torch
 
@@ -74,6 +74,16 @@ def _innermost(parents: Iterable[str]) -> str | None:
 
 def _storage_keys(tensors: Iterable[torch.Tensor]) -> set[int]:
     return {t.untyped_storage().data_ptr() for t in tensors if isinstance(t, torch.Tensor)}
+
+
+class PeakFields(TypedDict):
+    """What the breakdown adds to a rank's memory in the result (result.RankMemory's fields of these names)."""
+
+    peak_breakdown: dict[str, int] | None  # category -> bytes at the peak, in PEAK_CATEGORIES' order
+    peak_phase: str | None
+    peak_module: str | None
+    tracker_peak: int | None  # the sum of the categories, as torch's tracker saw the peak
+    breakdown_source: str
 
 
 class PeakBreakdown:
@@ -213,17 +223,12 @@ class PeakBreakdown:
         self.categories = {name: categories[name] for name in PEAK_CATEGORY_NAMES if name in categories}
 
     def to_dict(self, *, peak_bytes: int | None = None, held: dict[str, int] | None = None,
-                ddp_bucket_bytes: int = 0) -> dict[str, Any]:
+                ddp_bucket_bytes: int = 0) -> PeakFields:
         """The result's fields. Without a tracker's figures, the project's own accounting: the model
         state held after the step and DDP's buckets, and the rest of the peak by difference."""
         if self.categories is not None:
-            return {
-                "peak_breakdown": self.categories,
-                "peak_phase": self.phase,
-                "peak_module": self.module,
-                "tracker_peak": sum(self.categories.values()),
-                "breakdown_source": self.source,
-            }
+            return PeakFields(peak_breakdown=self.categories, peak_phase=self.phase, peak_module=self.module,
+                              tracker_peak=sum(self.categories.values()), breakdown_source=self.source)
         fallback: dict[str, int] = {}
         if held and peak_bytes is not None:
             for kind in ("params", "grads", "optimizer"):
@@ -234,10 +239,5 @@ class PeakBreakdown:
         source = "project accounting: model state after the step, the rest of the peak by difference"
         if self.error:
             source += f" ({self.error})"
-        return {
-            "peak_breakdown": fallback or None,
-            "peak_phase": None,
-            "peak_module": None,
-            "tracker_peak": None,
-            "breakdown_source": source,
-        }
+        return PeakFields(peak_breakdown=fallback or None, peak_phase=None, peak_module=None, tracker_peak=None,
+                          breakdown_source=source)

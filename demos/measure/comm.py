@@ -136,7 +136,11 @@ def _bind(func: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
     return bound
 
 
-def _per_op(collectives: list[Collective]) -> dict[str, dict[str, float]]:
+# One step's collectives per op: {op: {"count", "bytes", "wire_bytes_per_rank"}} (result.CommOp's JSON form).
+PerOp = dict[str, dict[str, float]]
+
+
+def _per_op(collectives: list[Collective]) -> PerOp:
     totals: dict[str, dict[str, float]] = defaultdict(lambda: {"count": 0, "bytes": 0, "wire_bytes_per_rank": 0.0})
     for c in collectives:
         entry = totals[c.op]
@@ -146,7 +150,7 @@ def _per_op(collectives: list[Collective]) -> dict[str, dict[str, float]]:
     return {op: totals[op] for op in OPS if op in totals}
 
 
-def per_dimension(names: dict[str, str], by_group: dict[str, Any]) -> dict[str, Any]:
+def per_dimension(names: dict[str, str], by_group: dict[str, PerOp]) -> dict[str, PerOp]:
     """A 2-D run's collectives by mesh dimension ("dp", "tp"), from those by process-group name."""
     return {dim: by_group.get(name, {}) for dim, name in names.items()}
 
@@ -184,11 +188,11 @@ class CommCounter(TorchDispatchMode):
                 alive[id(tensor)] = tensor
         return list(alive.values())
 
-    def per_op(self) -> dict[str, dict[str, float]]:
+    def per_op(self) -> PerOp:
         """{op: {"count", "bytes", "wire_bytes_per_rank"}} for the ops seen, in a fixed order."""
         return _per_op(self.collectives)
 
-    def per_group(self) -> dict[str, dict[str, dict[str, float]]]:
+    def per_group(self) -> dict[str, PerOp]:
         """`per_op` for each process group by name: a 2-D mesh's dp and tp groups apart."""
         by_group: dict[str, list[Collective]] = defaultdict(list)
         for c in self.collectives:

@@ -11,7 +11,9 @@ completion. A collective whose completion was not seen counts as done when issue
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Iterable, Sequence
+
+from ddpfsdp.demos.step_record import CollectiveSpan, RankStep, Span
 
 Interval = tuple[float, float]
 
@@ -56,15 +58,15 @@ def subtract(a: Sequence[Interval], b: Sequence[Interval]) -> list[Interval]:
     return out
 
 
-def unit_spans(rank: dict[str, Any], phase: str | None = None) -> list[dict[str, Any]]:
+def unit_spans(rank: RankStep, phase: str | None = None) -> list[Span]:
     return [s for s in rank.get("spans", []) if s.get("unit") and (phase is None or s["phase"] == phase)]
 
 
-def span(rank: dict[str, Any], name: str) -> dict[str, Any] | None:
+def span(rank: RankStep, name: str) -> Span | None:
     return next((s for s in rank.get("spans", []) if s["name"] == name and not s.get("unit")), None)
 
 
-def compute_intervals(rank: dict[str, Any]) -> list[Interval]:
+def compute_intervals(rank: RankStep) -> list[Interval]:
     spans = unit_spans(rank)
     optimizer = span(rank, "optimizer")
     if optimizer is not None:
@@ -73,26 +75,26 @@ def compute_intervals(rank: dict[str, Any]) -> list[Interval]:
     return subtract(busy, [(start, end) for start, end in rank.get("waits", [])])
 
 
-def collective_interval(c: dict[str, Any]) -> Interval:
+def collective_interval(c: CollectiveSpan) -> Interval:
     done = c.get("completed_s")
     return c["issued_s"], max(c["issued_s"], done if done is not None else c["issued_s"])
 
 
-def comm_intervals(rank: dict[str, Any], op: str | None = None) -> list[Interval]:
+def comm_intervals(rank: RankStep, op: str | None = None) -> list[Interval]:
     return union(collective_interval(c) for c in rank.get("collectives", []) if op is None or c["op"] == op)
 
 
-def exposed_comm_s(rank: dict[str, Any]) -> float:
+def exposed_comm_s(rank: RankStep) -> float:
     """Time with a collective in flight and no compute running."""
     return length(subtract(comm_intervals(rank), compute_intervals(rank)))
 
 
-def exposed_share(rank: dict[str, Any]) -> float:
+def exposed_share(rank: RankStep) -> float:
     duration = rank.get("duration_s") or 0.0
     return exposed_comm_s(rank) / duration if duration > 0 else 0.0
 
 
-def backward_collectives(rank: dict[str, Any], op: str) -> list[dict[str, Any]]:
+def backward_collectives(rank: RankStep, op: str) -> list[CollectiveSpan]:
     backward = span(rank, "backward")
     forward = span(rank, "forward")
     after = backward["seq_start"] if backward else (forward["seq_end"] if forward else -1)
@@ -101,14 +103,14 @@ def backward_collectives(rank: dict[str, Any], op: str) -> list[dict[str, Any]]:
     return [c for c in rank.get("collectives", []) if c["op"] == op and after < c["seq"] < before]
 
 
-def forward_collectives(rank: dict[str, Any], op: str) -> list[dict[str, Any]]:
+def forward_collectives(rank: RankStep, op: str) -> list[CollectiveSpan]:
     forward = span(rank, "forward")
     if forward is None:
         return []
     return [c for c in rank.get("collectives", []) if c["op"] == op and forward["seq_start"] < c["seq"] < forward["seq_end"]]
 
 
-def param_drops_after_forward(rank: dict[str, Any]) -> dict[str, tuple[int, int]]:
+def param_drops_after_forward(rank: RankStep) -> dict[str, tuple[int, int]]:
     """{unit: (parameter bytes held when its forward compute began, held right after its forward)}."""
     at_start: dict[str, int] = {}
     after: dict[str, int] = {}

@@ -40,11 +40,12 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from ddpfsdp.demos.measure.comm import CommCounter, classify, issued_by_dtensor
+from ddpfsdp.demos.measure.comm import Collective, CommCounter, classify, issued_by_dtensor
 from ddpfsdp.demos.measure.memory import (
     cpu_allocation_events,
     live_tensor_bytes,
@@ -52,6 +53,7 @@ from ddpfsdp.demos.measure.memory import (
     resting_params,
     state_optimizers,
 )
+from ddpfsdp.demos.step_record import CollectiveSpan, MemorySamples, RankStep, Span
 
 MAX_MEMORY_SAMPLES = 400  # enough for a chart's width; peaks and troughs of each slice are kept
 
@@ -136,14 +138,37 @@ def _storage_of(tensor: torch.Tensor) -> int:
     return tensor.untyped_storage().data_ptr()
 
 
-def _mark_when_done(work: Any, event: dict[str, Any]) -> None:
+@dataclass
+class _Edged:
+    """A span as recorded, on the step's raw clock (ns, or a CUDA event); `to_dict` turns it to seconds."""
+
+    name: str
+    phase: str
+    unit: str | None
+    start: Any
+    end: Any
+    seq_start: int
+    seq_end: int
+
+
+@dataclass
+class _Issued:
+    """A collective as issued; `completed` is stamped when it is seen done (by another thread, for some)."""
+
+    collective: Collective
+    issued: Any
+    seq: int
+    completed: Any = None
+
+
+def _mark_when_done(work: Any, event: _Issued) -> None:
     """Wait on a CPU Work and stamp its completion (time.time_ns, the CPU timeline's clock). The
     stamp can trail the completion by the time this thread takes to get the GIL back."""
     try:
         work.wait()
     except Exception:  # noqa: BLE001 - a failed collective did not complete; its caller reports why
         return
-    event["completed"] = time.time_ns()
+    event.completed = time.time_ns()
 
 
 def downsample(samples: list[tuple[int, int]], limit: int = MAX_MEMORY_SAMPLES) -> list[tuple[int, int]]:
@@ -184,11 +209,11 @@ class TimelineRecorder(CommCounter):
         # output storage -> (output, event). By storage, not by tensor: a view of the output (DTensor's
         # to_local, an AsyncCollectiveTensor's view ops) is what is waited on, and it shares the storage;
         # the output is held here, so its storage cannot be reused while the collective is pending.
-        self._functional: dict[int, tuple[torch.Tensor, dict[str, Any]]] = {}
+        self._functional: dict[int, tuple[torch.Tensor, _Issued]] = {}
         self.waits: list[tuple[Any, Any]] = []  # (start, end) of each wait on a functional collective
         self._open: dict[tuple[str, str], tuple[Any, int]] = {}
-        self.spans: list[dict[str, Any]] = []
-        self.events: list[dict[str, Any]] = []  # collectives, in issue order
+        self.spans: list[_Edged] = []
+        self.events: list[_Issued] = []  # collectives, in issue order
         self.params: list[tuple[Any, int, str]] = []
         self.cuda_memory: list[tuple[Any, int]] = []
         self._profiler = None
@@ -229,8 +254,7 @@ class TimelineRecorder(CommCounter):
         if opened is None:  # an edge that fired twice (a unit called twice): keep the first span
             return
         closed = self._stamp()
-        self.spans.append({"name": name, "phase": phase, "unit": unit, "start": opened[0], "end": closed[0],
-                           "seq_start": opened[1], "seq_end": closed[1]})
+        self.spans.append(_Edged(name, phase, unit, opened[0], closed[0], opened[1], closed[1]))
         if self.cuda:
             self.cuda_memory.append((closed[0], torch.cuda.memory_allocated(self.device)))
 
@@ -317,8 +341,7 @@ class TimelineRecorder(CommCounter):
             return self._maybe_wait(func, args, kwargs)
         self.count(collective, args, kwargs)
         issued, seq = self._stamp()
-        event = {"op": collective.op, "bytes": collective.bytes, "group_size": collective.group_size,
-                 "group": collective.group, "issued": issued, "completed": None, "seq": seq}
+        event = _Issued(collective, issued, seq)
         self.events.append(event)
         if self.cuda:
             self.cuda_memory.append((issued, torch.cuda.memory_allocated(self.device)))
@@ -330,14 +353,14 @@ class TimelineRecorder(CommCounter):
         self._watch_completion(_work_of(result), event)
         return result
 
-    def _watch_completion(self, work: Any, event: dict[str, Any]) -> None:
-        """Stamp `event["completed"]` when the collective is done, by whichever means it offers."""
+    def _watch_completion(self, work: Any, event: _Issued) -> None:
+        """Stamp `event.completed` when the collective is done, by whichever means it offers."""
         how = completion_source(work, self.cuda)
         if how == "future":
             def completed(fut):
                 # CPU: gloo runs this on its own thread when the work is done. CUDA: it runs on
                 # streams made to wait for the collective, so the event fires when it is done.
-                event["completed"] = self._now()
+                event.completed = self._now()
                 return None
 
             work.get_future().then(completed)
@@ -347,7 +370,7 @@ class TimelineRecorder(CommCounter):
             self._watchers.append(watcher)
         elif how == "stream":
             # On the current stream: an event recorded there now fires once the collective is done.
-            event["completed"] = self._now()
+            event.completed = self._now()
         # "none": nothing says when it finished, so it stays not completed and
         # `timeline_records_every_collective` names it, rather than showing it done at issue.
 
@@ -362,7 +385,7 @@ class TimelineRecorder(CommCounter):
         self.waits.append((start, end))
         pending = self._functional.pop(_storage_of(args[0]), None) if isinstance(args[0], torch.Tensor) else None
         if pending is not None:
-            pending[1]["completed"] = end
+            pending[1].completed = end
         return result
 
     # --- context -------------------------------------------------------------------------------
@@ -405,14 +428,15 @@ class TimelineRecorder(CommCounter):
         self.units = []
         self.optimizer = None
 
-    def to_dict(self, rank: int) -> dict[str, Any]:
+    def to_dict(self, rank: int) -> RankStep:
         """This rank's timeline, in seconds from the start of the step."""
         sec = self._seconds
-        spans = [{"name": s["name"], "phase": s["phase"], "unit": s["unit"], "start_s": sec(s["start"]),
-                  "end_s": sec(s["end"]), "seq_start": s["seq_start"], "seq_end": s["seq_end"]}
-                 for s in sorted(self.spans, key=lambda s: s["seq_start"])]
-        collectives = [{"op": e["op"], "bytes": e["bytes"], "group_size": e["group_size"], "group": e["group"],
-                        "issued_s": sec(e["issued"]), "completed_s": sec(e["completed"]), "seq": e["seq"]}
+        spans = [Span(name=s.name, phase=s.phase, unit=s.unit, start_s=sec(s.start), end_s=sec(s.end),
+                      seq_start=s.seq_start, seq_end=s.seq_end)
+                 for s in sorted(self.spans, key=lambda s: s.seq_start)]
+        collectives = [CollectiveSpan(op=e.collective.op, bytes=e.collective.bytes,
+                                      group_size=e.collective.group_size, group=e.collective.group,
+                                      issued_s=sec(e.issued), completed_s=sec(e.completed), seq=e.seq)
                        for e in self.events]
         if self.cuda:
             memory = sorted((sec(mark), allocated) for mark, allocated in self.cuda_memory)
@@ -421,16 +445,16 @@ class TimelineRecorder(CommCounter):
             memory = [((t - self._start) / 1e9, self._start_live_bytes + total) for t, total in self._allocations]
             memory = [(0.0, self._start_live_bytes), *memory]
             kind = "cpu live tensor bytes (profiler)"
-        return {
-            "rank": rank,
-            "clock": "cuda events" if self.cuda else "host",
-            "duration_s": sec(self._end),
-            "spans": spans,
-            "collectives": collectives,
-            "waits": [[sec(start), sec(end)] for start, end in self.waits],
-            "memory": {"kind": kind, "samples": [[t, b] for t, b in downsample(memory)]},
-            "params": [[sec(mark), held, label] for mark, held, label in self.params],
-        }
+        return RankStep(
+            rank=rank,
+            clock="cuda events" if self.cuda else "host",
+            duration_s=sec(self._end),
+            spans=spans,
+            collectives=collectives,
+            waits=[[sec(start), sec(end)] for start, end in self.waits],
+            memory=MemorySamples(kind=kind, samples=[[t, b] for t, b in downsample(memory)]),
+            params=[[sec(mark), held, label] for mark, held, label in self.params],
+        )
 
 
 def _allocation_series(prof: Any) -> list[tuple[int, int]]:

@@ -10,34 +10,49 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping, TypedDict
+
+from ddpfsdp.demos.result import DemoResult, Timeline, as_result
+
+Result = DemoResult | Mapping[str, Any]
 
 COMPUTE_TID = 1
 COMM_TID = 2
 
+# One Chrome trace event (the Trace Event Format): "M" metadata, "X" a complete span, "C" a counter.
+TraceEvent = dict[str, object]
 
-def _runs(result: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-    if isinstance(result.get("runs"), dict):
-        for name, run in result["runs"].items():
-            if run.get("timeline"):
-                yield name, run["timeline"]
-    elif result.get("timeline"):
-        yield result.get("demo", "run"), result["timeline"]
+
+class TraceFile(TypedDict):
+    traceEvents: list[TraceEvent]
+    displayTimeUnit: str
+    otherData: dict[str, str | None]
+
+
+def _timelines(result: DemoResult) -> Iterator[tuple[str, Timeline]]:
+    """Each recorded step of a result with its name: compare's per strategy, or the demo's own."""
+    if result.runs:
+        for name, strategy_result in result.runs.items():
+            if strategy_result.timeline:
+                yield name, strategy_result.timeline
+    elif result.timeline:
+        yield result.demo or "run", result.timeline
 
 
 def _us(seconds: float) -> float:
     return round(seconds * 1e6, 3)
 
 
-def events(result: dict[str, Any]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
+def events(result: Result) -> list[TraceEvent]:
+    result = as_result(result)
+    out: list[TraceEvent] = []
     pid = 0
-    for run_name, timeline in _runs(result):
-        for rank in timeline.get("ranks", []):
+    for recorded, timeline in _timelines(result):
+        for rank in timeline.ranks:
             if not rank:
                 continue
             pid += 1
-            label = f"rank {rank['rank']}" if run_name == result.get("demo") else f"{run_name} rank {rank['rank']}"
+            label = f"rank {rank['rank']}" if recorded == result.demo else f"{recorded} rank {rank['rank']}"
             out += [
                 {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": label}},
                 {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}},
@@ -66,15 +81,15 @@ def events(result: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def to_json(result: dict[str, Any]) -> dict[str, Any]:
+def to_json(result: Result) -> TraceFile:
+    result = as_result(result)
     found = events(result)
     if not found:
         raise ValueError("this result holds no recorded step to trace")
-    return {"traceEvents": found, "displayTimeUnit": "ms",
-            "otherData": {"demo": result.get("demo"), "schema": result.get("schema")}}
+    return TraceFile(traceEvents=found, displayTimeUnit="ms", otherData={"demo": result.demo, "schema": result.schema})
 
 
-def write(result: dict[str, Any], path: str | Path) -> Path:
+def write(result: Result, path: str | Path) -> Path:
     target = Path(path).expanduser().resolve()
     target.write_text(json.dumps(to_json(result)))
     return target

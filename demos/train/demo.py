@@ -14,8 +14,8 @@ from typing import Any, Mapping
 from ddpfsdp.demos.result import STATE_KINDS, Config, DemoResult, JsonObject, as_result, envelope
 from ddpfsdp.demos.train.spec import COMPARE_RUNS, OVERRIDE_NAMES, RunSpec
 
-# A run as the loop or the simulation hands it over (its JSON form), or already typed.
-Run = DemoResult | Mapping[str, Any]
+# A trained run's result as the loop or the simulation hands it over, typed or in its JSON form.
+Trained = DemoResult | Mapping[str, Any]
 
 
 def _shape(config: Config, arch: str = "gpt") -> Any:
@@ -31,12 +31,12 @@ def _shape(config: Config, arch: str = "gpt") -> Any:
     return shape_for(arch, config.model, **{k: given[k] for k in names if k in given})
 
 
-def theory_of(run: Run) -> JsonObject:
+def theory_of(result: Trained) -> JsonObject:
     """The analytic model's figures for a measured run's own configuration."""
     from ddpfsdp.demos.theory.run import theory_for_run
 
-    run = as_result(run)
-    config = run.config
+    result = as_result(result)
+    config = result.config
     if config.tp:
         from ddpfsdp.demos.theory.tensor_parallel import two_d_run_theory
 
@@ -55,17 +55,17 @@ def theory_of(run: Run) -> JsonObject:
         unit_params=config.unit_params or None,
         bucket_bytes=int(config.bucket_mb * 1024**2) if config.strategy != "fsdp" else None,
         # DDP broadcasts module buffers (BatchNorm statistics) from rank 0 before every forward
-        buffer_bytes=_memory(run).buffers if config.strategy != "fsdp" else 0,
+        buffer_bytes=_memory(result).buffers if config.strategy != "fsdp" else 0,
     )
 
 
-def _memory(run: DemoResult) -> Any:
-    if run.memory is None:
-        raise ValueError(f"the {run.demo or 'training'} result carries no memory block: it is not a training run")
-    return run.memory
+def _memory(result: DemoResult) -> Any:
+    if result.memory is None:
+        raise ValueError(f"the {result.demo or 'training'} result carries no memory block: it is not a training run")
+    return result.memory
 
 
-def allowance(run: Run) -> dict[str, int]:
+def allowance(result: Trained) -> dict[str, int]:
     """How far a rank's bytes may honestly sit from theory beyond 1%, from the model's own shapes.
 
     FSDP: one dim-0 row of every parameter (shard padding, or an uneven split); ZeRO-1: the largest
@@ -73,8 +73,8 @@ def allowance(run: Run) -> dict[str, int]:
     """
     from ddpfsdp.demos.theory.precision import precision_for
 
-    run = as_result(run)
-    memory, config = _memory(run), run.config
+    result = as_result(result)
+    memory, config = _memory(result), result.config
     # Optimizer bytes per parameter byte of one whole tensor (ZeRO-1's theory shares are 1/N, the
     # tensor a rank may hold beyond its share is not).
     spec = precision_for(config.precision)
@@ -89,12 +89,12 @@ def allowance(run: Run) -> dict[str, int]:
     return {"params": 0, "grads": 0, "optimizer": counters}
 
 
-def activation_estimate(run: Run) -> int | None:
+def activation_estimate(result: Trained) -> int | None:
     """The analytic model's activation bytes for the run's model and micro-batch; None for a ResNet,
     whose activations the analytic model does not estimate."""
     from ddpfsdp.demos.theory.activations import model_activation_bytes
 
-    config = as_result(run).config
+    config = as_result(result).config
     arch = config.arch or "gpt"
     if arch not in ("gpt", "vit"):
         return None
@@ -102,40 +102,40 @@ def activation_estimate(run: Run) -> int | None:
                                   bool(config.checkpoint_activations), config.precision)
 
 
-def run_checks(run: Run, theory: Mapping[str, Any]) -> list[Any]:
+def run_checks(result: Trained, theory: Mapping[str, Any]) -> list[Any]:
     """The named checks of the `ddp` or `fsdp` demo for one run."""
     from ddpfsdp.demos.train import claims as tc
 
-    run = as_result(run)
-    ranks = _memory(run).ranks
-    padding = allowance(run)
+    result = as_result(result)
+    ranks = _memory(result).ranks
+    padding = allowance(result)
     return [
-        tc.loss_decreases(run.loss or []),
-        *theory_checks(run, theory, padding),
+        tc.loss_decreases(result.loss or []),
+        *theory_checks(result, theory, padding),
         tc.peak_within_bounds(ranks, working_set_bytes=theory["working_set_bytes"],
-                              activation_bytes=activation_estimate(run), device=run.config.device),
-        *strategy_checks(run, padding),
-        *_compile_checks(run),
-        *_timeline_checks(run),
+                              activation_bytes=activation_estimate(result), device=result.config.device),
+        *strategy_checks(result, padding),
+        *_compile_checks(result),
+        *_timeline_checks(result),
     ]
 
 
-def theory_checks(run: DemoResult, theory: Mapping[str, Any], padding: Mapping[str, int]) -> list[Any]:
+def theory_checks(result: DemoResult, theory: Mapping[str, Any], padding: Mapping[str, int]) -> list[Any]:
     """Every rank's model state and the step's traffic against the analytic model (real and simulated runs)."""
     from ddpfsdp.demos.train import claims as tc
 
-    return [tc.model_state_matches_theory(_memory(run).ranks, theory, padding),
-            tc.comm_matches_theory(run.comm.per_step, theory["comm"])]
+    return [tc.model_state_matches_theory(_memory(result).ranks, theory, padding),
+            tc.comm_matches_theory(result.comm.per_step, theory["comm"])]
 
 
-def strategy_checks(run: DemoResult, padding: Mapping[str, int]) -> list[Any]:
+def strategy_checks(result: DemoResult, padding: Mapping[str, int]) -> list[Any]:
     """What the strategy claims, for a real and a simulated run alike: DDP replicates the model state and
     all-reduces; FSDP shards it, reduce-scatters the gradients and all-gathers each unit."""
     from ddpfsdp.demos.train import claims as tc
     from ddpfsdp.demos.theory.precision import precision_for
     from ddpfsdp.demos.theory.run import theory_for_run
 
-    config, ranks, per_op = run.config, _memory(run).ranks, run.comm.per_step
+    config, ranks, per_op = result.config, _memory(result).ranks, result.comm.per_step
     checks = []
     spec = precision_for(config.precision)
     if config.strategy == "ddp":
@@ -159,15 +159,15 @@ def strategy_checks(run: DemoResult, padding: Mapping[str, int]) -> list[Any]:
     return checks
 
 
-def _compile_checks(run: DemoResult) -> list[Any]:
+def _compile_checks(result: DemoResult) -> list[Any]:
     """A --compile run's claims, from what torch recorded: compiled before the timed steps; DDP's graph
     cut into pieces at its buckets; FSDP2's blocks compiled without a graph break."""
-    compiled = run.extra.get("compile")
+    compiled = result.extra.get("compile")
     if not compiled:
         return []
     from ddpfsdp.demos.train import compiled as cc
 
-    config = run.config
+    config = result.config
     checks = [cc.compiled_before_timed_steps({config.strategy: compiled})]
     if compiled.get("ddp_buckets") is not None:
         checks.append(cc.ddp_compiled_graph_split_at_buckets(compiled["graph_params"], compiled["ddp_buckets"],
@@ -179,24 +179,24 @@ def _compile_checks(run: DemoResult) -> list[Any]:
     return checks
 
 
-def _compare_compile_checks(runs: Mapping[str, DemoResult]) -> list[Any]:
+def _compare_compile_checks(results: Mapping[str, DemoResult]) -> list[Any]:
     """A compiled compare's claims at the top: every run compiled in its warm-up, DDP's pieces at its
     buckets, FSDP's blocks compiled one by one without a graph break."""
-    if not all(run.extra.get("compile") for run in runs.values()):
+    if not all(result.extra.get("compile") for result in results.values()):
         return []
     from ddpfsdp.demos.train import compiled as cc
 
-    lifted = {check.name: check for name in ("ddp", "fsdp-full") for check in runs[name].checks
+    lifted = {check.name: check for name in ("ddp", "fsdp-full") for check in results[name].checks
               if check.name in ("ddp_compiled_graph_split_at_buckets", "fsdp_blocks_compiled_without_graph_breaks")}
-    overall = cc.compiled_before_timed_steps({name: run.extra["compile"] for name, run in runs.items()})
+    overall = cc.compiled_before_timed_steps({name: result.extra["compile"] for name, result in results.items()})
     return [overall, *lifted.values()]
 
 
-def _timeline_checks(run: DemoResult) -> list[Any]:
+def _timeline_checks(result: DemoResult) -> list[Any]:
     """The claims only the recorded step can show; none with --no-timeline, which records no step."""
     from ddpfsdp.demos.train import timeline_claims as tl
 
-    config, timeline = run.config, run.timeline
+    config, timeline = result.config, result.timeline
     if timeline is None or not timeline.ranks:
         return []
     checks = []
@@ -207,21 +207,21 @@ def _timeline_checks(run: DemoResult) -> list[Any]:
         checks.append(tl.fsdp_reshards_after_forward(timeline, sharding, units, unit_params))
         checks.append(tl.fsdp_prefetches_next_unit(timeline, sharding=sharding, prefetch=config.prefetch,
                                                    fsdp_api=config.fsdp_api, units=units, unit_params=unit_params))
-    return [*checks, tl.timeline_records_every_collective(timeline, run.comm.per_step)]
+    return [*checks, tl.timeline_records_every_collective(timeline, result.comm.per_step)]
 
 
-def two_d_run_checks(run: Run, theory: Mapping[str, Any], reference: list[float]) -> list[Any]:
+def two_d_run_checks(result: Trained, theory: Mapping[str, Any], reference: list[float]) -> list[Any]:
     """The named checks of a 2-D run (`demo fsdp --tp N`): model state, TP and DP traffic per group,
     TP per block in the timeline and on its critical path, a block's activations, the loss."""
     from ddpfsdp.demos.train import claims as tc
     from ddpfsdp.demos.train import timeline_claims as tl
     from ddpfsdp.demos.train import two_d_claims as td
 
-    run = as_result(run)
-    comm, ranks, timeline = run.comm, _memory(run).ranks, run.timeline
+    result = as_result(result)
+    comm, ranks, timeline = result.comm, _memory(result).ranks, result.timeline
     per_group = comm.per_group or {}
-    rtol = tc.LOSS_RTOL_FP32 if run.config.precision == "fp32" else tc.LOSS_RTOL_LOW_PRECISION
-    loss = run.loss or []
+    rtol = tc.LOSS_RTOL_FP32 if result.config.precision == "fp32" else tc.LOSS_RTOL_LOW_PRECISION
+    loss = result.loss or []
     checks = [
         tc.loss_decreases(loss),
         td.loss_matches_reference(loss, reference, rtol),
@@ -247,35 +247,35 @@ def _run_one(ctx: Any, demo: str, spec: RunSpec) -> JsonObject | None:
     measured = train(ctx, spec)
     if measured is None:
         return None
-    run = _judged(measured)
+    judged = _judged(measured)
     if spec.tp:
         from ddpfsdp.demos.train.loop import SAMPLES_PER_RANK_STEPS
         from ddpfsdp.demos.train.reference import reference_losses
 
         ctx.log("fsdp: the 1-process reference on the same global batches")
-        reference = reference_losses(spec, ctx.world_size // spec.tp, len(run.loss or []), SAMPLES_PER_RANK_STEPS,
+        reference = reference_losses(spec, ctx.world_size // spec.tp, len(judged.loss or []), SAMPLES_PER_RANK_STEPS,
                                      ctx.device)
-        run.checks = two_d_run_checks(run, run.theory, reference)
-    fields = {k: v for k, v in measured.items() if k not in ("config", "label", "theory", "checks")}
+        judged.checks = two_d_run_checks(judged, judged.theory, reference)
+    fields = {k: v for k, v in measured.to_json().items() if k not in ("config", "label", "theory", "checks")}
     if "timeline" in fields:
-        fields["timeline"] = run.timeline  # with its exposed communication
-    result = envelope(demo, run.config, environment(ctx), run.checks, **fields, theory=run.theory)
+        fields["timeline"] = judged.timeline  # with its exposed communication
+    result = envelope(demo, judged.config, environment(ctx), judged.checks, **fields, theory=judged.theory)
     _write_trace(ctx, result, spec.trace)
     return result.to_json()
 
 
 def _judged(measured: Mapping[str, Any]) -> DemoResult:
-    """A trained run with the analytic model's figures, its exposed communication and its own checks
+    """A trained run's result with the analytic model's figures, its exposed communication and its own checks
     (a 2-D run's checks need the reference losses: its caller judges it)."""
     from ddpfsdp.demos.train import timeline_claims as tl
 
-    run = as_result(measured)
-    run.theory = theory_of(run)
-    if run.timeline is not None and run.timeline.ranks:
-        run.timeline.exposed = tl.exposed_comm(run.timeline)
-    if not run.config.tp:
-        run.checks = run_checks(run, run.theory)
-    return run
+    result = as_result(measured)
+    result.theory = theory_of(result)
+    if result.timeline is not None and result.timeline.ranks:
+        result.timeline.exposed = tl.exposed_comm(result.timeline)
+    if not result.config.tp:
+        result.checks = run_checks(result, result.theory)
+    return result
 
 
 def _write_trace(ctx: Any, result: DemoResult, path: str | None) -> None:
@@ -303,12 +303,12 @@ def run_fsdp(ctx: Any, spec: RunSpec) -> JsonObject | None:
     return _run_one(ctx, "fsdp", spec)
 
 
-def compare_checks(runs: Mapping[str, DemoResult], world: int) -> list[Any]:
+def compare_checks(results: Mapping[str, DemoResult], world: int) -> list[Any]:
     """What compare shows across its runs, real or simulated: FSDP full shards everything DDP holds,
     grad-op holds more parameters at its peak, and (where it holds) FSDP sends 1.5x DDP's bytes."""
     from ddpfsdp.demos.train import claims as tc
 
-    ddp, grad_op, full = runs["ddp"], runs["fsdp-grad-op"], runs["fsdp-full"]
+    ddp, grad_op, full = results["ddp"], results["fsdp-grad-op"], results["fsdp-full"]
     ddp_rank0 = _memory(ddp).ranks[0]
     checks = [
         tc.fsdp_shards_model_state(_memory(full).ranks, {k: ddp_rank0.state(k) for k in STATE_KINDS},
@@ -330,7 +330,7 @@ def run_compare(ctx: Any, spec: RunSpec) -> JsonObject | None:
     from ddpfsdp.demos.measure.memory import environment
     from ddpfsdp.demos.train.loop import train
 
-    runs: dict[str, DemoResult] = {}
+    results: dict[str, DemoResult] = {}
     resolved = spec.resolved(ctx.device.type)
     steps = resolved.steps
     total = steps * len(COMPARE_RUNS)
@@ -338,23 +338,23 @@ def run_compare(ctx: Any, spec: RunSpec) -> JsonObject | None:
         ctx.log(f"compare: {name} ({index + 1} of {len(COMPARE_RUNS)})")
         measured = train(ctx, one, label=name, step_offset=index * steps, total_steps=total)
         if measured is not None:
-            runs[name] = _judged(measured)
+            results[name] = _judged(measured)
     if not ctx.is_main:
         return None
     from ddpfsdp.demos.train import claims as tc
 
-    ddp, zero1 = runs["ddp"], runs["zero1"]
+    ddp, zero1 = results["ddp"], results["zero1"]
     precision = ddp.config.precision
     rtol = tc.LOSS_RTOL_FP32 if precision == "fp32" else tc.LOSS_RTOL_LOW_PRECISION
     checks = [
-        tc.losses_agree({name: run.loss or [] for name, run in runs.items()}, rtol),
+        tc.losses_agree({name: result.loss or [] for name, result in results.items()}, rtol),
         tc.zero1_shards_optimizer(_memory(zero1).ranks, _memory(ddp).ranks, allowance(zero1)["optimizer"]),
-        *compare_checks(runs, ctx.world_size),
+        *compare_checks(results, ctx.world_size),
     ]
     if tc.activations_comparable(precision):
-        checks.append(tc.fsdp_leaves_activations_whole(_memory(ddp).ranks, _memory(runs["fsdp-full"]).ranks))
+        checks.append(tc.fsdp_leaves_activations_whole(_memory(ddp).ranks, _memory(results["fsdp-full"]).ranks))
     config = compare_config(ddp, ("strategy", "sharding", "description", "units", "unit_params"))
-    result = envelope("compare", config, environment(ctx), [*checks, *_compare_compile_checks(runs)], runs=runs,
-                      wall_s=sum(run.wall_s or 0 for run in runs.values()))
+    result = envelope("compare", config, environment(ctx), [*checks, *_compare_compile_checks(results)], runs=results,
+                      wall_s=sum(result.wall_s or 0 for result in results.values()))
     _write_trace(ctx, result, spec.trace)
     return result.to_json()

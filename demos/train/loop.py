@@ -28,7 +28,7 @@ import torch
 import torch.distributed as dist
 
 from ddpfsdp.demos.measure.breakdown import PeakBreakdown
-from ddpfsdp.demos.measure.comm import CommCounter
+from ddpfsdp.demos.measure.comm import CommCounter, PerOp
 from ddpfsdp.demos.measure.memory import (
     PeakMemory,
     StepTimer,
@@ -39,10 +39,53 @@ from ddpfsdp.demos.measure.memory import (
     resting_params,
 )
 from ddpfsdp.demos.measure.timeline import TimelineRecorder
-from ddpfsdp.demos.result import GLOO_CAVEAT
+from ddpfsdp.demos.result import GLOO_CAVEAT, DemoResult, RankMemory, Throughput, as_result
+from ddpfsdp.demos.step_record import RankStep
 from ddpfsdp.demos.train.spec import RunSpec
 
 SAMPLES_PER_RANK_STEPS = 8  # the dataset holds this many steps of batches; epochs repeat it reshuffled
+
+@dataclass
+class CommStep:
+    """The communication step: its counter (kept to the end of the run, as are the buffers it saw),
+    its recorded timeline (None when recording is off) and the units the timeline followed."""
+
+    counter: CommCounter
+    timeline: RankStep | None
+    units: list[str]
+
+
+@dataclass
+class RankFigures:
+    """What one rank measured, gathered to rank 0."""
+
+    rank: int
+    hostname: str
+    memory: RankMemory
+    wall_s: float  # the timed steps, wall clock
+    step_time_s: dict[str, float]  # median, min, max
+    comm: PerOp
+    comm_group_sizes: dict[str, list[int]]
+    timeline: RankStep | None
+    groups: dict[str, str] | None = None  # a 2-D run: this rank's dp and tp group names
+    per_group: dict[str, PerOp] | None = None  # a 2-D run: this rank's collectives per mesh dimension
+
+
+@dataclass
+class RunFacts:
+    """What rank 0 knows of the run as a whole: the model as built and wrapped, the losses, the phases."""
+
+    shape: Any
+    params: int
+    model_facts: dict[str, int]
+    description: str
+    units: list[str]
+    unit_params: list[int]
+    followed: list[str]
+    losses: list[float]
+    phases_s: dict[str, float]
+    optimizer_impl: str | None
+    compile: Any  # compiled.CompiledRun.report's block, None for an eager run
 
 
 
@@ -155,7 +198,7 @@ class _Trainer:
     def _done(self, phase: str, loss: torch.Tensor, shown: torch.Tensor | None) -> None:
         """Keep the step's loss and tell the progress bar (with the loss, where reading it is free)."""
         self.losses.append(loss)
-        metrics: dict[str, Any] = {"phase": phase}
+        metrics: dict[str, str | float] = {"phase": phase}
         if self.progress.label:
             metrics["run"] = self.progress.label
         if shown is not None:
@@ -212,9 +255,8 @@ class _Trainer:
         self._mark("timed")
         return timer
 
-    def comm_step(self) -> dict[str, Any]:
-        """One step under the collective counter, recorded in time unless the timeline is off: the
-        counter (kept to the end of the run, as the buffers it saw are), the timeline, the units followed."""
+    def comm_step(self) -> CommStep:
+        """One step under the collective counter, recorded in time unless the timeline is off."""
         from ddpfsdp.demos.train.strategies import timeline_units
 
         mark = time.perf_counter()
@@ -232,9 +274,9 @@ class _Trainer:
             comm.release()  # the model must be free to go when the run deletes it
         self._done("comm", loss, loss)
         self.phases_s["comm"] = time.perf_counter() - mark
-        return {"counter": comm, "timeline": timeline, "units": [name for name, _, _ in followed]}
+        return CommStep(comm, timeline, [name for name, _, _ in followed])
 
-    def memory_step(self, live_buffers: list[torch.Tensor], before_run: Any) -> dict[str, Any]:
+    def memory_step(self, live_buffers: list[torch.Tensor], before_run: Any) -> RankMemory:
         """One step under the peak tracker and torch's memory tracker: this rank's memory figures."""
         mark = time.perf_counter()
         held: dict[str, int] = {}
@@ -250,7 +292,7 @@ class _Trainer:
         bucket_bytes = ddp_reducer_bytes(self.train_model)
         self._done("memory", loss, loss)
         self.phases_s["memory"] = time.perf_counter() - mark
-        return {
+        return RankMemory.from_json({
             **held,
             "peak": peak.peak_bytes,
             "peak_kind": peak.peak_kind,
@@ -260,7 +302,7 @@ class _Trainer:
             "params_after_forward": after_forward.get("params"),
             "ddp_buckets": bucket_bytes,
             **breakdown.to_dict(peak_bytes=peak.peak_bytes, held=held, ddp_bucket_bytes=bucket_bytes),
-        }
+        })
 
     def mean_losses(self) -> list[float]:
         """Every step's loss, averaged over the ranks: one all-reduce for the whole run."""
@@ -270,8 +312,9 @@ class _Trainer:
 
 
 def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int = 0,
-          total_steps: int | None = None) -> dict[str, Any] | None:
-    """Train one run; rank 0 gets {"config", "memory", "throughput", "comm", "loss", ...}."""
+          total_steps: int | None = None) -> DemoResult | None:
+    """Train one run; rank 0 gets its result (config, memory, throughput, comm, loss, ...), without the
+    envelope's schema, demo and env, the analytic model's figures and the checks."""
     started = time.perf_counter()
     spec = spec.resolved(ctx.device.type)
     before_run = PeakMemory.before_run(ctx.device)
@@ -279,37 +322,29 @@ def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int
     trainer.warm_up()
     timer = trainer.timed_steps()
     comm = trainer.comm_step()
-    counter = comm["counter"]
+    counter = comm.counter
     memory = trainer.memory_step(counter.live_buffers(), before_run)
-    rank_figures = {
-        "rank": ctx.rank,
-        "hostname": socket.gethostname(),
-        "memory": memory,
-        "wall_s": timer.wall_s,
-        "step_time_s": timer.summary(),
-        "comm": counter.per_op(),
-        "comm_group_sizes": counter.group_sizes(),
-        "timeline": comm["timeline"],
-    }
+    figures = RankFigures(rank=ctx.rank, hostname=socket.gethostname(), memory=memory, wall_s=timer.wall_s,
+                          step_time_s=timer.summary(), comm=counter.per_op(), comm_group_sizes=counter.group_sizes(),
+                          timeline=comm.timeline)
     if trainer.two_d:
-        rank_figures["memory"]["block_saved"] = trainer.block_saved_bytes
-        rank_figures["groups"] = trainer.two_d.group_names()
-        rank_figures["per_group"] = trainer.two_d.traffic(counter)
-    run = {
-        "shape": trainer.shape, "params": trainer.params, "model_facts": trainer.prepared.facts,
-        "description": trainer.prepared.describe(),
-        "units": list(trainer.prepared.units),
-        "unit_params": list(trainer.prepared.unit_params), "followed": comm["units"],
-        "losses": trainer.mean_losses(), "phases_s": trainer.phases_s,
-        "optimizer_impl": trainer.prepared.optimizer_impl, "compile": trainer.compile_report(),
-    }
+        figures.memory.block_saved = trainer.block_saved_bytes
+        figures.groups = trainer.two_d.group_names()
+        figures.per_group = trainer.two_d.traffic(counter)
+    facts = RunFacts(
+        shape=trainer.shape, params=trainer.params, model_facts=trainer.prepared.facts,
+        description=trainer.prepared.describe(), units=list(trainer.prepared.units),
+        unit_params=list(trainer.prepared.unit_params), followed=comm.units,
+        losses=trainer.mean_losses(), phases_s=trainer.phases_s,
+        optimizer_impl=trainer.prepared.optimizer_impl, compile=trainer.compile_report(),
+    )
     del trainer, comm, counter, before_run
     _release(ctx.device)
 
-    gathered = ctx.gather(rank_figures)
+    gathered: list[RankFigures] = ctx.gather(figures)
     if not ctx.is_main:
         return None
-    return _result(ctx, spec, run, gathered, label, started)
+    return _result(ctx, spec, facts, gathered, label, started)
 
 
 def _release(device: torch.device) -> None:
@@ -319,77 +354,77 @@ def _release(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
-def _throughput(ctx: Any, spec: RunSpec, run: dict[str, Any], gathered: list[dict[str, Any]]) -> dict[str, Any]:
+def _throughput(ctx: Any, spec: RunSpec, facts: RunFacts, gathered: list[RankFigures]) -> Throughput:
     """Samples and tokens per second over every rank's timed steps, bounded by the slowest rank."""
     from ddpfsdp.demos.train.data import tokens_per_sample
 
     # Only the data-parallel groups read distinct samples: a TP group's ranks share one batch.
     timed_samples = spec.batch_size * (ctx.world_size // spec.ranks_per_batch) * spec.timed_steps
-    slowest_wall_s = max(r["wall_s"] for r in gathered)
+    slowest_wall_s = max(r.wall_s for r in gathered)
     samples_per_s = timed_samples / slowest_wall_s
-    tokens = tokens_per_sample(spec.arch, run["shape"])
-    flops = flops_per_sample(spec.arch, run["shape"], run["params"])
+    tokens = tokens_per_sample(spec.arch, facts.shape)
+    flops = flops_per_sample(spec.arch, facts.shape, facts.params)
     peak_flops = peak_flops_per_s(ctx.device, spec.precision)
     if peak_flops is not None and flops is not None:
         mfu: float | str = flops * samples_per_s / (peak_flops * ctx.world_size)
     else:
         mfu = "n/a"
-    return {
+    return Throughput.from_json({
         "samples_per_s": samples_per_s,
         "tokens_per_s": samples_per_s * tokens if tokens else None,
-        "step_time_s": gathered[0]["step_time_s"],
+        "step_time_s": gathered[0].step_time_s,
         "timed_steps": spec.timed_steps,
         "wall_s": slowest_wall_s,
         "mfu": mfu,
         "peak_flops_per_s": peak_flops,
         "note": GLOO_CAVEAT if ctx.device.type == "cpu" else None,
-    }
+    })
 
 
-def _per_group(gathered: list[dict[str, Any]]) -> dict[str, Any]:
+def _per_group(gathered: list[RankFigures]) -> dict[str, object]:
     """A 2-D run's collectives per mesh dimension on rank 0 (`per_group`), and each rank's group names."""
     rank0 = gathered[0]
-    if "groups" not in rank0:
+    if rank0.groups is None:
         return {}
-    return {"per_group": rank0["per_group"], "groups": [r["groups"] for r in gathered]}
+    return {"per_group": rank0.per_group, "groups": [r.groups for r in gathered]}
 
 
-def _result(ctx: Any, spec: RunSpec, run: dict[str, Any], gathered: list[dict[str, Any]], label: str | None,
-            started: float) -> dict[str, Any]:
+def _result(ctx: Any, spec: RunSpec, facts: RunFacts, gathered: list[RankFigures], label: str | None,
+            started: float) -> DemoResult:
     """Rank 0's result of the run, from its own figures and every rank's."""
     rank0 = gathered[0]
-    shape = run["shape"]
+    shape = facts.shape
     comm_step = spec.warmup + spec.timed_steps
-    return {
+    return as_result({
         "label": label,
         "config": {
             **spec.reported(),
-            "params": run["params"],
+            "params": facts.params,
             "seq_len": getattr(shape, "seq_len", getattr(shape, "tokens", None)),
             "world_size": ctx.world_size,
             "device": ctx.device.type,
             "backend": ctx.backend,
-            "description": run["description"],
-            "units": run["units"],
-            "unit_params": run["unit_params"],
-            "optimizer_impl": run["optimizer_impl"],  # as resolved for the device (auto: fused where torch has it)
+            "description": facts.description,
+            "units": facts.units,
+            "unit_params": facts.unit_params,
+            "optimizer_impl": facts.optimizer_impl,  # as resolved for the device (auto: fused where torch has it)
         },
         # a --compile run: the backend, compile time, graphs, graph breaks (rank 0's, as torch recorded them)
-        **({"compile": run["compile"]} if run["compile"] is not None else {}),
-        "memory": {"ranks": [r["memory"] for r in gathered], **run["model_facts"]},
-        "throughput": _throughput(ctx, spec, run, gathered),
+        **({"compile": facts.compile} if facts.compile is not None else {}),
+        "memory": {"ranks": [r.memory for r in gathered], **facts.model_facts},
+        "throughput": _throughput(ctx, spec, facts, gathered),
         "comm": {
-            "per_step": rank0["comm"],
-            "group_sizes": rank0["comm_group_sizes"],
-            "ranks_agree": all(r["comm"] == rank0["comm"] for r in gathered),
+            "per_step": rank0.comm,
+            "group_sizes": rank0.comm_group_sizes,
+            "ranks_agree": all(r.comm == rank0.comm for r in gathered),
             "step": comm_step,
             **_per_group(gathered),
         },
         # the communication step, recorded in time on every rank (None when recording was off)
-        "timeline": {"step": comm_step, "units": run["followed"],
-                     "ranks": [r["timeline"] for r in gathered]} if spec.timeline else None,
-        "loss": run["losses"],
-        "hosts": sorted({r["hostname"] for r in gathered}),
-        "phases_s": run["phases_s"],  # rank 0's wall time per phase: what the measured steps cost
+        "timeline": {"step": comm_step, "units": facts.followed,
+                     "ranks": [r.timeline for r in gathered]} if spec.timeline else None,
+        "loss": facts.losses,
+        "hosts": sorted({r.hostname for r in gathered}),
+        "phases_s": facts.phases_s,  # rank 0's wall time per phase: what the measured steps cost
         "wall_s": time.perf_counter() - started,
-    }
+    })

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
+    from ddpfsdp.demos.measure.comm import PerOp
 
 # Torch is imported inside the functions: the CLI checks --tp against the model (check_tp_shape)
 # before any rank starts.
@@ -148,7 +149,7 @@ class TwoD:
         """This rank's dp and tp process groups by name, as the collective counter reports them."""
         return {dim: str(self.mesh.get_group(dim).group_name) for dim in DIMS}
 
-    def traffic(self, counter: Any) -> dict[str, Any]:
+    def traffic(self, counter: Any) -> dict[str, PerOp]:
         """This rank's collectives per mesh dimension, {"dp": per op, "tp": per op}, from a CommCounter."""
         from ddpfsdp.demos.measure.comm import per_dimension
 

@@ -12,7 +12,8 @@ from typing import Any, Mapping, Sequence
 
 from ddpfsdp.demos.checks import Check
 from ddpfsdp.demos.measure import lanes
-from ddpfsdp.demos.result import CommOp, JsonObject, Timeline
+from ddpfsdp.demos.result import CommOp, Timeline
+from ddpfsdp.demos.step_record import CollectiveSpan, Exposed, RankStep, Span
 
 # A result's timeline, typed or in its JSON form; each rank's record keeps measure.timeline's shape.
 Recorded = Timeline | Mapping[str, Any] | None
@@ -24,7 +25,7 @@ def _timeline(timeline: Recorded) -> Timeline:
     return Timeline() if timeline is None else Timeline.from_json(timeline)
 
 
-def _ranks(timeline: Recorded) -> list[JsonObject]:
+def _ranks(timeline: Recorded) -> list[RankStep]:
     return [r for r in _timeline(timeline).ranks if r]
 
 
@@ -179,7 +180,7 @@ def fsdp_reshards_after_forward(timeline: Recorded, sharding: str, units: Sequen
                   "falls_in_backward": falls_in_backward})
 
 
-def _prefetched(order: Sequence[str], gathers: Mapping[str, JsonObject], spans: Mapping[str, JsonObject]) -> int:
+def _prefetched(order: Sequence[str], gathers: Mapping[str, CollectiveSpan], spans: Mapping[str, Span]) -> int:
     """How many units' all-gathers were issued before the previous unit's compute ended."""
     count = 0
     for current, following in zip(order, order[1:]):
@@ -253,12 +254,9 @@ def fsdp_prefetches_next_unit(timeline: Recorded, *, sharding: str, prefetch: st
                   "ranks": figures})
 
 
-def exposed_comm(timeline: Recorded) -> JsonObject:
+def exposed_comm(timeline: Recorded) -> Exposed:
     """Per rank: seconds and share of the step with a collective in flight and no compute running."""
     ranks = _ranks(timeline)
-    return {
-        "exposed_s": [lanes.exposed_comm_s(r) for r in ranks],
-        "share": [lanes.exposed_share(r) for r in ranks],
-        "comm_s": [lanes.length(lanes.comm_intervals(r)) for r in ranks],
-        "step_s": [r.get("duration_s") for r in ranks],
-    }
+    return Exposed(exposed_s=[lanes.exposed_comm_s(r) for r in ranks], share=[lanes.exposed_share(r) for r in ranks],
+                   comm_s=[lanes.length(lanes.comm_intervals(r)) for r in ranks],
+                   step_s=[r.get("duration_s") for r in ranks])

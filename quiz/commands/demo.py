@@ -9,22 +9,22 @@ from typing import Any
 import click
 
 from ddpfsdp.demos import registry
+from ddpfsdp.demos.launch.events import Event
 from ddpfsdp.demos.registry import load
+from ddpfsdp.demos.result import GLOO_CAVEAT, DemoResult, as_result
 from ddpfsdp.quiz.commands.results import check_table, save_result
 
 
-def _render(demo: registry.Demo, result: dict[str, Any], console) -> None:
+def _render(demo: registry.Demo, result: DemoResult, console) -> None:
     if demo.render:
         load(demo.render)(result, console)
-    if result.get("checks"):
-        console.print(check_table(result["checks"]))
+    if result.checks:
+        console.print(check_table(result.checks))
     # A demo's own renderer states what its figures mean on CPU; concept demos get the note here.
-    config = result.get("config") or {}
-    if not demo.render and config.get("shared_gpu"):
-        console.print(f"[yellow]{config['shared_gpu']}[/]")
-    elif not demo.render and config.get("backend") == "gloo":
-        from ddpfsdp.demos.result import GLOO_CAVEAT
-
+    config = result.config
+    if not demo.render and config.shared_gpu:
+        console.print(f"[yellow]{config.shared_gpu}[/]")
+    elif not demo.render and config.backend == "gloo":
         console.print(f"[dim]{GLOO_CAVEAT}[/]")
 
 
@@ -51,7 +51,7 @@ def _run(demo: registry.Demo, **params: Any) -> None:
     if as_json:
         click.echo(json.dumps(result, indent=2))
     else:
-        _render(demo, result, out)
+        _render(demo, as_result(result), out)
 
 
 def _asked(demo: registry.Demo, options: dict[str, Any], params: dict[str, Any], ctx: click.Context) -> Any:
@@ -134,7 +134,7 @@ def _follow(demo: registry.Demo, run: Any, status, *, quiet: bool, err) -> None:
         sys.exit(130)
 
 
-def _show(demo: registry.Demo, event: dict[str, Any], progress, task) -> None:
+def _show(demo: registry.Demo, event: Event, progress, task) -> None:
     kind = event["event"]
     if kind == "progress":
         metrics = "  ".join(

@@ -70,6 +70,7 @@ def fault(name: str | None, list_faults: bool, procs: int, timeout_s: float, as_
 def _run(name: str, procs: int, timeout_s: float, as_json: bool, verbose: bool) -> None:
     from ddpfsdp.demos.faults.render import render_fault
     from ddpfsdp.demos.faults.runner import FaultRun
+    from ddpfsdp.demos.result import as_result
     from ddpfsdp.quiz.commands.results import check_table, save_result
     from rich.console import Console
     from rich.markup import escape
@@ -96,4 +97,4 @@ def _run(name: str, procs: int, timeout_s: float, as_json: bool, verbose: bool) 
         click.echo(json.dumps(run.result, indent=2))
         return
     render_fault(run.result, out)
-    out.print(check_table(run.result["checks"]))
+    out.print(check_table(as_result(run.result).checks))

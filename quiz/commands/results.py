@@ -3,12 +3,14 @@ table, and a copy in the progress store under what the demo was asked."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ddpfsdp.demos import registry
+from ddpfsdp.demos.checks import Check
 
 
-def check_table(checks: list[dict[str, Any]]):
+def check_table(checks: Sequence[Check]):
     from rich.table import Table
 
     from ddpfsdp.demos.labels import Label
@@ -18,8 +20,8 @@ def check_table(checks: list[dict[str, Any]]):
     table.add_column("check")
     table.add_column("what was measured")
     for check in checks:
-        mark = "[green]✔[/]" if check.get("passed") else "[yellow]–[/]" if check.get("not_judged") else "[red]✘[/]"
-        table.add_row(mark, Label(check.get("name", "?")), check.get("detail", ""))
+        mark = "[green]✔[/]" if check.passed else "[yellow]–[/]" if check.not_judged else "[red]✘[/]"
+        table.add_row(mark, Label(check.name), check.detail)
     return table
 
 

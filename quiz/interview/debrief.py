@@ -11,14 +11,15 @@ for what was simulated as well as for the scenario. It measures no time.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypedDict
 
 from ddpfsdp.demos.theory import planning
 from ddpfsdp.demos.theory.precision import bytes_per_param_breakdown
 from ddpfsdp.demos.theory.quiz_answers import q_transformer_activation_bytes
 from ddpfsdp.demos.theory.state import model_state
+from ddpfsdp.demos.result import Config, DemoResult, JsonObject, Memory, RankMemory, as_result
 from ddpfsdp.demos.shapes import GPT_SIZES
 from ddpfsdp.quiz.grading import Grade
 from ddpfsdp.quiz.interview.scenario import SKILLS, Scenario, Step, gb
@@ -42,6 +43,16 @@ DEMO_PRECISIONS = ("fp32", "bf16-mixed", "bf16")
 DEMO_OPTIMIZERS = ("adamw", "sgd")
 
 
+class SimulationDocument(TypedDict):
+    """A Simulation as `--json` writes it."""
+
+    demo: str
+    args: list[str]
+    size: str
+    notes: tuple[str, ...]
+    command: str
+
+
 @dataclass(frozen=True)
 class Simulation:
     demo: str
@@ -53,8 +64,9 @@ class Simulation:
     def command(self) -> str:
         return " ".join(("ddpfsdp", "demo", self.demo, *self.args))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "args": list(self.args), "command": self.command}
+    def to_dict(self) -> SimulationDocument:
+        return SimulationDocument(demo=self.demo, args=list(self.args), size=self.size, notes=self.notes,
+                                  command=self.command)
 
 
 def nearest_size(params: int) -> str:
@@ -93,16 +105,23 @@ def simulation(scenario: Scenario) -> Simulation:
 # --- scores ----------------------------------------------------------------------------------------
 
 
-def skill_scores(steps: Sequence[Step], grades: dict[str, Grade]) -> dict[str, dict[str, Any]]:
+class SkillScore(TypedDict):
+    title: str
+    steps: int
+    answered: int
+    score: float  # the mean over the skill's steps, unanswered ones 0
+
+
+def skill_scores(steps: Sequence[Step], grades: dict[str, Grade]) -> dict[str, SkillScore]:
     """Per skill: the mean score over its steps (unanswered ones count 0), and how many were answered."""
-    scores: dict[str, dict[str, Any]] = {}
+    scores: dict[str, SkillScore] = {}
     for skill, title in SKILLS.items():
         own = [step for step in steps if step.skill == skill]
         if not own:
             continue
         answered = [grades[step.id] for step in own if step.id in grades]
-        scores[skill] = {"title": title, "steps": len(own), "answered": len(answered),
-                         "score": sum(g.score for g in answered) / len(own)}
+        scores[skill] = SkillScore(title=title, steps=len(own), answered=len(answered),
+                                   score=sum(g.score for g in answered) / len(own))
     return scores
 
 
@@ -141,15 +160,16 @@ def _first(scenario: Scenario, kind: str) -> Step | None:
     return next((s for s in scenario.steps if s.kind == kind and s.change is None), None)
 
 
-def compare(scenario: Scenario, grades: dict[str, Grade], result: dict[str, Any]) -> list[Row]:
+def compare(scenario: Scenario, grades: dict[str, Grade], result: DemoResult | Mapping[str, Any]) -> list[Row]:
     """Model state, bytes sent, activations and peak: your answer, the model's, and the simulation's."""
-    config = result.get("config") or {}
-    rank = ((result.get("memory") or {}).get("ranks") or [{}])[0]
-    theory = result.get("theory") or {}
+    result = as_result(result)
+    config = result.config
+    rank = (result.memory or Memory()).rank(0) or RankMemory()
+    theory = result.theory or {}
     setup = scenario.setup
-    state = {k: rank.get(k) for k in ("params", "grads", "optimizer")}
-    measured_state = sum(state.values()) if all(isinstance(v, (int, float)) for v in state.values()) else None
-    wire = [op.get("wire_bytes_per_rank") for op in ((result.get("comm") or {}).get("per_step") or {}).values()]
+    state = [rank.params, rank.grads, rank.optimizer]
+    measured_state = sum(state) if all(isinstance(v, (int, float)) for v in state) else None
+    wire = [op.wire_bytes_per_rank for op in (result.comm.per_step if result.comm else {}).values()]
     measured_wire = sum(wire) if wire and all(isinstance(w, (int, float)) for w in wire) else None
     scenario_state = model_state(setup.params, setup.gpus, scenario.plan, setup.precision, setup.optimizer)
     plan = planning.memory_plan(params=setup.params, gpus=setup.gpus, strategy=scenario.plan,
@@ -168,23 +188,23 @@ def compare(scenario: Scenario, grades: dict[str, Grade], result: dict[str, Any]
     return rows
 
 
-def _at(rank: dict[str, Any]) -> str:
-    phase, module = rank.get("peak_phase") or "its step", rank.get("peak_module")
+def _at(rank: RankMemory) -> str:
+    phase, module = rank.peak_phase or "its step", rank.peak_module
     return f"{phase}{f', at {module}' if module else ''}"
 
 
-def _activations_row(grades: dict[str, Grade], step: Step | None, model: float | None, rank: dict[str, Any],
-                     config: dict[str, Any]) -> Row:
+def _activations_row(grades: dict[str, Grade], step: Step | None, model: float | None, rank: RankMemory,
+                     config: Config) -> Row:
     """The model's activation peak (early in backward) beside what was live at the simulated step's peak."""
-    live = (rank.get("peak_breakdown") or {}).get("activations")
-    phase = rank.get("peak_phase")
+    live = (rank.peak_breakdown or {}).get("activations")
+    phase = rank.peak_phase
     if phase in ("forward", "backward"):
         why = (f"The simulation counts the activations live at its step's peak ({_at(rank)}); the model counts every "
                "block's saved tensors and the head's, plus the log-softmax's gradient, as all alive at once early in "
                "backward. Tensors freed or not yet made at the simulated peak make the difference.")
-        if config.get("precision") == "bf16-mixed" and config.get("strategy") != "fsdp" and config.get("params"):
+        if config.precision == "bf16-mixed" and config.strategy != "fsdp" and config.params:
             why += (f" Under autocast, the bf16 copies of the weights that the blocks save for backward (up to "
-                    f"{gb(2 * config['params'])}) are activations to torch's tracker; the model counts them in the "
+                    f"{gb(2 * config.params)}) are activations to torch's tracker; the model counts them in the "
                     "working set.")
         return Row("activations at the peak", _given(grades, step), step.answer if step else None, model, live, why)
     why = (f"The simulated step peaks in its {phase or 'step'}, after backward has freed the activations "
@@ -194,11 +214,11 @@ def _activations_row(grades: dict[str, Grade], step: Step | None, model: float |
                comparable=False)
 
 
-def _peak_row(scenario: float, theory: dict[str, Any], acts: float | None, rank: dict[str, Any]) -> Row:
+def _peak_row(scenario: float, theory: JsonObject, acts: float | None, rank: RankMemory) -> Row:
     """The model's peak (model state + working set + activations) beside the simulated step's, part by part."""
     model = (None if acts is None or theory.get("model_state_bytes") is None
              else theory["model_state_bytes"] + theory.get("working_set_bytes", 0) + acts)
-    parts = rank.get("peak_breakdown") or {}
+    parts = rank.peak_breakdown or {}
     live = ", ".join(f"{kind} {gb(value)}" for kind, value in parts.items() if value)
     why = (f"At the simulated peak ({_at(rank)}): {live or 'no breakdown'}. The model adds every gradient "
            f"({gb(theory.get('grads_bytes') or 0)}), held between steps; in a step, zero_grad(set_to_none=True) "
@@ -206,14 +226,16 @@ def _peak_row(scenario: float, theory: dict[str, Any], acts: float | None, rank:
            f"Its working set ({gb(theory.get('working_set_bytes') or 0)}) estimates what the step's temporaries "
            f"({gb(parts.get('temporaries', 0))} at the peak) hold, and its activations are their peak early in "
            "backward, not those live at this moment.")
-    return Row("peak per GPU", None, scenario, model, rank.get("peak"), why)
+    return Row("peak per GPU", None, scenario, model, rank.peak, why)
 
 
-def _simulated_activations(config: dict[str, Any]) -> float | None:
-    keys = ("layers", "d_model", "vocab", "seq_len", "batch_size", "precision")
-    if not all(config.get(k) for k in keys):
+def _simulated_activations(config: Config) -> float | None:
+    # the simulated GPT's own shape: the spec's overrides, which the config keeps beside its named fields
+    shape = {k: config.extra.get(k) for k in ("layers", "d_model", "vocab")}
+    asked = {**shape, "seq_len": config.seq_len, "batch_size": config.batch_size, "precision": config.precision}
+    if not all(asked.values()):
         return None
     # FSDP2 applies bf16-mixed by param_dtype (a bf16 residual stream); DDP and ZeRO-1 by autocast.
-    strategy = "zero3" if config.get("strategy") == "fsdp" else "ddp"
-    return q_transformer_activation_bytes(**{k: config[k] for k in keys}, strategy=strategy,
-                                          checkpoint_activations=bool(config.get("checkpoint_activations")))
+    strategy = "zero3" if config.strategy == "fsdp" else "ddp"
+    return q_transformer_activation_bytes(**asked, strategy=strategy,
+                                          checkpoint_activations=bool(config.checkpoint_activations))

@@ -3,6 +3,7 @@ working of every step, and what the simulation measured beside the answers and t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Group
@@ -10,6 +11,7 @@ from rich.markdown import Markdown
 from rich.table import Table
 from rich.text import Text
 
+from ddpfsdp.demos.result import DemoResult, as_result
 from ddpfsdp.quiz.grading import Grade
 from ddpfsdp.quiz.interview import debrief
 from ddpfsdp.quiz.interview.scenario import Scenario, Step, gb
@@ -65,9 +67,10 @@ def _figure(value: float | None) -> str:
     return "–" if value is None else gb(value)
 
 
-def comparison_table(scenario: Scenario, grades: dict[str, Grade], result: dict[str, Any]) -> Table:
-    config = result.get("config") or {}
-    table = Table(title=f"Simulated: rank 0 of {config.get('world_size')} ({config.get('model')}, {config.get('precision')}), "
+def comparison_table(scenario: Scenario, grades: dict[str, Grade], result: DemoResult | Mapping[str, Any]) -> Table:
+    result = as_result(result)
+    config = result.config
+    table = Table(title=f"Simulated: rank 0 of {config.world_size} ({config.model}, {config.precision}), "
                   "beside your answers and the analytic model", title_justify="left", expand=True, show_edge=False,
                   pad_edge=False)
     for column, justify in (("figure", "left"), ("you", "right"), ("model: scenario", "right"),

@@ -7,7 +7,7 @@ so anyone can recompute it; nothing here types in a number.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from ddpfsdp.demos.theory import planning, steptime
 from ddpfsdp.demos.theory.quiz_answers import QUIZ_FUNCTIONS
@@ -50,6 +50,44 @@ FUNCTIONS = {**QUIZ_FUNCTIONS, **steptime.QUIZ_FUNCTIONS, **planning.QUIZ_FUNCTI
 
 def compute(fn: str, args: dict[str, Any]) -> Any:
     return FUNCTIONS[fn](**args)
+
+
+class ShapeArgs(TypedDict):
+    """The transformer's shape, as the analytic model's functions name it."""
+
+    layers: int
+    d_model: int
+    vocab: int
+    seq_len: int
+
+
+class Links(TypedDict):
+    """The cluster's two links, as the step-time functions name them."""
+
+    gpus_per_node: int
+    intra_bytes_per_s: float
+    intra_latency_s: float
+    inter_bytes_per_s: float
+    inter_latency_s: float
+
+
+class CommArgs(ShapeArgs, Links):
+    """What the communication functions (`steptime.step_comm_times`, `comm_time_s`) take."""
+
+    params: int
+    gpus: int
+    strategy: str
+    precision: str
+    units: int
+    group_size: NotRequired[int]  # HSDP: the ranks that shard among themselves
+
+
+class TimeArgs(CommArgs):
+    """What the step-time functions (`steptime.step_times`, `exposed_share`) take besides."""
+
+    tokens: int
+    peak_flops_per_s: float
+    mfu: float
 
 
 @dataclass(frozen=True)
@@ -106,26 +144,24 @@ class Setup:
     def changed(self, **fields: Any) -> Setup:
         return replace(self, **fields)
 
-    def shape_args(self) -> dict[str, Any]:
-        return {"layers": self.layers, "d_model": self.d_model, "vocab": self.vocab, "seq_len": self.seq_len}
+    def shape_args(self) -> ShapeArgs:
+        return ShapeArgs(layers=self.layers, d_model=self.d_model, vocab=self.vocab, seq_len=self.seq_len)
 
-    def links(self) -> dict[str, Any]:
-        return {
-            "gpus_per_node": self.gpus_per_node, "intra_bytes_per_s": self.intra_bytes_per_s,
-            "intra_latency_s": self.intra_latency_s, "inter_bytes_per_s": self.inter_bytes_per_s,
-            "inter_latency_s": self.inter_latency_s,
-        }
+    def links(self) -> Links:
+        return Links(gpus_per_node=self.gpus_per_node, intra_bytes_per_s=self.intra_bytes_per_s,
+                     intra_latency_s=self.intra_latency_s, inter_bytes_per_s=self.inter_bytes_per_s,
+                     inter_latency_s=self.inter_latency_s)
 
-    def comm_args(self, strategy: str, group_size: int | None = None) -> dict[str, Any]:
-        args = {"params": self.params, "gpus": self.gpus, "strategy": strategy, "precision": self.precision,
-                "units": self.units, **self.links(), **self.shape_args()}
+    def comm_args(self, strategy: str, group_size: int | None = None) -> CommArgs:
+        args = CommArgs(params=self.params, gpus=self.gpus, strategy=strategy, precision=self.precision,
+                        units=self.units, **self.links(), **self.shape_args())
         if group_size is not None:
             args["group_size"] = group_size
         return args
 
-    def time_args(self, strategy: str, group_size: int | None = None) -> dict[str, Any]:
-        return {**self.comm_args(strategy, group_size), "tokens": self.global_batch_tokens,
-                "peak_flops_per_s": self.peak_flops_per_s, "mfu": self.mfu}
+    def time_args(self, strategy: str, group_size: int | None = None) -> TimeArgs:
+        return TimeArgs(**self.comm_args(strategy, group_size), tokens=self.global_batch_tokens,
+                        peak_flops_per_s=self.peak_flops_per_s, mfu=self.mfu)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "gpus": self.gpus, "units": self.units, "global_batch_tokens": self.global_batch_tokens}

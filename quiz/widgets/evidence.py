@@ -19,6 +19,7 @@ from textual.widgets import ProgressBar, RichLog, Static
 from textual.worker import get_current_worker
 
 from ddpfsdp.demos.labels import Label
+from ddpfsdp.demos.launch.events import Event
 from ddpfsdp.demos.result import DemoResult, ResultError, as_result
 from ddpfsdp.quiz import evidence as ev
 from ddpfsdp.quiz.loader import Question
@@ -134,7 +135,7 @@ def describe_ranks(world_size: int | None, device: str | None, backend: str | No
     return f"{world_size} rank{'s' if world_size != 1 else ''} on {device}" + (f" ({backend})" if backend else "")
 
 
-def failure_text(error: dict[str, Any] | None) -> Text:
+def failure_text(error: Event | None) -> Text:
     error = error or {"message": "the demo ended without a result"}
     rank = error.get("rank")
     text = Text.assemble(("The demo failed", "bold red"), (f" on rank {rank}" if rank is not None else "", "red"),

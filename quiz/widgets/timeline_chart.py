@@ -14,7 +14,8 @@ from typing import Any, Mapping
 from textual.containers import Vertical
 
 from ddpfsdp.demos.measure import lanes
-from ddpfsdp.demos.result import DemoResult, JsonObject, Timeline, as_result
+from ddpfsdp.demos.result import DemoResult, Timeline, as_result
+from ddpfsdp.demos.step_record import RankStep
 from ddpfsdp.quiz import evidence as ev
 from ddpfsdp.quiz.widgets.legend import LegendPlot, nice_ticks, padded
 
@@ -59,7 +60,7 @@ class StepMemoryPlot(LegendPlot):
         _shared_time_axis(plt, end_ms)
         self.finish()
 
-    def _one(self, rank: JsonObject) -> float:
+    def _one(self, rank: RankStep) -> float:
         plt, top = self.plt, 0.0
         samples = rank.get("memory", {}).get("samples", [])
         if samples:
@@ -85,7 +86,7 @@ class StepMemoryPlot(LegendPlot):
         since one line drawn over the other would hide it."""
         plt, top = self.plt, 0.0
         lines: dict[tuple[int, ...], list[str]] = {}
-        ranks: dict[tuple[int, ...], JsonObject] = {}
+        ranks: dict[tuple[int, ...], RankStep] = {}
         for name, timeline in timelines.items():
             rank = timeline.ranks[0]
             held = tuple(h for _, h, _ in rank.get("params", []))
@@ -106,7 +107,7 @@ class StepMemoryPlot(LegendPlot):
 class LanesPlot(LegendPlot):
     """Per rank, a compute lane and a communication lane (each collective from issue to completion)."""
 
-    def draw(self, ranks: list[JsonObject], name: str, end_ms: float) -> None:
+    def draw(self, ranks: list[RankStep], name: str, end_ms: float) -> None:
         # Three rows per rank (compute, communication, a gap), one row per y unit.
         self.begin(height=3 * len(ranks) + 6)
         plt = self.plt
