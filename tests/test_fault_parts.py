@@ -80,6 +80,17 @@ def test_a_quote_that_drifted_is_reported():
     assert missing_lines("Timed out waiting 3000ms for send operation", live) == ["Timed out waiting <duration> for send operation"]
 
 
+def test_an_elided_quote_needs_its_parts_in_order_in_one_live_line():
+    live = ("rank 0: RuntimeError: Expected to have finished reduction in the prior iteration. This error indicates "
+            "that your module has parameters that were not used in producing loss. You can enable ...\nsteps: rank 0 1")
+    assert missing_lines("rank 0: RuntimeError: Expected ... not used in producing loss. ...", live) == []
+    assert missing_lines("  module has parameters that were not used in producing loss. ...", live) == []
+    # parts out of order, a part torch did not print, or parts taken from two lines are each reported
+    assert missing_lines("not used in producing loss. ... Expected to have finished", live) != []
+    assert missing_lines("rank 0: RuntimeError: ... not used in computing loss.", live) != []
+    assert missing_lines("rank 0: RuntimeError: ... steps: rank 0 1", live) != []
+
+
 # --- the shared checks, fed hand-made runs ------------------------------------------------------------
 
 

@@ -3,7 +3,9 @@
 A symptom quoted in the question bank is compared with the one a run prints today, after both pass
 through `normalise`: absolute paths keep only their file name, a line number after a file name, a pid,
 a host:port, a clock time or a duration becomes a placeholder, and runs of spaces become one. What is
-left (torch's words, ops, sizes, dtypes, sequence ids, measured values) must match exactly.
+left (torch's words, ops, sizes, dtypes, sequence ids, measured values) must match exactly. A quote
+may wrap a long line onto the next (each part is then found on its own) and may elide with "...": the
+parts either side must be found in that order within one live line.
 """
 
 from __future__ import annotations
@@ -31,7 +33,22 @@ def normalise(text: str) -> str:
     return "\n".join(line.strip() for line in text.splitlines())
 
 
+ELISION = "..."
+
+
+def _found_in(line: str, live_line: str) -> bool:
+    """Whether a quoted line, with its elisions, is in one live line: each part, in order."""
+    at = 0
+    for part in (part.strip() for part in line.split(ELISION)):
+        found = live_line.find(part, at)
+        if found < 0:
+            return False
+        at = found + len(part)
+    return True
+
+
 def missing_lines(quoted: str, live: str) -> list[str]:
     """The quoted lines (normalised) that the live symptom (normalised) does not contain."""
-    haystack = normalise(live)
-    return [line for line in normalise(quoted).splitlines() if line and line not in haystack]
+    live_lines = normalise(live).splitlines()
+    return [line for line in normalise(quoted).splitlines()
+            if line and not any(_found_in(line, live_line) for live_line in live_lines)]

@@ -99,8 +99,9 @@ def validate_simulated(demo: str, spec: RunSpec | Mapping[str, Any]) -> None:
     if world is None or world < 2:
         raise _usage(f"--simulate needs --world N, the ranks to simulate, at least 2 (e.g. --world 64); got {world}")
     if world > MAX_SIMULATED_WORLD:
-        raise _usage(f"--world {world} is beyond what one process simulates (at most {MAX_SIMULATED_WORLD}); "
-                     "per-rank figures at that scale follow from `ddpfsdp calc --gpus N`")
+        raise _usage(f"--world {world}: a simulated world has at most {MAX_SIMULATED_WORLD} ranks, the largest "
+                     "whose run at 70B is held to finish within a minute on 2 CPU cores; per-rank figures at "
+                     "that scale follow from `ddpfsdp calc --gpus N`")
     if spec.trace:
         raise _usage("--trace records a real step in time; a simulated run computes nothing and takes no time. "
                      "Record one on real ranks instead: ddpfsdp demo fsdp --procs 2 --trace PATH")

@@ -36,9 +36,11 @@ count is 1 here while its bytes are those of every step.
 from __future__ import annotations
 
 import contextlib
+import operator
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Iterator, Mapping
 
 import torch
 import torch.distributed as dist
@@ -49,6 +51,13 @@ from ddpfsdp.demos.result import DemoResult, Env, JsonObject, LargestUnit, Memor
 from ddpfsdp.demos.shapes import describe_gpt_shape
 from ddpfsdp.demos.train.parallelize import World, parallelize
 from ddpfsdp.demos.train.spec import COMPARE_RUNS, RunSpec
+
+if TYPE_CHECKING:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from ddpfsdp.demos.measure.comm import CommCounter
+    from ddpfsdp.demos.train.strategies import Prepared
+    from ddpfsdp.demos.train.tensor_parallel import TwoD
 
 FAKE_DEVICE = torch.device("cpu")
 SIMULATED_RANK = 0
@@ -207,7 +216,8 @@ class FakeWorld(World):
     and made fake with `to_empty` inside `fake_mode`, after FSDP has sharded it on meta: sharding
     splits each parameter into one chunk per rank of its group, a tensor object per rank, and a fake
     one costs some fifty times a meta one (512 chunks of an 8192 x 8192 tensor: 27 ms fake, 0.5 ms
-    meta; sharding a 70B model on 512 ranks on fake tensors took most of a simulation's time).
+    meta; sharding a 70B model on 512 ranks on fake tensors took most of a simulation's time), and
+    `_build` has FSDP make only the chunks it reads (`RankChunks`).
     `to_empty` then swaps each shard for a fake tensor in place (`torch.utils.swap_tensors`, as
     `nn.Module._apply` does for DTensor parameters), and FSDP re-reads and if needed re-pads them
     (`FSDPModule._apply`). DDP and ZeRO-1 wrap the fake model, and every optimizer is built over
@@ -215,7 +225,7 @@ class FakeWorld(World):
     made before it would not see.
     """
 
-    fake_mode: Any = None
+    fake_mode: FakeTensorMode | None = None
     init_sync: ClassVar[bool] = False  # one rank, and weights without data: nothing to check or broadcast
 
     @contextlib.contextmanager
@@ -225,7 +235,65 @@ class FakeWorld(World):
             yield
 
 
-def _make_fake(model: torch.nn.Module, fake_mode: Any) -> None:
+class RankChunks(Sequence):
+    """`torch.chunk(tensor, num_chunks, dim)` padded with empty chunks to `num_chunks`, as FSDP2's
+    `_chunk_with_empty` returns it, with each chunk made only when it is read.
+
+    FSDP2 cuts each parameter into one chunk per rank of its group and reads two of them: its own rank's
+    (its shard) and the first (the padded shard size). A real rank makes the other chunks, views without
+    storage of their own, and drops them; one process playing rank 0 of 8192 would make 8192 views per
+    parameter, most of a 70B simulation's time. The chunks read here are the views `torch.chunk` makes
+    (it splits with `narrow`, as here): the same sizes, strides and offsets, so FSDP2's own code shards
+    as it would (tests/test_simulate_chunks.py holds each chunk to torch's).
+    """
+
+    def __init__(self, tensor: torch.Tensor, num_chunks: int, dim: int) -> None:
+        self.tensor, self.num_chunks, self.dim = tensor, num_chunks, dim
+        self.dim_size = tensor.size(dim)
+        self.split_size = -(-self.dim_size // num_chunks)  # torch.chunk's: the ceiling
+        self.nonempty = -(-self.dim_size // self.split_size)  # torch.chunk may return fewer than asked
+
+    def __len__(self) -> int:
+        return self.num_chunks
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self.num_chunks))]
+        i = operator.index(index)
+        i += self.num_chunks if i < 0 else 0
+        if not 0 <= i < self.num_chunks:
+            raise IndexError(f"chunk {index} of {self.num_chunks}")
+        if i >= self.nonempty:
+            return self[0].new_empty(0)  # as `_chunk_with_empty` pads the list
+        start = i * self.split_size
+        return self.tensor.narrow(self.dim, start, min(self.split_size, self.dim_size - start))
+
+
+def _rank_chunks(tensor: torch.Tensor, num_chunks: int, dim: int) -> Sequence[torch.Tensor]:
+    if tensor.size(dim) == 0:  # torch.chunk's own special case: left to it
+        from torch.distributed.fsdp._fully_shard._fsdp_common import _chunk_with_empty
+
+        return _chunk_with_empty(tensor, num_chunks, dim)
+    return RankChunks(tensor, num_chunks, dim)
+
+
+@contextlib.contextmanager
+def chunks_made_when_read() -> Iterator[None]:
+    """FSDP2 cuts parameters with `RankChunks` in the block (see it); torch's own helper outside it."""
+    from torch.distributed.fsdp._fully_shard import _fsdp_param
+
+    original = getattr(_fsdp_param, "_chunk_with_empty", None)
+    if original is None:  # a torch that cuts parameters another way: left as it is
+        yield
+        return
+    _fsdp_param._chunk_with_empty = _rank_chunks
+    try:
+        yield
+    finally:
+        _fsdp_param._chunk_with_empty = original
+
+
+def _make_fake(model: torch.nn.Module, fake_mode: FakeTensorMode) -> None:
     """`model.to_empty` on the fake device: every meta parameter and buffer becomes a fake tensor.
 
     Fake mode refuses tensors it did not make unless told otherwise; it is told so only here, where
@@ -239,7 +307,33 @@ def _make_fake(model: torch.nn.Module, fake_mode: Any) -> None:
         fake_mode.allow_non_fake_inputs = before
 
 
-def _build(run: RunSpec, world: FakeWorld) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Built:
+    """A simulated run's set-up: the model as the run names it, parallelized, and a fake batch."""
+
+    arch: str
+    model_name: str
+    overrides: Mapping[str, Any]  # the shape's fields changed from the preset's (--layers, ...)
+    shape: Any  # the architecture's shape: GPTShape, ViTShape, ...
+    model: torch.nn.Module  # the model as built, before any wrapper
+    params: int
+    prepared: Prepared
+    batch: tuple[torch.Tensor, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the measured step left: rank 0's model state, memory and collectives."""
+
+    held: Mapping[str, int]  # model-state bytes by kind, from the tensors rank 0 holds
+    params_after_forward: int
+    comm: CommCounter
+    tracker: Any  # the Locating tracker (MemTracker or FSDPMemTracker) that followed the step
+    peak_snapshot: Mapping[Any, Mapping[Any, int]]  # device -> category -> bytes, at the peak
+    gathers: Mapping[str, int]  # FSDP unit -> bytes of unsharded parameters its pre-forward made
+
+
+def _build(run: RunSpec, world: FakeWorld) -> Built:
     """Set-up: the model as the run names it, parallelized by `parallelize` as a real run's is, and a
     batch, all of it fake. What is the simulation's own: the meta model, the fake world, and DDP's
     comm hook (see the module's docstring)."""
@@ -250,25 +344,25 @@ def _build(run: RunSpec, world: FakeWorld) -> dict[str, Any]:
     # on meta no weights are drawn, so the seed is never used.
     model = build_model(arch, "base" if run.params else model_name, seed=0, device="meta", **overrides)
     params = count_params(model)
-    prepared = parallelize(model, run, world, FAKE_DEVICE)
+    with chunks_made_when_read():
+        prepared = parallelize(model, run, world, FAKE_DEVICE)
     if run.strategy in ("ddp", "zero1"):
         prepared.model.register_comm_hook(None, _all_reduce_hook(world.size))
     with world.fake_mode:
         batch = _fake_batch(arch, shape, run.batch_size)
-    return {"arch": arch, "model_name": model_name, "overrides": overrides, "shape": shape, "model": model,
-            "facts": prepared.facts, "params": params, "prepared": prepared, "batch": batch,
-            "two_d": prepared.two_d}
+    return Built(arch=arch, model_name=model_name, overrides=overrides, shape=shape, model=model, params=params,
+                 prepared=prepared, batch=batch)
 
 
-def _forward(built: dict[str, Any]) -> torch.Tensor:
+def _forward(built: Built) -> torch.Tensor:
     from ddpfsdp.demos.train.data import compute_loss
 
-    prepared = built["prepared"]
+    prepared = built.prepared
     with prepared.autocast():
-        return compute_loss(built["arch"], prepared.model, built["batch"])
+        return compute_loss(built.arch, prepared.model, built.batch)
 
 
-def _warm_up(built: dict[str, Any], strategy: str) -> None:
+def _warm_up(built: Built, strategy: str) -> None:
     """Leave the model and its optimizer as a first training step leaves them, without its forward
     and backward, which would only repeat the measured step's work untracked.
 
@@ -290,7 +384,7 @@ def _warm_up(built: dict[str, Any], strategy: str) -> None:
     """
     from torch.distributed.fsdp import FSDPModule
 
-    wrapped, optimizer = built["prepared"].model, built["prepared"].optimizer
+    wrapped, optimizer = built.prepared.model, built.prepared.optimizer
     with torch.no_grad():
         for param in wrapped.parameters():
             param.grad = torch.zeros_like(param)
@@ -303,14 +397,14 @@ def _warm_up(built: dict[str, Any], strategy: str) -> None:
                 module.reshard()
 
 
-def _measured_step(built: dict[str, Any], strategy: str) -> dict[str, Any]:
+def _measured_step(built: Built, strategy: str) -> Step:
     """Forward, backward and optimizer step under the collective counter and torch's memory tracker."""
     from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
     from torch.distributed._tools.mem_tracker import MemTracker
 
     from ddpfsdp.demos.measure.comm import CommCounter
 
-    prepared, batch = built["prepared"], built["batch"]
+    prepared, batch = built.prepared, built.batch
     wrapped, optimizer = prepared.model, prepared.optimizer
     if strategy == "fsdp":
         tracker = _locating(FSDPMemTracker)(wrapped, optimizer)
@@ -330,59 +424,63 @@ def _measured_step(built: dict[str, Any], strategy: str) -> dict[str, Any]:
         optimizer.step()
         held.update(model_state_bytes(wrapped, optimizer))
         optimizer.zero_grad(set_to_none=True)
-    return {"held": held, "params_after_forward": params_after_forward, "comm": comm,
-            "tracker": tracker, "peak_snapshot": tracker.get_tracker_snapshot("peak"),
-            "gathers": _unit_gathers(tracker) if strategy == "fsdp" else {}}
+    return Step(held=held, params_after_forward=params_after_forward, comm=comm, tracker=tracker,
+                peak_snapshot=tracker.get_tracker_snapshot("peak"),
+                gathers=_unit_gathers(tracker) if strategy == "fsdp" else {})
 
 
 def simulate_run(run: RunSpec, world_size: int, *, label: str | None = None,
-                 log: Callable[[str], None] | None = None) -> dict[str, Any]:
+                 log: Callable[[str], None] | None = None) -> JsonObject:
     """One simulated step of `run` on rank 0 of a fake world; the default group must exist."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     started = time.perf_counter()
     log = log or (lambda message: None)
+    name = label or run.strategy
     # The meshes are made by `parallelize` before fake mode starts: their set-up reads a real rank table.
     world = FakeWorld(world_size, fake_mode=FakeTensorMode())
     with _default_dtype(torch.bfloat16 if run.precision == "bf16" else torch.float32):
+        how = "sharding it over" if run.strategy == "fsdp" else "wrapping it for"
+        log(f"{name}: building the model on meta and {how} a fake world of {world_size}")
         built = _build(run, world)
         with world.fake_mode:
-            log(f"{label or run.strategy}: warm-up (creates the optimizer state and FSDP's gather buffers)")
+            log(f"{name}: warm-up (creates the optimizer state and FSDP's gather buffers); "
+                f"set-up took {time.perf_counter() - started:.0f} s")
             _warm_up(built, run.strategy)
-            log(f"{label or run.strategy}: measured step on a fake world of {world_size}")
+            log(f"{name}: measured step on a fake world of {world_size}")
             step = _measured_step(built, run.strategy)
     return {
         "label": label,
         "config": _simulated_config(run, world_size, built),
         "memory": _simulated_memory(run, built, step),
-        "comm": {"per_step": step["comm"].per_op(), "group_sizes": step["comm"].group_sizes(), "step": 2,
-                 **_per_group(step["comm"], built["two_d"])},
+        "comm": {"per_step": step.comm.per_op(), "group_sizes": step.comm.group_sizes(), "step": 2,
+                 **_per_group(step.comm, built.prepared.two_d)},
         "wall_s": time.perf_counter() - started,
     }
 
 
-def _per_group(counter: Any, two_d: Any) -> dict[str, Any]:
+def _per_group(counter: CommCounter, two_d: TwoD | None) -> JsonObject:
     """A 2-D run's collectives per mesh dimension, as a real run reports them (rank 0's groups)."""
     if two_d is None:
         return {}
     return {"per_group": two_d.traffic(counter), "groups": [two_d.group_names()]}
 
 
-def _simulated_config(run: RunSpec, world_size: int, built: dict[str, Any]) -> dict[str, Any]:
+def _simulated_config(run: RunSpec, world_size: int, built: Built) -> JsonObject:
     from ddpfsdp.demos.units import parse_bytes
 
-    prepared, shape = built["prepared"], built["shape"]
+    prepared, shape = built.prepared, built.shape
     fsdp = run.strategy == "fsdp"
     return {
         "strategy": run.strategy,
         "sharding": run.sharding,
         "wrap": run.wrap if fsdp else None,
         "fsdp_api": run.fsdp_api if fsdp else None,
-        "arch": built["arch"],
-        "model": built["model_name"],
-        "shape": describe_gpt_shape(shape) if built["arch"] == "gpt" else repr(shape),
-        **built["overrides"],
-        "params": built["params"],
+        "arch": built.arch,
+        "model": built.model_name,
+        "shape": describe_gpt_shape(shape) if built.arch == "gpt" else repr(shape),
+        **built.overrides,
+        "params": built.params,
         "seq_len": getattr(shape, "seq_len", getattr(shape, "tokens", None)),
         "world_size": world_size,
         "replicas": run.replicas,
@@ -404,7 +502,7 @@ def _simulated_config(run: RunSpec, world_size: int, built: dict[str, Any]) -> d
     }
 
 
-def _peak_categories(peak_snapshot: dict) -> dict[str, int]:
+def _peak_categories(peak_snapshot: Mapping[Any, Mapping[Any, int]]) -> dict[str, int]:
     """The tracker's categories at the peak, summed over devices, by torch's own names."""
     categories: dict[str, int] = {}
     for snap in peak_snapshot.values():
@@ -415,7 +513,7 @@ def _peak_categories(peak_snapshot: dict) -> dict[str, int]:
     return categories
 
 
-def _largest_unit(gathers: dict[str, int], root: str, prepared: Any) -> dict[str, Any] | None:
+def _largest_unit(gathers: Mapping[str, int], root: str, prepared: Prepared) -> JsonObject | None:
     if not gathers:
         return None
     named = {(_relative(name, root) if "." in name else "<root>"): size for name, size in gathers.items()}
@@ -423,12 +521,12 @@ def _largest_unit(gathers: dict[str, int], root: str, prepared: Any) -> dict[str
     return {"name": name, "unsharded_bytes": size, "params": dict(zip(prepared.units, prepared.unit_params)).get(name)}
 
 
-def _simulated_memory(run: RunSpec, built: dict[str, Any], step: dict[str, Any]) -> dict[str, Any]:
+def _simulated_memory(run: RunSpec, built: Built, step: Step) -> JsonObject:
     """Rank 0's memory in the schema of a real run's rank, with where the step's peak was."""
-    tracker, units = step["tracker"], list(built["prepared"].units)
-    peak_bytes = sum(snap["Total"] for snap in step["peak_snapshot"].values())
-    categories = _peak_categories(step["peak_snapshot"])
-    root = type(built["model"]).__name__.removeprefix("FSDP")
+    tracker, units = step.tracker, list(built.prepared.units)
+    peak_bytes = sum(snap["Total"] for snap in step.peak_snapshot.values())
+    categories = _peak_categories(step.peak_snapshot)
+    root = type(built.model).__name__.removeprefix("FSDP")
     module = _relative(_innermost(tracker.peak_modules), root)
     tracker_name = "FSDPMemTracker" if run.strategy == "fsdp" else "MemTracker"
     # The same schema as a real run's rank: categories in the project's names. "Other" here is not
@@ -438,7 +536,7 @@ def _simulated_memory(run: RunSpec, built: dict[str, Any], step: dict[str, Any])
         ours = "temporaries" if name == "Other" else TORCH_CATEGORIES.get(name, "temporaries")
         breakdown[ours] = breakdown.get(ours, 0) + value
     rank = {
-        **step["held"],
+        **step.held,
         "peak": peak_bytes,
         "peak_breakdown": breakdown,
         "peak_phase": tracker.peak_phase,
@@ -446,15 +544,15 @@ def _simulated_memory(run: RunSpec, built: dict[str, Any], step: dict[str, Any])
         "tracker_peak": peak_bytes,
         "breakdown_source": f"torch.distributed._tools {tracker_name} (fake tensors)",
         "peak_kind": f"simulated: live tensor bytes of one step ({tracker_name} on fake tensors)",
-        "params_after_forward": step["params_after_forward"],
+        "params_after_forward": step.params_after_forward,
     }
     return {
         "ranks": [rank],
         "rank": SIMULATED_RANK,
         "peak": {"bytes": peak_bytes, "module": module, "unit": _unit_of(module, units) if units else None,
                  "phase": tracker.peak_phase, "categories": categories},
-        "largest_unit": _largest_unit(step["gathers"], root, built["prepared"]),
-        **built["facts"],
+        "largest_unit": _largest_unit(step.gathers, root, built.prepared),
+        **built.prepared.facts,
     }
 
 
@@ -530,7 +628,7 @@ def _environment() -> Env:
                hostname=socket.gethostname(), extra={"torch_threads": torch.get_num_threads()})
 
 
-def simulate(demo: str, spec: RunSpec | dict[str, Any], log: Callable[[str], None] | None = None) -> JsonObject:
+def simulate(demo: str, spec: RunSpec | Mapping[str, Any], log: Callable[[str], None] | None = None) -> JsonObject:
     """The result of a simulated `ddp`, `zero1`, `fsdp` or `compare` demo (schema ddpfsdp.demo/1), as JSON,
     from its spec (or the options that make it)."""
     from ddpfsdp.demos.train.options import spec_of, validate_simulated

@@ -62,10 +62,10 @@ MEASURED_STEPS = 2  # after the timed steps: one under the collective counter, o
 MIN_TIMED_STEPS = 1
 MIN_WARMUP_STEPS = 1  # DDP issues extra broadcasts on its second iteration; the comm step must come later
 SIMULATED_MODEL = "tiny"  # a simulated run's model when neither --model nor --params names one
-# FSDP2 cuts every parameter into one chunk per rank (_chunk_with_empty, a fake tensor each), so a
-# simulated step takes time in proportion to the world: 70B at 8192 ranks takes about 45 s on 2 cores,
-# 65536 over 11 minutes. The largest world is the one that completes within a minute (time it with
-# `python tests/benchmarks/bench_simulate.py --demo fsdp --world 8192 --params 70B`).
+# The largest world a simulated run takes: at the largest preset (70B) one completes within a minute on
+# 2 CPU cores, with room to spare on a shared machine (36-39 s of CPU at 8192 ranks). A run's time hardly
+# grows with the world since FSDP2 makes only the parameter chunks rank 0 reads (simulate.RankChunks;
+# before, 8192 views per parameter: 92 s). Time it with `python tests/benchmarks/bench_simulate_worlds.py`.
 MAX_SIMULATED_WORLD = 8192
 
 
