@@ -1,12 +1,16 @@
 """`demo pipeline`'s result read back as typed fields (measure/pipeline_report.py's PipelineView): the
 renderer reads them, from the JSON form, the typed result and a result that went through JSON text alike,
 through the demo command's own rendering path; and reading one loses nothing. No ranks: the recorded
-steps are built by hand, as torch's 1F1B and GPipe order the actions of 2 stages and 2 micro-batches."""
+steps are built by hand, as torch's 1F1B and GPipe order the actions of 2 stages and 2 micro-batches.
+
+tests/data/pipeline_1f1b_procs2.json is a result `ddpfsdp demo pipeline --procs 2 --steps 2 --microbatches 2
+--batch-size 4 --json` printed before the pipeline's data had types, unedited."""
 
 from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -19,6 +23,7 @@ from ddpfsdp.demos.shapes import GPT_PRESETS
 from ddpfsdp.demos.theory.pipeline import boundary_bytes, check_pipeline
 from ddpfsdp.demos.train import pipeline_claims as claims
 
+SAVED = Path(__file__).parent / "data" / "pipeline_1f1b_procs2.json"
 MS = 1_000_000  # ns
 BATCH = 4  # 2 micro-batches of 2 samples
 SHAPE = GPT_PRESETS["tiny"]
@@ -111,3 +116,17 @@ def test_the_drawing_reads_the_typed_step_as_its_json():
     typed = PipelineView.of(RESULT).runs["gpipe"].timeline
     assert drawing(timeline, width=7) == drawing(typed, width=7)
     assert [kinds for _, kinds, _ in drawing(typed, width=7)] == ["FFBB···", "·FLFLBB"]
+
+
+def test_a_saved_result_loads_goes_out_as_it_came_in_and_renders_its_figures():
+    saved = json.loads(SAVED.read_text("utf-8"))
+    result = as_result(saved)
+    assert json.dumps(result.to_json()) == json.dumps(saved)
+    run = PipelineView.of(result).runs["1f1b"].pipeline
+    rows = saved["runs"]["1f1b"]["pipeline"]["ranks"]
+    assert [r.in_flight_chunks for r in run.ranks] == [r["in_flight_chunks"] for r in rows] == [2, 1]
+    assert [r.bubble for r in run.ranks] == [r["bubble"] for r in rows]
+    assert [r.sent.bytes for r in run.ranks] == [r["sent_theory"]["bytes"] for r in rows]
+    text = _rendered(saved)
+    assert text == _rendered(result)
+    assert f"{rows[0]['bubble']:.3f}" in text and f"{rows[1]['bubble']:.3f}" in text
