@@ -130,3 +130,13 @@ def test_a_saved_result_loads_goes_out_as_it_came_in_and_renders_its_figures():
     text = _rendered(saved)
     assert text == _rendered(result)
     assert f"{rows[0]['bubble']:.3f}" in text and f"{rows[1]['bubble']:.3f}" in text
+
+
+def test_the_figures_of_a_saved_run_come_back_from_its_recorded_step_key_for_key():
+    saved = json.loads(SAVED.read_text("utf-8"))
+    run = saved["runs"]["1f1b"]
+    block = run["pipeline"]
+    again = claims.measure(check_pipeline(block["pp"], block["microbatches"], block["schedule"]), SHAPE,
+                           run["timeline"]["ranks"], block["losses"], batch_size=block["batch_size"],
+                           wall_s=block["wall_s"])
+    assert json.dumps(again) == json.dumps(block)
