@@ -14,7 +14,7 @@ from typing import Any
 
 from ddpfsdp.demos.checks import Check
 from ddpfsdp.demos.faults import verdicts
-from ddpfsdp.demos.faults.fault import Fault, FaultContext, measured, phase_ranks
+from ddpfsdp.demos.faults.fault import Fault, FaultBlock, FaultContext, PhaseBlock, measured, phase_ranks
 
 BATCH = 10  # rows per step, on the first stage
 BROKEN_MICROBATCHES = 4  # 10 = 3 + 3 + 2 + 2
@@ -106,12 +106,12 @@ def run_microbatch_split(ctx: FaultContext) -> None:
             ctx.measured["reference_losses"] = [round(loss, 7) for loss in reference_losses(stages)]
 
 
-def _last(phase: dict[str, Any], key: str) -> Any:
+def _last(phase: PhaseBlock, key: str) -> Any:
     values = measured(phase, key)
     return values[-1] if values else None
 
 
-def _describe_split(phase: dict[str, Any]) -> list[str]:
+def _describe_split(phase: PhaseBlock) -> list[str]:
     rows, buffers = _last(phase, "micro_batch_rows"), _last(phase, "receive_buffer_rows")
     losses, reference = _last(phase, "losses"), _last(phase, "reference_losses")
     last = len(phase_ranks(phase)) - 1
@@ -125,14 +125,14 @@ def _describe_split(phase: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _shape_error_ranks(phase: dict[str, Any], timeout_s: Any) -> list[int]:
+def _shape_error_ranks(phase: PhaseBlock, timeout_s: Any) -> list[int]:
     """Ranks that raised a size mismatch (SHAPE_ERRORS) before the group's timeout."""
     return [r.get("rank") for r in phase_ranks(phase)
             if any(phrase in verdicts.error_text(r) for phrase in SHAPE_ERRORS)
             and isinstance(r.get("wall_s"), (int, float)) and isinstance(timeout_s, (int, float)) and r["wall_s"] < timeout_s]
 
 
-def _judge_split(block: dict[str, Any]) -> list[Check]:
+def _judge_split(block: FaultBlock) -> list[Check]:
     broken, fixed = block.get("broken") or {}, block.get("fixed") or {}
     timeout_s = block.get("timeout_s")
     split, buffers = _last(broken, "micro_batch_rows"), _last(broken, "receive_buffer_rows")

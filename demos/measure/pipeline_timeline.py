@@ -24,11 +24,91 @@ compute edge synchronises the device first, so a span is the kernels' time, not 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypedDict
+
+from ddpfsdp.demos.step_record import CollectiveSpan, Span
+
+if TYPE_CHECKING:
+    from ddpfsdp.demos.measure.comm import PerOp
 
 PHASES = {"F": "forward", "B": "backward", "I": "backward-input", "W": "backward-weight", "L": "loss"}
 WRAPPED = ("forward_one_chunk", "backward_one_chunk", "backward_weight_one_chunk",
            "get_fwd_send_ops", "get_bwd_send_ops", "get_fwd_recv_ops", "get_bwd_recv_ops")
+
+
+class Action(TypedDict):
+    """One compute of the recorded step as stamped (ns): F, B, I, W or L of a stage and micro-batch."""
+
+    kind: str
+    stage: int
+    mb: int
+    start: int
+    end: int
+
+
+class StampedP2P(TypedDict):
+    """One send or recv as stamped (ns); completed None: a send, or a recv no compute waited on."""
+
+    op: str  # "send" or "recv"
+    what: str  # "activation" (forward) or "gradient" (backward)
+    stage: int
+    mb: int
+    bytes: int
+    peer: int
+    issued: int
+    completed: int | None
+
+
+class RawStep(TypedDict):
+    """What one rank recorded, in ns of its clock: what crosses to rank 0."""
+
+    start: int
+    end: int
+    actions: list[Action]
+    p2p: list[StampedP2P]
+
+
+class StageSpan(Span):
+    """A compute span of the timeline, with the action, stage and micro-batch it ran."""
+
+    kind: str
+    stage: int
+    mb: int
+
+
+class SendRecv(CollectiveSpan):
+    """A send or recv on the timeline: a collective span with what it carried, for which stage and
+    micro-batch, to or from which rank."""
+
+    what: str
+    stage: int
+    mb: int
+    peer: int
+
+
+class StageStep(TypedDict):
+    """One rank's recorded step on the shared axis: seconds from the earliest rank's start."""
+
+    rank: int
+    start_s: float | None
+    end_s: float | None
+    spans: list[StageSpan]
+    collectives: list[SendRecv]
+
+
+class RankPlace(TypedDict):
+    """Where a rank sits: its place in its pipeline, its replica, and how many replicas there are."""
+
+    pp_rank: int
+    dp_rank: int
+    dp: int
+
+
+class PlacedStep(StageStep, RankPlace):
+    """A rank's recorded step as the timeline carries it: with its place and its collectives of the
+    step before, counted per group ("pp", and "dp" with --dp), op by op."""
+
+    comm: dict[str, PerOp]
 
 
 def _bytes(ops: list[Any]) -> int:
@@ -38,15 +118,14 @@ def _bytes(ops: list[Any]) -> int:
 class StepRecorder:
     """`with StepRecorder(stages, device) as rec: schedule.step(...)`; then `record(rec.raw(), rank, origin_ns)`.
 
-    Each action is kept as {"kind", "stage", "mb", "start", "end"} (ns); each send or recv as
-    {"op", "what", "stage", "mb", "peer", "bytes", "issued", "completed"}.
+    Each action is kept as an `Action`, each send or recv as a `StampedP2P` (ns).
     """
 
     def __init__(self, stages: list[Any], device: Any) -> None:
         self.stages = stages
         self.cuda = getattr(device, "type", str(device)) == "cuda"
-        self.actions: list[dict[str, Any]] = []
-        self.p2p: list[dict[str, Any]] = []
+        self.actions: list[Action] = []
+        self.p2p: list[StampedP2P] = []
         self.start_ns = 0
         self.end_ns = 0
 
@@ -62,7 +141,7 @@ class StepRecorder:
         try:
             return call()
         finally:
-            self.actions.append({"kind": kind, "stage": stage, "mb": mb, "start": start, "end": self._now()})
+            self.actions.append(Action(kind=kind, stage=stage, mb=mb, start=start, end=self._now()))
 
     def loss(self, stage: int, compute: Callable[[], Any]) -> Any:
         """The loss of the next micro-batch, timed as the last stage's compute (the schedule calls it
@@ -89,8 +168,8 @@ class StepRecorder:
             def built(mb, *args, **kwargs):
                 found = originals[name](mb, *args, **kwargs)
                 if found:
-                    self.p2p.append({"op": op, "what": what, "stage": index, "mb": mb, "bytes": _bytes(found),
-                                     "peer": found[0].peer, "issued": time.time_ns(), "completed": None})
+                    self.p2p.append(StampedP2P(op=op, what=what, stage=index, mb=mb, bytes=_bytes(found),
+                                               peer=found[0].peer, issued=time.time_ns(), completed=None))
                 return found
             return built
 
@@ -126,23 +205,23 @@ class StepRecorder:
             if event["op"] == "recv":
                 event["completed"] = starts.get((event["what"], event["stage"], event["mb"]))
 
-    def raw(self) -> dict[str, Any]:
+    def raw(self) -> RawStep:
         """What this rank recorded, plain (it crosses to rank 0 by gather_object): ns stamps."""
-        return {"start": self.start_ns, "end": self.end_ns, "actions": self.actions, "p2p": self.p2p}
+        return RawStep(start=self.start_ns, end=self.end_ns, actions=self.actions, p2p=self.p2p)
 
 
-def record(raw: dict[str, Any], rank: int, origin_ns: int) -> dict[str, Any]:
+def record(raw: RawStep, rank: int, origin_ns: int) -> StageStep:
     """One rank's step in the timeline's shape: seconds from `origin_ns`, the earliest rank's start."""
     def s(ns: int | None) -> float | None:
         return None if ns is None else (ns - origin_ns) / 1e9
 
     ordered = sorted(raw["actions"], key=lambda a: a["start"])
-    spans = [{"name": f"{a['kind']} stage {a['stage']} mb {a['mb']}", "phase": PHASES[a["kind"]],
-              "unit": f"stage {a['stage']} mb {a['mb']}", "kind": a["kind"], "stage": a["stage"], "mb": a["mb"],
-              "start_s": s(a["start"]), "end_s": s(a["end"]), "seq_start": i, "seq_end": i}
+    spans = [StageSpan(name=f"{a['kind']} stage {a['stage']} mb {a['mb']}", phase=PHASES[a["kind"]],
+                       unit=f"stage {a['stage']} mb {a['mb']}", kind=a["kind"], stage=a["stage"], mb=a["mb"],
+                       start_s=s(a["start"]), end_s=s(a["end"]), seq_start=i, seq_end=i)
              for i, a in enumerate(ordered)]
-    p2p = [{"op": e["op"], "what": e["what"], "stage": e["stage"], "mb": e["mb"], "peer": e["peer"],
-            "bytes": e["bytes"], "group": "pp", "group_size": 2, "seq": i,
-            "issued_s": s(e["issued"]), "completed_s": s(e["completed"])}
+    p2p = [SendRecv(op=e["op"], what=e["what"], stage=e["stage"], mb=e["mb"], peer=e["peer"],
+                    bytes=e["bytes"], group="pp", group_size=2, seq=i,
+                    issued_s=(e["issued"] - origin_ns) / 1e9, completed_s=s(e["completed"]))
            for i, e in enumerate(sorted(raw["p2p"], key=lambda e: e["issued"]))]
-    return {"rank": rank, "start_s": s(raw["start"]), "end_s": s(raw["end"]), "spans": spans, "collectives": p2p}
+    return StageStep(rank=rank, start_s=s(raw["start"]), end_s=s(raw["end"]), spans=spans, collectives=p2p)

@@ -15,9 +15,21 @@ the last is recorded (`measure.pipeline_timeline`), and the figures and checks c
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypedDict
 
+from ddpfsdp.demos.measure.pipeline_timeline import PlacedStep, RankPlace, RawStep, record
 from ddpfsdp.demos.train import pipeline_options as options
+from ddpfsdp.demos.train.pipeline_options import Asked
+
+if TYPE_CHECKING:
+    from ddpfsdp.demos.checks import CheckDocument
+    from ddpfsdp.demos.measure.comm import PerOp
+    from ddpfsdp.demos.measure.pipeline_timeline import StepRecorder
+    from ddpfsdp.demos.result import JsonObject
+    from ddpfsdp.demos.shapes import GPTShape
+    from ddpfsdp.demos.theory.pipeline import Pipeline
+    from ddpfsdp.demos.train.pipeline_claims import ScheduleRun, StageTimeline
 
 
 def _stage_module(net: Any, blocks: list[int], first: bool, last: bool, compute: Any, wire: Any) -> Any:
@@ -85,23 +97,38 @@ def global_batches(shape: Any, *, batch_size: int, steps: int, seed: int) -> lis
     return [default_collate([dataset[i] for i in range(k * batch_size, (k + 1) * batch_size)]) for k in range(steps)]
 
 
-def _placement(ctx: Any, dp: int) -> dict[str, Any]:
-    """Where this rank sits: its pipeline rank and group, and with dp > 1 its replica and the 2-D mesh
-    (dp, pp) whose dp sub-mesh FSDP shards each stage over."""
+@dataclass(frozen=True)
+class Placement:
+    """Where this rank sits: its pipeline rank and group, and with dp > 1 its replica and the dp sub-mesh
+    FSDP shards each stage over."""
+
+    pp: int
+    pp_rank: int
+    dp: int
+    dp_rank: int
+    group: Any = None  # the pipeline's process group; None: the whole world
+    dp_mesh: Any = None  # the (dp, pp) mesh's dp sub-mesh (a DeviceMesh); None without --dp
+
+    def where(self) -> RankPlace:
+        return RankPlace(pp_rank=self.pp_rank, dp_rank=self.dp_rank, dp=self.dp)
+
+
+def _placement(ctx: Any, dp: int) -> Placement:
+    """This rank's place; with dp > 1 on the 2-D mesh (dp, pp)."""
     if dp == 1:
-        return {"pp": ctx.world_size, "pp_rank": ctx.rank, "dp": 1, "dp_rank": 0, "group": None, "dp_mesh": None}
+        return Placement(pp=ctx.world_size, pp_rank=ctx.rank, dp=1, dp_rank=0)
     from torch.distributed.device_mesh import init_device_mesh
 
     mesh = init_device_mesh(ctx.device.type, (dp, ctx.world_size // dp), mesh_dim_names=("dp", "pp"))
-    return {"pp": mesh["pp"].size(), "pp_rank": mesh["pp"].get_local_rank(), "dp": dp,
-            "dp_rank": mesh["dp"].get_local_rank(), "group": mesh["pp"].get_group(), "dp_mesh": mesh["dp"]}
+    return Placement(pp=mesh["pp"].size(), pp_rank=mesh["pp"].get_local_rank(), dp=dp,
+                     dp_rank=mesh["dp"].get_local_rank(), group=mesh["pp"].get_group(), dp_mesh=mesh["dp"])
 
 
 class _Run:
     """One schedule on this rank: its stages, schedule and optimizer, stepped and recorded."""
 
     def __init__(self, ctx: Any, model: str, schedule: str, microbatches: int, v: int, seed: int,
-                 place: dict[str, Any]) -> None:
+                 place: Placement) -> None:
         import torch
         from torch.distributed import pipelining
         from torch.distributed.pipelining.schedules import PipelineScheduleSingle
@@ -110,25 +137,25 @@ class _Run:
         from ddpfsdp.demos.train.models import build_model
 
         self.ctx, self.schedule_name, self.v, self.place = ctx, schedule, v, place
-        self.pp, self.stages_total = place["pp"], place["pp"] * v
+        self.pp, self.stages_total = place.pp, place.pp * v
         net = build_model("gpt", model, seed=seed)
         self.shape = net.shape
         blocks = stage_blocks(len(net.blocks), self.pp, v)
-        self.indices = [place["pp_rank"] + k * self.pp for k in range(v)]
+        self.indices = [place.pp_rank + k * self.pp for k in range(v)]
         self.stages = []
         self.wire = wire_device(ctx)
         for index in self.indices:
             module = _stage_module(net, blocks[index], index == 0, index == self.stages_total - 1, ctx.device,
                                    self.wire).to(ctx.device)
-            if place["dp_mesh"] is not None:
+            if place.dp_mesh is not None:
                 from torch.distributed.fsdp import fully_shard
 
                 # torchtitan's choice under PP: keep the stage gathered after forward, or every micro-batch
                 # would all-gather it again
-                fully_shard(module, mesh=place["dp_mesh"], reshard_after_forward=False)
+                fully_shard(module, mesh=place.dp_mesh, reshard_after_forward=False)
             # the stage's device is where its receive buffers are made; its module stays on the rank's
             self.stages.append(pipelining.PipelineStage(module, index, self.stages_total, self.wire,
-                                                        group=place["group"]))
+                                                        group=place.group))
         self.recorder = None
         cls = getattr(pipelining, TORCH_SCHEDULES[schedule])
         held = self.stages[0] if issubclass(cls, PipelineScheduleSingle) else self.stages
@@ -176,7 +203,66 @@ class _Run:
         return self.step(batch, recorder), recorder
 
 
-def _train(ctx: Any, model: str, schedule: str, asked: dict[str, Any]) -> dict[str, Any]:
+@dataclass
+class Trained:
+    """One schedule trained on this rank: its losses (the last stage's; None elsewhere), the recorded step,
+    the pipeline and model it ran, its place and its collectives of the step before the recorded one."""
+
+    losses: list[float | None]
+    recorder: StepRecorder
+    pipeline: Pipeline
+    shape: GPTShape
+    place: RankPlace
+    comm: dict[str, PerOp]  # per group: "pp", and "dp" with --dp
+
+
+class Gathered(TypedDict):
+    """What each rank hands rank 0 of one schedule (by gather_object)."""
+
+    losses: list[float | None]
+    raw: RawStep
+    place: RankPlace
+    comm: dict[str, PerOp]
+
+
+@dataclass
+class ScheduleMeasured:
+    """One schedule's run as rank 0 assembles it: the figures beside theory, and the recorded step."""
+
+    run: ScheduleRun
+    timeline: StageTimeline
+
+
+class ScheduleConfig(TypedDict):
+    schedule: str
+
+
+class ScheduleResult(TypedDict):
+    """One schedule in the result (`runs[name]`)."""
+
+    config: ScheduleConfig
+    timeline: StageTimeline
+    loss: list[float | None]
+    pipeline: ScheduleRun
+    checks: list[CheckDocument]
+
+
+class PipelineConfig(TypedDict):
+    """The result's config, beside where the run happened (world size, device, backend)."""
+
+    model: str
+    params: int
+    layers: int
+    precision: str
+    schedules: list[str]
+    microbatches: int
+    batch_size: int
+    steps: int
+    seed: int
+    compare: bool
+
+
+def _train(ctx: Any, model: str, schedule: str, asked: Asked) -> Trained:
     """Train `--steps` steps with one schedule; the last is recorded, the one before it has its
     collectives counted per process group (a dispatch mode, kept off the recorded step's clock).
     This rank's losses, record and counts."""
@@ -186,23 +272,23 @@ def _train(ctx: Any, model: str, schedule: str, asked: dict[str, Any]) -> dict[s
     from ddpfsdp.demos.theory.pipeline import check_pipeline
 
     place = _placement(ctx, int(asked.get("dp") or 1))
-    pipeline = check_pipeline(place["pp"], asked["microbatches"], schedule, options.stages_per_rank(asked, schedule))
+    pipeline = check_pipeline(place.pp, asked["microbatches"], schedule, options.stages_per_rank(asked, schedule))
     torch.manual_seed(asked["seed"])
     run = _Run(ctx, model, schedule, pipeline.microbatches, pipeline.stages_per_rank, asked["seed"], place)
     size = options.batch_size(asked)
-    mine = slice(place["dp_rank"] * size, (place["dp_rank"] + 1) * size)  # this replica's share
+    mine = slice(place.dp_rank * size, (place.dp_rank + 1) * size)  # this replica's share
     batches = [(tokens[mine], targets[mine]) for tokens, targets in
                global_batches(run.shape, batch_size=options.global_batch(asked), steps=asked["steps"],
                               seed=asked["seed"])]
-    losses = [run.step(batch) for batch in batches[:-2]]
+    losses: list[float | None] = [run.step(batch) for batch in batches[:-2]]
     with CommCounter() as counter:
         losses.append(run.step(batches[-2]))
     loss, recorder = run.recorded_step(batches[-1])
-    groups = {"pp": _group_name(place["group"]),
-              "dp": _group_name(place["dp_mesh"].get_group()) if place["dp_mesh"] is not None else None}
+    groups = {"pp": _group_name(place.group),
+              "dp": _group_name(place.dp_mesh.get_group()) if place.dp_mesh is not None else None}
     comm = {dim: counter.per_group().get(name, {}) for dim, name in groups.items() if name}
-    return {"losses": [*losses, loss], "recorder": recorder, "pipeline": pipeline, "shape": run.shape,
-            "place": {k: place[k] for k in ("pp_rank", "dp_rank", "dp")}, "comm": comm}
+    return Trained(losses=[*losses, loss], recorder=recorder, pipeline=pipeline, shape=run.shape,
+                   place=place.where(), comm=comm)
 
 
 def _group_name(group: Any) -> str:
@@ -214,7 +300,7 @@ def _group_name(group: Any) -> str:
 LR = 1e-3
 
 
-def reference_losses(model: str, asked: dict[str, Any], device: Any) -> list[float]:
+def reference_losses(model: str, asked: Asked, device: Any) -> list[float]:
     """One process, the whole model, the same batches and optimizer: the loss of each step."""
     import torch
 
@@ -234,7 +320,8 @@ def reference_losses(model: str, asked: dict[str, Any], device: Any) -> list[flo
     return out
 
 
-def _one_schedule(ctx: Any, model: str, schedule: str, asked: dict[str, Any], index: int, total: int) -> Any:
+def _one_schedule(ctx: Any, model: str, schedule: str, asked: Asked, index: int,
+                  total: int) -> ScheduleMeasured | None:
     """Train and record one schedule; on rank 0 its measured figures (`pipeline_claims.measure`)."""
     import time
 
@@ -243,16 +330,16 @@ def _one_schedule(ctx: Any, model: str, schedule: str, asked: dict[str, Any], in
     ctx.step(index, total, phase=schedule)
     started = time.perf_counter()
     trained = _train(ctx, model, schedule, asked)
-    from ddpfsdp.demos.measure.pipeline_timeline import record
-
-    gathered = ctx.gather({"losses": trained["losses"], "raw": trained["recorder"].raw(), "place": trained["place"],
-                           "comm": trained["comm"]})
+    mine = Gathered(losses=trained.losses, raw=trained.recorder.raw(), place=trained.place, comm=trained.comm)
+    gathered: list[Gathered] = ctx.gather(mine)
     if not ctx.is_main:
         return None
     origin = min(g["raw"]["start"] for g in gathered)
-    ranks = [{**record(g["raw"], rank, origin), **g["place"], "comm": g["comm"]} for rank, g in enumerate(gathered)]
-    return claims.measure(trained["pipeline"], trained["shape"], ranks, _replica_mean([g["losses"] for g in gathered]),
-                          batch_size=options.batch_size(asked), wall_s=time.perf_counter() - started)
+    ranks = [PlacedStep(**record(g["raw"], rank, origin), **g["place"], comm=g["comm"])
+             for rank, g in enumerate(gathered)]
+    run = claims.measure(trained.pipeline, trained.shape, ranks, _replica_mean([g["losses"] for g in gathered]),
+                         batch_size=options.batch_size(asked), wall_s=time.perf_counter() - started)
+    return ScheduleMeasured(run=run, timeline=claims.StageTimeline(ranks=ranks))
 
 
 def _replica_mean(by_rank: list[list[float | None]]) -> list[float | None]:
@@ -261,39 +348,41 @@ def _replica_mean(by_rank: list[list[float | None]]) -> list[float | None]:
     return [sum(step) / len(step) for step in zip(*held)] if held else [None] * len(by_rank[0])
 
 
-def run(ctx: Any, **asked: Any) -> dict[str, Any] | None:
+def run(ctx: Any, **given: Any) -> JsonObject | None:
     """The demo on this rank: each schedule asked in turn; rank 0 assembles the result."""
+    asked = Asked(**given)  # OPTIONS, as click parsed them
 
     model = options.preset(asked, ctx.device.type)
     names = options.schedules(asked)
     measured = {name: _one_schedule(ctx, model, name, asked, i, len(names) + 1) for i, name in enumerate(names)}
     if not ctx.is_main:
         return None
+    held = {name: m for name, m in measured.items() if m is not None}  # all of them, on rank 0
     ctx.step(len(names), len(names) + 1, phase="one-process reference")
     reference = reference_losses(model, asked, ctx.device)
-    result = _assemble(ctx, model, asked, measured, reference)
+    result = _assemble(ctx, model, asked, held, reference)
     _write_trace(ctx, result, asked.get("trace"))
     return result
 
 
-def _assemble(ctx: Any, model: str, asked: dict[str, Any], measured: dict[str, Any],
-              reference: list[float]) -> dict[str, Any]:
+def _assemble(ctx: Any, model: str, asked: Asked, measured: dict[str, ScheduleMeasured],
+              reference: list[float]) -> JsonObject:
     """The result: per schedule its run (figures per rank beside theory, its timeline); the checks."""
     from ddpfsdp.demos.concepts.result import envelope
     from ddpfsdp.demos.shapes import GPT_PRESETS, model_params
     from ddpfsdp.demos.train import pipeline_claims as claims
 
-    per_run = {name: claims.run_checks(run, reference) for name, run in measured.items()}
+    per_run = {name: claims.run_checks(m.run, reference) for name, m in measured.items()}
     checks = claims.combined(per_run) if len(measured) > 1 else per_run[next(iter(measured))]
     if asked.get("compare"):
-        checks += claims.compare_checks(measured)
-    runs = {name: {"config": {"schedule": name}, "timeline": run.pop("timeline"), "loss": run["losses"],
-                   "pipeline": run, "checks": [c.to_dict() for c in per_run[name]]}
-            for name, run in measured.items()}
-    config = {"model": model, "params": model_params("gpt", model), "layers": GPT_PRESETS[model].layers, "precision": "fp32",
-              "schedules": list(measured), "microbatches": asked["microbatches"],
-              "batch_size": options.batch_size(asked), "steps": asked["steps"], "seed": asked["seed"],
-              "compare": bool(asked.get("compare"))}
+        checks += claims.compare_checks({name: m.run for name, m in measured.items()})
+    runs = {name: ScheduleResult(config=ScheduleConfig(schedule=name), timeline=m.timeline, loss=m.run["losses"],
+                                 pipeline=m.run, checks=[c.to_dict() for c in per_run[name]])
+            for name, m in measured.items()}
+    config = PipelineConfig(model=model, params=model_params("gpt", model), layers=GPT_PRESETS[model].layers,
+                            precision="fp32", schedules=list(measured), microbatches=asked["microbatches"],
+                            batch_size=options.batch_size(asked), steps=asked["steps"], seed=asked["seed"],
+                            compare=bool(asked.get("compare")))
     return envelope(ctx, "pipeline", config, checks, runs=runs, reference_loss=reference,
                     notes=[_note(ctx)])
 
@@ -307,7 +396,7 @@ def _note(ctx: Any) -> str:
     return GLOO_CAVEAT
 
 
-def _write_trace(ctx: Any, result: dict[str, Any], path: str | None) -> None:
+def _write_trace(ctx: Any, result: JsonObject, path: str | None) -> None:
     if not path:
         return
     from ddpfsdp.demos.measure import trace

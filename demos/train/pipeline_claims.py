@@ -17,14 +17,85 @@ functions of these numbers. Torch-free.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ddpfsdp.demos.checks import Check
+from ddpfsdp.demos.measure.pipeline_timeline import PlacedStep
 from ddpfsdp.demos.theory.pipeline import Pipeline, boundary_bytes, bubble, in_flight, p2p_sends
 from ddpfsdp.demos.units import format_iec
 
+if TYPE_CHECKING:
+    from ddpfsdp.demos.measure.comm import PerOp
+    from ddpfsdp.demos.shapes import GPTShape
+
 LOSS_RTOL = 1e-4  # fp32, as the 2-D demo's reference (train/claims.LOSS_RTOL_FP32)
 BUBBLE_TOLERANCE = 0.10  # absolute, in bubble fraction: see check_bubble
+
+
+class P2PCount(TypedDict):
+    count: int
+    bytes: int
+
+
+class P2PByWhat(TypedDict):
+    """A rank's sends (or recvs) of one step: activations forward, gradients back."""
+
+    activation: P2PCount
+    gradient: P2PCount
+
+
+class BubbleTheory(TypedDict):
+    """`theory.pipeline.bubble` for the run, in units of t, with where it comes from."""
+
+    source: str
+    useful_t: float
+    bubble_t: float
+    bubble_ratio: float
+    bubble_fraction: float
+
+
+class RankRow(TypedDict):
+    """One rank of a schedule's run: each figure measured in the recorded step, beside its theory."""
+
+    rank: int
+    pp_rank: int
+    dp_rank: int
+    stages: list[int]
+    busy_s: float
+    bubble: float
+    bubble_theory: float
+    in_flight_chunks: int
+    in_flight_chunks_theory: float
+    sent: P2PByWhat
+    received: P2PByWhat
+    sent_theory: dict[str, int]  # theory.pipeline.p2p_sends: forward/backward sends and bytes, bytes in all
+    comm: dict[str, PerOp]  # the step before the recorded one, per group ("pp", "dp"), op by op
+
+
+class ScheduleRun(TypedDict):
+    """One schedule's measured run: the pipeline, per-rank rows beside theory, the step's window, the losses
+    (the `pipeline` block of a run in the result)."""
+
+    schedule: str
+    torch_schedule: str
+    pp: int
+    dp: int
+    microbatches: int
+    stages_per_rank: int
+    batch_size: int
+    microbatch_size: int
+    boundary_bytes: int
+    window_s: float
+    wall_s: float
+    losses: list[float | None]
+    ranks: list[RankRow]
+    theory: BubbleTheory
+
+
+class StageTimeline(TypedDict):
+    """A schedule's recorded step, one record per rank (a run's `timeline` in the result)."""
+
+    ranks: list[PlacedStep]
 
 
 def busy_s(spans: Sequence[Mapping[str, Any]]) -> float:
@@ -61,8 +132,8 @@ def in_flight_chunks(spans: Sequence[Mapping[str, Any]]) -> int:
     return peak
 
 
-def p2p_by_what(collectives: Sequence[Mapping[str, Any]], op: str) -> dict[str, dict[str, int]]:
-    out = {what: {"count": 0, "bytes": 0} for what in ("activation", "gradient")}
+def p2p_by_what(collectives: Sequence[Mapping[str, Any]], op: str) -> P2PByWhat:
+    out = P2PByWhat(activation=P2PCount(count=0, bytes=0), gradient=P2PCount(count=0, bytes=0))
     for c in collectives:
         if c["op"] == op:
             out[c["what"]]["count"] += 1
@@ -70,39 +141,40 @@ def p2p_by_what(collectives: Sequence[Mapping[str, Any]], op: str) -> dict[str, 
     return out
 
 
-def measure(pipeline: Pipeline, shape: Any, ranks: list[dict[str, Any]], losses: list[float], *, batch_size: int,
-            wall_s: float) -> dict[str, Any]:
-    """One schedule's run: per rank, measured beside theory; the timeline; the losses."""
+def measure(pipeline: Pipeline, shape: GPTShape, ranks: list[PlacedStep], losses: list[float | None], *,
+            batch_size: int, wall_s: float) -> ScheduleRun:
+    """One schedule's run: per rank, measured beside theory; the losses. (Its timeline is `ranks`.)"""
     micro = batch_size // pipeline.microbatches
     boundary = boundary_bytes(micro, shape.seq_len, shape.d_model, "fp32")
     theory_bubble = bubble(pipeline.pp, pipeline.microbatches, pipeline.schedule, pipeline.stages_per_rank)
     start, end = window_s(ranks)
     rows = []
     for rank, measured_bubble in zip(ranks, bubble_by_rank(ranks)):
-        pp_rank = rank.get("pp_rank", rank["rank"])
+        pp_rank = rank["pp_rank"]
         flight = in_flight(pipeline.pp, pipeline.microbatches, pipeline.schedule, pipeline.stages_per_rank, pp_rank)
-        rows.append({
-            "rank": rank["rank"], "pp_rank": pp_rank, "dp_rank": rank.get("dp_rank", 0),
-            "stages": sorted({s["stage"] for s in rank["spans"]}),
-            "busy_s": busy_s(rank["spans"]),
-            "bubble": measured_bubble,
-            "bubble_theory": theory_bubble["bubble_fraction"],
-            "in_flight_chunks": in_flight_chunks(rank["spans"]),
-            "in_flight_chunks_theory": flight["chunks"],
-            "sent": p2p_by_what(rank["collectives"], "send"),
-            "received": p2p_by_what(rank["collectives"], "recv"),
-            "sent_theory": p2p_sends(pipeline, pp_rank, boundary),
-            "comm": rank.get("comm") or {},
-        })
-    return {
-        "schedule": pipeline.schedule, "torch_schedule": pipeline.torch_schedule, "pp": pipeline.pp,
-        "dp": max((rank.get("dp", 1) for rank in ranks), default=1),
-        "microbatches": pipeline.microbatches, "stages_per_rank": pipeline.stages_per_rank,
-        "batch_size": batch_size, "microbatch_size": micro, "boundary_bytes": boundary,
-        "window_s": end - start, "wall_s": wall_s, "losses": losses, "ranks": rows,
-        "theory": {"source": "theory: demos/theory/pipeline.py", **theory_bubble},
-        "timeline": {"ranks": ranks},
-    }
+        rows.append(RankRow(
+            rank=rank["rank"], pp_rank=pp_rank, dp_rank=rank["dp_rank"],
+            stages=sorted({s["stage"] for s in rank["spans"]}),
+            busy_s=busy_s(rank["spans"]),
+            bubble=measured_bubble,
+            bubble_theory=theory_bubble["bubble_fraction"],
+            in_flight_chunks=in_flight_chunks(rank["spans"]),
+            in_flight_chunks_theory=flight["chunks"],
+            sent=p2p_by_what(rank["collectives"], "send"),
+            received=p2p_by_what(rank["collectives"], "recv"),
+            sent_theory=p2p_sends(pipeline, pp_rank, boundary),
+            comm=rank["comm"],
+        ))
+    return ScheduleRun(
+        schedule=pipeline.schedule, torch_schedule=pipeline.torch_schedule, pp=pipeline.pp,
+        dp=max((rank["dp"] for rank in ranks), default=1),
+        microbatches=pipeline.microbatches, stages_per_rank=pipeline.stages_per_rank,
+        batch_size=batch_size, microbatch_size=micro, boundary_bytes=boundary,
+        window_s=end - start, wall_s=wall_s, losses=losses, ranks=rows,
+        theory=BubbleTheory(source="theory: demos/theory/pipeline.py", useful_t=theory_bubble["useful_t"],
+                            bubble_t=theory_bubble["bubble_t"], bubble_ratio=theory_bubble["bubble_ratio"],
+                            bubble_fraction=theory_bubble["bubble_fraction"]),
+    )
 
 
 # ----------------------------------------------------------------------------- checks
@@ -214,7 +286,7 @@ def check_interleaved_smaller(interleaved: Sequence[float], one_f_one_b: Sequenc
                  {"interleaved": list(interleaved), "1f1b": list(one_f_one_b)})
 
 
-def run_checks(run: Mapping[str, Any], reference: Sequence[float]) -> list[Check]:
+def run_checks(run: ScheduleRun, reference: Sequence[float]) -> list[Check]:
     rows = run["ranks"]
     return [
         check_bubble(run["schedule"], [r["bubble"] for r in rows], [r["busy_s"] for r in rows],
@@ -223,16 +295,19 @@ def run_checks(run: Mapping[str, Any], reference: Sequence[float]) -> list[Check
                         [r["in_flight_chunks_theory"] for r in rows]),
         check_loss(run["losses"], reference),
         check_p2p(run["schedule"], rows),
-        *([check_dp_comm(rows)] if run.get("dp", 1) > 1 else []),
+        *([check_dp_comm(rows)] if run["dp"] > 1 else []),
     ]
 
 
-def compare_checks(runs: Mapping[str, Mapping[str, Any]]) -> list[Check]:
-    def rows(name: str, key: str) -> list[Any]:
-        return [r[key] for r in runs[name]["ranks"]]
+def compare_checks(runs: Mapping[str, ScheduleRun]) -> list[Check]:
+    def flights(name: str) -> list[int]:
+        return [r["in_flight_chunks"] for r in runs[name]["ranks"]]
 
-    return [check_gpipe_holds_more(rows("gpipe", "in_flight_chunks"), rows("1f1b", "in_flight_chunks")),
-            check_interleaved_smaller(rows("interleaved", "bubble"), rows("1f1b", "bubble"))]
+    def bubbles(name: str) -> list[float]:
+        return [r["bubble"] for r in runs[name]["ranks"]]
+
+    return [check_gpipe_holds_more(flights("gpipe"), flights("1f1b")),
+            check_interleaved_smaller(bubbles("interleaved"), bubbles("1f1b"))]
 
 
 def combined(per_run: Mapping[str, Sequence[Check]]) -> list[Check]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 import click
 
@@ -26,6 +26,22 @@ DEFAULT_MICROBATCHES = 4
 # the schedule rather than the wire (the interleaved schedule makes V times as many hops).
 SAMPLES_PER_MICROBATCH = 16
 DEFAULT_STEPS = 3
+
+
+class Asked(TypedDict, total=False):
+    """What a run of the demo is asked: OPTIONS as click parses them (None: not given)."""
+
+    model: str | None
+    schedule: str
+    microbatches: int
+    stages_per_rank: int | None
+    batch_size: int | None
+    steps: int
+    seed: int
+    dp: int
+    compare: bool
+    simulate: bool
+    trace: str | None
 
 
 def _model_option() -> click.Option:
