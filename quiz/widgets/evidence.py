@@ -70,11 +70,38 @@ def fault_table(result: DemoResult) -> Table | None:
     return table
 
 
-def result_table(result: DemoResult | Mapping[str, Any]) -> Table | None:
-    """Memory per component, throughput and traffic per strategy; a fault's two runs; or a concept demo's figures."""
+def pipeline_figures(result: DemoResult) -> Group | None:
+    """A pipeline run: each schedule's bubble, activations in flight and sends per rank, and its recorded
+    step drawn one row per rank (the picture of the schedule drawn at a whiteboard)."""
+    from ddpfsdp.demos.measure import pipeline_report as report
+
+    view = report.PipelineView.of(result)
+    if not view.runs:
+        return None
+    parts: list[Any] = [report.compare_table(view.runs)]
+    for name, run in view.runs.items():
+        rows = report.drawing(run.timeline)
+        if not rows:
+            continue
+        parts.append(Text(f"{name}, the recorded step (time runs right)", style="bold"))
+        for label, kinds, mbs in rows:
+            line = Text(f"{label:>7} ")
+            for char in kinds:
+                line.append(char, style=report.STYLES.get(char, "dim"))
+            parts.append(line)
+            parts.append(Text(f"{'':>7} {mbs}", style="dim"))
+    parts.append(Text(report.LEGEND, style="dim"))
+    return Group(*parts)
+
+
+def result_table(result: DemoResult | Mapping[str, Any]) -> Table | Group | None:
+    """Memory per component, throughput and traffic per strategy; a fault's two runs; a pipeline's schedules;
+    or a concept demo's figures."""
     result = as_result(result)
     if ev.fault_sides(result):
         return fault_table(result)
+    if result.demo == "pipeline":
+        return pipeline_figures(result)
     runs = ev.runs(result)
     if not runs:
         return scalar_table(result)

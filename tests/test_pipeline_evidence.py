@@ -1,0 +1,74 @@
+"""A pipeline question's evidence panel shows the saved run of `demo pipeline`: each schedule's figures per
+rank and its recorded step drawn one row per rank, read from a real result saved by the demo."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from conftest import widget_text
+from rich.console import Console
+
+from ddpfsdp.quiz.app import make_app
+from ddpfsdp.quiz.store import Store
+from ddpfsdp.quiz.widgets.evidence import result_table
+
+SAVED = Path(__file__).parent / "data" / "pipeline_1f1b_procs2.json"  # a real 2-rank 1F1B run, as printed
+ARGS = ["--schedule", "1f1b", "--microbatches", "2", "--batch-size", "4", "--steps", "2"]
+
+TOPIC = f'''
+topic = "pipeline"
+title = "Pipeline parallelism"
+order = 1
+description = "Stages over ranks."
+
+[[question]]
+id = "pipe-evidence"
+level = 2
+kind = "single"
+prompt = "Under 1F1B with 2 stages and 2 micro-batches, how many micro-batches does stage 0 hold at its peak?"
+choices = ["Two: it runs both forwards before the first backward", "One: each backward follows its forward at once"]
+answer = "Two: it runs both forwards before the first backward"
+why = ["Right: its warm-up is min(m, pp - rank) = 2 forwards.", "Wrong: that is stage 1, the last."]
+demo = {{ name = "pipeline", args = {json.dumps(ARGS)} }}
+evidence = ["pipeline_activations_in_flight_match_theory"]
+'''
+
+
+def _text(renderable, width: int = 80) -> str:
+    console = Console(width=width, file=io.StringIO(), color_system=None)
+    console.print(renderable)
+    return console.file.getvalue()
+
+
+def test_the_figures_and_the_drawing_of_a_saved_run():
+    result = json.loads(SAVED.read_text())
+    shown = _text(result_table(result))
+    ranks = result["runs"]["1f1b"]["pipeline"]["ranks"]
+    row = next(line for line in shown.splitlines() if line.lstrip("│ ").startswith("1f1b"))
+    assert " ".join(str(r["in_flight_chunks"]) for r in ranks) in row
+    assert " ".join(f"{r['bubble']:.2f}" for r in ranks) in row
+    drawn = [line for line in shown.splitlines() if line.lstrip().startswith("rank ")]
+    assert len(drawn) == len(ranks) and all(set(line.split(None, 2)[2]) <= set("FBIWL·") for line in drawn)
+    assert max(len(line) for line in shown.splitlines()) <= 80
+
+
+async def test_a_pipeline_question_shows_its_saved_run(tmp_path):
+    bank_dir, answers_dir = tmp_path / "bank", tmp_path / "answers"
+    bank_dir.mkdir()
+    answers_dir.mkdir()
+    (bank_dir / "pipeline.toml").write_text(TOPIC)
+    (answers_dir / "pipe-evidence.md").write_text("# pipe-evidence\n\nThe model answer.\n")
+    Store.open().save_demo_result("pipeline", ARGS, json.loads(SAVED.read_text()))
+
+    app = make_app(bank_dir=bank_dir, answers_dir=answers_dir, seed=3, topic="pipeline")
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        await pilot.press(str(screen.display_choices.index(screen.question.answer) + 1), "enter")
+        await pilot.pause()
+        shown = widget_text(app.screen.query_one("#evidence").query_one("#evidence-saved"))
+    assert "Not measured on this machine yet" not in shown
+    assert "✔ │ pipeline_activations_in_flight_" in shown and "[2, 1]; theory [2, 1]" in shown
+    assert "1f1b, the recorded step" in shown and "rank 0" in shown and "rank 1" in shown
