@@ -46,6 +46,15 @@ PRIVATE_TORCH_APIS: dict[str, tuple[str, ...]] = {
         "torch.distributed._tools.fsdp2_mem_tracker._FSDPModState", "which FSDP phase a peak fell in"),
     "torch.distributed._tools.fsdp2_mem_tracker._FSDPRefType": (
         "torch.distributed._tools.fsdp2_mem_tracker._FSDPRefType", "the FSDP buffer kinds of a breakdown"),
+    "torch.distributed.fsdp._fully_shard._fsdp_param": (
+        "torch.distributed.fsdp._fully_shard._fsdp_param", "where FSDP2 shards a parameter: the module whose "
+        "chunk helper the simulation swaps while it shards over a fake world"),
+    "torch.distributed.fsdp._fully_shard._fsdp_param._chunk_with_empty": (
+        "torch.distributed.fsdp._fully_shard._fsdp_param._chunk_with_empty", "the chunks of each parameter "
+        "FSDP2 cuts while it shards, one per rank: swapped for RankChunks, which makes only those read"),
+    "torch.distributed.fsdp._fully_shard._fsdp_common._chunk_with_empty": (
+        "torch.distributed.fsdp._fully_shard._fsdp_common._chunk_with_empty", "torch's own chunk helper, "
+        "which RankChunks falls back to where a dimension is empty"),
     "torch.distributed._tools.mod_tracker": (
         "torch.distributed._tools.mod_tracker", "the module a peak fell in"),
     "._update_peak_stats": (
