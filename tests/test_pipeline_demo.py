@@ -44,6 +44,16 @@ def test_bad_input_is_refused_before_launch_with_what_to_do(args, says):
     assert says in outcome.stderr.replace("\n", " "), outcome.stderr
 
 
+def test_simulate_is_refused_with_the_analytic_models_figures_for_the_run():
+    """A fake process group cannot carry torch's shape exchange, so the refusal shows the theory instead."""
+    outcome = run_cli("demo", "pipeline", "--simulate", "--microbatches", "8", stdin="")
+    said = " ".join(outcome.stderr.split())
+    assert outcome.exit_code == 2 and "not a measurement" in said, said
+    # 2 stages, 8 micro-batches of 16 tiny sequences (64 tokens of 128 fp32 values): (p-1)/(m+p-1) = 1/9
+    assert "a bubble of 0.111 of the step" in said and "in flight per rank at its peak 2, 1" in said
+    assert "sent per rank per step 4.00 MiB, 4.00 MiB" in said
+
+
 def _check(result: dict, name: str) -> dict:
     return next(c for c in result["checks"] if c["name"] == name)
 

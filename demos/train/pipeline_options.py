@@ -17,6 +17,7 @@ from typing import Any, TypedDict
 import click
 
 from ddpfsdp.demos.shapes import GPT_PRESETS
+from ddpfsdp.demos.units import format_iec
 from ddpfsdp.demos.theory.pipeline import LOOPED, SCHEDULES, check_pipeline
 
 COMPARED = ("gpipe", "1f1b", "interleaved")  # what --compare runs, in this order, on the same ranks
@@ -106,17 +107,40 @@ def preset(asked: Mapping[str, Any], device: str | None) -> str | None:
 # recv fills nothing, and the stage then asked for a buffer of 140 TB.
 SIMULATE_REFUSAL = (
     "--simulate: torch's pipelining cannot run on a fake process group: its first step sends each stage's "
-    "tensor shapes to the next rank, and a fake recv returns none, so no stage can be built. For the "
-    "analytic model's figures (theory, not a run) use: ddpfsdp calc --model {model} --gpus {pp} --pp {pp} --microbatches {m} "
+    "tensor shapes to the next rank, and a fake recv returns none, so no stage can be built.{theory} For the "
+    "analytic model's whole table (theory, not a run) use: ddpfsdp calc --model {model} --gpus {pp} --pp {pp} --microbatches {m} "
     "--schedule {schedule} --batch-size {micro} --precision fp32; or run the demo on real ranks without --simulate")
+
+
+def simulate_theory(model: str, pp: int, microbatches: int, schedule: str, v: int | None, micro: int) -> str:
+    """What the analytic model says of the run asked, labelled as theory; empty where the model refuses it."""
+    from ddpfsdp.demos.shapes import gpt_shape
+    from ddpfsdp.demos.theory.pipeline import boundary_bytes, bubble, in_flight, p2p_sends
+
+    try:
+        pipeline = check_pipeline(pp, microbatches, schedule, v)
+    except ValueError:
+        return ""
+    shape = gpt_shape(model)
+    boundary = boundary_bytes(micro, shape.seq_len, shape.d_model, "fp32")
+    share = bubble(pp, pipeline.microbatches, pipeline.schedule, pipeline.stages_per_rank)["bubble_fraction"]
+    flights = [in_flight(pp, pipeline.microbatches, pipeline.schedule, pipeline.stages_per_rank, r)["chunks"]
+               for r in range(pp)]
+    sent = [format_iec(p2p_sends(pipeline, r, boundary)["bytes"]) for r in range(pp)]
+    return (f" Theory for this run instead (demos/theory/pipeline.py, not a measurement): a bubble of {share:.3f} of "
+            f"the step; micro-batches in flight per rank at its peak {', '.join(f'{x:g}' for x in flights)}; sent per "
+            f"rank per step {', '.join(sent)}.")
 
 
 def validate(asked: Mapping[str, Any], world_size: int | None = None, device: str | None = None) -> None:
     """Refuse, before launch, what torch's pipelining would refuse on a rank (or what the demo cannot show)."""
     if asked.get("simulate"):
-        raise click.UsageError(SIMULATE_REFUSAL.format(model=asked.get("model") or "tiny", pp=world_size or 2,
-                                                       m=asked["microbatches"], schedule=asked["schedule"],
-                                                       micro=batch_size(asked) // max(1, asked["microbatches"])))
+        model, pp = asked.get("model") or "tiny", world_size or 2
+        micro = batch_size(asked) // max(1, asked["microbatches"])
+        theory = simulate_theory(model, pp, asked["microbatches"], asked["schedule"],
+                                 stages_per_rank(asked, asked["schedule"]), micro)
+        raise click.UsageError(SIMULATE_REFUSAL.format(model=model, pp=pp, m=asked["microbatches"],
+                                                       schedule=asked["schedule"], micro=micro, theory=theory))
     _check_counts(asked)
     _check_trace(asked.get("trace"))
     model = preset(asked, device)
