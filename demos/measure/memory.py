@@ -53,9 +53,10 @@ def _storage_key_and_bytes(tensor: torch.Tensor) -> tuple[tuple, int] | None:
     nbytes = storage.nbytes()
     if nbytes == 0:
         return None
-    # A fake tensor's storage (a simulated run's) has no address: it is told apart by identity, as
-    # torch keeps one Python object per storage for as long as the storage lives.
-    address = storage.data_ptr() or ("storage", id(storage))
+    # A fake tensor's storage (a simulated run's) is a meta one with no address, and torch warns when it
+    # is asked for one: it is told apart by identity, as torch keeps one Python object per storage for as
+    # long as the storage lives.
+    address = ("storage", id(storage)) if storage.device.type == "meta" else storage.data_ptr()
     return (tensor.device.type, tensor.device.index, address), nbytes
 
 
