@@ -213,21 +213,28 @@ def drawing(timeline: DrawnStep | Mapping[str, Any], width: int = WIDTH) -> list
     return rows
 
 
-def render_drawing(timeline: DrawnStep, console: Any, title: str) -> None:
+def drawn_lines(timeline: DrawnStep | Mapping[str, Any]) -> list[Any]:
+    """The drawing as styled text, two lines per rank: its actions, then the micro-batch of each."""
     from rich.text import Text
 
-    rows = drawing(timeline)
-    if not rows:
-        return
-    console.print(f"[bold]{title}[/] (time runs right, {WIDTH} slices of the step)")
-    for label, kinds, mbs in rows:
+    lines = []
+    for label, kinds, mbs in drawing(timeline):
         line = Text(f"{label:>7} ")
         for char in kinds:
             line.append(char, style=STYLES.get(char, "dim"))
+        lines += [line, Text(f"{'':>7} {mbs}", style="dim")]
+    return lines
+
+
+def render_drawing(timeline: DrawnStep, console: Any, title: str) -> None:
+    lines = drawn_lines(timeline)
+    if not lines:
+        return
+    console.print(f"[bold]{title}[/] (time runs right, {WIDTH} slices of the step)")
+    for line in lines:
         console.print(line)
-        console.print(Text(f"{'':>7} {mbs}", style="dim"))
     console.print(f"[dim]{LEGEND}[/]")
-    if any(kinds.count("W") for _, kinds, _ in rows):
+    if any("W" in line.plain for line in lines[::2]):
         console.print(f"[dim]{ZERO_BUBBLE_NOTE}[/]")
 
 

@@ -80,16 +80,9 @@ def pipeline_figures(result: DemoResult) -> Group | None:
         return None
     parts: list[Any] = [report.compare_table(view.runs)]
     for name, run in view.runs.items():
-        rows = report.drawing(run.timeline)
-        if not rows:
-            continue
-        parts.append(Text(f"{name}, the recorded step (time runs right)", style="bold"))
-        for label, kinds, mbs in rows:
-            line = Text(f"{label:>7} ")
-            for char in kinds:
-                line.append(char, style=report.STYLES.get(char, "dim"))
-            parts.append(line)
-            parts.append(Text(f"{'':>7} {mbs}", style="dim"))
+        lines = report.drawn_lines(run.timeline)
+        if lines:
+            parts += [Text(f"{name}, the recorded step (time runs right)", style="bold"), *lines]
     parts.append(Text(report.LEGEND, style="dim"))
     return Group(*parts)
 
