@@ -113,23 +113,21 @@ SIMULATE_REFUSAL = (
 
 
 def simulate_theory(model: str, pp: int, microbatches: int, schedule: str, v: int | None, micro: int) -> str:
-    """What the analytic model says of the run asked, labelled as theory; empty where the model refuses it."""
+    """What the analytic model (calc's pipeline section) says of the run asked, labelled as theory; empty
+    where the model refuses it."""
     from ddpfsdp.demos.shapes import gpt_shape
-    from ddpfsdp.demos.theory.pipeline import boundary_bytes, bubble, in_flight, p2p_sends
+    from ddpfsdp.demos.theory.pipeline import pipeline_figures
 
     try:
         pipeline = check_pipeline(pp, microbatches, schedule, v)
     except ValueError:
         return ""
-    shape = gpt_shape(model)
-    boundary = boundary_bytes(micro, shape.seq_len, shape.d_model, "fp32")
-    share = bubble(pp, pipeline.microbatches, pipeline.schedule, pipeline.stages_per_rank)["bubble_fraction"]
-    flights = [in_flight(pp, pipeline.microbatches, pipeline.schedule, pipeline.stages_per_rank, r)["chunks"]
-               for r in range(pp)]
-    sent = [format_iec(p2p_sends(pipeline, r, boundary)["bytes"]) for r in range(pp)]
-    return (f" Theory for this run instead (demos/theory/pipeline.py, not a measurement): a bubble of {share:.3f} of "
-            f"the step; micro-batches in flight per rank at its peak {', '.join(f'{x:g}' for x in flights)}; sent per "
-            f"rank per step {', '.join(sent)}.")
+    figures = pipeline_figures(gpt_shape(model), pipeline, gpus=pp, batch_size=micro, precision="fp32")
+    flights = ", ".join(f"{row['in_flight_chunks']:g}" for row in figures["ranks"])
+    sent = ", ".join(format_iec(row["p2p"]["bytes"]) for row in figures["ranks"])
+    return (f" Theory for this run instead (demos/theory/pipeline.py, not a measurement): a bubble of "
+            f"{figures['bubble_fraction']:.3f} of the step; micro-batches in flight per rank at its peak {flights}; "
+            f"sent per rank per step {sent}.")
 
 
 def validate(asked: Mapping[str, Any], world_size: int | None = None, device: str | None = None) -> None:
