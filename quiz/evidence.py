@@ -146,10 +146,11 @@ def fault_sides(result: Result) -> list[tuple[str, str, list[str]]]:
 
 
 def runs(result: Result) -> dict[str, DemoResult]:
-    """Strategy -> training result: the runs of `compare`, or the one run of ddp/fsdp."""
+    """Strategy -> training result: the runs of `compare`, or the one run of ddp/fsdp. A training run is
+    one that measured memory: the per-schedule runs of `demo pipeline` are not, and give none."""
     result = as_result(result)
     if result.runs is not None:
-        nested = result.runs
+        nested = {k: run for k, run in result.runs.items() if run.memory is not None}
         ordered = [k for k in STRATEGY_ORDER if k in nested] + [k for k in nested if k not in STRATEGY_ORDER]
         return {k: nested[k] for k in ordered}
     if result.memory is not None:

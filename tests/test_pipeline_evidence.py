@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import io
 import json
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
 from conftest import widget_text
 from rich.console import Console
+from saved_results import CPUS, HOST
+
+from ddpfsdp.quiz import store as store_module
 
 from ddpfsdp.quiz.app import make_app
 from ddpfsdp.quiz.store import Store
@@ -36,6 +41,15 @@ evidence = ["pipeline_activations_in_flight_match_theory"]
 '''
 
 
+def _bank(tmp_path: Path) -> tuple[Path, Path]:
+    bank_dir, answers_dir = tmp_path / "bank", tmp_path / "answers"
+    bank_dir.mkdir()
+    answers_dir.mkdir()
+    (bank_dir / "pipeline.toml").write_text(TOPIC)
+    (answers_dir / "pipe-evidence.md").write_text("# pipe-evidence\n\nThe model answer.\n")
+    return bank_dir, answers_dir
+
+
 def _text(renderable, width: int = 80) -> str:
     console = Console(width=width, file=io.StringIO(), color_system=None)
     console.print(renderable)
@@ -55,11 +69,7 @@ def test_the_figures_and_the_drawing_of_a_saved_run():
 
 
 async def test_a_pipeline_question_shows_its_saved_run(tmp_path):
-    bank_dir, answers_dir = tmp_path / "bank", tmp_path / "answers"
-    bank_dir.mkdir()
-    answers_dir.mkdir()
-    (bank_dir / "pipeline.toml").write_text(TOPIC)
-    (answers_dir / "pipe-evidence.md").write_text("# pipe-evidence\n\nThe model answer.\n")
+    bank_dir, answers_dir = _bank(tmp_path)
     Store.open().save_demo_result("pipeline", ARGS, json.loads(SAVED.read_text()))
 
     app = make_app(bank_dir=bank_dir, answers_dir=answers_dir, seed=3, topic="pipeline")
@@ -72,3 +82,25 @@ async def test_a_pipeline_question_shows_its_saved_run(tmp_path):
     assert "Not measured on this machine yet" not in shown
     assert "✔ │ pipeline_activations_in_flight_" in shown and "[2, 1]; theory [2, 1]" in shown
     assert "1f1b, the recorded step" in shown and "rank 0" in shown and "rank 1" in shown
+
+
+T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+def test_snapshot_of_a_pipeline_questions_evidence(snap_compare, tmp_path, monkeypatch, size):
+    """The question's evidence opened with d: the claim checked, the schedule's figures and its drawing."""
+    monkeypatch.setattr(store_module.socket, "gethostname", lambda: HOST)
+    monkeypatch.setattr(store_module.os, "cpu_count", lambda: CPUS)
+    bank_dir, answers_dir = _bank(tmp_path)
+    with Store.open() as store:
+        store.save_demo_result("pipeline", ARGS, json.loads(SAVED.read_text()), saved_at=T0 - timedelta(hours=2))
+
+    async def evidence(pilot):
+        await pilot.pause()
+        await pilot.press("d")
+        await pilot.pause()
+
+    app = make_app(bank_dir=bank_dir, answers_dir=answers_dir, seed=11, clock=lambda: T0, monotonic=lambda: 500.0,
+                   topic="pipeline")
+    assert snap_compare(app, terminal_size=size, run_before=evidence)

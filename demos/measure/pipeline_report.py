@@ -213,12 +213,12 @@ def drawing(timeline: DrawnStep | Mapping[str, Any], width: int = WIDTH) -> list
     return rows
 
 
-def drawn_lines(timeline: DrawnStep | Mapping[str, Any]) -> list[Any]:
+def drawn_lines(timeline: DrawnStep | Mapping[str, Any], width: int = WIDTH) -> list[Any]:
     """The drawing as styled text, two lines per rank: its actions, then the micro-batch of each."""
     from rich.text import Text
 
     lines = []
-    for label, kinds, mbs in drawing(timeline):
+    for label, kinds, mbs in drawing(timeline, width):
         line = Text(f"{label:>7} ")
         for char in kinds:
             line.append(char, style=STYLES.get(char, "dim"))
@@ -238,9 +238,11 @@ def render_drawing(timeline: DrawnStep, console: Any, title: str) -> None:
         console.print(f"[dim]{ZERO_BUBBLE_NOTE}[/]")
 
 
-def compare_table(runs: Mapping[str, ScheduleView]) -> Any:
-    table = _table("The same ranks, model and batches under each schedule (bubble per rank, measured / theory)",
-                   "schedule", "step", "bubble", "theory", "in flight", "sent per rank")
+COMPARED_TITLE = "The same ranks, model and batches under each schedule (bubble per rank, measured / theory)"
+
+
+def compare_table(runs: Mapping[str, ScheduleView], title: str = COMPARED_TITLE) -> Any:
+    table = _table(title, "schedule", "step", "bubble", "theory", "in flight", "sent per rank")
     for name, run in runs.items():
         p = run.pipeline
         table.add_row(name, f"{p.window_s * 1e3:.0f} ms", " ".join(f"{r.bubble:.2f}" for r in p.ranks),

@@ -70,6 +70,9 @@ def fault_table(result: DemoResult) -> Table | None:
     return table
 
 
+DRAWN_WIDTH = 56  # slices of a drawn pipeline step: with its rank label, it fits the panel at 80 columns
+
+
 def pipeline_figures(result: DemoResult) -> Group | None:
     """A pipeline run: each schedule's bubble, activations in flight and sends per rank, and its recorded
     step drawn one row per rank (the picture of the schedule drawn at a whiteboard)."""
@@ -78,9 +81,10 @@ def pipeline_figures(result: DemoResult) -> Group | None:
     view = report.PipelineView.of(result)
     if not view.runs:
         return None
-    parts: list[Any] = [report.compare_table(view.runs)]
+    title = report.COMPARED_TITLE if len(view.runs) > 1 else "Measured per rank (bubble: measured / theory)"
+    parts: list[Any] = [report.compare_table(view.runs, title)]
     for name, run in view.runs.items():
-        lines = report.drawn_lines(run.timeline)
+        lines = report.drawn_lines(run.timeline, DRAWN_WIDTH)
         if lines:
             parts += [Text(f"{name}, the recorded step (time runs right)", style="bold"), *lines]
     parts.append(Text(report.LEGEND, style="dim"))
