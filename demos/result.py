@@ -4,7 +4,8 @@ Training, simulated, concept and fault demos all return this envelope (schema, d
 checks); a training result adds per-rank memory, throughput, communication, the loss, the recorded
 step and the analytic model's figures. Renderers and checks read its fields. The JSON form (`to_json`)
 is the documented schema: what `--json` prints, what crosses from rank 0 to the CLI and what the
-progress store keeps; `from_json` reads it back, a result saved by an older version included.
+progress store keeps; `from_json` reads it back, a result saved by an older version included, its
+retired names read as today's (`RENAMED`).
 
 Each block keeps the keys it does not name in `extra`, and a block read from JSON writes its keys
 back in the order it read them, so a saved result goes out exactly as it came in.
@@ -52,6 +53,46 @@ SIMULATED_CAVEAT = ("Simulated, not measured on hardware: real sharding, real co
                     "allocation pattern of one step; no time, no NCCL, no fragmentation, so no throughput.")
 FAULT_CAVEAT = ("Run on CPU processes with gloo, the fixed program first: the error texts are gloo's; NCCL reports "
                 "the same bugs in its own words.")
+
+
+# Names an older version wrote, as today's: its `zero1` demo, strategy and compare run were PyTorch's
+# ZeroRedundancyOptimizer, calc's `zro` (calc's `zero1` is DeepSpeed's ZeRO-1, which no demo runs).
+RENAMED: dict[str, str] = {"zero1": "zro", "zero1_shards_optimizer": "zro_shards_optimizer"}
+
+
+def _renamed(name: Any) -> Any:
+    return RENAMED.get(name, name) if isinstance(name, str) else name
+
+
+def upgraded(data: Mapping[str, Any]) -> JsonObject:
+    """A result's JSON with the names an older version wrote read as today's: the demo, the config's
+    strategy and compare's strategies, compare's runs (their keys and labels), and the checks' names and
+    the run names among their values. Keys stay in order."""
+    out = dict(data)
+    for key in ("demo", "label"):
+        if key in out:
+            out[key] = _renamed(out[key])
+    config = out.get("config")
+    if isinstance(config, Mapping):
+        config = dict(config)
+        if "strategy" in config:
+            config["strategy"] = _renamed(config["strategy"])
+        if isinstance(config.get("strategies"), list):
+            config["strategies"] = [_renamed(name) for name in config["strategies"]]
+        out["config"] = config
+    if isinstance(out.get("runs"), Mapping):
+        out["runs"] = {_renamed(name): run for name, run in out["runs"].items()}
+    if isinstance(out.get("checks"), list):
+        out["checks"] = [_upgraded_check(check) for check in out["checks"]]
+    return out
+
+
+def _upgraded_check(check: Any) -> Any:
+    if not isinstance(check, Mapping) or _renamed(check.get("name")) == check.get("name"):
+        return check
+    values = check.get("values")
+    return {**check, "name": _renamed(check["name"]),
+            **({"values": {_renamed(k): v for k, v in values.items()}} if isinstance(values, Mapping) else {})}
 
 
 class ResultError(ValueError):
@@ -427,7 +468,7 @@ class DemoResult(Block):
 
     @classmethod
     def from_json(cls, data: Any) -> DemoResult:
-        result = super().from_json(data)
+        result = super().from_json(upgraded(data) if isinstance(data, Mapping) else data)
         if result.schema not in (None, SCHEMA):
             raise ResultError(f"schema {result.schema!r} is not {SCHEMA}: this result comes from another version")
         return result

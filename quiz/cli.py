@@ -56,7 +56,7 @@ def cli() -> None:
       ddpfsdp quiz --review                only the cards that are due
       ddpfsdp demo fsdp --procs 2          real FSDP training on 2 CPU processes (gloo)
       ddpfsdp demo fsdp --gpus 4           the same on 4 GPUs (NCCL)
-      ddpfsdp demo compare --procs 2       DDP, ZeRO-1, FSDP grad-op and full, one table
+      ddpfsdp demo compare --procs 2       DDP, zro (ZeroRedundancyOptimizer), FSDP grad-op and full
       ddpfsdp calc --params 7B --gpus 8    per-GPU memory and traffic for every strategy
       ddpfsdp drill                        napkin-math sizing problems, graded by the model
       ddpfsdp interview                    a design scenario, step by step, with a debrief

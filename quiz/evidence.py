@@ -20,7 +20,7 @@ Result = DemoResult | Mapping[str, Any]
 
 COMPONENTS = STATE_KINDS
 PEAK_CATEGORIES = PEAK_CATEGORY_NAMES
-STRATEGY_ORDER = ("ddp", "zero1", "fsdp-grad-op", "fsdp-full")
+STRATEGY_ORDER = ("ddp", "zro", "fsdp-grad-op", "fsdp-full")
 
 
 @dataclass(frozen=True)

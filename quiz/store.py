@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
-from ddpfsdp.demos.result import Env
+from ddpfsdp.demos.result import RENAMED, Env, upgraded
 from ddpfsdp.quiz.paths import data_dir
 
 log = logging.getLogger(__name__)
@@ -386,6 +386,7 @@ class Store:
 
     def save_demo_result(self, demo: str, asked: Any, result: dict[str, Any], *, saved_at: datetime | None = None) -> None:
         """Save a result under what the demo was asked: its command line's words, or its RunSpec or options."""
+        demo = RENAMED.get(demo, demo)
         env = result.get("env") if isinstance(result, dict) else None
         host = (env or {}).get("hostname") or socket.gethostname()
         with self.transaction() as db:
@@ -396,10 +397,15 @@ class Store:
             )
 
     def _rekey_demo_results(self) -> None:
-        """Key results saved under the command line's words by what they asked, once per store."""
+        """Once per store: file results saved under a demo's retired name under today's (`result.RENAMED`),
+        and key those saved under the command line's words by what they asked."""
         if self._rekeyed:
             return
         self._rekeyed = True
+        old = list(RENAMED)
+        if self._query(f"SELECT 1 FROM demo_results WHERE demo IN ({', '.join('?' * len(old))}) LIMIT 1", old):
+            with self.transaction() as db:
+                db.executemany("UPDATE demo_results SET demo = ? WHERE demo = ?", [(RENAMED[o], o) for o in old])
         rows = self._query("SELECT id, demo, args_json, result_json FROM demo_results WHERE args_json LIKE '[%'")
         changed = []
         for row in rows:
@@ -418,6 +424,7 @@ class Store:
         """The newest result of this demo asked the same (however its options were spelled or ordered,
         defaults given or left out), preferring one measured on this machine."""
         self._rekey_demo_results()
+        demo = RENAMED.get(demo, demo)
         keys = demo_keys(demo, asked)
         rows = self._query(
             "SELECT result_json, saved_at, fingerprint, hostname FROM demo_results"
@@ -433,6 +440,7 @@ class Store:
                 result = json.loads(row["result_json"])
             except json.JSONDecodeError:
                 continue
+            result = upgraded(result) if isinstance(result, dict) else result
             here = row["hostname"] == here_host and row["fingerprint"] == _fingerprint_here(result.get("env"), here_host)
             saved.append(SavedResult(result, datetime.fromisoformat(row["saved_at"]), row["fingerprint"], row["hostname"], here))
         return next((s for s in saved if s.here), saved[0] if saved else None)

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-TRACED_DEMOS = ("ddp", "zero1", "fsdp")
+TRACED_DEMOS = ("ddp", "zro", "fsdp")
 
 
 @dataclass

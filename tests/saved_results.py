@@ -12,14 +12,14 @@ UNITS = ("embeddings", "blocks.0", "blocks.1", "head")
 # Bytes of rank 0 per strategy, from `ddpfsdp demo compare --model tiny --procs 2` (fp32, AdamW).
 STATE = {
     "ddp": (3_730_432, 3_730_432, 7_461_076),
-    "zero1": (3_730_432, 3_730_432, 3_735_592),
+    "zro": (3_730_432, 3_730_432, 3_735_592),
     "fsdp-grad-op": (1_865_216, 1_865_216, 3_730_644),
     "fsdp-full": (1_865_216, 1_865_216, 3_730_644),
 }
 BREAKDOWN = {
     "ddp": {"params": 3_730_432, "optimizer": 7_461_076, "ddp_buckets": 3_730_432, "activations": 9_247_752,
             "temporaries": 1_048_576},
-    "zero1": {"params": 3_730_432, "grads": 3_730_432, "optimizer": 3_735_592, "ddp_buckets": 3_730_432,
+    "zro": {"params": 3_730_432, "grads": 3_730_432, "optimizer": 3_735_592, "ddp_buckets": 3_730_432,
               "activations": 5_600_000},
     "fsdp-grad-op": {"params": 1_865_216, "unsharded_params": 3_730_432, "grads": 1_865_216, "optimizer": 3_730_644,
                      "reduce_scatter": 466_304, "activations": 7_989_000},
@@ -29,14 +29,14 @@ BREAKDOWN = {
 }
 WIRE = {
     "ddp": {"all_reduce": {"count": 1, "bytes": 3_730_432, "wire_bytes_per_rank": 3_730_432}},
-    "zero1": {"all_reduce": {"count": 1, "bytes": 3_730_432, "wire_bytes_per_rank": 3_730_432},
+    "zro": {"all_reduce": {"count": 1, "bytes": 3_730_432, "wire_bytes_per_rank": 3_730_432},
               "broadcast": {"count": 53, "bytes": 3_730_432, "wire_bytes_per_rank": 1_865_216}},
     "fsdp-grad-op": {"all_gather": {"count": 6, "bytes": 3_730_432, "wire_bytes_per_rank": 1_865_216},
                      "reduce_scatter": {"count": 6, "bytes": 3_730_432, "wire_bytes_per_rank": 1_865_216}},
     "fsdp-full": {"all_gather": {"count": 12, "bytes": 7_460_864, "wire_bytes_per_rank": 3_730_432},
                   "reduce_scatter": {"count": 6, "bytes": 3_730_432, "wire_bytes_per_rank": 1_865_216}},
 }
-SAMPLES_PER_S = {"ddp": 39.2, "zero1": 23.0, "fsdp-grad-op": 15.5, "fsdp-full": 16.0}
+SAMPLES_PER_S = {"ddp": 39.2, "zro": 23.0, "fsdp-grad-op": 15.5, "fsdp-full": 16.0}
 
 
 def recorded_step(rank: int, strategy: str = "ddp") -> dict:
@@ -100,7 +100,7 @@ def training_run(strategy: str = "ddp", *, timeline: bool = True) -> dict:
         "throughput": {"samples_per_s": SAMPLES_PER_S[strategy], "step_time_s": {"median": 0.2}},
         "comm": {"per_step": WIRE[strategy]},
         "theory": {"model_state_bytes": full_state / 2 if strategy.startswith("fsdp") else (
-            full_state - STATE["ddp"][2] / 2 if strategy == "zero1" else full_state),
+            full_state - STATE["ddp"][2] / 2 if strategy == "zro" else full_state),
             "comm": WIRE[strategy]},
         "checks": [{"name": "ddp_uses_all_reduce" if name == "ddp" else "model_state_matches_theory", "passed": True,
                     "detail": "1 all_reduce calls per step; no all_gather or reduce_scatter", "values": {}}],

@@ -55,12 +55,12 @@ def _assert_wire_agrees(run):
             assert measured[op]["count"] == expected["count"], op
 
 
-@pytest.mark.parametrize("name", ["ddp", "zero1", "fsdp-grad-op", "fsdp-full"])
+@pytest.mark.parametrize("name", ["ddp", "zro", "fsdp-grad-op", "fsdp-full"])
 def test_model_state_per_rank_matches_theory(compare, name):
     _assert_state_agrees(compare["runs"][name])
 
 
-@pytest.mark.parametrize("name", ["ddp", "zero1", "fsdp-grad-op", "fsdp-full"])
+@pytest.mark.parametrize("name", ["ddp", "zro", "fsdp-grad-op", "fsdp-full"])
 def test_wire_bytes_per_op_match_theory(compare, name):
     _assert_wire_agrees(compare["runs"][name])
 

@@ -343,18 +343,18 @@ def test_estimate_refuses_bad_input(kwargs):
 # ----------------------------------------------------------------------------- a demo's own run
 
 
-def test_theory_for_ddp_and_zero1_runs():
+def test_theory_for_ddp_and_zro_runs():
     ddp = theory_for_run(strategy="ddp", params=1000, world_size=2, precision="fp32", optimizer="adamw")
     assert ddp["strategy"] == "ddp"
     assert (ddp["params_bytes"], ddp["grads_bytes"], ddp["optimizer_bytes"]) == (4000, 4000, 8000)
     assert ddp["comm"]["all_reduce"]["wire_bytes_per_rank"] == 4000
-    zero1 = theory_for_run(strategy="zero1", params=1000, world_size=2, precision="fp32", optimizer="adamw")
-    # The zero1 demo is PyTorch's ZeroRedundancyOptimizer, calc's zro column, not DeepSpeed's ZeRO-1.
-    assert zero1["strategy"] == "zro" and "ZeroRedundancyOptimizer" in zero1["implementation"]
-    assert zero1["optimizer_bytes"] == 4000 and zero1["params_bytes"] == 4000
+    zro = theory_for_run(strategy="zro", params=1000, world_size=2, precision="fp32", optimizer="adamw")
+    # The zro demo is PyTorch's ZeroRedundancyOptimizer, calc's zro column, not DeepSpeed's ZeRO-1 (zero1).
+    assert zro["strategy"] == "zro" and "ZeroRedundancyOptimizer" in zro["implementation"]
+    assert zro["optimizer_bytes"] == 4000 and zro["params_bytes"] == 4000
     # ZeroRedundancyOptimizer: DDP's all-reduce, then each rank broadcasts what it updated.
-    assert set(zero1["comm"]) == {"all_reduce", "broadcast"}
-    assert zero1["comm"]["broadcast"]["wire_bytes_per_rank"] == 2000
+    assert set(zro["comm"]) == {"all_reduce", "broadcast"}
+    assert zro["comm"]["broadcast"]["wire_bytes_per_rank"] == 2000
 
 
 def test_theory_for_fsdp_full_and_grad_op():
@@ -468,5 +468,5 @@ def test_ddp_broadcasts_module_buffers_every_forward():
     assert "broadcast" not in theory_for_run(strategy="ddp", **common)["comm"]
     ddp = theory_for_run(strategy="ddp", buffer_bytes=800, **common)
     assert ddp["comm"]["broadcast"] == {"count": None, "bytes": 800, "wire_bytes_per_rank": 600}
-    zero1 = theory_for_run(strategy="zero1", buffer_bytes=800, **common)
-    assert zero1["comm"]["broadcast"]["bytes"] == 4000 + 800
+    zro = theory_for_run(strategy="zro", buffer_bytes=800, **common)
+    assert zro["comm"]["broadcast"]["bytes"] == 4000 + 800

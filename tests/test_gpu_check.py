@@ -91,7 +91,7 @@ def test_plan_for_one_gpu_shares_it_and_for_eight_runs_every_sharding(tmp_path):
     assert one["fsdp1-grad-op-1rank"].expect["not_judged"] is gc.NOT_JUDGED_AT_ONE_RANK
     # nothing is skipped: every N-GPU item runs on ranks sharing the one GPU (hybrid and --tp 2: 4)
     assert [key for key, item in one.items() if item.skip] == []
-    for key, ranks in (("ddp-1gpu", 2), ("zero1-1gpu", 2), ("compare-1gpu", 2), ("fsdp2-full-1gpu", 2),
+    for key, ranks in (("ddp-1gpu", 2), ("zro-1gpu", 2), ("compare-1gpu", 2), ("fsdp2-full-1gpu", 2),
                        ("fsdp1-grad-op-1gpu", 2), ("fsdp2-hybrid-1gpu", 4), ("fsdp1-hybrid-1gpu", 4),
                        ("fsdp2-tp2-1gpu", 4), ("concept-sampler", 2), ("concept-comm", 2)):
         argv = one[key].argv
@@ -124,7 +124,7 @@ def test_plan_for_one_gpu_shares_it_and_for_eight_runs_every_sharding(tmp_path):
     assert eight["mfu-8gpu"].argv[3:5] == ["demo", "fsdp"] and eight["guard"].evaluate == "guard_cli"
     assert eight["pipeline-1f1b-8gpu"].argv[5:7] == ["--gpus", "2"] and eight["pipeline-1f1b-8gpu"].expect["world"] == 2
     keys = list(eight)
-    assert keys.index("concept-checkpoint") < keys.index("zero1-1rank")  # the N-GPU runs cover the one-rank ones
+    assert keys.index("concept-checkpoint") < keys.index("zro-1rank")  # the N-GPU runs cover the one-rank ones
     two = {item.key: item for item in gc.plan(2, tmp_path, tmp_path / "work", python="py")}
     assert two["fsdp1-hybrid-2gpu"].expect["world"] == 4 and "--ranks-per-gpu" in two["fsdp1-hybrid-2gpu"].argv
     argv = two["fsdp2-full-2gpu"].argv

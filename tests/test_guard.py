@@ -234,7 +234,7 @@ def test_a_suggestion_keeps_what_was_given_and_the_demo_accepts_it():
     assert again.fits, again.message
 
 
-@pytest.mark.parametrize(("demo", "sharding", "cast"), [("ddp", "full", "autocast"), ("zero1", "full", "autocast"),
+@pytest.mark.parametrize(("demo", "sharding", "cast"), [("ddp", "full", "autocast"), ("zro", "full", "autocast"),
                                                         ("fsdp", "full", "param-dtype"),
                                                         ("fsdp", "grad-op", "param-dtype")])
 @pytest.mark.parametrize("arch", ["gpt", "vit"])

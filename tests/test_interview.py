@@ -220,6 +220,15 @@ def test_the_simulated_command_maps_the_scenario_honestly():
     assert debrief.nearest_size(1_300_000_000) == "1B" and debrief.nearest_size(7 * 10**9) == "7B"
 
 
+def test_each_plan_is_simulated_by_a_demo_that_exists():
+    """A scenario's ZeRO-1 is DeepSpeed's (calc's zero1); what PyTorch runs of it is ZeroRedundancyOptimizer,
+    the `zro` demo."""
+    from ddpfsdp.demos.registry import DEMOS
+
+    assert all(demo in DEMOS for demo, _, _ in debrief.DEMOS.values())
+    assert debrief.DEMOS["zero1"][0] == "zro"
+
+
 def test_skill_scores_count_unanswered_steps_as_zero():
     scenario, memory = _step("model-state")
     grades = {memory.id: answers.grade(memory, "208 GB")}

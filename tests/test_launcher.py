@@ -118,8 +118,8 @@ def test_too_few_ranks_names_gpus_only_where_there_are_enough():
     asked_one = too_few_ranks("compare", 2, Placement("cuda", 1), gpus=4)
     assert "ddpfsdp demo compare --gpus 2" in asked_one and "ddpfsdp demo compare --procs 2" in asked_one
     assert "one rank per GPU" not in asked_one  # the machine has GPUs enough: only the choice was short
-    no_gpu = too_few_ranks("zero1", 2, Placement("cpu", 1), gpus=0)
-    assert "--gpus" not in no_gpu and "ddpfsdp demo zero1 --procs 2" in no_gpu and "--simulate" not in no_gpu
+    no_gpu = too_few_ranks("zro", 2, Placement("cpu", 1), gpus=0)
+    assert "--gpus" not in no_gpu and "ddpfsdp demo zro --procs 2" in no_gpu and "--simulate" not in no_gpu
     one_gpu = too_few_ranks("fsdp", 2, Placement("cuda", 1), gpus=1, simulates=True)
     assert "--gpus 2" not in one_gpu and "This machine has 1 CUDA GPU," in one_gpu
     assert "ddpfsdp demo fsdp --gpus 1 --ranks-per-gpu 2" in one_gpu

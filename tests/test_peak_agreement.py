@@ -37,7 +37,7 @@ SCRIPT = textwrap.dedent(
     ctx = DemoContext.from_env(torch.device("cpu"), "gloo")
     ctx.emit = lambda *args, **kwargs: None
     out = {}
-    for strategy, sharding in (("ddp", None), ("zero1", None), ("fsdp", "full")):
+    for strategy, sharding in (("ddp", None), ("zro", None), ("fsdp", "full")):
         result = train(ctx, RunSpec(strategy=strategy, sharding=sharding, model="tiny", batch_size=2, steps=4, warmup=1))
         if result is not None:
             out[strategy] = result.to_json()["memory"]["ranks"]
@@ -53,7 +53,7 @@ def ranks_by_strategy(tmp_path_factory):
     return run_script_on_ranks(SCRIPT, tmp_path_factory.mktemp("agreement"), timeout_s=240)[0]
 
 
-@pytest.mark.parametrize("strategy", ["ddp", "zero1", "fsdp"])
+@pytest.mark.parametrize("strategy", ["ddp", "zro", "fsdp"])
 def test_peak_agrees_with_torch_tracker(ranks_by_strategy, strategy):
     for r, memory in enumerate(ranks_by_strategy[strategy]):
         source = memory["breakdown_source"]
@@ -66,7 +66,7 @@ def test_peak_agrees_with_torch_tracker(ranks_by_strategy, strategy):
         assert memory["peak_phase"] in ("forward", "backward", "optimizer")
 
 
-@pytest.mark.parametrize("strategy", ["ddp", "zero1"])
+@pytest.mark.parametrize("strategy", ["ddp", "zro"])
 def test_ddp_bucket_counted_once(ranks_by_strategy, strategy):
     # The buckets are as large as the gradients and live throughout: the tracker files them on
     # their own, once, and the peak holds them once (not twice) above the rest.
@@ -89,5 +89,5 @@ def test_a_run_leaves_nothing_alive(ranks_by_strategy):
     # are removed; that would keep each run's model alive into the next run of `compare`.
     # (FSDP keeps a scalar or two of its own; the tiny model alone is 3.7 MB)
     left = ranks_by_strategy["left_alive"]
-    assert set(left) == {"ddp", "zero1", "fsdp"}
+    assert set(left) == {"ddp", "zro", "fsdp"}
     assert all(nbytes < 1024 for nbytes in left.values()), left

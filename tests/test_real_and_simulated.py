@@ -35,7 +35,7 @@ TINY = ("--model", "tiny")  # spelled as the question bank and tests/test_simula
 SIMULATED = {"model": "tiny", "simulate": True}
 
 DIFFERENT_CONFIG = {"backend", "simulated", "steps"}
-UNUSED_OPTIONS = {"ddp": {"wrap", "fsdp_api"}, "zero1": {"wrap", "fsdp_api"}, "fsdp": {"sequence_parallel"}}
+UNUSED_OPTIONS = {"ddp": {"wrap", "fsdp_api"}, "zro": {"wrap", "fsdp_api"}, "fsdp": {"sequence_parallel"}}
 NAMES_THE_RUN = ("strategy", "sharding", "arch", "model", "params", "seq_len", "world_size", "device", "precision",
                  "optimizer", "batch_size", "checkpoint_activations", "replicas", "bucket_mb", "description",
                  "units", "unit_params")
@@ -97,7 +97,7 @@ def differences(real: dict, simulated: dict, *, ddp_counts_differ: bool = False)
 def test_the_four_strategies_of_compare_agree_real_and_simulated(demo_result, simulated):
     real = demo_result("compare", *TINY)["runs"]
     fake = simulated("compare", {**SIMULATED, "world": 2})["runs"]
-    assert list(real) == list(fake) == ["ddp", "zero1", "fsdp-grad-op", "fsdp-full"]
+    assert list(real) == list(fake) == ["ddp", "zro", "fsdp-grad-op", "fsdp-full"]
     found = [f"{name}: {line}" for name in real for line in differences(real[name], fake[name])]
     assert not found, "\n".join(found)
 

@@ -3,7 +3,9 @@ earlier version of the project still load, render and show as evidence.
 
 tests/data/saved/ holds results printed by `--json` before the result type existed, unedited: on 2 gloo
 ranks a `ddp` run and a `compare` (gzipped) of the tiny model and a `wrap` concept run; a simulated
-`fsdp` world of 8 and `compare` world of 4; a `fault`.
+`fsdp` world of 8 and `compare` world of 4; a `fault`. Both compares are from when the demo of PyTorch's
+ZeroRedundancyOptimizer was called `zero1` (its run, its strategy and its check `zero1_shards_optimizer`),
+the name calc keeps for DeepSpeed's ZeRO-1; today it is `zro`.
 """
 
 from __future__ import annotations
@@ -30,6 +32,12 @@ def _saved(name: str) -> dict:
     return json.loads(text)
 
 
+def _today(text: str) -> str:
+    """A saved result's JSON text with the names it was saved under as today's: each "zero1" in these
+    files names the run of ZeroRedundancyOptimizer, now "zro"."""
+    return text.replace('"zero1_shards_optimizer"', '"zro_shards_optimizer"').replace('"zero1"', '"zro"')
+
+
 def _rendered(render, result) -> str:
     console = Console(width=160, record=True, force_terminal=False)
     render(result, console)
@@ -45,10 +53,12 @@ def test_every_saved_file_is_here():
 def test_a_saved_result_loads_and_goes_out_as_it_came_in(name):
     saved = _saved(name)
     result = DemoResult.from_json(saved)
-    assert result.schema == SCHEMA and result.demo == saved["demo"]
-    # the same JSON, key for key and in the same order: what --json printed is what the type prints
-    assert json.dumps(result.to_json()) == json.dumps(saved)
-    assert [c.name for c in result.checks] == [c["name"] for c in saved["checks"]]
+    # the same JSON, key for key and in the same order: what --json printed is what the type prints, the
+    # retired names (the demo of ZeroRedundancyOptimizer was `zero1`, now `zro`) read as today's, nothing else
+    today = json.loads(_today(json.dumps(saved)))
+    assert result.schema == SCHEMA and result.demo == today["demo"]
+    assert json.dumps(result.to_json()) == json.dumps(today)
+    assert [c.name for c in result.checks] == [c["name"] for c in today["checks"]]
     assert all(isinstance(c, Check) for c in result.checks)
 
 
@@ -82,7 +92,8 @@ def test_saved_results_render_as_before():
     assert "SIMULATED" in simulated and "Peak of one step (simulated)" in simulated
     assert "Largest FSDP unit" in simulated
     compared = _rendered(render_compare, _saved("compare_tiny_simulated_world4.json"))
-    assert "SIMULATED" in compared and all(name in compared for name in ("ddp", "zero1", "fsdp-grad-op", "fsdp-full"))
+    assert "SIMULATED" in compared and all(name in compared for name in ("ddp", "zro", "fsdp-grad-op", "fsdp-full"))
+    assert "zero1" not in compared
     assert all(f"{n}/{n} passed" in compared for n in (6, 4, 7, 8))  # each run's own checks, counted from its fields
     real = _saved("compare_tiny_procs2.json.gz")  # 2 gloo ranks, 5 steps, the timelines included
     compared = _rendered(render_compare, real)
@@ -119,7 +130,7 @@ def test_saved_results_show_as_evidence():
     assert [side[0] for side in ev.fault_sides(fault)] == ["broken", "fixed"]
     assert ev.fault_sides(fault)[0][2] == fault["fault"]["broken"]["symptom"]
     real = _saved("compare_tiny_procs2.json.gz")
-    assert list(ev.runs(real)) == ["ddp", "zero1", "fsdp-grad-op", "fsdp-full"]
+    assert list(ev.runs(real)) == ["ddp", "zro", "fsdp-grad-op", "fsdp-full"]
     full = real["runs"]["fsdp-full"]["memory"]["ranks"][0]
     assert ev.lookup(real, "runs.fsdp-full.memory.ranks.0.optimizer") == full["optimizer"]
     assert ev.peak_breakdown(ev.runs(real)["fsdp-full"]) == {k: float(v) for k, v in full["peak_breakdown"].items() if v}
@@ -138,6 +149,62 @@ def test_a_saved_result_comes_back_from_the_store_and_renders():
         back = store.last_demo_result("ddp", ["--model", "tiny", "--procs", "2"])
     assert back is not None and as_result(back.result).to_json() == saved
     assert ev.where(back.result) == ev.where(saved)
+
+
+def test_a_result_saved_under_the_zero1_names_reads_as_zro():
+    saved = _saved("compare_tiny_procs2.json.gz")
+    assert "zero1" in saved["runs"] and saved["runs"]["zero1"]["config"]["strategy"] == "zero1"
+    old_check = next(c for c in saved["checks"] if c["name"] == "zero1_shards_optimizer")
+    result = as_result(saved)
+    assert list(result.runs) == result.config.strategies == ["ddp", "zro", "fsdp-grad-op", "fsdp-full"]
+    assert result.runs["zro"].config.strategy == "zro" and result.runs["zro"].extra["label"] == "zro"
+    check = result.check("zro_shards_optimizer")
+    assert check is not None and result.check("zero1_shards_optimizer") is None
+    assert (check.passed, check.detail) == (old_check["passed"], old_check["detail"])
+    assert check.values["zro"] == old_check["values"]["zero1"]
+    assert "zero1" not in json.dumps(result.to_json())
+    assert as_result(result.to_json()).to_json() == result.to_json()  # today's names read as they are
+    # a result of the demo itself, as `ddpfsdp demo zero1 --json` printed it
+    run = {"schema": SCHEMA, "demo": "zero1", **saved["runs"]["zero1"], "checks": [old_check]}
+    assert as_result(run).demo == "zro" and as_result(run).config.strategy == "zro"
+
+
+def test_a_zero1_result_in_the_store_is_found_as_zro_and_shows_as_evidence():
+    """Results the store filed under `zero1` (the demo column, and a key of the command line's words
+    from before results were keyed by what was asked) are found by `demo zro` asked the same; the
+    question linked to the zro check finds it in a saved compare."""
+    from ddpfsdp.quiz import evidence as ev
+    from ddpfsdp.quiz.loader import load_bank
+    from ddpfsdp.quiz.store import Store, demo_keys
+    from ddpfsdp.quiz.widgets.evidence import result_table
+
+    compare = _saved("compare_tiny_procs2.json.gz")
+    run = {"schema": SCHEMA, "demo": "zero1", "config": compare["runs"]["zero1"]["config"], "env": compare["env"],
+           "memory": compare["runs"]["zero1"]["memory"], "checks": []}
+    asked = ["--model", "tiny", "--precision", "bf16-mixed", "--procs", "2"]
+    with Store.open() as store:
+        # as the version that named the demo `zero1` filed them: its key (the same options as zro's), and
+        # an older key of the command line's words
+        old_key = demo_keys("zro", asked, "cpu")[0]
+        with store.transaction() as db:
+            for key in (old_key, json.dumps(["--model", "tiny", "--seed", "1", "--procs", "2"])):
+                db.execute("INSERT INTO demo_results (demo, args_json, result_json, saved_at, fingerprint, hostname)"
+                           " VALUES ('zero1', ?, ?, '2026-01-01T00:00:00+00:00', 'f', 'h')", (key, json.dumps(run)))
+        store.save_demo_result("compare", ["--model", "tiny"], compare)
+        found = store.last_demo_result("zro", ["--precision", "bf16-mixed", "--model", "tiny"])
+        seeded = store.last_demo_result("zro", ["--seed", "1", "--model", "tiny", "--procs", "4"])
+        also = store.last_demo_result("zero1", asked)
+        saved_compare = store.last_demo_result("compare", ["--model", "tiny"])
+    assert found is not None and seeded is not None and also is not None and also.result == found.result
+    assert found.result["demo"] == "zro" and found.result["config"]["strategy"] == "zro"
+    assert as_result(found.result).config.strategy == "zro" and result_table(found.result) is not None
+    question = load_bank().questions["shard-zero1-redundancy-optimizer"]
+    assert question.demo.name == "compare" and question.evidence == ("zro_shards_optimizer",)
+    assert saved_compare is not None and list(ev.runs(saved_compare.result)) == ["ddp", "zro", "fsdp-grad-op", "fsdp-full"]
+    [item] = ev.evidence(question, saved_compare.result)
+    old_check = next(c for c in compare["checks"] if c["name"] == "zero1_shards_optimizer")
+    assert (item.name, item.passed, item.detail) == ("zro_shards_optimizer", old_check["passed"], old_check["detail"])
+    assert item.claim.startswith("ZeroRedundancyOptimizer (zro) holds 1/N of the optimizer state")
 
 
 def test_the_envelope_is_built_in_one_place():

@@ -13,7 +13,7 @@ from ddpfsdp.demos.launch import guard
 from ddpfsdp.demos.train import options as cli_options
 from ddpfsdp.demos.train.spec import DEFAULTS, RunSpec, command_flags, option_fields
 
-TRAINING = {"ddp": cli_options.DDP_OPTIONS, "zero1": cli_options.DDP_OPTIONS, "fsdp": cli_options.FSDP_OPTIONS,
+TRAINING = {"ddp": cli_options.DDP_OPTIONS, "zro": cli_options.DDP_OPTIONS, "fsdp": cli_options.FSDP_OPTIONS,
             "compare": cli_options.COMPARE_OPTIONS}
 
 # The defaults as the README and `--help` state them, written out by hand.
@@ -188,5 +188,5 @@ def test_resolving_a_spec_with_nothing_left_to_fill_gives_it_back():
     assert given.resolved("cpu") is given
     left = RunSpec.for_demo("ddp", {})
     assert left.resolved("cpu") == RunSpec.for_demo("ddp", {"model": "small", "steps": 8})
-    assert [run.strategy for run in left.runs("compare")] == ["ddp", "zero1", "fsdp", "fsdp"]
+    assert [run.strategy for run in left.runs("compare")] == ["ddp", "zro", "fsdp", "fsdp"]
     assert [run.sharding for run in left.runs("compare")] == [None, None, "grad-op", "full"]

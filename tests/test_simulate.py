@@ -50,7 +50,7 @@ def _failed(result: dict) -> list[str]:
 @pytest.mark.parametrize("demo, extra", [
     ("fsdp", {}), ("fsdp", {"sharding": "grad-op"}),
     ("fsdp", {"sharding": "hybrid", "replicas": 2, "precision": "bf16-mixed"}),
-    ("ddp", {}), ("zero1", {}), ("fsdp", {"precision": "bf16-mixed"}), ("fsdp", {"precision": "bf16"}),
+    ("ddp", {}), ("zro", {}), ("fsdp", {"precision": "bf16-mixed"}), ("fsdp", {"precision": "bf16"}),
     ("ddp", {"precision": "bf16"}), ("fsdp", {"arch": "resnet"}), ("fsdp", {"checkpoint_activations": True}),
 ])
 def test_a_simulated_world_of_8_matches_the_analytic_model(demo, extra, simulated_tiny):
@@ -68,14 +68,14 @@ def test_a_simulated_world_of_8_matches_the_analytic_model(demo, extra, simulate
     theory = result["theory"]
     for kind in STATE:
         # ZeRO-1 partitions whole tensors: rank 0 may hold one tensor's state beyond its share.
-        whole = result["memory"]["largest_param_bytes"] * 2 if demo == "zero1" and kind == "optimizer" else 0
+        whole = result["memory"]["largest_param_bytes"] * 2 if demo == "zro" and kind == "optimizer" else 0
         assert rank[kind] == pytest.approx(theory[f"{kind}_bytes"], rel=0.01, abs=whole + 1024), kind
     assert _wire(result["comm"]["per_step"]) == pytest.approx(theory["wire_bytes_per_rank"], rel=0.01)
     peak = result["memory"]["peak"]
     assert peak["bytes"] > _state_bytes(rank) and peak["phase"] in ("forward", "backward", "optimizer step")
     assert sum(peak["categories"].values()) == peak["bytes"]
     rows = {row["figure"]: row for row in result["versus_theory"]}
-    assert abs(rows["model state"]["diff_percent"]) < (2 if demo == "zero1" else 1)
+    assert abs(rows["model state"]["diff_percent"]) < (2 if demo == "zro" else 1)
 
 
 def test_vit_padding_is_sent_and_allowed_for_by_the_simulated_wire_check(simulated_tiny):
@@ -108,7 +108,7 @@ def test_bf16_mixed_gathers_in_bf16_and_reduces_in_fp32(simulated_tiny):
 
 def test_simulated_compare_runs_the_four_strategies_and_passes_its_checks(simulated_tiny):
     result = simulated_tiny("compare")
-    assert list(result["runs"]) == ["ddp", "zero1", "fsdp-grad-op", "fsdp-full"]
+    assert list(result["runs"]) == ["ddp", "zro", "fsdp-grad-op", "fsdp-full"]
     assert result["config"]["simulated"] is True
     assert not _failed(result), _failed(result)
     from ddpfsdp.demos import registry
@@ -137,7 +137,7 @@ def test_simulated_world_of_8_is_the_real_2_process_run_scaled_by_theory(demo_re
         real_rank, sim_rank = real[name]["memory"]["ranks"][0], sim["memory"]["ranks"][0]
         for kind in STATE:
             # ZeRO-1 partitions whole tensors, so its optimizer share is uneven on a tiny model.
-            slack = sim["memory"]["largest_param_bytes"] * 2 if name == "zero1" and kind == "optimizer" else 0
+            slack = sim["memory"]["largest_param_bytes"] * 2 if name == "zro" and kind == "optimizer" else 0
             assert sim_rank[kind] == pytest.approx(real_rank[kind] * scale[kind], rel=0.01, abs=slack + 1024), (name, kind)
         real_ops, sim_ops = real[name]["comm"]["per_step"], sim["comm"]["per_step"]
         assert set(real_ops) == set(sim_ops), name
@@ -226,7 +226,7 @@ def test_a_simulated_ddp_run_reads_simulated_with_no_throughput(simulated_tiny):
     ("fsdp", {"fsdp_api": 1}, "--fsdp-api 2"),
     ("fsdp", {"sharding": "hybrid", "replicas": 3}, "--replicas"),
     ("ddp", {"params": "7B", "model": None, "world": 64, "gpu_mem": "80GB"}, "ddpfsdp demo fsdp --simulate --world 64 --params 7B"),
-    ("zero1", {"params": "70B", "model": None, "world": 512, "gpu_mem": "80GB"}, "fsdp --simulate"),
+    ("zro", {"params": "70B", "model": None, "world": 512, "gpu_mem": "80GB"}, "fsdp --simulate"),
     ("fsdp", {"world": 10**6}, "at most"),
     ("fsdp", {"trace": "step.json"}, "--procs 2 --trace PATH"),
     ("fsdp", {"prefetch": "forward"}, "leave it out with --simulate"),

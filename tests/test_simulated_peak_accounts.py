@@ -13,7 +13,7 @@ import pytest
 TINY = {"world": 8, "model": "tiny", "batch_size": 4, "simulate": True}
 
 
-@pytest.mark.parametrize("demo", ["zero1", "ddp"])
+@pytest.mark.parametrize("demo", ["zro", "ddp"])
 def test_the_optimizer_state_is_in_the_simulated_peak_when_it_falls_in_backward(demo, simulated):
     rank = simulated(demo, TINY)["memory"]["ranks"][0]
     assert rank["peak_phase"] == "backward"  # this configuration peaks early in backward
@@ -24,8 +24,8 @@ def test_the_optimizer_state_is_in_the_simulated_peak_when_it_falls_in_backward(
 
 @pytest.mark.dist
 @pytest.mark.timeout(300)
-def test_the_real_zero1_run_counts_its_optimizer_shard_at_the_peak_as_the_simulation_does(demo_result):
-    real = demo_result("compare", "--model", "tiny")["runs"]["zero1"]  # the session's shared launch
+def test_the_real_zro_run_counts_its_optimizer_shard_at_the_peak_as_the_simulation_does(demo_result):
+    real = demo_result("compare", "--model", "tiny")["runs"]["zro"]  # the session's shared launch
     rank = real["memory"]["ranks"][0]
     assert rank["optimizer"] > 0
     assert rank["peak_breakdown"].get("optimizer") == pytest.approx(rank["optimizer"], rel=0.01)

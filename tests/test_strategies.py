@@ -27,7 +27,7 @@ SEED = 7
 # name -> (arch, RunSpec options, checkpoint_activations)
 TWO_RANKS = {
     "ddp": ("gpt", dict(strategy="ddp", bucket_mb=1), False),
-    "zero1": ("gpt", dict(strategy="zero1"), False),
+    "zro": ("gpt", dict(strategy="zro"), False),
     "fsdp2-full": ("gpt", dict(strategy="fsdp", sharding="full"), False),
     "fsdp2-grad-op": ("gpt", dict(strategy="fsdp", sharding="SHARD_GRAD_OP"), False),
     "fsdp2-layer": ("gpt", dict(strategy="fsdp", sharding="full", wrap="layer"), False),
@@ -52,7 +52,7 @@ TWO_RANKS = {
     "resnet-fsdp1": ("resnet", dict(strategy="fsdp", fsdp_api=1), False),
     "resnet-ddp": ("resnet", dict(strategy="ddp"), False),
     "resnet-fsdp2-bf16-mixed": ("resnet", dict(strategy="fsdp", precision="bf16-mixed", wrap="layer"), False),
-    "resnet-zero1-bf16-mixed": ("resnet", dict(strategy="zero1", precision="bf16-mixed"), False),
+    "resnet-zro-bf16-mixed": ("resnet", dict(strategy="zro", precision="bf16-mixed"), False),
     "resnet-fsdp1-bf16-mixed": ("resnet", dict(strategy="fsdp", precision="bf16-mixed", fsdp_api=1), False),
     # Options left None mean RunSpec's defaults, and a number given as text is read as one.
     "fsdp-defaults": ("gpt", dict(strategy="fsdp", sharding=None, wrap=None, fsdp_api="2", precision=None,
@@ -113,7 +113,7 @@ def _train(arch: str, options: dict, checkpoint: bool, rank: int, world_size: in
         "describe": prepared.describe(),
         "mesh": list(prepared.mesh.shape) if prepared.mesh is not None else None,
     }
-    if options.get("strategy") == "zero1":
+    if options.get("strategy") == "zro":
         record["optimizer_state_numel"] = sum(
             t.numel() for state in prepared.optimizer.optim.state.values() for t in state.values()
             if torch.is_tensor(t) and t.dim() > 0
@@ -195,7 +195,7 @@ def test_training_lowers_the_loss(two):
 def test_ddp_and_fsdp_give_the_same_losses_in_fp32(two):
     for rank in two:
         reference = rank["ddp"]["losses"]
-        for name in ("zero1", "fsdp2-full", "fsdp2-grad-op", "fsdp2-layer", "fsdp2-model", "fsdp2-no-shard",
+        for name in ("zro", "fsdp2-full", "fsdp2-grad-op", "fsdp2-layer", "fsdp2-model", "fsdp2-no-shard",
                      "fsdp2-ckpt", "fsdp2-layer-grad-op-ckpt", "fsdp1-full", "fsdp1-grad-op", "fsdp1-ckpt",
                      "fsdp1-layer-ckpt", "ddp-ckpt"):
             torch.testing.assert_close(rank[name]["losses"], reference, rtol=1e-4, atol=0, msg=name)
@@ -233,10 +233,10 @@ def test_fsdp1_holds_flat_shards(two):
 
 
 @pytest.mark.dist
-def test_zero1_shards_only_the_optimizer_state(two):
+def test_zro_shards_only_the_optimizer_state(two):
     total = two[0]["ddp"]["total_params"]
-    assert two[0]["zero1"]["local_params"] == total
-    states = [r["zero1"]["optimizer_state_numel"] for r in two]
+    assert two[0]["zro"]["local_params"] == total
+    states = [r["zro"]["optimizer_state_numel"] for r in two]
     assert sum(states) == 2 * total  # AdamW's two moments, split between the ranks
     assert min(states) > 0.3 * total  # both ranks own a real share
 
@@ -272,7 +272,7 @@ def test_precisions(two):
     assert two[0]["ddp-bf16-mixed"]["param_dtypes"] == ["torch.float32"]
     # bf16 compute really happens: the losses differ from fp32's, but not by much.
     for name in ("ddp-bf16-mixed", "fsdp2-bf16-mixed", "fsdp1-bf16-mixed", "fsdp2-bf16", "resnet-fsdp2-bf16-mixed",
-                 "resnet-zero1-bf16-mixed", "resnet-fsdp1-bf16-mixed"):
+                 "resnet-zro-bf16-mixed", "resnet-fsdp1-bf16-mixed"):
         reference = "resnet-ddp" if name.startswith("resnet") else "ddp"
         ours, fp32 = two[0][name]["losses"], two[0][reference]["losses"]
         assert ours != fp32
@@ -282,7 +282,7 @@ def test_precisions(two):
 @pytest.mark.dist
 def test_describe_says_what_was_built(two):
     assert two[0]["ddp"]["describe"].startswith("DDP, 2 replicas, 1 MB gradient buckets")
-    assert "ZeroRedundancyOptimizer" in two[0]["zero1"]["describe"]
+    assert "ZeroRedundancyOptimizer" in two[0]["zro"]["describe"]
     assert "FSDP2 fully_shard, sharding grad-op, wrap block: 7 units, mesh (2,)" in two[0]["fsdp2-grad-op"]["describe"]
     assert "FSDP1 FullyShardedDataParallel, sharding full" in two[0]["fsdp1-full"]["describe"]
     assert "SGD (fused) lr 0.1" in two[0]["ddp-sgd"]["describe"]  # the implementation auto chose, named
@@ -306,7 +306,7 @@ def test_bad_choices_are_value_errors():
 
     model = build_model("gpt", "tiny", seed=0, layers=1)
     for options, message in [
-        (dict(strategy="zero3"), "choose one of ddp, zero1, fsdp"),
+        (dict(strategy="zero3"), "choose one of ddp, zro, fsdp"),
         (dict(strategy="ddp", precision="fp16"), "choose one of fp32, bf16-mixed, bf16"),
         (dict(strategy="ddp", optimizer="adam"), "choose one of adamw, sgd"),
         (dict(strategy="fsdp", wrap="unit"), "choose one of block, layer, model"),

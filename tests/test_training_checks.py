@@ -95,14 +95,14 @@ def test_losses_agree():
     assert not tc.losses_agree({"ddp": base, "fsdp": [5.0, 4.0]}, 1e-4).passed
 
 
-def test_zero1_shards_optimizer():
+def test_zro_shards_optimizer():
     ddp = _ranks(4 * MB, 4 * MB, 8 * MB)
-    zero1 = [dict(params=4 * MB, grads=4 * MB, optimizer=4 * MB + 10_000),
-             dict(params=4 * MB, grads=4 * MB, optimizer=4 * MB - 10_000)]
-    assert tc.zero1_shards_optimizer(zero1, ddp, 20_000).passed
-    assert not tc.zero1_shards_optimizer(_ranks(4 * MB, 4 * MB, 8 * MB), ddp, 20_000).passed
-    sharded_params = [dict(z, params=2 * MB) for z in zero1]
-    assert not tc.zero1_shards_optimizer(sharded_params, ddp, 20_000).passed
+    zro = [dict(params=4 * MB, grads=4 * MB, optimizer=4 * MB + 10_000),
+           dict(params=4 * MB, grads=4 * MB, optimizer=4 * MB - 10_000)]
+    assert tc.zro_shards_optimizer(zro, ddp, 20_000).passed
+    assert not tc.zro_shards_optimizer(_ranks(4 * MB, 4 * MB, 8 * MB), ddp, 20_000).passed
+    sharded_params = [dict(z, params=2 * MB) for z in zro]
+    assert not tc.zro_shards_optimizer(sharded_params, ddp, 20_000).passed
 
 
 def test_grad_op_holds_more_params_at_peak():

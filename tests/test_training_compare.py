@@ -29,7 +29,7 @@ def compare(demo_run):
 
 def test_every_strategy_ran_and_every_claim_holds(compare):
     assert compare["schema"] == "ddpfsdp.demo/1" and compare["demo"] == "compare"
-    assert list(compare["runs"]) == ["ddp", "zero1", "fsdp-grad-op", "fsdp-full"]
+    assert list(compare["runs"]) == ["ddp", "zro", "fsdp-grad-op", "fsdp-full"]
     # An eager run makes every claim compare lists except those of a --compile run.
     listed, made = set(registry.get("compare").checks), {c["name"] for c in compare["checks"]}
     assert made <= listed and listed - made == registry.COMPILE_ONLY_CHECKS
@@ -55,20 +55,20 @@ def test_grad_op_holds_more_params_at_peak_than_full(compare):
         assert g["peak"] > f["peak"]
 
 
-def test_zero1_shards_only_the_optimizer(compare):
+def test_zro_shards_only_the_optimizer(compare):
     ddp = compare["runs"]["ddp"]["memory"]["ranks"]
-    zero1 = compare["runs"]["zero1"]["memory"]["ranks"]
-    for d, z in zip(ddp, zero1):
+    zro = compare["runs"]["zro"]["memory"]["ranks"]
+    for d, z in zip(ddp, zro):
         assert z["params"] == d["params"] and z["grads"] == d["grads"]
         assert z["optimizer"] < 0.6 * d["optimizer"]
-    assert set(compare["runs"]["zero1"]["comm"]["per_step"]) == {"all_reduce", "broadcast"}
+    assert set(compare["runs"]["zro"]["comm"]["per_step"]) == {"all_reduce", "broadcast"}
 
 
 def test_progress_covers_every_run_in_order(compare):
     assert compare["config"]["steps"] == STEPS
     steps = [event["step"] for event in compare["_progress"]]
     assert steps == list(range(4 * STEPS))
-    assert {event["run"] for event in compare["_progress"]} == {"ddp", "zero1", "fsdp-grad-op", "fsdp-full"}
+    assert {event["run"] for event in compare["_progress"]} == {"ddp", "zro", "fsdp-grad-op", "fsdp-full"}
 
 
 def test_reports_render(compare):

@@ -140,7 +140,7 @@ def test_unknown_sharding_is_refused_by_click():
 
 
 def test_registry_points_at_these_options_and_hooks():
-    for name in ("ddp", "zero1", "fsdp", "compare"):
+    for name in ("ddp", "zro", "fsdp", "compare"):
         demo = registry.get(name)
         module, attr = demo.options.split(":")
         assert module == "ddpfsdp.demos.train.options" and hasattr(training, attr)

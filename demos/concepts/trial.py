@@ -105,7 +105,7 @@ def train_step(s: Setup) -> Any:
 
 
 def warmup_steps(s: Setup) -> int:
-    return WARMUP_STEPS if s.prepared.strategy in ("ddp", "zero1") else 1
+    return WARMUP_STEPS if s.prepared.strategy in ("ddp", "zro") else 1
 
 
 def measure(ctx: Any, s: Setup, *, timed_steps: int = 2, memory: bool = True) -> dict[str, Any]:

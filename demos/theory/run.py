@@ -38,8 +38,8 @@ def theory_for_run(
 ) -> dict[str, Any]:
     """The model's per-rank figures for a demo's own configuration, as PyTorch runs it.
 
-    strategy: ddp (DistributedDataParallel), zero1 (the `zero1` demo: DDP + PyTorch's
-    ZeroRedundancyOptimizer, -> zro: all-reduce of gradients, then each rank broadcasts the parameters
+    strategy: ddp (DistributedDataParallel), zro (the `zro` demo: DDP + PyTorch's
+    ZeroRedundancyOptimizer, as calc's zro: all-reduce of gradients, then each rank broadcasts the parameters
     it updated), fsdp (FSDP2 fully_shard) with sharding full (-> zero3), grad-op
     (reshard_after_forward=False, -> grad-op) or hybrid (-> hsdp over world_size/replicas GPUs per
     group). FSDP grad-op holds params, grads and optimizer state sharded between steps, as ZeRO-3
@@ -63,12 +63,12 @@ def theory_for_run(
     ]
     if strategy == "ddp":
         plan = _ddp(params, world, recipe, buffer_bytes, bucket_bytes, notes)
-    elif strategy == "zero1":
-        plan = _zero1(params, world, recipe, buffer_bytes, notes)
+    elif strategy == "zro":
+        plan = _zro(params, world, recipe, buffer_bytes, notes)
     elif strategy == "fsdp":
         plan = _fsdp(canonical_sharding(sharding or "full"), params, world, recipe, replicas, units, notes)
     else:
-        raise ValueError(f"unknown strategy {strategy!r}; choose one of ddp, zero1, fsdp")
+        raise ValueError(f"unknown strategy {strategy!r}; choose one of ddp, zro, fsdp")
     group_size = world // int(replicas or 2) if plan.name == "hsdp" else None
     state = model_state(params, world, plan.name, recipe.name, optimizer, group_size)
     work = working_set(plan.name, params, recipe.name, units, gradient_as_bucket_view=gradient_as_bucket_view)
@@ -96,7 +96,7 @@ def _ddp(params: int, world: int, recipe: Precision, buffer_bytes: int, bucket_b
     return _Plan("ddp", comm)
 
 
-def _zero1(params: int, world: int, recipe: Precision, buffer_bytes: int, notes: list[str]) -> _Plan:
+def _zro(params: int, world: int, recipe: Precision, buffer_bytes: int, notes: list[str]) -> _Plan:
     comm = step_comm("zro", params, world, recipe.name)
     comm["broadcast"] = op_figures(None, comm["broadcast"]["bytes"] + buffer_bytes, wire_factor("broadcast", world))
     notes.append(

@@ -1,4 +1,4 @@
-"""Training: the `ddp`, `zero1`, `fsdp` and `compare` demos, from model shape to the checked result.
+"""Training: the `ddp`, `zro`, `fsdp` and `compare` demos, from model shape to the checked result.
 
 Owns the models built from the shapes of `demos.shapes`, synthetic data, the
 strategies that wrap a model (DDP, ZeRO-1, FSDP2, FSDP1), a run's configuration with every option

@@ -238,22 +238,22 @@ def losses_agree(runs: Mapping[str, Sequence[float]], rtol: float, baseline: str
     )
 
 
-def zero1_shards_optimizer(zero1: Ranks, ddp: Ranks, allowance_bytes: int) -> Check:
-    """ZeRO-1 ranks hold DDP's params and grads, and between them DDP's optimizer state once."""
-    zero1, ddp = _ranks(zero1), _ranks(ddp)
-    world = len(zero1)
+def zro_shards_optimizer(zro: Ranks, ddp: Ranks, allowance_bytes: int) -> Check:
+    """ZeroRedundancyOptimizer's ranks hold DDP's params and grads, and between them DDP's optimizer state once."""
+    zro, ddp = _ranks(zro), _ranks(ddp)
+    world = len(zro)
     ddp_opt = ddp[0].state("optimizer")
-    same_params = all(z.params == d.params and z.grads == d.grads for z, d in zip(zero1, ddp))
-    total = sum(z.state("optimizer") for z in zero1)
+    same_params = all(z.params == d.params and z.grads == d.grads for z, d in zip(zro, ddp))
+    total = sum(z.state("optimizer") for z in zro)
     # Optimizer state is partitioned by whole parameters, so one rank may hold up to a tensor more.
-    shares = all(within(z.state("optimizer"), ddp_opt / world, STATE_REL, allowance_bytes) for z in zero1)
+    shares = all(within(z.state("optimizer"), ddp_opt / world, STATE_REL, allowance_bytes) for z in zro)
     passed = same_params and shares and within(total, ddp_opt, STATE_REL)
     return Check(
-        "zero1_shards_optimizer",
+        "zro_shards_optimizer",
         passed,
-        f"optimizer per rank {', '.join(_mib(z.optimizer) for z in zero1)} vs DDP's {_mib(ddp_opt)} "
+        f"optimizer per rank {', '.join(_mib(z.optimizer) for z in zro)} vs DDP's {_mib(ddp_opt)} "
         f"(sum {_mib(total)}); params and grads {'equal' if same_params else 'differ from'} DDP's",
-        {"zero1": [z.optimizer for z in zero1], "ddp": ddp_opt, "allowance": allowance_bytes},
+        {"zro": [z.optimizer for z in zro], "ddp": ddp_opt, "allowance": allowance_bytes},
     )
 
 

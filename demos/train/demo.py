@@ -83,7 +83,7 @@ def allowance(result: Trained) -> dict[str, int]:
     if config.strategy == "fsdp":
         rows = memory.shard_row_bytes
         return {"params": rows, "grads": rows, "optimizer": int(rows * state_per_param_byte) + counters}
-    if config.strategy == "zero1":
+    if config.strategy == "zro":
         largest = memory.largest_param_bytes
         return {"params": 0, "grads": 0, "optimizer": int(largest * state_per_param_byte) + counters}
     return {"params": 0, "grads": 0, "optimizer": counters}
@@ -295,8 +295,8 @@ def run_ddp(ctx: Any, spec: RunSpec) -> JsonObject | None:
     return _run_one(ctx, "ddp", spec)
 
 
-def run_zero1(ctx: Any, spec: RunSpec) -> JsonObject | None:
-    return _run_one(ctx, "zero1", spec)
+def run_zro(ctx: Any, spec: RunSpec) -> JsonObject | None:
+    return _run_one(ctx, "zro", spec)
 
 
 def run_fsdp(ctx: Any, spec: RunSpec) -> JsonObject | None:
@@ -343,12 +343,12 @@ def run_compare(ctx: Any, spec: RunSpec) -> JsonObject | None:
         return None
     from ddpfsdp.demos.train import claims as tc
 
-    ddp, zero1 = results["ddp"], results["zero1"]
+    ddp, zro = results["ddp"], results["zro"]
     precision = ddp.config.precision
     rtol = tc.LOSS_RTOL_FP32 if precision == "fp32" else tc.LOSS_RTOL_LOW_PRECISION
     checks = [
         tc.losses_agree({name: result.loss or [] for name, result in results.items()}, rtol),
-        tc.zero1_shards_optimizer(_memory(zero1).ranks, _memory(ddp).ranks, allowance(zero1)["optimizer"]),
+        tc.zro_shards_optimizer(_memory(zro).ranks, _memory(ddp).ranks, allowance(zro)["optimizer"]),
         *compare_checks(results, ctx.world_size),
     ]
     if tc.activations_comparable(precision):

@@ -238,7 +238,7 @@ class _Trainer:
         from ddpfsdp.demos.train.compiled import ddp_buckets
 
         self._mark("end")
-        buckets, param_bytes = (ddp_buckets(self.train_model) if self.spec.strategy in ("ddp", "zero1")
+        buckets, param_bytes = (ddp_buckets(self.train_model) if self.spec.strategy in ("ddp", "zro")
                                 else (None, None))
         return compiled.report(self.warmup_steps_s, buckets, param_bytes)
 

@@ -70,7 +70,7 @@ def options_for(demo: str) -> list[click.Option]:
     return [click_option(item) for item in option_fields(demo)]
 
 
-DDP_OPTIONS = options_for("ddp")  # ddp and zero1
+DDP_OPTIONS = options_for("ddp")  # ddp and zro
 FSDP_OPTIONS = options_for("fsdp")
 COMPARE_OPTIONS = options_for("compare")
 
@@ -133,11 +133,9 @@ def _check_replica_fits(demo: str, spec: RunSpec, params: int) -> None:
         limit = parse_bytes(spec.gpu_mem)
     except ValueError as exc:
         raise _usage(f"--gpu-mem: {exc}") from None
-    if demo not in ("ddp", "zero1"):
+    if demo not in ("ddp", "zro"):
         return
-    # The zero1 demo runs ZeroRedundancyOptimizer: the model's zro column, not DeepSpeed's ZeRO-1.
-    strategy = "zro" if demo == "zero1" else demo
-    state = model_state(params, spec.world, strategy, spec.precision, spec.optimizer)["model_state_bytes"]
+    state = model_state(params, spec.world, demo, spec.precision, spec.optimizer)["model_state_bytes"]
     if state > limit:
         more = f" --params {spec.params}" if spec.params else ""
         raise _usage(
@@ -244,7 +242,7 @@ def _check_compile(run: RunSpec) -> None:
     if run.strategy == "fsdp" and run.fsdp_api == 1:
         raise _usage("--compile compiles each block before fully_shard (FSDP2); torch traces FSDP1 only as a whole "
                      "wrapped model with use_orig_params=True, which this demo does not show: use --fsdp-api 2")
-    if run.strategy in ("ddp", "zero1") and run.bucket_mb < DDP_OPTIMIZER_FIRST_BUCKET_MB:
+    if run.strategy in ("ddp", "zro") and run.bucket_mb < DDP_OPTIMIZER_FIRST_BUCKET_MB:
         raise _usage(f"--compile with --bucket-mb {run.bucket_mb:g}: DDPOptimizer cuts its first piece at "
                      f"{DDP_OPTIMIZER_FIRST_BUCKET_MB:g} MiB whatever the cap and refuses a smaller cap "
                      "(torch/_dynamo/backends/distributed.py); give --bucket-mb 1 or more")
@@ -284,8 +282,8 @@ def validate_ddp(spec: RunSpec | Mapping[str, Any], world_size: int | None = Non
     validate("ddp", spec, world_size, device)
 
 
-def validate_zero1(spec: RunSpec | Mapping[str, Any], world_size: int | None = None, device: str | None = None) -> None:
-    validate("zero1", spec, world_size, device)
+def validate_zro(spec: RunSpec | Mapping[str, Any], world_size: int | None = None, device: str | None = None) -> None:
+    validate("zro", spec, world_size, device)
 
 
 def validate_fsdp(spec: RunSpec | Mapping[str, Any], world_size: int | None = None, device: str | None = None) -> None:

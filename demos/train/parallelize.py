@@ -92,7 +92,7 @@ def parallelize(model: nn.Module, run: RunSpec, world: World, device: torch.devi
         wrapping = dict(sharding=run.sharding, wrap=run.wrap, fsdp_api=run.fsdp_api, mesh=mesh, units=units,
                         unit_params=unit_params)
     with world.materialized(model):
-        if run.strategy in ("ddp", "zero1"):
+        if run.strategy in ("ddp", "zro"):
             wrapped = wrap_ddp(model, device, _ddp_bucket_cap_mb(run, compiled is not None), world.init_sync)
             wrapping = dict(bucket_mb=run.bucket_mb)
             if compiled is not None:

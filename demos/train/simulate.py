@@ -346,7 +346,7 @@ def _build(run: RunSpec, world: FakeWorld) -> Built:
     params = count_params(model)
     with chunks_made_when_read():
         prepared = parallelize(model, run, world, FAKE_DEVICE)
-    if run.strategy in ("ddp", "zero1"):
+    if run.strategy in ("ddp", "zro"):
         prepared.model.register_comm_hook(None, _all_reduce_hook(world.size))
     with world.fake_mode:
         batch = _fake_batch(arch, shape, run.batch_size)
@@ -629,7 +629,7 @@ def _environment() -> Env:
 
 
 def simulate(demo: str, spec: RunSpec | Mapping[str, Any], log: Callable[[str], None] | None = None) -> JsonObject:
-    """The result of a simulated `ddp`, `zero1`, `fsdp` or `compare` demo (schema ddpfsdp.demo/1), as JSON,
+    """The result of a simulated `ddp`, `zro`, `fsdp` or `compare` demo (schema ddpfsdp.demo/1), as JSON,
     from its spec (or the options that make it)."""
     from ddpfsdp.demos.train.options import spec_of, validate_simulated
 

@@ -1,4 +1,4 @@
-"""What one training run is: every option of the `ddp`, `zero1`, `fsdp` and `compare` demos, typed, with
+"""What one training run is: every option of the `ddp`, `zro`, `fsdp` and `compare` demos, typed, with
 its default and its allowed values, each stated once.
 
     spec = RunSpec.for_demo("fsdp", {"precision": "bf16-mixed"}).resolved("cpu")
@@ -31,7 +31,7 @@ from ddpfsdp.demos.theory.sharding import canonical_sharding
 from ddpfsdp.demos import shapes
 
 ARCHS = ("gpt", "vit", "resnet")
-STRATEGIES = ("ddp", "zero1", "fsdp")
+STRATEGIES = ("ddp", "zro", "fsdp")
 # What --sharding offers (no-shard is DDP by another name; the concept demos use it, the CLI does not).
 SHARDING_FLAGS = ("full", "grad-op", "hybrid", "FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD")
 WRAPS = ("block", "layer", "model")
@@ -52,9 +52,9 @@ FSDP_APIS = (1, 2)
 PREFETCHES = ("default", "forward", "off")
 OVERRIDE_NAMES = ("layers", "d_model", "heads", "seq_len")  # a preset's shape, changed from the command line
 
-TRAINING_DEMOS = ("ddp", "zero1", "fsdp", "compare")
+TRAINING_DEMOS = ("ddp", "zro", "fsdp", "compare")
 # compare trains each in turn, on one model and seed: (name, strategy, sharding)
-COMPARE_RUNS = (("ddp", "ddp", None), ("zero1", "zero1", None), ("fsdp-grad-op", "fsdp", "grad-op"),
+COMPARE_RUNS = (("ddp", "ddp", None), ("zro", "zro", None), ("fsdp-grad-op", "fsdp", "grad-op"),
                 ("fsdp-full", "fsdp", "full"))
 
 DEFAULT_STEPS = {"cpu": 8, "cuda": 20}  # when --steps is left unset; at least min_steps(warmup)
@@ -124,14 +124,14 @@ def _models_help() -> str:
 
 _FSDP = ("fsdp",)
 _SIMULATED = {"reported": False, "simulate_only": True}
-_BUCKETED = ("ddp", "zero1", "compare")  # the demos that train with DDP's gradient buckets
+_BUCKETED = ("ddp", "zro", "compare")  # the demos that train with DDP's gradient buckets
 
 
 @dataclass(frozen=True)
 class RunSpec:
     """One training run's configuration: the demo's options, and the strategy it trains with."""
 
-    strategy: str  # ddp | zero1 | fsdp: set by the demo (compare trains each of COMPARE_RUNS in turn)
+    strategy: str  # ddp | zro | fsdp: set by the demo (compare trains each of COMPARE_RUNS in turn)
     arch: str = option("gpt", "Model family: a GPT decoder, a ViT classifier or a BasicBlock ResNet.", choices=ARCHS)
     model: str | None = option(None, _models_help())  # None: the device's default, filled in by `resolved`
     layers: int | None = option(None, "Override the preset's number of blocks.", minimum=1)
@@ -193,7 +193,7 @@ class RunSpec:
                                **_SIMULATED)
     params: str | None = option(None, f"A named GPT size instead of --model: {', '.join(shapes.GPT_SIZES)}.",
                                 **_SIMULATED)
-    gpu_mem: str | None = option(None, "Memory of one GPU (80GB, 80GiB); ddp and zero1 refuse a replica that "
+    gpu_mem: str | None = option(None, "Memory of one GPU (80GB, 80GiB); ddp and zro refuse a replica that "
                                        "cannot fit in it.", **_SIMULATED)
 
     def __post_init__(self) -> None:

@@ -7,7 +7,7 @@ the result: the wrapped model and its optimizer, plus the facts a demo reports a
 
 What each strategy does in a step:
   ddp    every rank holds everything; gradients are all-reduced in buckets during backward.
-  zero1  PyTorch's ZeRO-1, ZeroRedundancyOptimizer (calc's `zro`, not DeepSpeed's ZeRO-1): DDP's
+  zro    PyTorch's ZeroRedundancyOptimizer (calc's `zro`; not DeepSpeed's ZeRO-1, calc's `zero1`): DDP's
          all-reduce, but each rank keeps the optimizer state of the whole parameters it owns only,
          steps them, and broadcasts them as held.
   fsdp   parameters are sharded per unit and all-gathered just before the unit runs; gradients are
@@ -55,7 +55,7 @@ class Prepared:
     mesh: Any = None  # the DeviceMesh FSDP2 / HSDP shards over
     units: list[str] = field(default_factory=list)  # FSDP unit names in forward order, root last
     unit_params: list[int] = field(default_factory=list)  # unsharded parameters each unit manages
-    bucket_mb: float | None = None  # ddp / zero1 only
+    bucket_mb: float | None = None  # ddp / zro only
     two_d: Any = None  # tensor_parallel.TwoD of a --tp run
     facts: dict[str, int] = field(default_factory=dict)  # models.model_facts, read before FSDP sharded it
     optimizer_impl: str = "foreach"  # fused | foreach | for-loop: how the optimizer steps
@@ -66,7 +66,7 @@ class Prepared:
 
         FSDP casts by itself (its mixed-precision policy), and fp32 / bf16 need no casting.
         """
-        if self.strategy in ("ddp", "zero1") and self.precision == "bf16-mixed":
+        if self.strategy in ("ddp", "zro") and self.precision == "bf16-mixed":
             return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
@@ -79,8 +79,8 @@ class Prepared:
         optimizer = ("AdamW" if self.optimizer_name == "adamw" else "SGD") + f" ({self.optimizer_impl})"
         if self.strategy == "ddp":
             what = f"DDP, {self.world_size} replicas, {self.bucket_mb:g} MB gradient buckets"
-        elif self.strategy == "zero1":
-            what = (f"ZeRO-1 (DDP + ZeroRedundancyOptimizer), {self.world_size} ranks, optimizer state "
+        elif self.strategy == "zro":
+            what = (f"ZeroRedundancyOptimizer (zro) under DDP, {self.world_size} ranks, optimizer state "
                     f"sharded, {self.bucket_mb:g} MB buckets")
         else:
             api = "FSDP2 fully_shard" if self.fsdp_api == 2 else "FSDP1 FullyShardedDataParallel"
@@ -159,7 +159,7 @@ def build_optimizer(run: RunSpec, wrapped: nn.Module, impl: str = "foreach") -> 
     """`run`'s optimizer over the wrapped model's parameters, stepping with `impl` (fused, foreach or
     for-loop); ZeRO-1's shards its state over the ranks."""
     flags = IMPL_FLAGS[impl]
-    if run.strategy == "zero1":
+    if run.strategy == "zro":
         from torch.distributed.optim import ZeroRedundancyOptimizer
 
         return ZeroRedundancyOptimizer(wrapped.parameters(), optimizer_class=_optimizer_class(run.optimizer),

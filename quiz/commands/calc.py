@@ -318,7 +318,7 @@ def _simulate_hint(options: CalcOptions, precision: str) -> str:
         f" It simulates a named size ({', '.join(GPT_SIZES)}) or a preset, not a bare count: {nearest} is the "
         f"nearest to {params}.")
     return (f"Measure it: `ddpfsdp demo fsdp {args}` runs the real FSDP code on fake tensors over a fake "
-            f"process group of {world} ranks (ddp, zero1 and compare too).{sizes}")
+            f"process group of {world} ranks (ddp, zro and compare too).{sizes}")
 
 
 def _simulation_refusal(args: list[str]) -> str | None:

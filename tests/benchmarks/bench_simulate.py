@@ -102,7 +102,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", choices=sorted(CASES), action="append",
                         help="a named case (default: all); its figures are held against its fixture")
-    parser.add_argument("--demo", choices=["ddp", "zero1", "fsdp", "compare"], help="any other run, timed only")
+    parser.add_argument("--demo", choices=["ddp", "zro", "fsdp", "compare"], help="any other run, timed only")
     parser.add_argument("--world", type=int, default=64)
     parser.add_argument("--params", default="7B")
     parser.add_argument("--target-s", type=float, default=60.0)

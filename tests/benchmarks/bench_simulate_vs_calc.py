@@ -17,9 +17,9 @@ import sys
 import time
 
 TOLERANCE = 0.01
-# simulated run -> (calc's row, its group size): the zero1 demo runs PyTorch's ZeroRedundancyOptimizer,
-# calc's zro column (not DeepSpeed's zero1); FSDP grad-op and full have their own columns.
-ROWS = {"ddp": ("ddp", None), "zero1": ("zro", None), "fsdp-grad-op": ("grad-op", None),
+# simulated run -> (calc's row, its group size): the zro run is PyTorch's ZeroRedundancyOptimizer, calc's
+# zro column (not DeepSpeed's ZeRO-1, calc's zero1); FSDP grad-op and full have their own columns.
+ROWS = {"ddp": ("ddp", None), "zro": ("zro", None), "fsdp-grad-op": ("grad-op", None),
         "fsdp-full": ("zero3", None)}
 
 
@@ -51,8 +51,8 @@ def main() -> int:
                             group_size=group)["strategies"][strategy]["model_state_bytes"]
         rank = run["memory"]["ranks"][0]
         held = rank["params"] + rank["grads"] + rank["optimizer"]
-        # ZeRO-1 gives rank 0 the largest tensors' state whole (the embedding's Adam moments).
-        slack = run["memory"]["largest_param_bytes"] * 2 if name == "zero1" else 0
+        # ZeroRedundancyOptimizer gives rank 0 the largest tensors' state whole (the embedding's Adam moments).
+        slack = run["memory"]["largest_param_bytes"] * 2 if name == "zro" else 0
         failed = [c["name"] for c in run["checks"] if not c["passed"]]
         diff = (held - expected) / expected
         print(f"{name:14} {held:16,d} {expected:16,.0f} {diff:+8.2%}  {'all pass' if not failed else ', '.join(failed)}")

@@ -54,7 +54,7 @@ def main() -> int:
     from ddpfsdp.demos.train.spec import MAX_SIMULATED_WORLD
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--demo", choices=["ddp", "zero1", "fsdp", "compare"], default="fsdp")
+    parser.add_argument("--demo", choices=["ddp", "zro", "fsdp", "compare"], default="fsdp")
     parser.add_argument("--params", default="70B", help="a GPT size (default: 70B, the largest)")
     parser.add_argument("--worlds", type=int, nargs="+", default=[512, 2048, MAX_SIMULATED_WORLD])
     parser.add_argument("--target-s", type=float, default=60.0, help="CPU seconds a run may take (default 60)")

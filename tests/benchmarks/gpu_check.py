@@ -9,14 +9,14 @@ What it runs, N being the GPUs visible (`ddpfsdp doctor` counts them first):
   machine      `ddpfsdp doctor`: torch's build, the GPUs, NCCL
   refusal      a training demo asked for one rank on one GPU (--ranks-per-gpu 1): refused before launch,
                naming only commands that run here
-  N GPUs       ddp (several buckets), zero1, FSDP2 and FSDP1 with full, grad-op and hybrid sharding,
+  N GPUs       ddp (several buckets), zro, FSDP2 and FSDP1 with full, grad-op and hybrid sharding,
                FSDP2 with --tp 2, compare, every one with its timeline; FSDP2 full writes its `--trace`.
                Where the GPUs are fewer than the ranks (2; hybrid and --tp 2: 4), the ranks share one
                GPU over gloo with CUDA tensors (--gpus 1 --ranks-per-gpu K): real CUDA memory, time
                that is not NCCL's, and the checks about time reported as not judged
   1 GPU        the same loop as a world of one rank (tests/benchmarks/gpu_rank_check.py): ddp, with
                the peak held against `torch.cuda.memory_stats` and a probe of the cuBLAS workspaces,
-               zero1, FSDP2 and FSDP1 full and grad-op, and a `--trace` of the DDP step
+               zro, FSDP2 and FSDP1 full and grad-op, and a `--trace` of the DDP step
   concepts     every concept demo on N GPUs (one GPU: 2 ranks sharing it; checkpoint on one rank; the
                ring all-reduce, written with point-to-point sends gloo cannot make with CUDA tensors,
                must be refused before launch there)
@@ -149,14 +149,14 @@ def _concept_placed(gpus: int, ranks: int) -> tuple[list[str], int, str]:
 
 
 def _training_items(gpus: int, python: str, out: Path) -> list[Item]:
-    """ddp, zero1, FSDP2 and FSDP1 in every sharding, FSDP2 with --tp 2, and compare, on all N GPUs, or
+    """ddp, zro, FSDP2 and FSDP1 in every sharding, FSDP2 with --tp 2, and compare, on all N GPUs, or
     on ranks sharing one GPU where N is too few for the run."""
     run = ["--steps", "8", "--timeout-s", COLLECTIVE_TIMEOUT_S, "--json"]
     two, world, where = _placed(gpus, 2)
     items = [
         Item(f"ddp-{gpus}gpu", f"demo ddp on {where} (1 MiB buckets)", "N GPUs",
              _cli(python, "demo", "ddp", "--bucket-mb", "1", *two, *run), 120, "demo", {"world": world}),
-        Item(f"zero1-{gpus}gpu", f"demo zero1 on {where}", "N GPUs", _cli(python, "demo", "zero1", *two, *run), 120,
+        Item(f"zro-{gpus}gpu", f"demo zro on {where}", "N GPUs", _cli(python, "demo", "zro", *two, *run), 120,
              "demo", {"world": world}),
     ]
     for api in (2, 1):
@@ -190,8 +190,8 @@ def _one_gpu_items(python: str, out: Path, work: Path) -> list[Item]:
     items = [Item("ddp-1rank", "ddp as one rank on 1 GPU: peak vs torch.cuda.memory_stats, cuBLAS workspaces, --trace",
                   "1 GPU", _rank(python, work / "ddp-1rank.json", "ddp", *common, "--trace", str(trace)), 90, "peak",
                   {"world": 1, "trace": str(trace), "data": str(work / "ddp-1rank.json")}),
-             Item("zero1-1rank", "zero1 as one rank on 1 GPU", "1 GPU", _rank(python, work / "zero1-1rank.json", "zero1", *common),
-                  90, "demo", {"world": 1, "data": str(work / "zero1-1rank.json")})]
+             Item("zro-1rank", "zro as one rank on 1 GPU", "1 GPU", _rank(python, work / "zro-1rank.json", "zro", *common),
+                  90, "demo", {"world": 1, "data": str(work / "zro-1rank.json")})]
     for api in (2, 1):
         for sharding in ("full", "grad-op"):
             key = f"fsdp{api}-{sharding}-1rank"
@@ -296,7 +296,7 @@ def _pipeline_items(gpus: int, python: str) -> list[Item]:
 def plan(gpus: int, out: Path, work: Path, python: str = sys.executable) -> list[Item]:
     """Every item, in the order it runs, for a machine with `gpus` visible GPUs: the quick and the
     telling first (the guard, the peak, MFU, the N-GPU demos), so a short budget loses the least.
-    With several GPUs the one-rank runs of zero1 and FSDP come last: the N-GPU runs cover them."""
+    With several GPUs the one-rank runs of zro and FSDP come last: the N-GPU runs cover them."""
     one_gpu = _one_gpu_items(python, out, work)
     concepts = []
     for name in CONCEPTS:
