@@ -29,7 +29,8 @@ another one never imports the failure lab's programs.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator, Mapping
+import shlex
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -335,8 +336,28 @@ DEMOS: dict[str, Demo] = {
 }
 
 
+# Names no demo goes by: (the demo to run instead, why). The demo of PyTorch's ZeroRedundancyOptimizer
+# was once `zero1`, the name calc gives DeepSpeed's ZeRO-1: one name, two implementations.
+RETIRED: dict[str, tuple[str, str]] = {
+    "zero1": ("zro", "calc's zero1 is DeepSpeed's ZeRO-1 (gradients reduce-scattered, parameters all-gathered), "
+                     "which the demos do not run (`ddpfsdp calc --strategy zero1` sizes it); PyTorch's "
+                     "ZeroRedundancyOptimizer under DDP, calc's zro, is"),
+}
+
+
+def retired(name: str, args: Sequence[str] = ()) -> str | None:
+    """Why `name` is no demo, ending in the command to run instead (with `args`); None for any other name."""
+    if name not in RETIRED:
+        return None
+    instead, why = RETIRED[name]
+    return f"there is no `{name}` demo: {why} `{shlex.join(['ddpfsdp', 'demo', instead, *args])}`"
+
+
 def get(name: str) -> Demo:
+    """The demo called `name`; ValueError saying what to run for a retired name or an unknown one."""
     try:
         return DEMOS[name]
     except KeyError:
+        if name in RETIRED:
+            raise ValueError(retired(name)) from None
         raise ValueError(f"unknown demo {name!r}; choose one of {', '.join(DEMOS)}") from None

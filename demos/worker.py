@@ -234,6 +234,16 @@ def _exit(code: int) -> None:
     os._exit(code)
 
 
+class _DemoName(click.Choice):
+    """A demo's name; a retired one is refused saying what to run instead."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        refusal = registry.retired(value) if isinstance(value, str) else None
+        if refusal:
+            self.fail(refusal, param, ctx)
+        return super().convert(value, param, ctx)
+
+
 @click.command(context_settings={"ignore_unknown_options": True, "help_option_names": ["-h", "--help"]})
 @click.option(
     "--device",
@@ -242,7 +252,7 @@ def _exit(code: int) -> None:
     default=None,
     help="Where to train: cuda (NCCL) or cpu (gloo). Default: cuda when torch sees a GPU.",
 )
-@click.argument("demo_name", metavar="DEMO", type=click.Choice([n for n, d in registry.DEMOS.items() if not d.runner]))
+@click.argument("demo_name", metavar="DEMO", type=_DemoName([n for n, d in registry.DEMOS.items() if not d.runner]))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def main(device_type: str | None, demo_name: str, args: tuple[str, ...]) -> None:
     """Run one demo on this rank; launch it with torchrun, srun or `ddpfsdp demo`."""

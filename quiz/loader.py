@@ -416,7 +416,11 @@ def _load_demo(raw: Mapping[str, Any], path: Path, qid: str, demos: Mapping[str,
         raise BankError(path, f"unknown field {unknown[0]!r}; a demo link has name and args", question=qid, field="demo")
     name = spec.get("name")
     if not isinstance(name, str) or name not in demos:
-        raise BankError(path, f"unknown demo {name!r}; choose one of {', '.join(demos)}", question=qid, field="demo.name")
+        from ddpfsdp.demos.registry import retired
+
+        why = retired(name) if isinstance(name, str) else None
+        raise BankError(path, why or f"unknown demo {name!r}; choose one of {', '.join(demos)}", question=qid,
+                        field="demo.name")
     args = spec.get("args", [])
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         raise BankError(path, "must be a list of strings", question=qid, field="demo.args")

@@ -44,6 +44,7 @@ CASES = [
     (["calc", "--params", "7B", "--largest-layer", "30M"], "--largest-layer"),
     # demo
     (["demo", "no-such-demo"], "no-such-demo"),
+    (["demo", "zero1"], "`ddpfsdp demo zro`"),
     (["demo", "ddp", "--procs", "0"], "--procs"),
     (["demo", "ddp", "--gpus", "4"], "--procs"),
     (["demo", "ddp", "--model", "huge"], "--model"),
@@ -80,6 +81,32 @@ def test_bad_input_names_the_option_without_a_traceback(argv, names):
     assert outcome.exit_code != 0, outcome.stdout
     assert "Traceback" not in outcome.stdout + outcome.stderr, outcome.stderr
     assert names in outcome.stderr, outcome.stderr
+
+
+def test_the_zero1_demo_says_what_zero1_is_and_what_to_run_instead():
+    """calc's zero1 is DeepSpeed's ZeRO-1, which no demo runs; the demo of PyTorch's ZeroRedundancyOptimizer
+    is `zro`. The old demo name is refused as other usage errors are, with the command to paste."""
+    from click.testing import CliRunner
+
+    from ddpfsdp.demos import registry
+    from ddpfsdp.demos.result import RENAMED
+    from ddpfsdp.demos.worker import main as worker
+
+    outcome = run_cli("demo", "zero1", "--model", "tiny", "--procs", "2", stdin="")
+    assert outcome.exception is None and outcome.exit_code == 2, outcome.stderr
+    message = " ".join(outcome.stderr.split())
+    assert "calc's zero1 is DeepSpeed's ZeRO-1" in message and "which the demos do not run" in message
+    assert "ZeroRedundancyOptimizer" in message and "`ddpfsdp demo zro --model tiny --procs 2`" in message
+    assert "Traceback" not in outcome.stdout + outcome.stderr
+    assert run_cli("demo", "zero1", "--help", stdin="").exit_code == 2
+    ranked = CliRunner().invoke(worker, ["--device", "cpu", "zero1", "--model", "tiny"])
+    assert ranked.exit_code == 2 and ranked.exception is not None and isinstance(ranked.exception, SystemExit)
+    assert "`ddpfsdp demo zro`" in " ".join(ranked.output.split())
+    with pytest.raises(ValueError, match="`ddpfsdp demo zro`"):
+        registry.get("zero1")
+    # a retired name is no demo's, and a result saved under it reads as the demo it names
+    for old, (instead, _) in registry.RETIRED.items():
+        assert old not in registry.DEMOS and instead in registry.DEMOS and RENAMED[old] == instead
 
 
 # doctor reports such a directory as one of its findings instead (tests/test_doctor.py).

@@ -44,6 +44,7 @@ def test_fixture_bank_loads_every_kind(quiz_bank):
         ("ddp", 'answer = "all-reduce in buckets during backward"', 'answer = "all-reduce"', "ddp-grad-sync", "answer", "not among the choices"),
         ("ddp", '"optimizer state"]\n', '"optimiser state"]\n', "ddp-replicated-state", "answer", "not among the choices"),
         ("ddp", 'name = "ddp"', 'name = "dpp"', "ddp-grad-sync", "demo.name", "unknown demo"),
+        ("ddp", 'name = "ddp"', 'name = "zero1"', "ddp-grad-sync", "demo.name", "is `ddpfsdp demo zro`"),
         ("ddp", '["ddp_uses_all_reduce"]', '["ddp_uses_magic"]', "ddp-grad-sync", "evidence", "has no check"),
         ("ddp", '"--steps", "6"', '"--steps", "6", "--procs", "2"', "ddp-grad-sync", "demo.args", "--procs"),
         ("fsdp-wrap", 'demo = { name = "wrap", args = ["--model", "tiny"] }\n', "", "wrap-peak-vs-units", "evidence", "needs a demo"),

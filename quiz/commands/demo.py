@@ -214,6 +214,12 @@ class DemoGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(registry.DEMOS)
 
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        refusal = registry.retired(args[0], args[1:]) if args else None
+        if refusal:
+            raise click.UsageError(refusal, ctx)
+        return super().resolve_command(ctx, args)
+
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         demo = registry.DEMOS.get(cmd_name)
         if demo is not None and demo.runner:  # the failure lab starts its own ranks, with its own command
