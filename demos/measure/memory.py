@@ -103,7 +103,7 @@ def state_optimizers(optimizer: Any) -> list[torch.optim.Optimizer]:
 
 
 def optimizer_state_tensors(optimizer: Any) -> Iterator[torch.Tensor]:
-    """Every tensor of the optimizer's state on this rank (ZeRO-1: its shard)."""
+    """Every tensor of the optimizer's state on this rank (zro: its shard)."""
     for opt in state_optimizers(optimizer):
         for state in opt.state.values():
             yield from (value for value in state.values() if isinstance(value, torch.Tensor))

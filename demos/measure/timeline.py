@@ -287,7 +287,7 @@ class TimelineRecorder(CommCounter):
     def _install(self) -> None:
         for name, module, outer in self.units:
             self._handles += self._unit_hooks(name, module, outer)
-        optimizer = state_optimizers(self.optimizer)[-1]  # ZeRO-1: the inner optimizer runs the update
+        optimizer = state_optimizers(self.optimizer)[-1]  # zro: the inner optimizer runs the update
         if optimizer is not None and hasattr(optimizer, "register_step_pre_hook"):
             self._handles.append(optimizer.register_step_pre_hook(lambda *a: self.begin("optimizer", "optimizer")))
             self._handles.append(optimizer.register_step_post_hook(lambda *a: self.end("optimizer", "optimizer")))

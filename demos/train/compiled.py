@@ -3,7 +3,7 @@
     ddpfsdp demo ddp --procs 2 --model tiny --compile --compile-backend aot_eager --bucket-mb 1
 
 Where compile goes (`train.parallelize`), as torchtitan does it:
-  DDP, ZeRO-1  the DDP module compiled after wrapping. Dynamo graph-breaks in DDP's own forward
+  DDP, zro    the DDP module compiled after wrapping. Dynamo graph-breaks in DDP's own forward
                (`DistributedDataParallel._inside_ddp_forward` is on its skip list) and compiles the
                model's forward while DDP is the active module; with `torch._dynamo.config.optimize_ddp`
                at its default ("ddp_optimizer"), convert_frame.py then hands the graph to DDPOptimizer
@@ -148,7 +148,7 @@ class Compiled:
             "graph_breaks": sum(breaks.values()),
             "graph_break_reasons": [{"reason": _short(reason), "count": count} for reason, count in breaks.most_common()],
             "graph_params": self.graphs,
-            "ddp_buckets": ddp_buckets,  # DDP and ZeRO-1: the rebuilt buckets, first bucket first
+            "ddp_buckets": ddp_buckets,  # DDP and zro: the rebuilt buckets, first bucket first
             "param_bytes": param_bytes,
         }
 

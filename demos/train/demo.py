@@ -68,14 +68,14 @@ def _memory(result: DemoResult) -> Any:
 def allowance(result: Trained) -> dict[str, int]:
     """How far a rank's bytes may honestly sit from theory beyond 1%, from the model's own shapes.
 
-    FSDP: one dim-0 row of every parameter (shard padding, or an uneven split); ZeRO-1: the largest
+    FSDP: one dim-0 row of every parameter (shard padding, or an uneven split); zro: the largest
     parameter (it partitions whole tensors); every optimizer: a scalar step counter per tensor.
     """
     from ddpfsdp.demos.theory.precision import precision_for
 
     result = as_result(result)
     memory, config = _memory(result), result.config
-    # Optimizer bytes per parameter byte of one whole tensor (ZeRO-1's theory shares are 1/N, the
+    # Optimizer bytes per parameter byte of one whole tensor (zro's theory shares are 1/N, the
     # tensor a rank may hold beyond its share is not).
     spec = precision_for(config.precision)
     state_per_param_byte = spec.optimizer_bytes_per_param(config.optimizer) / spec.param_bytes

@@ -426,7 +426,7 @@ def _row_elements(p: torch.Tensor) -> tuple[int, int]:
 
 
 def largest_param_bytes(params: Iterable[torch.Tensor]) -> int:
-    """The largest parameter: ZeRO-1 partitions whole tensors, so a rank's share can miss 1/N by one."""
+    """The largest parameter: zro partitions whole tensors, so a rank's share can miss 1/N by one."""
     return max((p.numel() * p.element_size() for p in params), default=0)
 
 

@@ -125,7 +125,7 @@ def validate_simulated(demo: str, spec: RunSpec | Mapping[str, Any]) -> None:
 
 
 def _check_replica_fits(demo: str, spec: RunSpec, params: int) -> None:
-    """DDP and ZeRO-1 keep a whole replica of parameters and gradients: refuse one above --gpu-mem."""
+    """DDP and zro keep a whole replica of parameters and gradients: refuse one above --gpu-mem."""
     from ddpfsdp.demos.theory.state import model_state
     from ddpfsdp.demos.units import format_bytes, parse_bytes
 

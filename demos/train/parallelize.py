@@ -16,7 +16,7 @@ torchtitan's `parallelize_llama` is the model: one function, a fixed order, a re
                        simulated world makes its meta tensors fake here, after FSDP has sharded them
                        on meta (fifty times cheaper than sharding fake ones) and before DDP, whose
                        reducer must see the tensors it will train
-  7. DDP / ZeRO-1      the materialized model wrapped (`strategies.wrap_ddp`)
+  7. DDP / zro         the materialized model wrapped (`strategies.wrap_ddp`)
   7b. compile (DDP)    (--compile) the DDP module compiled after wrapping, so DDPOptimizer sees DDP's
                        bucket cap and splits the graph at the buckets (`train.compiled`)
   8. the optimizer     over the parameters as wrapped (`strategies.build_optimizer`), fused where torch
@@ -57,7 +57,7 @@ def parallelize(model: nn.Module, run: RunSpec, world: World, device: torch.devi
     for a simulated world, on meta; it is moved to `device` as it is wrapped.
 
     Of `run`, the options of the parallelism and the optimizer are read: precision, tp,
-    sequence_parallel, checkpoint_activations, strategy, bucket_mb (DDP and ZeRO-1), sharding, wrap,
+    sequence_parallel, checkpoint_activations, strategy, bucket_mb (DDP and zro), sharding, wrap,
     fsdp_api, replicas and prefetch (FSDP), optimizer, optimizer_impl, lr, compile and compile_backend. A
     choice the model or the world cannot take raises ValueError saying what would do.
     """

@@ -7,7 +7,7 @@ no storage: torch._subclasses.fake_tensor), and its process group is the "fake" 
 (torch.testing._internal.distributed.fake_pg), which accepts every collective and moves nothing. The
 model is built on the meta device and parallelized by `train.parallelize`, the code the real demos
 run, over a `FakeWorld`, which gives it fake tensors with `to_empty` at the one point `parallelize`
-leaves for it (after FSDP has sharded the model on meta, before DDP and ZeRO-1 wrap it); then it is
+leaves for it (after FSDP has sharded the model on meta, before DDP and zro wrap it); then it is
 trained for one step:
 
   warm-up         leaves what a first training step leaves behind, so the measured step starts
@@ -220,7 +220,7 @@ class FakeWorld(World):
     `_build` has FSDP make only the chunks it reads (`RankChunks`).
     `to_empty` then swaps each shard for a fake tensor in place (`torch.utils.swap_tensors`, as
     `nn.Module._apply` does for DTensor parameters), and FSDP re-reads and if needed re-pads them
-    (`FSDPModule._apply`). DDP and ZeRO-1 wrap the fake model, and every optimizer is built over
+    (`FSDPModule._apply`). DDP and zro wrap the fake model, and every optimizer is built over
     fake parameters: `to_empty` gives a plain parameter a new object, which a reducer or an optimizer
     made before it would not see.
     """
@@ -367,7 +367,7 @@ def _warm_up(built: Built, strategy: str) -> None:
     and backward, which would only repeat the measured step's work untracked.
 
     What a first step makes that the measured step starts from:
-      the optimizer state     AdamW's step count and two moments per parameter (ZeRO-1: of its
+      the optimizer state     AdamW's step count and two moments per parameter (zro: of its
                               share), made by its first `step()`: here from a zero gradient per
                               parameter, which has the parameter's shape, dtype and placement, as a
                               real gradient does

@@ -39,7 +39,7 @@ def simulated_model_state_matches_calc(rank: Rank, theory: Mapping[str, Any],
     """Rank 0's params + grads + optimizer state within 1% of the analytic model's model state.
 
     `allowance`: bytes by kind a rank may hold beyond its exact share, from the model's own shapes
-    (shard padding; ZeRO-1 partitions whole tensors), as the real demos allow.
+    (shard padding; zro partitions whole tensors), as the real demos allow.
     """
     measured = RankMemory.from_json(rank).model_state
     expected = theory["model_state_bytes"]

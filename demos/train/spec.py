@@ -152,7 +152,7 @@ class RunSpec:
                                          "(one op per kind over lists of tensors), for-loop (tensor by tensor); auto: "
                                          "fused where torch has the kernel for the device, else foreach.",
                                  choices=OPTIMIZER_IMPLS)
-    compile: bool = option(False, "torch.compile the model: DDP and ZeRO-1 after wrapping (DDPOptimizer splits the graph "
+    compile: bool = option(False, "torch.compile the model: DDP and zro after wrapping (DDPOptimizer splits the graph "
                                   "at the buckets), FSDP2 each block before fully_shard. Not FSDP1.",
                            only_when_set=True)
     compile_backend: str = option("auto", "With --compile: the backend; auto picks inductor on a GPU or where a C++ "

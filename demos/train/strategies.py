@@ -1,7 +1,7 @@
-"""Wrapping a model for data-parallel training: DDP, ZeRO-1, FSDP2 (`fully_shard`) and FSDP1.
+"""Wrapping a model for data-parallel training: DDP, zro (ZeroRedundancyOptimizer), FSDP2 (`fully_shard`) and FSDP1.
 
 The steps `train.parallelize` composes, with tensor parallelism before them: `shard` (FSDP: the
-model's units, then its root), `wrap_ddp` (DDP and ZeRO-1) and `build_optimizer`; `Prepared` holds
+model's units, then its root), `wrap_ddp` (DDP and zro) and `build_optimizer`; `Prepared` holds
 the result: the wrapped model and its optimizer, plus the facts a demo reports about the wrapping
 (the FSDP units and the parameters each one all-gathers).
 
@@ -62,7 +62,7 @@ class Prepared:
     compiled: Any = None  # compiled.Compiled of a --compile run: the backend and what torch recorded
 
     def autocast(self) -> contextlib.AbstractContextManager:
-        """The forward's autocast: bf16 for DDP / ZeRO-1 in bf16-mixed, nothing otherwise.
+        """The forward's autocast: bf16 for DDP / zro in bf16-mixed, nothing otherwise.
 
         FSDP casts by itself (its mixed-precision policy), and fp32 / bf16 need no casting.
         """
@@ -157,7 +157,7 @@ def optimizer_impl(run: RunSpec, device: torch.device) -> str:
 
 def build_optimizer(run: RunSpec, wrapped: nn.Module, impl: str = "foreach") -> torch.optim.Optimizer:
     """`run`'s optimizer over the wrapped model's parameters, stepping with `impl` (fused, foreach or
-    for-loop); ZeRO-1's shards its state over the ranks."""
+    for-loop); zro's (ZeroRedundancyOptimizer) shards its state over the ranks."""
     flags = IMPL_FLAGS[impl]
     if run.strategy == "zro":
         from torch.distributed.optim import ZeroRedundancyOptimizer
@@ -177,7 +177,7 @@ def _optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
 
 
 def wrap_ddp(model: nn.Module, device: torch.device, bucket_mb: float | None, init_sync: bool = True) -> nn.Module:
-    """DDP over the default group, `bucket_mb` per gradient bucket, None: torch's default (ZeRO-1 trains
+    """DDP over the default group, `bucket_mb` per gradient bucket, None: torch's default (zro trains
     under DDP too).
 
     `init_sync`: DDP's check of parameter shapes across ranks and its broadcast of rank 0's weights at
@@ -322,7 +322,7 @@ def timeline_units(model: torch.nn.Module, prepared: Prepared) -> list[tuple[str
     """(name, compute module, outer module) for every unit the step's timeline follows.
 
     FSDP: its units but the root (the root spans the whole model, so it is followed only when it is
-    the one unit); DDP and ZeRO-1: the model's
+    the one unit); DDP and zro: the model's
     blocks with its entry and head, the same modules FSDP would shard with --wrap block.
     """
     if prepared.strategy == "fsdp":

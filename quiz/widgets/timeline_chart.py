@@ -82,7 +82,7 @@ class StepMemoryPlot(LegendPlot):
 
     def _compare(self, timelines: Mapping[str, Timeline]) -> float:
         """Each strategy's parameter bytes over its own step; strategies that hold the same bytes
-        throughout (DDP and ZeRO-1 both keep full parameters) share one line and one legend entry,
+        throughout (DDP and zro both keep full parameters) share one line and one legend entry,
         since one line drawn over the other would hide it."""
         plt, top = self.plt, 0.0
         lines: dict[tuple[int, ...], list[str]] = {}
