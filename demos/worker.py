@@ -227,7 +227,7 @@ def _run_simulated(demo: registry.Demo, spec: Any) -> int:
         return 1
 
 
-def _exit(code: int) -> None:
+def exit_now(code: int) -> None:
     """Leave without interpreter teardown, which can abort in gloo's destructors after a clean run."""
     sys.stdout.flush()
     sys.stderr.flush()
@@ -261,7 +261,7 @@ def main(device_type: str | None, demo_name: str, args: tuple[str, ...]) -> None
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    _exit(code)
+    exit_now(code)
 
 
 if __name__ == "__main__":

@@ -197,12 +197,16 @@ def test_a_failure_lab_module_reaching_into_training_is_found():
 # (shapes, units, collectives, checks, host, the package itself) is the bottom one.
 STAGES = (
     ("commands", ("ddpfsdp.quiz", "ddpfsdp.answers")),
-    ("launch", ("ddpfsdp.demos.launch", "ddpfsdp.demos.worker", "ddpfsdp.demos.registry", "ddpfsdp.demos.faults")),
+    ("launch", ("ddpfsdp.demos.launch", "ddpfsdp.demos.worker", "ddpfsdp.demos.agent", "ddpfsdp.demos.registry",
+                "ddpfsdp.demos.faults")),
     ("train and measure", ("ddpfsdp.demos.train", "ddpfsdp.demos.measure", "ddpfsdp.demos.concepts")),
     ("theory", ("ddpfsdp.demos.theory",)),
 )
 BOTTOM = "shapes and units"
 ORDER = [BOTTOM, *reversed([name for name, _ in STAGES])]
+
+
+RANKS_SIDE = ("ddpfsdp.demos.worker", "ddpfsdp.demos.agent")  # started as processes by the launcher, never imported
 
 
 def stage_of(module: str) -> str:
@@ -223,7 +227,7 @@ def stage_violations(modules: dict[str, Path]) -> list[str]:
             how = "names" if target in strings - graph[name] else "imports"
             if ORDER.index(stage_of(target)) > ORDER.index(stage_of(name)):
                 found.append(f"{name} {how} {target} ({stage_of(target)} is above {stage_of(name)})")
-            elif name.startswith("ddpfsdp.demos.launch.") and target == "ddpfsdp.demos.worker":
+            elif name.startswith("ddpfsdp.demos.launch.") and target in RANKS_SIDE:
                 found.append(f"{name} {how} {target} (the launcher's side of the launch never imports the ranks')")
     return found
 
@@ -259,4 +263,10 @@ def test_a_planted_registry_string_into_the_quiz_is_found(tmp_path):
 def test_the_launcher_importing_the_worker_is_found(tmp_path):
     modules = _planted(tmp_path, "ddpfsdp.demos.launch.launcher", "from ddpfsdp.demos.worker import main")
     assert stage_violations(modules) == ["ddpfsdp.demos.launch.launcher imports ddpfsdp.demos.worker (the launcher's "
+                                         "side of the launch never imports the ranks')"]
+
+
+def test_the_launcher_importing_the_agent_is_found(tmp_path):
+    modules = _planted(tmp_path, "ddpfsdp.demos.launch.launcher", "from ddpfsdp.demos.agent import supervise")
+    assert stage_violations(modules) == ["ddpfsdp.demos.launch.launcher imports ddpfsdp.demos.agent (the launcher's "
                                          "side of the launch never imports the ranks')"]

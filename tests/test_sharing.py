@@ -59,7 +59,7 @@ def test_the_ranks_are_told_how_many_share_each_gpu(monkeypatch):
     _gpus(monkeypatch, 1)
     run = DemoRun("ddp", ["--model", "tiny"])
     assert run._environment()[RANKS_PER_GPU_ENV] == "2"
-    assert "--nproc-per-node" in run.command and run.command[run.command.index("--nproc-per-node") + 1] == "2"
+    assert "--nproc" in run.command and run.command[run.command.index("--nproc") + 1] == "2"
     assert DemoRun("ddp", ["--model", "tiny"], procs=2)._environment()[RANKS_PER_GPU_ENV] == "1"
 
 

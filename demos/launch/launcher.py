@@ -1,4 +1,4 @@
-"""Start a demo on N ranks with torch.distributed.run and stream its events.
+"""Start a demo on N ranks of this machine and stream its events.
 
     run = DemoRun("fsdp", ["--model", "tiny"], procs=2)      # or DemoRun("fsdp", asked=spec, procs=2)
     for event in run.events():
@@ -9,9 +9,11 @@ The demo's options are read once (`request`): parsed from `args`, or given alrea
 checked for the placement; then handed to every rank as JSON in an environment variable
 (`request.SPEC_ENV`), so no rank parses a command line again.
 
-The torchrun agent runs in its own session, so a Ctrl+C aimed at the terminal reaches only us; we
-then stop the agent with SIGTERM, which it forwards to every rank before it exits. The agent is never
-SIGKILLed while ranks may still be alive: its ranks would be orphaned. Every process of a run carries
+The ranks are started and watched by an agent (`python -m ddpfsdp.demos.agent`, which does for one
+machine what torchrun's agent does, and on CPU forks the ranks with torch already imported). It runs
+in its own session, so a Ctrl+C aimed at the terminal reaches only us; we then stop the agent with
+SIGTERM, which it forwards to every rank before it exits. The agent is never SIGKILLed while ranks may
+still be alive: its ranks would be orphaned. Every process of a run carries
 DDPFSDP_RUN_ID in its environment, so anything left behind can be found and stopped.
 
 Importing this module does not import torch.
@@ -213,7 +215,7 @@ def check_placement(demo: Demo, asked: request.Asked, placement: Placement) -> N
 
 @dataclass(frozen=True)
 class Failure:
-    """What torchrun's failure report says about a rank that died without reporting an error itself."""
+    """What the failure report says about a rank that died without reporting an error itself."""
 
     rank: int | None
     message: str  # one line for a person; "" when the report could not be read
@@ -226,14 +228,16 @@ _RANK_PREFIX = re.compile(r"^\[rank(\d+)\]:\s?")
 
 
 def summarize_failure(lines: list[str], reported: frozenset[int] | set[int] = frozenset(), keep: int = 15) -> Failure:
-    """Which rank ended the run, read from torchrun's failure report, and how it ended.
+    """Which rank ended the run, read from the failure report in torchrun's layout (the agent's, or
+    torchrun's own), and how it ended.
 
-    torchrun lists every failed rank with its exit code. Its "Root Cause" is only the first it
-    observed, and ranks that fail within the same second are ordered by rank, so a rank whose peer
+    The report lists every failed rank with its exit code. Its "Root Cause" is only the first one
+    observed; torchrun orders ranks that fail within the same second by rank, so a rank whose peer
     vanished can be named in the vanished rank's place. The rank to blame is one that failed without
     reporting an error itself (`reported` holds the ranks that did) and was not merely stopped; when no
-    rank reported, torchrun's root cause. torchrun prefixes each rank's stderr with
-    `[rankN]:`, so that rank's own last lines can be shown. A negative exit code is a signal.
+    rank reported, the root cause. An uncaught exception on a rank is printed with the prefix
+    `[rankN]:` (torch.distributed's excepthook), so that rank's own last lines can be shown. A negative
+    exit code is a signal.
     """
     entries: list[tuple[int, int]] = []
     root: tuple[int, int] | None = None
@@ -319,7 +323,7 @@ class DemoRun:
         self.run_id = uuid.uuid4().hex
         self.result: dict[str, Any] | None = None
         self.error: event_protocol.Event | None = None
-        # torchrun's account of the first rank to fail, read after a failed run; a rank's own error
+        # the agent's account of the first rank to fail, read after a failed run; a rank's own error
         # event can be a consequence (a peer's dropped connection) of another rank's silent death.
         self.root_cause: Failure | None = None
         self.reported_ranks: set[int] = set()
@@ -335,21 +339,8 @@ class DemoRun:
         """The ranks' command line: what they run comes in the environment (`request.SPEC_ENV`)."""
         if self.placement.device == "fake":
             return [sys.executable, "-m", "ddpfsdp.demos.worker", self.demo]
-        return [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nnodes",
-            "1",
-            "--nproc-per-node",
-            str(self.placement.world_size),
-            "-m",
-            "ddpfsdp.demos.worker",
-            "--device",
-            self.placement.device,
-            self.demo,
-        ]
+        return [sys.executable, "-m", "ddpfsdp.demos.agent", "--nproc", str(self.placement.world_size),
+                "--device", self.placement.device, self.demo]
 
     def _environment(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -430,7 +421,7 @@ class DemoRun:
 
     @property
     def launcher_output(self) -> str:
-        """Everything torchrun and the ranks wrote to stderr (the last STDERR_TAIL_LINES lines)."""
+        """Everything the agent and the ranks wrote to stderr (the last STDERR_TAIL_LINES lines)."""
         return "\n".join(self.stderr_tail)
 
     @property

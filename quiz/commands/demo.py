@@ -161,6 +161,8 @@ def _failure_message(demo: registry.Demo, run: Any, verbose: bool) -> str:
         # Another rank died first without a word; what this rank reported followed from it.
         message = [f"{demo.name}: {cause.message}", f"Then {who}: {error.get('message', 'no message')}"]
         tail = list(cause.rank_lines)
+    elif cause is not None and cause.message and error.get("message") == cause.message:
+        message = [f"{demo.name}: {cause.message}"]  # no rank reported: the agent's account is all there is
     else:
         message = [f"{demo.name}: {who}: {error.get('message', 'no message')}"]
     if tail:
