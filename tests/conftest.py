@@ -22,13 +22,14 @@ def pytest_configure(config):
     sys.dont_write_bytecode = False
 
 
-# The longest test modules, longest first (seconds of one full run on 2 cores, `pytest --durations=0`):
+# The longest test modules (`pytest --durations=0` on 2 cores), those held up by one long launch first:
 # xdist hands out whole modules in collection order, so starting these first keeps the last worker from
 # finishing alone with a long one while the others sit idle.
 LONGEST_FIRST = (
-    "test_bank_evidence.py", "test_concepts.py", "test_simulate.py", "test_quiz_app.py", "test_pipeline_demo.py",
-    "test_strategies.py", "test_interview_app.py", "test_faults.py", "test_launcher.py", "test_quiz_demo.py",
-    "test_simulate_golden.py", "test_quiz_snapshots.py", "test_agreement.py", "test_compile.py",
+    "test_faults.py", "test_compile.py", "test_strategies.py",  # each waits on one long launch
+    "test_bank_evidence.py", "test_simulate.py", "test_concepts.py", "test_quiz_app.py", "test_interview_app.py",
+    "test_pipeline_demo.py", "test_quiz_demo.py", "test_launcher.py", "test_quiz_snapshots.py",
+    "test_simulate_golden.py", "test_agreement.py",
 )
 
 
