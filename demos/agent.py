@@ -3,10 +3,11 @@
     python -m ddpfsdp.demos.agent --nproc 2 --device cpu fsdp      # the run's options in request.SPEC_ENV
 
 It does for a one-node run what torchrun's agent does: gives each rank RANK, LOCAL_RANK, WORLD_SIZE,
-LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT; when a rank fails, stops the others (SIGTERM, then
-SIGKILL after STOP_GRACE_S); passes a SIGTERM or SIGINT of its own on to them; and writes its failure
-report in torchrun's layout ("Failures:", "Root Cause (first observed failure):", "rank :",
-"exitcode :"), which `launch.launcher.summarize_failure` reads.
+LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT (and, to several ranks, OMP_NUM_THREADS=1 unless it is
+set); when a rank fails, stops the others (SIGTERM, then SIGKILL after STOP_GRACE_S); passes a SIGTERM
+or SIGINT of its own on to them; and writes its failure report in torchrun's layout ("Failures:",
+"Root Cause (first observed failure):", "rank :", "exitcode :"), which
+`launch.launcher.summarize_failure` reads.
 
 What it does not do as torchrun does is start each rank as a fresh interpreter. A rank's first
 seconds are spent importing torch and torch._dynamo (which every optimizer step imports); torchrun's
@@ -29,6 +30,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import click
@@ -67,6 +69,12 @@ def start_method(device: str) -> str:
 def rank_environment(rank: int, nproc: int, port: int) -> dict[str, str]:
     return {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc),
             "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+
+
+def thread_default(nproc: int, environ: Mapping[str, str]) -> dict[str, str]:
+    """OMP_NUM_THREADS=1 for several ranks when nothing set it, as torchrun does: ranks sharing the
+    cores do not each start a thread per core."""
+    return {"OMP_NUM_THREADS": "1"} if nproc > 1 and "OMP_NUM_THREADS" not in environ else {}
 
 
 def preload(demo: str) -> None:
@@ -202,6 +210,7 @@ def _stop_on(signum: int, frame: object) -> None:
 def supervise(demo: str, device: str, nproc: int, method: str | None = None) -> int:
     """Start `nproc` ranks of `demo` and wait for them: 0 when every rank succeeded, else 1, or
     128 + the signal that stopped the agent."""
+    os.environ.update(thread_default(nproc, os.environ))
     ranks = Ranks(demo, device, nproc, method or start_method(device))
     previous = {signum: signal.signal(signum, _stop_on) for signum in (signal.SIGTERM, signal.SIGINT)}
     try:

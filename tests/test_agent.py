@@ -46,6 +46,11 @@ def test_every_rank_gets_what_torchrun_would_give_it():
                            "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
 
 
+def test_several_ranks_get_one_thread_each_unless_told_otherwise():
+    assert agent.thread_default(2, {}) == {"OMP_NUM_THREADS": "1"}
+    assert agent.thread_default(2, {"OMP_NUM_THREADS": "4"}) == {} and agent.thread_default(1, {}) == {}
+
+
 @pytest.mark.dist
 def test_ranks_started_fresh_run_a_demo_as_forked_ones_do():
     run = DemoRun("sampler", ["--epochs", "2"], procs=2, extra_env={agent.START_ENV: "exec"})
