@@ -30,6 +30,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -120,7 +121,12 @@ class Ranks:
         for rank in range(self.nproc):
             environment = rank_environment(rank, self.nproc, port)
             if self.method == "fork":
-                pid = os.fork()
+                with warnings.catch_warnings():
+                    # Python 3.12 and later warn on forking a process that has a thread: importing
+                    # torch leaves one waiting, as it is in every DataLoader whose workers are forked.
+                    warnings.filterwarnings("ignore", message=r".*use of fork\(\) may lead to deadlocks",
+                                            category=DeprecationWarning)
+                    pid = os.fork()
                 if pid == 0:
                     _forked_rank(self.demo, self.device, environment)
             else:
