@@ -7,7 +7,7 @@ A test asks conftest's session fixtures for a run by demo and arguments, as a us
     def test_progress(demo_run):
         run = demo_run("compare", "--model", "tiny")             # the finished run: events, result, leftovers
 
-The first test to ask launches the demo for real (the launcher, torchrun, gloo ranks); every later
+The first test to ask launches the demo for real (the launcher, its agent, gloo ranks); every later
 request with the same demo, arguments and world size reads that launch. Test modules therefore spell a
 configuration the same way where their assertions allow it (the question bank's links first, as
 tests/test_bank_evidence.py must run those anyway), and keep a configuration of their own where an

@@ -375,7 +375,7 @@ def _gone(pid: int) -> bool:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds processes through /proc")
 def test_a_hung_item_is_stopped_and_nothing_it_started_is_left(tmp_path):
-    """A command that starts a process in a session of its own (as the launcher starts torchrun's
+    """A command that starts a process in a session of its own (as the launcher starts the ranks'
     agent) and then hangs: stopped at its budget, the detached process found by its marker and ended."""
     child = tmp_path / "child.pid"
     code = ("import subprocess, sys, time\n"

@@ -2,7 +2,7 @@
 
 Both read the session's shared launches (tests/demo_runs.py) of the configurations the question bank
 links: `ddpfsdp demo fsdp --procs 2 --model tiny` and `ddpfsdp demo ddp --procs 2 --model tiny --bucket-mb 1`,
-the worker under torchrun through the real launcher. (`--json` prints that same result: tests/test_launcher.py.)
+the worker on ranks the real launcher starts. (`--json` prints that same result: tests/test_launcher.py.)
 """
 
 from __future__ import annotations
