@@ -97,7 +97,7 @@ def _forked_rank(demo: str, device: str, environment: dict[str, str]) -> None:
         exc.show()
         code = exc.exit_code
     except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
+        code = 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 1
     except BaseException:  # noqa: BLE001 - printed as an uncaught exception would be, with its [rankN] prefix
         sys.excepthook(*sys.exc_info())
     finally:
@@ -113,11 +113,11 @@ class Ranks:
         self.exits: list[Exit] = []
 
     def start(self) -> None:
-        port = free_port()
         if self.method == "fork":
             preload(self.demo)
             sys.stdout.flush()
             sys.stderr.flush()
+        port = free_port()  # after the imports: the less time before rank 0 binds it, the better
         for rank in range(self.nproc):
             environment = rank_environment(rank, self.nproc, port)
             if self.method == "fork":
