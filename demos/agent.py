@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import click
 
 from ddpfsdp.demos import registry, worker
+from ddpfsdp.demos.launch.hardware import free_port
 
 STOP_GRACE_S = 3.0  # a stopped rank's time to leave before it is killed
 START_ENV = "DDPFSDP_RANK_START"  # "fork" or "exec": how ranks start (default: fork on CPU under Linux)
@@ -199,14 +200,6 @@ def _signal(pid: int, signum: int) -> None:
         os.kill(pid, signum)
     except ProcessLookupError:
         pass
-
-
-def free_port() -> int:
-    """A port on 127.0.0.1 that nothing listens on now, for rank 0's store (the kernel picks it; as
-    with torchrun --standalone, another process could take it before rank 0 binds it)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _stop_on(signum: int, frame: object) -> None:
