@@ -96,6 +96,8 @@ class DemoRuns:
         self._done: dict[tuple[str, tuple[str, ...], int], FinishedRun] = {}
 
     def __call__(self, demo: str, *args: str, procs: int = 2) -> FinishedRun:
+        if "--simulate" in args:
+            procs = 1  # a simulated world is --world ranks in one process, whatever processes were asked
         key = (demo, tuple(str(a) for a in args), procs)
         if key not in self._done:
             self._done[key] = self._shared(*key)
