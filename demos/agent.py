@@ -93,10 +93,7 @@ def _forked_rank(demo: str, device: str, environment: dict[str, str]) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         os.environ.update(environment)
-        code = worker.run_rank(demo, [], device)
-    except click.ClickException as exc:
-        exc.show()
-        code = exc.exit_code
+        code = worker.rank_exit_code(demo, [], device)
     except SystemExit as exc:
         code = 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 1
     except BaseException:  # noqa: BLE001 - printed as an uncaught exception would be, with its [rankN] prefix

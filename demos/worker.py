@@ -227,6 +227,15 @@ def _run_simulated(demo: registry.Demo, spec: Any) -> int:
         return 1
 
 
+def rank_exit_code(demo_name: str, args: list[str], device_type: str | None = None) -> int:
+    """`run_rank`, with a usage error shown as click shows it and turned into its exit status."""
+    try:
+        return run_rank(demo_name, args, device_type)
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+
+
 def exit_now(code: int) -> None:
     """Leave without interpreter teardown, which can abort in gloo's destructors after a clean run."""
     sys.stdout.flush()
@@ -256,12 +265,7 @@ class _DemoName(click.Choice):
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def main(device_type: str | None, demo_name: str, args: tuple[str, ...]) -> None:
     """Run one demo on this rank; launch it with torchrun, srun or `ddpfsdp demo`."""
-    try:
-        code = run_rank(demo_name, list(args), device_type)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    exit_now(code)
+    exit_now(rank_exit_code(demo_name, list(args), device_type))
 
 
 if __name__ == "__main__":

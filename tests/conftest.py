@@ -10,6 +10,8 @@ from dataclasses import dataclass
 import pytest
 from demo_runs import DemoRuns, shared_json
 
+from ddpfsdp.demos import agent
+
 
 def pytest_configure(config):
     """Python caches compiled bytecode for the session, whatever PYTHONDONTWRITEBYTECODE says.
@@ -173,7 +175,7 @@ def run_cli(*argv: str, stdin: str | None = None, env: dict[str, str] | None = N
         return CliOutcome(code, stdout.getvalue().decode(), stderr.getvalue().decode(), exception)
 
 
-RANK_PRELOAD = ("torch", "torch._dynamo", "ddpfsdp.demos.train.loop")
+RANK_PRELOAD = (*agent.PRELOAD, "ddpfsdp.demos.train.loop")  # what the demos' agent preloads, and the loop
 
 RANK_SCRIPT_END = """
 import json as _json, os as _os, sys as _sys

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
+from demo_runs import TIMED_CHECKS
 
 from ddpfsdp.demos import registry
 from ddpfsdp.demos.launch import request
@@ -33,11 +34,6 @@ def _linked_configurations() -> dict[tuple[str, tuple[str, ...]], dict[str, list
 
 CONFIGURATIONS = _linked_configurations()
 
-# A share of wall time on 4 ranks sharing 2 cores with the rest of the suite: the run judges it and
-# shows its numbers; its structural half (every TP collective inside a unit's compute) is asserted in
-# tests/test_two_d_run.py, and tests/test_two_d_claims.py feeds it broken numbers.
-TIMED = {"tp_collectives_on_critical_path"}
-
 
 @pytest.mark.dist
 @pytest.mark.timeout(300)
@@ -57,7 +53,7 @@ def test_linked_evidence_checks_pass(demo_run, demo, args):
         check = checks.get(name)
         if check is None:
             failures.append(f"{name}: missing from the result (cited by {', '.join(question_ids)})")
-        elif name in TIMED:
+        elif name in TIMED_CHECKS:
             assert check["values"], check
         elif not check["passed"]:
             failures.append(f"{name}: {check['detail']} (cited by {', '.join(question_ids)})")

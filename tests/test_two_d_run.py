@@ -18,6 +18,7 @@ The figures asserted here are worked out by hand for the tiny GPT (4 blocks, d 1
 from __future__ import annotations
 
 import pytest
+from demo_runs import TIMED_CHECKS
 
 from ddpfsdp.demos import registry
 
@@ -38,15 +39,12 @@ def sequence_parallel(demo_result):
     return demo_result("fsdp", *TWO_D, "--sequence-parallel", procs=4)
 
 
-TIMED = "tp_collectives_on_critical_path"
-
-
 def _passed(result):
-    """Every check passed, but for the share of wall time in TIMED (4 ranks sharing 2 cores with the rest
-    of the suite): judged by the run, and asserted here for its half that does not depend on time."""
-    failed = [c for c in result["checks"] if not c["passed"] and c["name"] != TIMED]
+    """Every check passed, but for a share of wall time (demo_runs.TIMED_CHECKS): judged by the run, and
+    asserted here for its half that does not depend on time."""
+    failed = [c for c in result["checks"] if not c["passed"] and c["name"] not in TIMED_CHECKS]
     assert not failed, failed
-    timed = next(c for c in result["checks"] if c["name"] == TIMED)
+    timed = next(c for c in result["checks"] if c["name"] == "tp_collectives_on_critical_path")
     assert timed["values"]["outside_s"] == [0, 0, 0, 0], timed  # every TP collective inside a unit's compute
     assert 0 < timed["values"]["pooled_share"] <= 1, timed
     names = {c["name"] for c in result["checks"]}
