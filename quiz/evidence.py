@@ -1,7 +1,7 @@
 """What a demo's result says about a question: its evidence checks, the measured quantity, and the
 figures worth showing (memory by component, throughput, traffic) in a form any front end can draw.
 
-Pure functions over a result (demos/result.py), typed or as saved; no torch or textual here, so viewing
+Pure functions over a result (demos/result/schema.py), typed or as saved; no torch or textual here, so viewing
 saved evidence never imports either.
 """
 
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Mapping
 
-from ddpfsdp.demos.checks import Check
-from ddpfsdp.demos.result import PEAK_CATEGORY_NAMES, STATE_KINDS, CommOp, DemoResult, Memory, RankMemory, as_result
+from ddpfsdp.demos.result.checks import Check
+from ddpfsdp.demos.result.schema import PEAK_CATEGORY_NAMES, STATE_KINDS, CommOp, DemoResult, Memory, RankMemory, as_result
 from ddpfsdp.quiz.loader import Question
 
 # A result as the store, the launcher or a test hands it over (its JSON form), or already typed.
@@ -228,6 +228,6 @@ def scalar_measurements(result: Result, limit: int = 12) -> list[tuple[str, str]
 
 
 def format_bytes(num_bytes: float) -> str:
-    from ddpfsdp.demos.units import format_bytes as format_in
+    from ddpfsdp.demos.base.units import format_bytes as format_in
 
     return format_in(num_bytes, "iec")

@@ -82,7 +82,7 @@ def _too_large(text: str, hint: str) -> str:
 
 
 def _in_base_units(number: float, digits: str, suffix: str, unit: str) -> float:
-    from ddpfsdp.demos.units import parse_bytes, parse_count
+    from ddpfsdp.demos.base.units import parse_bytes, parse_count
 
     try:
         if unit in BYTE_UNITS:

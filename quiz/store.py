@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
-from ddpfsdp.demos.result import RENAMED, Env, upgraded
+from ddpfsdp.demos.result.schema import RENAMED, Env, upgraded
 from ddpfsdp.quiz.paths import data_dir
 
 log = logging.getLogger(__name__)

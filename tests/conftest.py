@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pytest
 from demo_runs import DemoRuns, shared_json
 
-from ddpfsdp.demos import agent
+from ddpfsdp.demos.launch import agent
 
 
 def pytest_configure(config):

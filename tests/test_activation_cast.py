@@ -63,7 +63,7 @@ _SAVED = textwrap.dedent(
     from ddpfsdp.demos.measure.saved import SavedActivations
     from ddpfsdp.demos.train.data import compute_loss
     from ddpfsdp.demos.train.models import GPT
-    from ddpfsdp.demos.shapes import GPTShape
+    from ddpfsdp.demos.base.shapes import GPTShape
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     shape = GPTShape(layers=2, d_model=128, heads=4, seq_len=64, vocab=256)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ddpfsdp.demos.train import claims
+from ddpfsdp.demos.claims import training as claims
 
 
 def _rank(activations: int | None, peak: int) -> dict:

@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from ddpfsdp.demos import agent
+from ddpfsdp.demos.launch import agent
 from ddpfsdp.demos.launch.launcher import DemoRun, summarize_failure
 
 

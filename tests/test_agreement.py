@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from ddpfsdp.demos.result import STATE_KINDS
+from ddpfsdp.demos.result.schema import STATE_KINDS
 from ddpfsdp.demos.train.demo import allowance, theory_of
-from ddpfsdp.demos.train.strategies import ROOT_UNIT
+from ddpfsdp.demos.parallel.strategies import ROOT_UNIT
 
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(400)]
 

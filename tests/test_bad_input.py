@@ -89,7 +89,7 @@ def test_the_zero1_demo_says_what_zero1_is_and_what_to_run_instead():
     from click.testing import CliRunner
 
     from ddpfsdp.demos import registry
-    from ddpfsdp.demos.result import RENAMED
+    from ddpfsdp.demos.result.schema import RENAMED
     from ddpfsdp.demos.worker import main as worker
 
     outcome = run_cli("demo", "zero1", "--model", "tiny", "--procs", "2", stdin="")

@@ -57,7 +57,7 @@ def test_an_unchanged_tree_reuses_the_cache(quiz_bank, tmp_path, loads):
     [
         "ddpfsdp.demos.theory.quiz_answers",  # computes every numeric answer
         "ddpfsdp.demos.theory.state",  # what those answers are built on
-        "ddpfsdp.demos.units",
+        "ddpfsdp.demos.base.units",
         "ddpfsdp.demos.registry",  # the demos a question may link
         "ddpfsdp.quiz.loader",  # the validation itself
     ],
@@ -76,7 +76,7 @@ def test_editing_code_the_real_bank_calls_lazily_rebuilds_it(tmp_path, loads):
     """DeepSpeed's accounting and the GPT presets are imported inside the functions that the real
     bank's numeric answers call."""
     load_bank_cached(cache_dir=tmp_path)
-    for module in ("ddpfsdp.demos.theory.deepspeed_accounting", "ddpfsdp.demos.shapes"):
+    for module in ("ddpfsdp.demos.theory.deepspeed_accounting", "ddpfsdp.demos.base.shapes"):
         before = len(loads)
         with touched(Path(importlib.import_module(module).__file__)):
             load_bank_cached(cache_dir=tmp_path)

@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 
 from ddpfsdp.demos.theory.quiz_answers import QUIZ_FUNCTIONS
-from ddpfsdp.demos.shapes import model_params
+from ddpfsdp.demos.base.shapes import model_params
 from ddpfsdp.demos.registry import DEMOS
 from ddpfsdp.quiz.loader import load_bank
 

@@ -7,7 +7,7 @@ import inspect
 
 import pytest
 
-from ddpfsdp.demos.collectives import wire_factor
+from ddpfsdp.demos.base.collectives import wire_factor
 from ddpfsdp.demos.theory.activations import gpt_activation_bytes
 from ddpfsdp.demos.theory.comm import step_comm
 from ddpfsdp.demos.theory.estimate import estimate
@@ -19,7 +19,7 @@ from ddpfsdp.demos.theory.sharding import resolve_group_size
 from ddpfsdp.demos.theory.state import model_state
 from ddpfsdp.demos.theory.working_set import working_set
 
-from ddpfsdp.demos import shapes
+from ddpfsdp.demos.base import shapes
 
 PSI = 7_500_000_000  # the ZeRO paper's 7.5B example: N = 64, K = 12, mixed-precision Adam
 

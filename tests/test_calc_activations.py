@@ -16,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from ddpfsdp.demos.theory.activations import gpt_activation_bytes  # noqa: E402
-from ddpfsdp.demos import shapes  # noqa: E402
+from ddpfsdp.demos.base import shapes  # noqa: E402
 from ddpfsdp.demos.train.models import build_model  # noqa: E402
 
 

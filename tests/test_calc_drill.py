@@ -72,7 +72,7 @@ def test_first_bucket_is_1mib_only_with_the_default_cap():
 
 def test_gpt_param_numels_follow_the_models_registration_order():
     from ddpfsdp.demos.train.models import build_model
-    from ddpfsdp.demos.shapes import GPT_PRESETS
+    from ddpfsdp.demos.base.shapes import GPT_PRESETS
 
     shape = GPT_PRESETS["small"]
     model = build_model("gpt", "small", seed=0, device="meta")

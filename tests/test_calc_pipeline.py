@@ -7,7 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from ddpfsdp.demos.shapes import GPT_PRESETS, GPT_SIZES
+from ddpfsdp.demos.base.shapes import GPT_PRESETS, GPT_SIZES
 from ddpfsdp.quiz.cli import cli
 
 

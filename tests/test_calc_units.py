@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ddpfsdp.demos.units import format_bytes, format_count, parse_bytes, parse_count
+from ddpfsdp.demos.base.units import format_bytes, format_count, parse_bytes, parse_count
 
 
 @pytest.mark.parametrize(

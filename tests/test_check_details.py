@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ddpfsdp.demos.checks import peak_lower_on_every_rank
+from ddpfsdp.demos.result.checks import peak_lower_on_every_rank
 from ddpfsdp.demos.concepts.wrap import _counted
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import run_script_on_ranks
 
-from ddpfsdp.demos.collectives import wire_factor
+from ddpfsdp.demos.base.collectives import wire_factor
 
 RANKS_SCRIPT = textwrap.dedent(
     """

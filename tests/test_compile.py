@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import click
 import pytest
 
-from ddpfsdp.demos.train import compiled as cc
+from ddpfsdp.demos.parallel import compiled as cc
 from ddpfsdp.demos.train.options import validate
 from ddpfsdp.demos.train.spec import RunSpec
 
@@ -105,7 +105,7 @@ def test_fake_tensors_hold_no_memory_in_the_cpu_peak():
 
 @pytest.mark.parametrize("bucket_mb,compiled,given", [(25.0, True, None), (25.0, False, 25.0), (4.0, True, 4.0)])
 def test_compiled_ddp_leaves_the_default_cap_to_torch(bucket_mb, compiled, given):
-    from ddpfsdp.demos.train.parallelize import _ddp_bucket_cap_mb
+    from ddpfsdp.demos.parallel.parallelize import _ddp_bucket_cap_mb
 
     assert _ddp_bucket_cap_mb(RunSpec(strategy="ddp", compile=compiled, bucket_mb=bucket_mb), compiled) == given
 
@@ -161,7 +161,7 @@ def test_auto_backend(monkeypatch):
 def test_optimizer_impl_reaches_torch(impl, fused, foreach):
     import torch
 
-    from ddpfsdp.demos.train.strategies import build_optimizer, optimizer_impl
+    from ddpfsdp.demos.parallel.strategies import build_optimizer, optimizer_impl
 
     run = RunSpec(strategy="ddp", optimizer_impl=impl)
     assert optimizer_impl(run, torch.device("cpu")) == impl
@@ -172,7 +172,7 @@ def test_optimizer_impl_reaches_torch(impl, fused, foreach):
 def test_auto_optimizer_impl_is_fused_where_torch_has_the_kernel():
     import torch
 
-    from ddpfsdp.demos.train.strategies import optimizer_impl
+    from ddpfsdp.demos.parallel.strategies import optimizer_impl
 
     assert optimizer_impl(RunSpec(strategy="fsdp"), torch.device("cpu")) == "fused"
     assert optimizer_impl(RunSpec(strategy="fsdp"), torch.device("meta")) == "foreach"

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from ddpfsdp.demos.concepts import render
 from ddpfsdp.demos.concepts.measured import NoSync, Traffic, Trials
-from ddpfsdp.demos.result import as_result, envelope
+from ddpfsdp.demos.result.schema import as_result, envelope
 
 SAVED = Path(__file__).parent / "data" / "saved"
 OP = {"count": 1, "bytes": 4096, "wire_bytes_per_rank": 2048.0}

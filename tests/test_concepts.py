@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from ddpfsdp.demos import registry
-from ddpfsdp.demos.result import GLOO_CAVEAT
+from ddpfsdp.demos.result.schema import GLOO_CAVEAT
 
 CONCEPTS = [name for name, demo in registry.DEMOS.items() if demo.kind == "concept"]
 

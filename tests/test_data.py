@@ -9,7 +9,7 @@ import torch
 
 from ddpfsdp.demos.train import data
 from ddpfsdp.demos.train.models import build_model
-from ddpfsdp.demos.shapes import shape_for
+from ddpfsdp.demos.base.shapes import shape_for
 
 
 def _all_batches(loader):

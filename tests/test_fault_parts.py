@@ -366,7 +366,7 @@ def test_each_pipeline_check_fails_on_a_run_without_its_symptom(check, broken):
 
 def test_a_hang_without_collectives_prints_no_flight_recorder_table():
     from ddpfsdp.demos.faults import report
-    from ddpfsdp.demos.result import FaultPhase
+    from ddpfsdp.demos.result.schema import FaultPhase
 
     fault = FAULTS["pipeline-microbatch-split"]
     assert fault.hangs and not fault.collectives

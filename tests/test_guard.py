@@ -88,7 +88,7 @@ def test_sharding_lowers_the_estimate():
 
 
 def test_cpu_ram_is_shared_by_the_processes(monkeypatch):
-    from ddpfsdp.demos import host
+    from ddpfsdp.demos.base import host
 
     monkeypatch.setattr(host, "ram_bytes", lambda: (64 * GIB, 8 * GIB))
     assert guard.available_rank_bytes("cpu", 4) == 2 * GIB
@@ -158,7 +158,7 @@ def test_on_cpu_the_same_demo_on_fewer_processes_is_suggested_first():
 
 @pytest.mark.parametrize(("arch", "model"), [("vit", "large"), ("resnet", "34")])
 def test_vision_models_are_sized_too(arch, model):
-    from ddpfsdp.demos import shapes
+    from ddpfsdp.demos.base import shapes
 
     if arch not in getattr(shapes, "PRESETS", {}):
         pytest.skip(f"no {arch} presets")
@@ -173,7 +173,7 @@ def test_vision_models_are_sized_too(arch, model):
 def test_cpu_processes_together_must_fit_the_host_ram(monkeypatch):
     # Each DDP rank of the small model needs under 1 GiB, far below the host's 4 GiB; eight of them
     # together need about 7 GiB, so the run is refused before launch, with the sum in the message.
-    from ddpfsdp.demos import host
+    from ddpfsdp.demos.base import host
 
     monkeypatch.setattr(host, "ram_bytes", lambda: (64 * GIB, 4 * GIB))
     run = options(model="small", batch_size=8)
@@ -241,7 +241,7 @@ def test_a_suggestion_keeps_what_was_given_and_the_demo_accepts_it():
 def test_activations_follow_how_the_strategy_applies_bf16_mixed(demo, sharding, cast, arch):
     """Under bf16-mixed DDP's autocast keeps the residual stream in fp32, FSDP2's param_dtype casts it to
     bf16: the guard sizes each run's activations as the analytic model does for that strategy."""
-    from ddpfsdp.demos.shapes import shape_for
+    from ddpfsdp.demos.base.shapes import shape_for
     from ddpfsdp.demos.theory.activations import model_activation_bytes
 
     spec = options(arch=arch, model="large", batch_size=8, precision="bf16-mixed", sharding=sharding)

@@ -102,7 +102,7 @@ PATHS: dict[str, tuple[str, tuple[str, ...]]] = {
         TORCH),
     "the training demo's options, report and claims": (
         "import ddpfsdp.demos.train.demo, ddpfsdp.demos.train.options, ddpfsdp.demos.measure.report\n"
-        "import ddpfsdp.demos.train.claims\n",
+        "import ddpfsdp.demos.claims.training\n",
         TORCH),
     "simulated-run options validated": (
         "from ddpfsdp.demos.train.options import validate_fsdp\n"
@@ -110,7 +110,7 @@ PATHS: dict[str, tuple[str, tuple[str, ...]]] = {
         TORCH),
     "reading a timeline: lanes, trace, report, timeline claims, charts": (
         "import ddpfsdp.demos.measure.lanes, ddpfsdp.demos.measure.trace, ddpfsdp.demos.measure.report\n"
-        "import ddpfsdp.demos.train.timeline_claims, ddpfsdp.quiz.widgets.charts\n",
+        "import ddpfsdp.demos.claims.timeline, ddpfsdp.quiz.widgets.charts\n",
         TORCH),
 }
 

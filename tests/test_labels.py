@@ -14,10 +14,10 @@ from saved_results import compare_result
 
 from ddpfsdp.demos.concepts import render
 from ddpfsdp.demos.faults import verdicts
-from ddpfsdp.demos.labels import pieces, widest_piece, wrap_label
+from ddpfsdp.demos.base.labels import pieces, widest_piece, wrap_label
 from ddpfsdp.demos.measure import report
 from ddpfsdp.quiz import evidence as ev
-from ddpfsdp.demos.result import check_from_json
+from ddpfsdp.demos.result.schema import check_from_json
 from ddpfsdp.quiz.commands.results import check_table
 from ddpfsdp.quiz.loader import load_bank
 from ddpfsdp.quiz.widgets.evidence import checks_table

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ddpfsdp.demos import shapes
+from ddpfsdp.demos.base import shapes
 from ddpfsdp.demos.train.models import build_model, count_params, iter_unit_names
 
 CPU_SIZED = [("gpt", "tiny"), ("gpt", "small"), ("vit", "tiny"), ("vit", "small"),
@@ -37,7 +37,7 @@ def test_the_gpt_layout_is_the_models_own_tensors(preset, overrides):
     """`GPTShape.tensors`, which the counts, the FSDP units and the analytic model read, names every
     parameter of the built model with its size, in registration order; the unit counts follow from it."""
     from ddpfsdp.demos.theory.gpt_layout import gpt_param_numels, gpt_unit_params
-    from ddpfsdp.demos.train.strategies import _unit_modules, _unit_report
+    from ddpfsdp.demos.parallel.strategies import _unit_modules, _unit_report
 
     shape = shapes.shape_for("gpt", preset, **overrides)
     model = build_model("gpt", preset, seed=0, device="meta", **overrides)

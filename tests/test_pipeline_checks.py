@@ -7,7 +7,7 @@ import pytest
 
 from ddpfsdp.demos.measure.pipeline_report import drawing
 from ddpfsdp.demos.theory.pipeline import check_pipeline
-from ddpfsdp.demos.train import pipeline_claims as pc
+from ddpfsdp.demos.claims import pipeline as pc
 from ddpfsdp.demos.train.pipeline import stage_blocks
 
 

@@ -18,10 +18,10 @@ from rich.console import Console
 from ddpfsdp.demos import registry
 from ddpfsdp.demos.measure.pipeline_report import PipelineView, drawing, render
 from ddpfsdp.demos.measure.pipeline_timeline import PlacedStep, record
-from ddpfsdp.demos.result import DemoResult, as_result, envelope
-from ddpfsdp.demos.shapes import GPT_PRESETS
+from ddpfsdp.demos.result.schema import DemoResult, as_result, envelope
+from ddpfsdp.demos.base.shapes import GPT_PRESETS
 from ddpfsdp.demos.theory.pipeline import boundary_bytes, check_pipeline
-from ddpfsdp.demos.train import pipeline_claims as claims
+from ddpfsdp.demos.claims import pipeline as claims
 
 SAVED = Path(__file__).parent / "data" / "pipeline_1f1b_procs2.json"
 MS = 1_000_000  # ns

@@ -15,7 +15,7 @@ from ddpfsdp.demos.theory.pipeline import (
     stage_params,
     step_time_s,
 )
-from ddpfsdp.demos.shapes import GPT_PRESETS, GPT_SIZES
+from ddpfsdp.demos.base.shapes import GPT_PRESETS, GPT_SIZES
 
 
 def test_bubble_gpipe_and_1f1b_by_hand():

@@ -95,7 +95,7 @@ PRIVATE_TORCH_APIS: dict[str, tuple[str, ...]] = {
     "torch._C._profiler._EventType": ("torch._C._profiler._EventType", "allocation events of the CPU peak"),
     "'_get_ddp_logging_data'": (
         "torch.nn.parallel.DistributedDataParallel._get_ddp_logging_data", "the bytes of DDP's gradient buckets"),
-    # FSDP1's units and wrappers (train/strategies.py, measure/breakdown.py)
+    # FSDP1's units and wrappers (parallel/strategies.py, measure/breakdown.py)
     "._flat_param": ("torch.distributed.fsdp.FullyShardedDataParallel._flat_param", "an FSDP1 unit's flat parameter"),
     "._numels": ("torch.distributed.fsdp._flat_param.FlatParameter._numels", "the parameters an FSDP1 unit holds"),
     "'_fsdp_wrapped_module'": (
@@ -121,7 +121,7 @@ PRIVATE_TORCH_APIS: dict[str, tuple[str, ...]] = {
     "torch.utils._traceback.CapturedTraceback": (
         "torch.utils._traceback.CapturedTraceback", "symbolising the recorded stacks ahead of time"),
     "'torch._dynamo'": ("torch._dynamo", "imported before the group starts, as DDP's first construction imports it"),
-    # --compile (train/compiled.py): what torch records of a compile
+    # --compile (parallel/compiled.py): what torch records of a compile
     "torch._dynamo": ("torch._dynamo", "torch.compile's front end, imported for reset and lookup_backend"),
     "torch._dynamo.reset": ("torch._dynamo.reset", "each compiled run starts from an empty cache (compare trains four)"),
     "torch._dynamo.lookup_backend": ("torch._dynamo.lookup_backend", "the real backend behind the recording one"),

@@ -1,4 +1,4 @@
-"""The result type (demos/result.py): one envelope, one way to and from JSON, and results saved by an
+"""The result type (demos/result/schema.py): one envelope, one way to and from JSON, and results saved by an
 earlier version of the project still load, render and show as evidence.
 
 tests/data/saved/ holds results printed by `--json` before the result type existed, unedited: on 2 gloo
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from ddpfsdp.demos.checks import Check
-from ddpfsdp.demos.result import (FAULT_CAVEAT, GLOO_CAVEAT, SCHEMA, SIMULATED_CAVEAT, DemoResult, RankMemory,
+from ddpfsdp.demos.result.checks import Check
+from ddpfsdp.demos.result.schema import (FAULT_CAVEAT, GLOO_CAVEAT, SCHEMA, SIMULATED_CAVEAT, DemoResult, RankMemory,
                                   ResultError, as_result, envelope)
 
 SAVED = Path(__file__).parent / "data" / "saved"
@@ -235,7 +235,7 @@ def test_the_schema_name_is_written_once():
     root = Path(__file__).parents[1]
     sources = [p for folder in ("demos", "quiz") for p in (root / folder).rglob("*.py")]
     written = [p.relative_to(root).as_posix() for p in sources if any(SCHEMA in s for s in _strings_in_code(p))]
-    assert written == ["demos/result.py"]
+    assert written == ["demos/result/schema.py"]
 
 
 def test_a_schema_name_written_in_code_is_found_and_one_in_prose_is_not(tmp_path):

@@ -192,10 +192,10 @@ def test_a_shared_gpu_result_is_labelled_and_its_time_checks_not_judged():
 def test_not_judged_is_its_own_verdict_on_every_screen():
     from rich.console import Console
 
-    from ddpfsdp.demos.checks import verdict
+    from ddpfsdp.demos.result.checks import verdict
     from ddpfsdp.demos.launch.sharing import mark_result
     from ddpfsdp.quiz import evidence as ev
-    from ddpfsdp.demos.result import as_result
+    from ddpfsdp.demos.result.schema import as_result
     from ddpfsdp.quiz.commands.results import check_table
 
     result = mark_result(_training_result(), ranks_per_gpu=2, gpus=1)
@@ -239,7 +239,7 @@ def test_a_timeline_whose_reduce_scatters_cannot_be_stamped_is_not_judged_but_a_
     """gloo's reduce-scatter on CUDA tensors gives no future to stamp its end: counted but unstamped
     collectives are not judged on a shared GPU; a count that is off fails there as anywhere."""
     from ddpfsdp.demos.launch.sharing import mark_result
-    from ddpfsdp.demos.train.timeline_claims import timeline_records_every_collective
+    from ddpfsdp.demos.claims.timeline import timeline_records_every_collective
 
     def rank(r: int, completed: float | None, count: int = 2) -> dict:
         return {"rank": r, "collectives": [{"op": "reduce_scatter", "completed_s": completed}] * count}
@@ -291,7 +291,7 @@ def test_a_shared_gpu_result_keeps_its_label_and_not_judged_checks_when_typed():
 
     from ddpfsdp.demos.launch.sharing import mark_result
     from ddpfsdp.demos.measure.report import _headline
-    from ddpfsdp.demos.result import GLOO_CAVEAT, as_result
+    from ddpfsdp.demos.result.schema import GLOO_CAVEAT, as_result
 
     marked = mark_result(_training_result(), ranks_per_gpu=2, gpus=1)
     typed = as_result(marked)

@@ -15,10 +15,10 @@ import click
 import pytest
 from conftest import run_cli
 
-from ddpfsdp.demos.collectives import wire_factor
+from ddpfsdp.demos.base.collectives import wire_factor
 from ddpfsdp.demos.theory.estimate import estimate
 from ddpfsdp.demos.theory.run import theory_for_run
-from ddpfsdp.demos import shapes
+from ddpfsdp.demos.base import shapes
 
 TINY = {"world": 8, "model": "tiny", "batch_size": 4, "simulate": True}
 STATE = ("params", "grads", "optimizer")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ddpfsdp.demos.train import simulated_claims as sc
+from ddpfsdp.demos.claims import simulated as sc
 
 THEORY = {"params_bytes": 1000, "grads_bytes": 1000, "optimizer_bytes": 2000, "model_state_bytes": 4000,
           "comm": {"all_gather": {"wire_bytes_per_rank": 1750}, "reduce_scatter": {"wire_bytes_per_rank": 875}}}

@@ -15,7 +15,7 @@ import torch
 from conftest import fork_ranks
 
 from ddpfsdp.demos.train.spec import RunSpec, canonical_sharding
-from ddpfsdp.demos.train.strategies import ROOT_UNIT
+from ddpfsdp.demos.parallel.strategies import ROOT_UNIT
 
 # Starting the process groups dominates; on a busy 2-core machine it can pass the default limit.
 pytestmark = pytest.mark.timeout(600)
@@ -83,7 +83,7 @@ def _spec_of(options: dict) -> RunSpec:
 def _train(arch: str, options: dict, checkpoint: bool, rank: int, world_size: int) -> dict:
     from ddpfsdp.demos.train.data import compute_loss, make_loader
     from ddpfsdp.demos.train.models import build_model, count_params
-    from ddpfsdp.demos.train.parallelize import World, parallelize
+    from ddpfsdp.demos.parallel.parallelize import World, parallelize
 
     model = build_model(arch, "tiny", seed=SEED)
     total = count_params(model)
@@ -302,7 +302,7 @@ def test_hybrid_on_four_ranks(four):
 
 def test_bad_choices_are_value_errors():
     from ddpfsdp.demos.train.models import build_model
-    from ddpfsdp.demos.train.parallelize import World, parallelize
+    from ddpfsdp.demos.parallel.parallelize import World, parallelize
 
     model = build_model("gpt", "tiny", seed=0, layers=1)
     for options, message in [

@@ -124,8 +124,8 @@ def test_recorder_edges_on_one_process(tmp_path):
     from ddpfsdp.demos.measure.timeline import TimelineRecorder
     from ddpfsdp.demos.train.models import build_model
     from ddpfsdp.demos.train.spec import RunSpec
-    from ddpfsdp.demos.train.parallelize import World, parallelize
-    from ddpfsdp.demos.train.strategies import timeline_units
+    from ddpfsdp.demos.parallel.parallelize import World, parallelize
+    from ddpfsdp.demos.parallel.strategies import timeline_units
 
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
     try:
@@ -166,7 +166,7 @@ def test_a_collective_without_a_work_is_completed_when_waited_on(tmp_path):
     import torch.distributed._functional_collectives as funcol
 
     from ddpfsdp.demos.measure.timeline import TimelineRecorder
-    from ddpfsdp.demos.train.timeline_claims import timeline_records_every_collective
+    from ddpfsdp.demos.claims.timeline import timeline_records_every_collective
 
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
     try:

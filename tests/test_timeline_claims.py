@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 from ddpfsdp.demos.measure import lanes, trace
-from ddpfsdp.demos.train import timeline_claims as tl
+from ddpfsdp.demos.claims import timeline as tl
 
 UNITS = ["embeddings", "blocks.0", "blocks.1", "head", "<root>"]
 UNIT_PARAMS = [10, 20, 20, 10, 0]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from ddpfsdp.demos import registry
-from ddpfsdp.demos.result import GLOO_CAVEAT
+from ddpfsdp.demos.result.schema import GLOO_CAVEAT
 
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(300)]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ddpfsdp.demos.train import claims as tc
+from ddpfsdp.demos.claims import training as tc
 
 MB = 1_000_000
 

@@ -7,7 +7,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from ddpfsdp.demos.train.models import build_model, count_params
-from ddpfsdp.demos.shapes import shape_for
+from ddpfsdp.demos.base.shapes import shape_for
 from ddpfsdp.demos.train.loop import flops_per_sample
 
 
@@ -93,7 +93,7 @@ def fake_world():
 
 @pytest.mark.parametrize("device", [torch.device("cpu"), torch.device("cuda", 1)])
 def test_hybrid_mesh_shards_within_a_node_and_replicates_across_nodes(fake_world, device):
-    from ddpfsdp.demos.train.strategies import device_mesh
+    from ddpfsdp.demos.parallel.strategies import device_mesh
 
     mesh = device_mesh(device, 8, "hybrid", 2)
     # The mesh's device type is the run's: CPU ranks on a GPU host must not get a CUDA mesh.

@@ -122,7 +122,7 @@ def test_options_given_in_code_get_the_same_checks(options, message):
 def test_hybrid_that_splits_is_accepted():
     """2 replicas divide 4 ranks: the check lets the run through, and FSDP shards it over groups of 2;
     the same options on 6 ranks (3 per replica, fine) pass, and on 2 ranks (one per replica) do not."""
-    from ddpfsdp.demos.train.strategies import shard_size
+    from ddpfsdp.demos.parallel.strategies import shard_size
 
     options = _parse(training.FSDP_OPTIONS, ["--sharding", "hybrid", "--replicas", "2"])
     for world in (4, 6):

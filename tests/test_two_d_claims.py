@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ddpfsdp.demos.train import two_d_claims as c
+from ddpfsdp.demos.claims import two_d as c
 
 # tiny GPT (4 blocks, d 128, vocab 512, seq 64) on dp 2 x tp 2, fp32 AdamW. Per TP rank: token
 # embedding 256 x 128 + position 64 x 128; per block 12d^2 + 7d split over 2 (98,752) + 6d whole (768);

@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from ddpfsdp.demos.checks import Check
+from ddpfsdp.demos.result.checks import Check
 
 OPTIONS = [
     click.Option(["--numel"], type=click.IntRange(1, 50_000_000), default=12, show_default=True,

@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from ddpfsdp.demos.checks import Check, peak_lower_on_every_rank
+from ddpfsdp.demos.result.checks import Check, peak_lower_on_every_rank
 from ddpfsdp.demos.concepts.trial import model_option
 
 OPTIONS = [
@@ -176,7 +176,7 @@ def run(ctx: Any, *, model: str | None, strategy: str, batch_size: int, steps: i
 
 
 def _log_view(ctx: Any, configs: list[dict], strategy: str, batch_size: int, steps: int) -> None:
-    from ddpfsdp.demos.units import format_bytes
+    from ddpfsdp.demos.base.units import format_bytes
 
     off, on = configs
     ctx.log(f"{strategy.upper()} on {ctx.world_size} ranks, GPT with {off['params']:,} params and {off['blocks']} "

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from ddpfsdp.demos.checks import Check, within
+from ddpfsdp.demos.result.checks import Check, within
 from ddpfsdp.demos.concepts.trial import model_option
 
 OPTIONS = [
@@ -89,7 +89,7 @@ def run(ctx: Any, *, model: str | None, batch_size: int, seed: int) -> dict | No
 
 
 def _log_view(ctx: Any, traffic: dict, param_bytes: int, world: int) -> None:
-    from ddpfsdp.demos.units import format_bytes
+    from ddpfsdp.demos.base.units import format_bytes
 
     factor = (world - 1) / world
     ctx.log(f"one training step on {world} ranks; Ψ = {format_bytes(param_bytes, 'MiB')} of fp32 parameters; "

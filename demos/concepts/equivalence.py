@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from ddpfsdp.demos.checks import Check
+from ddpfsdp.demos.result.checks import Check
 from ddpfsdp.demos.concepts.trial import model_option
 
 OPTIONS = [
@@ -42,7 +42,7 @@ WEIGHT_RTOL = {"sgd": 1e-4, "adamw": 1e-2}
 def _optimizer(name: str, params: Any, lr: float) -> Any:
     import torch
 
-    # The same optimizers ddpfsdp.demos.train.parallelize builds for the distributed runs.
+    # The same optimizers ddpfsdp.demos.parallel.parallelize builds for the distributed runs.
     return torch.optim.AdamW(params, lr=lr) if name == "adamw" else torch.optim.SGD(params, lr=lr)
 
 

@@ -1,6 +1,6 @@
 """What each concept demo measured, as typed fields: the view its renderer reads (no torch).
 
-A concept demo's result is the common envelope (demos/result.py) with the demo's own measurements
+A concept demo's result is the common envelope (demos/result/schema.py) with the demo's own measurements
 beside it; `of(result)` reads one back, typed or in its JSON form, a saved result included. Keys a view
 does not name stay in `extra`, so reading a result loses nothing.
 """
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
-from ddpfsdp.demos.result import Block, CommOp, Config, DemoResult, StepTime
+from ddpfsdp.demos.result.schema import Block, CommOp, Config, DemoResult, StepTime
 
 V = TypeVar("V", bound="Measured")
 

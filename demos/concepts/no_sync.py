@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import click
 
-from ddpfsdp.demos.checks import Check
+from ddpfsdp.demos.result.checks import Check
 from ddpfsdp.demos.concepts.trial import model_option
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from ddpfsdp.demos.checks import Check
+from ddpfsdp.demos.result.checks import Check
 from ddpfsdp.demos.concepts.allreduce import byte_count
 
 OPTIONS = [

@@ -12,9 +12,9 @@ from typing import Any
 from ddpfsdp.demos.concepts.allreduce import byte_count
 from ddpfsdp.demos.concepts.measured import (AllReduce, Equivalence, Measured, NoSync, ReduceScatter, Traffic, Trial,
                                              Trials, op)
-from ddpfsdp.demos.labels import Fitted
-from ddpfsdp.demos.result import GLOO_CAVEAT, DemoResult
-from ddpfsdp.demos.units import format_bytes
+from ddpfsdp.demos.base.labels import Fitted
+from ddpfsdp.demos.result.schema import GLOO_CAVEAT, DemoResult
+from ddpfsdp.demos.base.units import format_bytes
 
 Result = DemoResult | Mapping[str, Any]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from ddpfsdp.demos.checks import Check, peak_lower_on_every_rank
+from ddpfsdp.demos.result.checks import Check, peak_lower_on_every_rank
 from ddpfsdp.demos.concepts.trial import model_option
 
 OPTIONS = [
@@ -82,7 +82,7 @@ def run(ctx: Any, *, model: str | None, batch_size: int, seed: int) -> dict | No
 
 
 def _log_view(ctx: Any, configs: list[dict]) -> None:
-    from ddpfsdp.demos.units import format_bytes
+    from ddpfsdp.demos.base.units import format_bytes
 
     ctx.log(f"FSDP2 per-block wrapping on {ctx.world_size} ranks, GPT with {configs[0]['params']:,} params, "
             f"{configs[0]['units_with_params']} units")

@@ -1,12 +1,12 @@
-"""The result a concept demo returns: the common envelope (demos/result.py) around the demo's own measurements."""
+"""The result a concept demo returns: the common envelope (demos/result/schema.py) around the demo's own measurements."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ddpfsdp.demos.checks import Check
-from ddpfsdp.demos.result import JsonObject
-from ddpfsdp.demos.result import envelope as result_envelope
+from ddpfsdp.demos.result.checks import Check
+from ddpfsdp.demos.result.schema import JsonObject
+from ddpfsdp.demos.result.schema import envelope as result_envelope
 
 
 def envelope(ctx: Any, demo: str, config: Mapping[str, Any], checks: list[Check], **measurements: Any) -> JsonObject:

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from ddpfsdp.demos.checks import Check
+from ddpfsdp.demos.result.checks import Check
 
 OPTIONS = [
     click.Option(["--dataset-size"], type=click.IntRange(4, 10_000), default=10, show_default=True,

@@ -1,6 +1,6 @@
 """One configuration of a model-based concept demo, measured step by step.
 
-A trial builds the seeded model, wraps it with `ddpfsdp.demos.train.parallelize.parallelize`, and runs:
+A trial builds the seeded model, wraps it with `ddpfsdp.demos.parallel.parallelize.parallelize`, and runs:
   warm-up steps       lazy initialisation, optimizer state, DDP's bucket rebuild: kept out of figures
   1 comm step         under CommCounter: every collective of one training step, per op
   1 memory step       forward and backward under PeakMemory (the optimizer step runs after it)
@@ -39,7 +39,7 @@ def resolve_model(ctx: Any, model: str | None) -> str:
 class Setup:
     """A wrapped model and the batches it trains on."""
 
-    prepared: Any  # ddpfsdp.demos.train.strategies.Prepared
+    prepared: Any  # ddpfsdp.demos.parallel.strategies.Prepared
     batches: list[Any]  # this rank's batches, cycled through
     params: int
     blocks: list[Any]  # the transformer blocks, for hooks
@@ -71,7 +71,7 @@ def setup(ctx: Any, *, model: str, strategy: str, batch_size: int, seed: int, ch
     from ddpfsdp.demos.train.data import pinned
     from ddpfsdp.demos.train.models import build_model, count_params
     from ddpfsdp.demos.train.spec import RunSpec
-    from ddpfsdp.demos.train.parallelize import World, parallelize
+    from ddpfsdp.demos.parallel.parallelize import World, parallelize
 
     net = build_model("gpt", model, seed=seed)
     net.checkpoint_activations = checkpoint_activations
@@ -157,6 +157,6 @@ def units_with_params(unit_params: list[int]) -> int:
 def cpu_note(ctx: Any) -> str | None:
     if ctx.device.type == "cuda":
         return None
-    from ddpfsdp.demos.result import GLOO_CAVEAT
+    from ddpfsdp.demos.result.schema import GLOO_CAVEAT
 
     return GLOO_CAVEAT

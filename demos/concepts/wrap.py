@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from ddpfsdp.demos.checks import Check, peak_lower_on_every_rank
+from ddpfsdp.demos.result.checks import Check, peak_lower_on_every_rank
 from ddpfsdp.demos.concepts.trial import model_option
 
 OPTIONS = [
@@ -88,7 +88,7 @@ def run(ctx: Any, *, model: str | None, batch_size: int, seed: int) -> dict | No
 
 
 def _log_view(ctx: Any, configs: list[dict]) -> None:
-    from ddpfsdp.demos.units import format_bytes
+    from ddpfsdp.demos.base.units import format_bytes
 
     first = configs[0]
     ctx.log(f"FSDP2 full sharding on {ctx.world_size} ranks, GPT with {first['params']:,} params "

@@ -22,7 +22,7 @@ symptom is there in the broken run and gone in the fixed one.
     symptom        the normalisation that makes a symptom comparable across runs
     render         the result printed for a person (rich)
 
-It may import the top-level `checks`, `result`, `events` and `worker` helpers, `launch` (the launcher's
+It may import the result contract (`result/`), the `worker`, `launch` (the launcher's
 process bookkeeping) and `measure.memory` (a rank's environment); it never imports `train`,
 `theory` or `concepts`; only `registry` and the quiz (its command, the app's runner hook) import it
 (tests/test_import_graph.py holds both rules). The modules that run on ranks import torch inside

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddpfsdp.demos.checks import Check
+from ddpfsdp.demos.result.checks import Check
 from ddpfsdp.demos.faults.collectives import DDP_IMPORTS
 from ddpfsdp.demos.faults.fault import Fault, FaultBlock, FaultContext, PhaseBlock, measured
 from ddpfsdp.demos.faults.steps import train_step

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
-from ddpfsdp.demos.checks import Check
+from ddpfsdp.demos.result.checks import Check
 from ddpfsdp.demos.faults.fr_table import FlightEntry
 
 PHASES = ("broken", "fixed")

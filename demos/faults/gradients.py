@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddpfsdp.demos.checks import Check
+from ddpfsdp.demos.result.checks import Check
 from ddpfsdp.demos.faults import verdicts
 from ddpfsdp.demos.faults.collectives import DDP_IMPORTS
 from ddpfsdp.demos.faults.fault import Fault, FaultBlock, FaultContext, PhaseBlock, RankRecord, measured, phase_ranks

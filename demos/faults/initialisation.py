@@ -9,7 +9,7 @@ different seed on each rank becomes a stitch of different initialisations.
 from __future__ import annotations
 
 
-from ddpfsdp.demos.checks import Check
+from ddpfsdp.demos.result.checks import Check
 from ddpfsdp.demos.faults.collectives import FSDP_IMPORTS
 from ddpfsdp.demos.faults.fault import Fault, FaultBlock, FaultContext, PhaseBlock, measured
 from ddpfsdp.demos.faults.steps import mesh_for, train_step

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ddpfsdp.demos.faults.catalog import FAULTS
-from ddpfsdp.demos.result import DemoResult, FaultLab, FaultPhase, as_result
+from ddpfsdp.demos.result.schema import DemoResult, FaultLab, FaultPhase, as_result
 
 _STYLE = {"broken": "bold red", "fixed": "bold green"}
 

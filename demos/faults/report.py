@@ -12,7 +12,7 @@ from typing import Any, Mapping, cast
 
 from ddpfsdp.demos.faults import fr_table
 from ddpfsdp.demos.faults.fault import PHASES, Analysis, Fault, FaultBlock, PhaseBlock, RaisedError, RankRecord, phase_ranks
-from ddpfsdp.demos.result import FaultLab, FaultPhase, JsonObject, envelope
+from ddpfsdp.demos.result.schema import FaultLab, FaultPhase, JsonObject, envelope
 
 # The analyzer's lines worth quoting: where it found a problem and what it calls it.
 _ANALYZER_LINES = ("Collective sequence number", "error msg:", "Not all ranks joining", "missing ranks:")

@@ -7,7 +7,7 @@ a summary derived from them, so a record without the symptom fails the check wha
 from __future__ import annotations
 
 import re
-from ddpfsdp.demos.checks import Check
+from ddpfsdp.demos.result.checks import Check
 from ddpfsdp.demos.faults import fr_table
 from ddpfsdp.demos.faults.fault import Analysis, FaultBlock, Finding, PhaseBlock, RankRecord, phase_ranks
 

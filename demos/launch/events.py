@@ -21,7 +21,7 @@ import threading
 from collections.abc import Iterator
 from typing import IO, Any, Required, TypedDict
 
-from ddpfsdp.demos.result import JsonObject
+from ddpfsdp.demos.result.schema import JsonObject
 
 PREFIX = "@@ddpfsdp "
 

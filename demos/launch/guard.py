@@ -27,11 +27,11 @@ from ddpfsdp.demos.theory.activations import model_activation_bytes, resnet_acti
 from ddpfsdp.demos.theory.gpt_layout import gpt_unit_params
 from ddpfsdp.demos.theory.implementations import implementation
 from ddpfsdp.demos.theory.run import theory_for_run
-from ddpfsdp.demos import shapes
+from ddpfsdp.demos.base import shapes
 from ddpfsdp.demos.train.options import validate
 from ddpfsdp.demos.train.spec import TRAINING_DEMOS, RunSpec, command_flags, option_fields
 from ddpfsdp.demos.registry import DATA_PARALLEL_MIN_RANKS
-from ddpfsdp.demos.units import format_bytes
+from ddpfsdp.demos.base.units import format_bytes
 
 SAFETY_MARGIN = 0.10
 """Fraction of the free memory kept back for the allocator's fragmentation and what we do not model."""
@@ -161,7 +161,7 @@ def _cuda_free_bytes(world_size: int) -> int | None:
 def available_rank_bytes(device: str, world_size: int) -> int | None:
     """Memory one rank may use: free memory of its GPU, or available RAM shared by the processes."""
     if device == "cpu":
-        from ddpfsdp.demos.host import ram_bytes
+        from ddpfsdp.demos.base.host import ram_bytes
 
         _, available = ram_bytes()
         return None if available is None else available // world_size

@@ -10,7 +10,7 @@ import os
 import platform
 from dataclasses import asdict, dataclass, field
 
-from ddpfsdp.demos.host import cpu_count, ram_bytes
+from ddpfsdp.demos.base.host import cpu_count, ram_bytes
 
 DEFAULT_CPU_PROCS = 2
 

@@ -9,7 +9,7 @@ The demo's options are read once (`request`): parsed from `args`, or given alrea
 checked for the placement; then handed to every rank as JSON in an environment variable
 (`request.SPEC_ENV`), so no rank parses a command line again.
 
-The ranks are started and watched by an agent (`python -m ddpfsdp.demos.agent`, which does for one
+The ranks are started and watched by an agent (`python -m ddpfsdp.demos.launch.agent`, which does for one
 machine what torchrun's agent does, and on CPU forks the ranks with torch already imported). It runs
 in its own session, so a Ctrl+C aimed at the terminal reaches only us; we then stop the agent with
 SIGTERM, which it forwards to every rank before it exits. The agent is never SIGKILLed while ranks may
@@ -339,7 +339,7 @@ class DemoRun:
         """The ranks' command line: what they run comes in the environment (`request.SPEC_ENV`)."""
         if self.placement.device == "fake":
             return [sys.executable, "-m", "ddpfsdp.demos.worker", self.demo]
-        return [sys.executable, "-m", "ddpfsdp.demos.agent", "--nproc", str(self.placement.world_size),
+        return [sys.executable, "-m", "ddpfsdp.demos.launch.agent", "--nproc", str(self.placement.world_size),
                 "--device", self.placement.device, self.demo]
 
     def _environment(self) -> dict[str, str]:

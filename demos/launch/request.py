@@ -26,7 +26,7 @@ import click
 from ddpfsdp.demos.launch.context import DEFAULT_TIMEOUT_S
 from ddpfsdp.demos.launch.hardware import default_cpu_procs
 from ddpfsdp.demos.registry import Demo, load
-from ddpfsdp.demos.result import SCHEMA
+from ddpfsdp.demos.result.schema import SCHEMA
 from ddpfsdp.demos.train.spec import RunSpec
 
 SPEC_ENV = "DDPFSDP_SPEC"  # the JSON of what a rank is asked to run, set by the launcher for its ranks

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddpfsdp.demos.checks import CheckDocument, not_judged
+from ddpfsdp.demos.result.checks import CheckDocument, not_judged
 
 RANKS_PER_GPU_ENV = "DDPFSDP_RANKS_PER_GPU"  # set by the launcher for its ranks: K ranks on each GPU
 

@@ -33,7 +33,7 @@ from typing import Any, Iterable, TypedDict
 import torch
 
 from ddpfsdp.demos.measure.memory import state_optimizers
-from ddpfsdp.demos.result import PEAK_CATEGORY_NAMES
+from ddpfsdp.demos.result.schema import PEAK_CATEGORY_NAMES
 
 # torch's category names (the `value` of its _MemRefType / _FSDPRefType members) -> ours
 TORCH_CATEGORIES = {

@@ -24,7 +24,7 @@ import torch.distributed as dist
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from ddpfsdp.demos.collectives import OPS, wire_factor
+from ddpfsdp.demos.base.collectives import OPS, wire_factor
 
 # c10d op name -> (our op name, which argument holds the full buffer)
 _C10D = {

@@ -10,8 +10,8 @@ from typing import Any, Mapping
 
 from rich.table import Table
 
-from ddpfsdp.demos.result import Comm, CommOp, DemoResult, as_result
-from ddpfsdp.demos.units import format_iec
+from ddpfsdp.demos.result.schema import Comm, CommOp, DemoResult, as_result
+from ddpfsdp.demos.base.units import format_iec
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send", "recv")
 

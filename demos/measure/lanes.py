@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from ddpfsdp.demos.step_record import CollectiveSpan, RankStep, Span
+from ddpfsdp.demos.result.step_record import CollectiveSpan, RankStep, Span
 
 Interval = tuple[float, float]
 

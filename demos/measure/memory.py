@@ -442,7 +442,7 @@ def peak_flops_per_s(device: Any, precision: str) -> float | None:
 
 def environment(ctx: Any = None) -> dict[str, Any]:
     """torch and python versions, device names, CPU count and hostname of this rank's machine."""
-    from ddpfsdp.demos.host import cpu_count
+    from ddpfsdp.demos.base.host import cpu_count
 
     device = getattr(ctx, "device", None)
     if device is not None and torch.device(device).type == "cuda":

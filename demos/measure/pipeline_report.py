@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ddpfsdp.demos.labels import Fitted
-from ddpfsdp.demos.result import Block, DemoResult
-from ddpfsdp.demos.units import format_iec
+from ddpfsdp.demos.base.labels import Fitted
+from ddpfsdp.demos.result.schema import Block, DemoResult
+from ddpfsdp.demos.base.units import format_iec
 
 WIDTH = 64  # characters of the drawn step
 STYLES = {"F": "green", "L": "green", "B": "blue", "I": "cyan", "W": "magenta"}
@@ -63,7 +63,7 @@ class SentTheory(Block):
 
 @dataclass
 class RankFigures(Block):
-    """One rank of a schedule's run, measured beside theory (`pipeline_claims.RankRow`)."""
+    """One rank of a schedule's run, measured beside theory (`claims.pipeline.RankRow`)."""
 
     rank: int = 0
     pp_rank: int = 0
@@ -91,7 +91,7 @@ class BubbleTheory(Block):
 
 @dataclass
 class ScheduleFigures(Block):
-    """A schedule's measured run (`pipeline_claims.ScheduleRun`): the run's `pipeline` block."""
+    """A schedule's measured run (`claims.pipeline.ScheduleRun`): the run's `pipeline` block."""
 
     schedule: str = ""
     torch_schedule: str = ""
@@ -129,7 +129,7 @@ class DrawnRank(Block):
 
 @dataclass
 class DrawnStep(Block):
-    """A schedule's recorded step, one rank per row (`pipeline_claims.StageTimeline`)."""
+    """A schedule's recorded step, one rank per row (`claims.pipeline.StageTimeline`)."""
 
     ranks: list[DrawnRank] = field(default_factory=list)
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Callable, TypedDict
 
-from ddpfsdp.demos.step_record import CollectiveSpan, Span
+from ddpfsdp.demos.result.step_record import CollectiveSpan, Span
 
 if TYPE_CHECKING:
     from ddpfsdp.demos.measure.comm import PerOp

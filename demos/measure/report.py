@@ -12,12 +12,12 @@ from typing import Any, Mapping
 from rich.console import Console
 from rich.table import Table
 
-from ddpfsdp.demos.labels import Fitted
+from ddpfsdp.demos.base.labels import Fitted
 from ddpfsdp.demos.measure import lanes
 from ddpfsdp.demos.measure.comm_table import comm_table
-from ddpfsdp.demos.result import (PEAK_CATEGORIES, STATE_KINDS, DemoResult, Memory, RankMemory, Throughput, Timeline,
+from ddpfsdp.demos.result.schema import (PEAK_CATEGORIES, STATE_KINDS, DemoResult, Memory, RankMemory, Throughput, Timeline,
                                   as_result)
-from ddpfsdp.demos.units import format_iec
+from ddpfsdp.demos.base.units import format_iec
 
 Result = DemoResult | Mapping[str, Any]
 

@@ -13,8 +13,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ddpfsdp.demos.measure.comm_table import comm_table
-from ddpfsdp.demos.result import DemoResult, Memory, SimulatedPeak, as_result
-from ddpfsdp.demos.units import format_iec
+from ddpfsdp.demos.result.schema import DemoResult, Memory, SimulatedPeak, as_result
+from ddpfsdp.demos.base.units import format_iec
 
 Result = DemoResult | Mapping[str, Any]
 

@@ -53,7 +53,7 @@ from ddpfsdp.demos.measure.memory import (
     resting_params,
     state_optimizers,
 )
-from ddpfsdp.demos.step_record import CollectiveSpan, MemorySamples, RankStep, Span
+from ddpfsdp.demos.result.step_record import CollectiveSpan, MemorySamples, RankStep, Span
 
 MAX_MEMORY_SAMPLES = 400  # enough for a chart's width; peaks and troughs of each slice are kept
 

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator, Mapping, TypedDict
 
-from ddpfsdp.demos.result import DemoResult, Timeline, as_result
+from ddpfsdp.demos.result.schema import DemoResult, Timeline, as_result
 
 Result = DemoResult | Mapping[str, Any]
 

@@ -30,7 +30,7 @@
 A new strategy is named, titled and given what it shards in `sharding`, then its working set
 (`working_set`) and its traffic (`comm`); `rows` puts it in the table. Everything here is computed from counts and
 byte sizes; nothing is measured, and nothing imports torch, so the CLI and the quiz can use it at
-once. It may import only the bottom stage: the top-level `units`, `collectives` and the torch-free
-model shapes in `shapes` (`tests/test_import_graph.py` holds every stage to that); the launch guard
+once. It may import only the bottom stage: the ground floor (`base/`: `units`,
+`collectives`, the torch-free model shapes in `shapes`) and the result contract (`result/`) (`tests/test_import_graph.py` holds every stage to that); the launch guard
 that asks it whether a run fits is `launch.guard`.
 """

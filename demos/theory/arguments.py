@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ddpfsdp.demos.units import parse_count
+from ddpfsdp.demos.base.units import parse_count
 
 
 def read_count(value: Any, what: str) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from ddpfsdp.demos.collectives import wire_factor
+from ddpfsdp.demos.base.collectives import wire_factor
 from ddpfsdp.demos.theory.arguments import read_choice
 from ddpfsdp.demos.theory.implementations import implementation
 from ddpfsdp.demos.theory.sharding import canonical_strategy, resolve_group_size

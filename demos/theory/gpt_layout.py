@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ddpfsdp.demos.shapes import GPTShape
+    from ddpfsdp.demos.base.shapes import GPTShape
 
 
 def gpt_shape_of(model: Any, seq_len: int | None = None, **overrides: int | None) -> GPTShape:
     """A GPT preset's shape by name (or a shape as given), with `seq_len` and `overrides` applied."""
-    from ddpfsdp.demos import shapes
+    from ddpfsdp.demos.base import shapes
 
     if isinstance(model, shapes.GPTShape):
         shape = model
@@ -49,7 +49,7 @@ def gpt_unit_params(model: Any, seq_len: int | None = None, wrap: str = "block",
 
 def gpt_param_numels(layers: int, d_model: int, vocab: int, seq_len: int) -> list[int]:
     """Elements of each parameter tensor of the GPT decoder, in registration order (`GPTShape.tensors`)."""
-    from ddpfsdp.demos.shapes import GPTShape
+    from ddpfsdp.demos.base.shapes import GPTShape
 
     # The heads split d_model without changing any tensor's size.
     return list(GPTShape(layers=layers, d_model=d_model, heads=1, seq_len=seq_len, vocab=vocab).tensors().values())

@@ -31,10 +31,10 @@ from ddpfsdp.demos.theory.offload import (
 from ddpfsdp.demos.theory.precision import Precision, check_optimizer, precision_for
 from ddpfsdp.demos.theory.sharding import STRATEGIES, canonical_strategy, resolve_group_size
 from ddpfsdp.demos.theory.working_set import DEFAULT_UNITS
-from ddpfsdp.demos.units import parse_bytes
+from ddpfsdp.demos.base.units import parse_bytes
 
 if TYPE_CHECKING:
-    from ddpfsdp.demos.shapes import GPTShape
+    from ddpfsdp.demos.base.shapes import GPTShape
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,7 @@ def _two_d(options: CalcOptions, gpus: int, shape: GPTShape | None, accounting: 
         raise ValueError("the 2-D configuration is counted with the ddpfsdp accounting and no offload; "
                          "drop the accounting or the offload to add tp")
     from ddpfsdp.demos.theory.tensor_parallel import check_tp
-    from ddpfsdp.demos.shapes import GPT_SIZES
+    from ddpfsdp.demos.base.shapes import GPT_SIZES
 
     tp_shape = shape if shape is not None else GPT_SIZES.get(str(options.params).strip().upper())
     if tp_shape is not None and options.seq_len is not None and shape is None:

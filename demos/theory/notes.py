@@ -11,7 +11,7 @@ from ddpfsdp.demos.theory.precision import OPTIMIZER_STATES, bytes_per_param_bre
 from ddpfsdp.demos.theory.sharding import STRATEGIES, STRATEGY_TITLES, shard_ways
 from ddpfsdp.demos.theory.state import bytes_per_param, model_state
 from ddpfsdp.demos.theory.working_set import PREFETCH_UNITS, working_set
-from ddpfsdp.demos.units import format_bytes
+from ddpfsdp.demos.base.units import format_bytes
 
 
 def estimate_notes(inputs: CalcInputs) -> list[str]:

@@ -53,7 +53,7 @@ from ddpfsdp.demos.theory.precision import precision_for
 from ddpfsdp.demos.theory.state import model_state
 
 if TYPE_CHECKING:
-    from ddpfsdp.demos.shapes import GPTShape
+    from ddpfsdp.demos.base.shapes import GPTShape
 
 SCHEDULES: tuple[str, ...] = ("gpipe", "1f1b", "interleaved", "zero-bubble")
 

@@ -14,8 +14,8 @@ from ddpfsdp.demos.theory.quiz_answers import q_transformer_activation_bytes
 from ddpfsdp.demos.theory.sharding import ZERO_STAGES, canonical_strategy
 from ddpfsdp.demos.theory.state import model_state
 from ddpfsdp.demos.theory.working_set import working_set
-from ddpfsdp.demos.shapes import GPTShape
-from ddpfsdp.demos.units import parse_bytes, parse_count
+from ddpfsdp.demos.base.shapes import GPTShape
+from ddpfsdp.demos.base.units import parse_bytes, parse_count
 
 NONE_FITS = -1
 """`q_fit_stage`'s answer when even ZeRO-3 cannot hold the model state."""

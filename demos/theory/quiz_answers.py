@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from ddpfsdp.demos.collectives import wire_factor
+from ddpfsdp.demos.base.collectives import wire_factor
 from ddpfsdp.demos.theory.accounting import accounting_refusal
 from ddpfsdp.demos.theory.activations import gpt_activation_bytes, transformer_activation_bytes
 from ddpfsdp.demos.theory.implementations import implementation
@@ -31,7 +31,7 @@ from ddpfsdp.demos.theory.sampler import sampler_indices
 from ddpfsdp.demos.theory.sharding import ZERO_STAGES, canonical_strategy, resolve_group_size
 from ddpfsdp.demos.theory.state import model_state
 from ddpfsdp.demos.theory.tensor_parallel import q_tp_block_wire_bytes
-from ddpfsdp.demos.units import format_bytes, parse_bytes
+from ddpfsdp.demos.base.units import format_bytes, parse_bytes
 
 
 def _state_args(params: Any, gpus: Any, strategy: str, group_size: Any) -> tuple[int, int, str, int | None]:

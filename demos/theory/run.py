@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from ddpfsdp.demos.collectives import wire_factor
+from ddpfsdp.demos.base.collectives import wire_factor
 from ddpfsdp.demos.theory.comm import op_figures, step_comm, total_wire_bytes
 from ddpfsdp.demos.theory.implementations import implementation
 from ddpfsdp.demos.theory.precision import Precision, check_optimizer, precision_for
 from ddpfsdp.demos.theory.sharding import canonical_sharding
 from ddpfsdp.demos.theory.state import model_state
 from ddpfsdp.demos.theory.working_set import working_set
-from ddpfsdp.demos.units import format_bytes
+from ddpfsdp.demos.base.units import format_bytes
 
 class _Plan(NamedTuple):
     """How a run maps onto the model: the strategy it is, and its collectives per step."""

@@ -37,7 +37,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ddpfsdp.demos.collectives import wire_factor
+from ddpfsdp.demos.base.collectives import wire_factor
 from ddpfsdp.demos.theory.buckets import ddp_bucket_bytes
 from ddpfsdp.demos.theory.comm import step_comm
 from ddpfsdp.demos.theory.gpt_layout import gpt_param_numels
@@ -45,7 +45,7 @@ from ddpfsdp.demos.theory.implementations import implementation
 from ddpfsdp.demos.theory.overlap import WINDOWS, by_window
 from ddpfsdp.demos.theory.sharding import canonical_strategy, resolve_group_size
 from ddpfsdp.demos.theory.working_set import DEEPSPEED_REDUCE_BUCKET_ELEMENTS
-from ddpfsdp.demos.units import parse_count
+from ddpfsdp.demos.base.units import parse_count
 
 FLOPS_PER_PARAM_TOKEN = 6
 

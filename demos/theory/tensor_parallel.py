@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from ddpfsdp.demos.collectives import wire_factor
+from ddpfsdp.demos.base.collectives import wire_factor
 from ddpfsdp.demos.theory.activations import transformer_activation_bytes
 from ddpfsdp.demos.theory.arguments import read_count, read_flag
 from ddpfsdp.demos.theory.comm import op_figures, step_comm
@@ -48,7 +48,7 @@ from ddpfsdp.demos.theory.state import model_state
 from ddpfsdp.demos.theory.working_set import working_set
 
 if TYPE_CHECKING:
-    from ddpfsdp.demos.shapes import GPTShape
+    from ddpfsdp.demos.base.shapes import GPTShape
 
 TITLE = "2-D: FSDP x TP"
 SHARDS = "all sharded over dp x tp: blocks split by TP, then FSDP"
@@ -226,7 +226,7 @@ def two_d_figures(
 
 def node_rule(tp: int, gpus_per_node: int, tp_wire_bytes: int | None, dp_wire_bytes: int) -> str:
     """The rule of thumb, TP inside a node, and where this configuration stands."""
-    from ddpfsdp.demos.units import format_bytes
+    from ddpfsdp.demos.base.units import format_bytes
 
     traffic = (f" Here TP sends {format_bytes(tp_wire_bytes)} per rank per step, FSDP over dp "
                f"{format_bytes(dp_wire_bytes)}." if tp_wire_bytes is not None else "")
@@ -256,7 +256,7 @@ def two_d_notes(row: dict[str, Any], gpus_per_node: int, shape: GPTShape | None,
            " TP leaves the LayerNorms, two biases per block and the position table whole on every TP "
            "rank; a bare parameter count leaves them out (a model preset counts them)."),
     ]
-    from ddpfsdp.demos.shapes import describe_gpt_shape
+    from ddpfsdp.demos.base.shapes import describe_gpt_shape
 
     if shape is None:
         notes.append("TP traffic and activations need the block shape: give a model preset or a named size "

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, default_collate
 
-from ddpfsdp.demos.shapes import GPTShape, ResNetShape, ViTShape
+from ddpfsdp.demos.base.shapes import GPTShape, ResNetShape, ViTShape
 
 SUCCESSORS = 4  # next tokens each token can lead to
 ZIPF_EXPONENT = 1.0  # how strongly successors favour common tokens

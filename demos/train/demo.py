@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ddpfsdp.demos.result import STATE_KINDS, Config, DemoResult, JsonObject, as_result, envelope
+from ddpfsdp.demos.result.schema import STATE_KINDS, Config, DemoResult, JsonObject, as_result, envelope
 from ddpfsdp.demos.train.spec import COMPARE_RUNS, OVERRIDE_NAMES, RunSpec
 
 # A trained run's result as the loop or the simulation hands it over, typed or in its JSON form.
@@ -20,7 +20,7 @@ Trained = DemoResult | Mapping[str, Any]
 
 def _shape(config: Config, arch: str = "gpt") -> Any:
     """The model's shape as the run built it: its preset with the overrides it ran with."""
-    from ddpfsdp.demos.shapes import GPT_SIZES, shape_for
+    from ddpfsdp.demos.base.shapes import GPT_SIZES, shape_for
 
     # The overrides are the spec's own names, read from the config's JSON form by those names.
     given = {k: v for k, v in config.to_json().items() if v is not None}
@@ -104,7 +104,7 @@ def activation_estimate(result: Trained) -> int | None:
 
 def run_checks(result: Trained, theory: Mapping[str, Any]) -> list[Any]:
     """The named checks of the `ddp` or `fsdp` demo for one run."""
-    from ddpfsdp.demos.train import claims as tc
+    from ddpfsdp.demos.claims import training as tc
 
     result = as_result(result)
     ranks = _memory(result).ranks
@@ -122,7 +122,7 @@ def run_checks(result: Trained, theory: Mapping[str, Any]) -> list[Any]:
 
 def theory_checks(result: DemoResult, theory: Mapping[str, Any], padding: Mapping[str, int]) -> list[Any]:
     """Every rank's model state and the step's traffic against the analytic model (real and simulated runs)."""
-    from ddpfsdp.demos.train import claims as tc
+    from ddpfsdp.demos.claims import training as tc
 
     return [tc.model_state_matches_theory(_memory(result).ranks, theory, padding),
             tc.comm_matches_theory(result.comm.per_step, theory["comm"])]
@@ -131,7 +131,7 @@ def theory_checks(result: DemoResult, theory: Mapping[str, Any], padding: Mappin
 def strategy_checks(result: DemoResult, padding: Mapping[str, int]) -> list[Any]:
     """What the strategy claims, for a real and a simulated run alike: DDP replicates the model state and
     all-reduces; FSDP shards it, reduce-scatters the gradients and all-gathers each unit."""
-    from ddpfsdp.demos.train import claims as tc
+    from ddpfsdp.demos.claims import training as tc
     from ddpfsdp.demos.theory.precision import precision_for
     from ddpfsdp.demos.theory.run import theory_for_run
 
@@ -165,7 +165,7 @@ def _compile_checks(result: DemoResult) -> list[Any]:
     compiled = result.extra.get("compile")
     if not compiled:
         return []
-    from ddpfsdp.demos.train import compiled as cc
+    from ddpfsdp.demos.parallel import compiled as cc
 
     config = result.config
     checks = [cc.compiled_before_timed_steps({config.strategy: compiled})]
@@ -184,7 +184,7 @@ def _compare_compile_checks(results: Mapping[str, DemoResult]) -> list[Any]:
     buckets, FSDP's blocks compiled one by one without a graph break."""
     if not all(result.extra.get("compile") for result in results.values()):
         return []
-    from ddpfsdp.demos.train import compiled as cc
+    from ddpfsdp.demos.parallel import compiled as cc
 
     lifted = {check.name: check for name in ("ddp", "fsdp-full") for check in results[name].checks
               if check.name in ("ddp_compiled_graph_split_at_buckets", "fsdp_blocks_compiled_without_graph_breaks")}
@@ -194,7 +194,7 @@ def _compare_compile_checks(results: Mapping[str, DemoResult]) -> list[Any]:
 
 def _timeline_checks(result: DemoResult) -> list[Any]:
     """The claims only the recorded step can show; none with --no-timeline, which records no step."""
-    from ddpfsdp.demos.train import timeline_claims as tl
+    from ddpfsdp.demos.claims import timeline as tl
 
     config, timeline = result.config, result.timeline
     if timeline is None or not timeline.ranks:
@@ -213,9 +213,9 @@ def _timeline_checks(result: DemoResult) -> list[Any]:
 def two_d_run_checks(result: Trained, theory: Mapping[str, Any], reference: list[float]) -> list[Any]:
     """The named checks of a 2-D run (`demo fsdp --tp N`): model state, TP and DP traffic per group,
     TP per block in the timeline and on its critical path, a block's activations, the loss."""
-    from ddpfsdp.demos.train import claims as tc
-    from ddpfsdp.demos.train import timeline_claims as tl
-    from ddpfsdp.demos.train import two_d_claims as td
+    from ddpfsdp.demos.claims import training as tc
+    from ddpfsdp.demos.claims import timeline as tl
+    from ddpfsdp.demos.claims import two_d as td
 
     result = as_result(result)
     comm, ranks, timeline = result.comm, _memory(result).ranks, result.timeline
@@ -267,7 +267,7 @@ def _run_one(ctx: Any, demo: str, spec: RunSpec) -> JsonObject | None:
 def _judged(measured: Mapping[str, Any]) -> DemoResult:
     """A trained run's result with the analytic model's figures, its exposed communication and its own checks
     (a 2-D run's checks need the reference losses: its caller judges it)."""
-    from ddpfsdp.demos.train import timeline_claims as tl
+    from ddpfsdp.demos.claims import timeline as tl
 
     result = as_result(measured)
     result.theory = theory_of(result)
@@ -306,7 +306,7 @@ def run_fsdp(ctx: Any, spec: RunSpec) -> JsonObject | None:
 def compare_checks(results: Mapping[str, DemoResult], world: int) -> list[Any]:
     """What compare shows across its runs, real or simulated: FSDP full shards everything DDP holds,
     grad-op holds more parameters at its peak, and (where it holds) FSDP sends 1.5x DDP's bytes."""
-    from ddpfsdp.demos.train import claims as tc
+    from ddpfsdp.demos.claims import training as tc
 
     ddp, grad_op, full = results["ddp"], results["fsdp-grad-op"], results["fsdp-full"]
     ddp_rank0 = _memory(ddp).ranks[0]
@@ -341,7 +341,7 @@ def run_compare(ctx: Any, spec: RunSpec) -> JsonObject | None:
             results[name] = _judged(measured)
     if not ctx.is_main:
         return None
-    from ddpfsdp.demos.train import claims as tc
+    from ddpfsdp.demos.claims import training as tc
 
     ddp, zro = results["ddp"], results["zro"]
     precision = ddp.config.precision

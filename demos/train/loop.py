@@ -39,8 +39,8 @@ from ddpfsdp.demos.measure.memory import (
     resting_params,
 )
 from ddpfsdp.demos.measure.timeline import TimelineRecorder
-from ddpfsdp.demos.result import GLOO_CAVEAT, DemoResult, RankMemory, Throughput, as_result
-from ddpfsdp.demos.step_record import RankStep
+from ddpfsdp.demos.result.schema import GLOO_CAVEAT, DemoResult, RankMemory, Throughput, as_result
+from ddpfsdp.demos.result.step_record import RankStep
 from ddpfsdp.demos.train.spec import RunSpec
 
 SAMPLES_PER_RANK_STEPS = 8  # the dataset holds this many steps of batches; epochs repeat it reshuffled
@@ -138,9 +138,9 @@ class _Trainer:
 
     def __init__(self, ctx: Any, spec: RunSpec, progress: _Progress) -> None:
         from ddpfsdp.demos.train.data import make_loader
-        from ddpfsdp.demos.shapes import shape_for
+        from ddpfsdp.demos.base.shapes import shape_for
         from ddpfsdp.demos.train.models import build_model, count_params
-        from ddpfsdp.demos.train.parallelize import World, parallelize
+        from ddpfsdp.demos.parallel.parallelize import World, parallelize
 
         self.ctx, self.spec, self.progress = ctx, spec, progress
         self.device = ctx.device
@@ -235,7 +235,7 @@ class _Trainer:
         compiled = self.prepared.compiled
         if compiled is None:
             return None
-        from ddpfsdp.demos.train.compiled import ddp_buckets
+        from ddpfsdp.demos.parallel.compiled import ddp_buckets
 
         self._mark("end")
         buckets, param_bytes = (ddp_buckets(self.train_model) if self.spec.strategy in ("ddp", "zro")
@@ -257,7 +257,7 @@ class _Trainer:
 
     def comm_step(self) -> CommStep:
         """One step under the collective counter, recorded in time unless the timeline is off."""
-        from ddpfsdp.demos.train.strategies import timeline_units
+        from ddpfsdp.demos.parallel.strategies import timeline_units
 
         mark = time.perf_counter()
         if self.spec.timeline:

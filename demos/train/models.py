@@ -1,6 +1,6 @@
 """The models the training demos train: a GPT decoder, a ViT classifier and a BasicBlock ResNet.
 
-Each model is built from a shape in `ddpfsdp.demos.shapes` and has exactly that shape's parameter
+Each model is built from a shape in `ddpfsdp.demos.base.shapes` and has exactly that shape's parameter
 count. Each exposes the submodules that FSDP wraps:
   `units()`  the modules per-block wrapping shards, in forward order (embeddings/stem, every block,
              head), which together hold every parameter, so the root holds none;
@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from ddpfsdp.demos.shapes import GPTShape, ResNetShape, ViTShape, shape_for
+from ddpfsdp.demos.base.shapes import GPTShape, ResNetShape, ViTShape, shape_for
 
 DeviceLike = torch.device | str | None
 

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 import click
 
-from ddpfsdp.demos import shapes
+from ddpfsdp.demos.base import shapes
 from ddpfsdp.demos.train.spec import (
     MAX_SIMULATED_WORLD,
     MEASURED_STEPS,
@@ -127,7 +127,7 @@ def validate_simulated(demo: str, spec: RunSpec | Mapping[str, Any]) -> None:
 def _check_replica_fits(demo: str, spec: RunSpec, params: int) -> None:
     """DDP and zro keep a whole replica of parameters and gradients: refuse one above --gpu-mem."""
     from ddpfsdp.demos.theory.state import model_state
-    from ddpfsdp.demos.units import format_bytes, parse_bytes
+    from ddpfsdp.demos.base.units import format_bytes, parse_bytes
 
     try:
         limit = parse_bytes(spec.gpu_mem)
@@ -224,7 +224,7 @@ def _check_fsdp(spec: RunSpec, world: int | None) -> None:
 def _check_compile(run: RunSpec) -> None:
     """--compile as torch allows it here: real ranks, FSDP2 per block, DDP's buckets no smaller than
     the first piece DDPOptimizer cuts; and a fused optimizer only where torch has one for the shards."""
-    from ddpfsdp.demos.train.compiled import DDP_OPTIMIZER_FIRST_BUCKET_MB
+    from ddpfsdp.demos.parallel.compiled import DDP_OPTIMIZER_FIRST_BUCKET_MB
 
     if run.optimizer_impl == "fused" and run.optimizer == "sgd" and run.strategy == "fsdp" and run.fsdp_api == 2:
         raise _usage("--optimizer-impl fused with --optimizer sgd under FSDP2: DTensor, which holds FSDP2's shards, "
@@ -251,7 +251,7 @@ def _check_compile(run: RunSpec) -> None:
 def _check_tp(spec: RunSpec, world: int | None, device: str | None) -> None:
     """--tp runs one configuration: FSDP2 full over dp, one unit per block, on a GPT whose heads and
     vocabulary tp divides (and its sequence, with --sequence-parallel), in a world of at least 2 x tp."""
-    from ddpfsdp.demos.train.tensor_parallel import check_tp_shape
+    from ddpfsdp.demos.parallel.tensor_parallel import check_tp_shape
 
     if spec.sequence_parallel and not spec.tp:
         raise _usage("--sequence-parallel splits what tensor parallelism leaves whole; it needs --tp N "

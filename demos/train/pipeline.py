@@ -10,7 +10,7 @@ torch.distributed.pipelining and driven by one of its schedules. Each step's bat
 micro-batches; the schedule averages their gradients (scale_grads), so a step equals one process's
 step on the whole batch. The first step warms up (torch infers the shapes between stages there);
 the last is recorded (`measure.pipeline_timeline`), and the figures and checks come from it
-(`train.pipeline_claims`).
+(`claims.pipeline`).
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from ddpfsdp.demos.train import pipeline_options as options
 from ddpfsdp.demos.train.pipeline_options import Asked
 
 if TYPE_CHECKING:
-    from ddpfsdp.demos.checks import CheckDocument
+    from ddpfsdp.demos.result.checks import CheckDocument
     from ddpfsdp.demos.measure.comm import PerOp
     from ddpfsdp.demos.measure.pipeline_timeline import StepRecorder
-    from ddpfsdp.demos.result import JsonObject
-    from ddpfsdp.demos.shapes import GPTShape
+    from ddpfsdp.demos.result.schema import JsonObject
+    from ddpfsdp.demos.base.shapes import GPTShape
     from ddpfsdp.demos.theory.pipeline import Pipeline
-    from ddpfsdp.demos.train.pipeline_claims import ScheduleRun, StageTimeline
+    from ddpfsdp.demos.claims.pipeline import ScheduleRun, StageTimeline
 
 
 def _stage_module(net: Any, blocks: list[int], first: bool, last: bool, compute: Any, wire: Any) -> Any:
@@ -322,10 +322,10 @@ def reference_losses(model: str, asked: Asked, device: Any) -> list[float]:
 
 def _one_schedule(ctx: Any, model: str, schedule: str, asked: Asked, index: int,
                   total: int) -> ScheduleMeasured | None:
-    """Train and record one schedule; on rank 0 its measured figures (`pipeline_claims.measure`)."""
+    """Train and record one schedule; on rank 0 its measured figures (`claims.pipeline.measure`)."""
     import time
 
-    from ddpfsdp.demos.train import pipeline_claims as claims
+    from ddpfsdp.demos.claims import pipeline as claims
 
     ctx.step(index, total, phase=schedule)
     started = time.perf_counter()
@@ -369,8 +369,8 @@ def _assemble(ctx: Any, model: str, asked: Asked, measured: dict[str, ScheduleMe
               reference: list[float]) -> JsonObject:
     """The result: per schedule its run (figures per rank beside theory, its timeline); the checks."""
     from ddpfsdp.demos.concepts.result import envelope
-    from ddpfsdp.demos.shapes import GPT_PRESETS, model_params
-    from ddpfsdp.demos.train import pipeline_claims as claims
+    from ddpfsdp.demos.base.shapes import GPT_PRESETS, model_params
+    from ddpfsdp.demos.claims import pipeline as claims
 
     per_run = {name: claims.run_checks(m.run, reference) for name, m in measured.items()}
     checks = claims.combined(per_run) if len(measured) > 1 else per_run[next(iter(measured))]
@@ -391,7 +391,7 @@ def _note(ctx: Any) -> str:
     if ctx.device.type == "cuda":
         return ("Measured on GPUs: each compute span synchronises the device at its edges, so it is the "
                 "kernels' time, and nothing of one action overlaps the next.")
-    from ddpfsdp.demos.result import GLOO_CAVEAT
+    from ddpfsdp.demos.result.schema import GLOO_CAVEAT
 
     return GLOO_CAVEAT
 

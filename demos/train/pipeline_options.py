@@ -16,8 +16,8 @@ from typing import Any, TypedDict
 
 import click
 
-from ddpfsdp.demos.shapes import GPT_PRESETS
-from ddpfsdp.demos.units import format_iec
+from ddpfsdp.demos.base.shapes import GPT_PRESETS
+from ddpfsdp.demos.base.units import format_iec
 from ddpfsdp.demos.theory.pipeline import LOOPED, SCHEDULES, check_pipeline
 
 COMPARED = ("gpipe", "1f1b", "interleaved")  # what --compare runs, in this order, on the same ranks
@@ -115,7 +115,7 @@ SIMULATE_REFUSAL = (
 def simulate_theory(model: str, pp: int, microbatches: int, schedule: str, v: int | None, micro: int) -> str:
     """What the analytic model (calc's pipeline section) says of the run asked, labelled as theory; empty
     where the model refuses it."""
-    from ddpfsdp.demos.shapes import gpt_shape
+    from ddpfsdp.demos.base.shapes import gpt_shape
     from ddpfsdp.demos.theory.pipeline import pipeline_figures
 
     try:

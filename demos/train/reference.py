@@ -21,8 +21,8 @@ def reference_losses(spec: RunSpec, data_parallel: int, steps: int, samples_per_
     GPU gives other weights."""
     from ddpfsdp.demos.train.data import compute_loss, make_loader
     from ddpfsdp.demos.train.models import build_model
-    from ddpfsdp.demos.shapes import shape_for
-    from ddpfsdp.demos.train.strategies import _optimizer
+    from ddpfsdp.demos.base.shapes import shape_for
+    from ddpfsdp.demos.parallel.strategies import _optimizer
 
     shape = shape_for(spec.arch, spec.model, **spec.overrides)
     torch.manual_seed(spec.seed)

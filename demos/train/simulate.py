@@ -5,7 +5,7 @@
 One process plays rank 0 of a world of N. Its tensors are `FakeTensor`s (shapes, dtypes and devices,
 no storage: torch._subclasses.fake_tensor), and its process group is the "fake" backend
 (torch.testing._internal.distributed.fake_pg), which accepts every collective and moves nothing. The
-model is built on the meta device and parallelized by `train.parallelize`, the code the real demos
+model is built on the meta device and parallelized by `parallel.parallelize`, the code the real demos
 run, over a `FakeWorld`, which gives it fake tensors with `to_empty` at the one point `parallelize`
 leaves for it (after FSDP has sharded the model on meta, before DDP and zro wrap it); then it is
 trained for one step:
@@ -47,17 +47,17 @@ import torch.distributed as dist
 
 from ddpfsdp.demos.measure.breakdown import TORCH_CATEGORIES
 from ddpfsdp.demos.measure.memory import model_state_bytes, param_bytes_held, resting_params, state_optimizers
-from ddpfsdp.demos.result import DemoResult, Env, JsonObject, LargestUnit, Memory, as_result, envelope
-from ddpfsdp.demos.shapes import describe_gpt_shape
-from ddpfsdp.demos.train.parallelize import World, parallelize
+from ddpfsdp.demos.result.schema import DemoResult, Env, JsonObject, LargestUnit, Memory, as_result, envelope
+from ddpfsdp.demos.base.shapes import describe_gpt_shape
+from ddpfsdp.demos.parallel.parallelize import World, parallelize
 from ddpfsdp.demos.train.spec import COMPARE_RUNS, RunSpec
 
 if TYPE_CHECKING:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from ddpfsdp.demos.measure.comm import CommCounter
-    from ddpfsdp.demos.train.strategies import Prepared
-    from ddpfsdp.demos.train.tensor_parallel import TwoD
+    from ddpfsdp.demos.parallel.strategies import Prepared
+    from ddpfsdp.demos.parallel.tensor_parallel import TwoD
 
 FAKE_DEVICE = torch.device("cpu")
 SIMULATED_RANK = 0
@@ -467,7 +467,7 @@ def _per_group(counter: CommCounter, two_d: TwoD | None) -> JsonObject:
 
 
 def _simulated_config(run: RunSpec, world_size: int, built: Built) -> JsonObject:
-    from ddpfsdp.demos.units import parse_bytes
+    from ddpfsdp.demos.base.units import parse_bytes
 
     prepared, shape = built.prepared, built.shape
     fsdp = run.strategy == "fsdp"
@@ -562,7 +562,7 @@ def _simulated_memory(run: RunSpec, built: Built, step: Step) -> JsonObject:
 def _judge(measured: Mapping[str, Any]) -> DemoResult:
     """A simulated run with the analytic model's figures, the differences and its checks: the checks a
     real run of the same strategy makes (`train.demo`), and those only a simulation makes."""
-    from ddpfsdp.demos.train import simulated_claims as sc
+    from ddpfsdp.demos.claims import simulated as sc
     from ddpfsdp.demos.train.demo import allowance, strategy_checks, theory_checks, theory_of
 
     run = as_result(measured)
@@ -591,8 +591,8 @@ def _judge(measured: Mapping[str, Any]) -> DemoResult:
 def _two_d_checks(run: DemoResult, theory: Mapping[str, Any]) -> list[Any]:
     """A simulated 2-D run against the analytic model, whose per-tensor figures include FSDP's padding:
     rank 0's model state and every collective's wire bytes (1%), then per group, calls exact."""
-    from ddpfsdp.demos.train import simulated_claims as sc
-    from ddpfsdp.demos.train import two_d_claims as td
+    from ddpfsdp.demos.claims import simulated as sc
+    from ddpfsdp.demos.claims import two_d as td
 
     ranks, comm = (run.memory or Memory()).ranks, run.comm
     per_group = comm.per_group or {}
@@ -622,7 +622,7 @@ def _environment() -> Env:
     import platform
     import socket
 
-    from ddpfsdp.demos.host import cpu_count
+    from ddpfsdp.demos.base.host import cpu_count
 
     return Env(torch=torch.__version__, python=platform.python_version(), device_names=[], cpu_count=cpu_count(),
                hostname=socket.gethostname(), extra={"torch_threads": torch.get_num_threads()})

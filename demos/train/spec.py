@@ -28,7 +28,7 @@ from dataclasses import Field, dataclass, field, fields, replace
 from typing import Any, Mapping, Sequence
 
 from ddpfsdp.demos.theory.sharding import canonical_sharding
-from ddpfsdp.demos import shapes
+from ddpfsdp.demos.base import shapes
 
 ARCHS = ("gpt", "vit", "resnet")
 STRATEGIES = ("ddp", "zro", "fsdp")

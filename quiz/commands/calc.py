@@ -12,7 +12,7 @@ from ddpfsdp.demos.theory.accounting import ACCOUNTINGS, DEEPSPEED_OPTIMIZERS, D
 from ddpfsdp.demos.theory.inputs import CalcOptions
 from ddpfsdp.demos.theory.offload import OFFLOADS, node_layout, offload_refusal
 from ddpfsdp.demos.theory.precision import OPTIMIZER_STATES, PRECISIONS
-from ddpfsdp.demos.units import parse_bytes, parse_count
+from ddpfsdp.demos.base.units import parse_bytes, parse_count
 from ddpfsdp.quiz.commands.calc_pipeline import pipeline_options, pipeline_section, render_pipeline, take_pipeline_options
 
 # What the analytic model is asked about: models from a thousand parameters to 100 trillion (today's
@@ -243,7 +243,7 @@ def _check_values(params: str | None, model: str | None, gpu_mem: str, gpus: int
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--gpu-mem") from None
     if model is not None:
-        from ddpfsdp.demos.shapes import GPT_PRESETS
+        from ddpfsdp.demos.base.shapes import GPT_PRESETS
 
         if model.lower() not in GPT_PRESETS:
             raise click.BadParameter(
@@ -297,7 +297,7 @@ def _check_combinations(options: CalcOptions) -> None:
 
 def _simulate_hint(options: CalcOptions, precision: str) -> str:
     """The simulated demo that measures this configuration with the real FSDP code, on fake tensors."""
-    from ddpfsdp.demos.shapes import GPT_SIZES
+    from ddpfsdp.demos.base.shapes import GPT_SIZES
 
     params, gpus, group_size = options.params, options.gpus, options.group_size
     world = max(gpus, 2)
@@ -366,7 +366,7 @@ def _divisors(number: int) -> list[int]:
 def _render(result: dict, unit: str, explain: bool) -> None:
     from rich.console import Console
 
-    from ddpfsdp.demos.units import format_bytes, format_count
+    from ddpfsdp.demos.base.units import format_bytes, format_count
 
     console = Console()
     inputs = result["inputs"]

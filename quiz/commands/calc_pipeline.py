@@ -84,7 +84,7 @@ def _block_shape(inputs: dict[str, Any], params_text: str | None) -> Any:
     from dataclasses import replace
 
     from ddpfsdp.demos.theory.gpt_layout import gpt_shape_of
-    from ddpfsdp.demos.shapes import GPT_SIZES
+    from ddpfsdp.demos.base.shapes import GPT_SIZES
 
     if inputs["model"] is not None:
         return gpt_shape_of(inputs["model"], inputs["seq_len"])
@@ -100,7 +100,7 @@ def render_pipeline(section: dict[str, Any], result: dict[str, Any], unit: str) 
     from rich.console import Console
     from rich.table import Table
 
-    from ddpfsdp.demos.units import format_bytes
+    from ddpfsdp.demos.base.units import format_bytes
 
     size = lambda n: "n/a" if n is None else format_bytes(n, unit)  # noqa: E731
     mesh, m, v = section["mesh"], section["microbatches"], section["stages_per_rank"]

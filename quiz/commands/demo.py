@@ -11,7 +11,7 @@ import click
 from ddpfsdp.demos import registry
 from ddpfsdp.demos.launch.events import Event
 from ddpfsdp.demos.registry import load
-from ddpfsdp.demos.result import GLOO_CAVEAT, DemoResult, as_result
+from ddpfsdp.demos.result.schema import GLOO_CAVEAT, DemoResult, as_result
 from ddpfsdp.quiz.commands.results import check_table, save_result
 
 

@@ -9,7 +9,7 @@ import click
 from ddpfsdp.demos import registry
 from ddpfsdp.demos.faults.catalog import FAULTS
 from ddpfsdp.demos.faults.runner import DEFAULT_TIMEOUT_S, MAX_PROCS
-from ddpfsdp.demos.result import SCHEMA
+from ddpfsdp.demos.result.schema import SCHEMA
 
 
 def _progress_line(event: dict, timeout_s: float) -> str | None:
@@ -70,7 +70,7 @@ def fault(name: str | None, list_faults: bool, procs: int, timeout_s: float, as_
 def _run(name: str, procs: int, timeout_s: float, as_json: bool, verbose: bool) -> None:
     from ddpfsdp.demos.faults.render import render_fault
     from ddpfsdp.demos.faults.runner import FaultRun
-    from ddpfsdp.demos.result import as_result
+    from ddpfsdp.demos.result.schema import as_result
     from ddpfsdp.quiz.commands.results import check_table, save_result
     from rich.console import Console
     from rich.markup import escape

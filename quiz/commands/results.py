@@ -7,13 +7,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from ddpfsdp.demos import registry
-from ddpfsdp.demos.checks import Check
+from ddpfsdp.demos.result.checks import Check
 
 
 def check_table(checks: Sequence[Check]):
     from rich.table import Table
 
-    from ddpfsdp.demos.labels import Label
+    from ddpfsdp.demos.base.labels import Label
 
     table = Table(title="Checks: the claims this run illustrates", title_justify="left", expand=False)
     table.add_column("", width=1)

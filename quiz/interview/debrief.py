@@ -19,8 +19,8 @@ from ddpfsdp.demos.theory import planning
 from ddpfsdp.demos.theory.precision import bytes_per_param_breakdown
 from ddpfsdp.demos.theory.quiz_answers import q_transformer_activation_bytes
 from ddpfsdp.demos.theory.state import model_state
-from ddpfsdp.demos.result import Config, DemoResult, JsonObject, Memory, RankMemory, as_result
-from ddpfsdp.demos.shapes import GPT_SIZES
+from ddpfsdp.demos.result.schema import Config, DemoResult, JsonObject, Memory, RankMemory, as_result
+from ddpfsdp.demos.base.shapes import GPT_SIZES
 from ddpfsdp.quiz.grading import Grade
 from ddpfsdp.quiz.interview.scenario import SKILLS, Scenario, Step, gb
 

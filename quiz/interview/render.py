@@ -11,7 +11,7 @@ from rich.markdown import Markdown
 from rich.table import Table
 from rich.text import Text
 
-from ddpfsdp.demos.result import DemoResult, as_result
+from ddpfsdp.demos.result.schema import DemoResult, as_result
 from ddpfsdp.quiz.grading import Grade
 from ddpfsdp.quiz.interview import debrief
 from ddpfsdp.quiz.interview.scenario import Scenario, Step, gb

@@ -7,7 +7,7 @@ and arguments, with the working written from the same figures.
 from __future__ import annotations
 
 from ddpfsdp.demos.theory import overlap, planning, steptime
-from ddpfsdp.demos.collectives import wire_factor
+from ddpfsdp.demos.base.collectives import wire_factor
 from ddpfsdp.demos.theory.activations import transformer_activation_bytes
 from ddpfsdp.demos.theory.buckets import DDP_BUCKET_CAP_MB
 from ddpfsdp.demos.theory.working_set import DEEPSPEED_REDUCE_BUCKET_ELEMENTS

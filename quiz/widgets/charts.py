@@ -14,7 +14,7 @@ from rich.cells import cell_len
 from rich.text import Text
 from textual.widget import Widget
 
-from ddpfsdp.demos.result import PEAK_CATEGORY_NAMES, STATE_KINDS, CommOp, DemoResult, as_result
+from ddpfsdp.demos.result.schema import PEAK_CATEGORY_NAMES, STATE_KINDS, CommOp, DemoResult, as_result
 from ddpfsdp.quiz import evidence as ev
 from ddpfsdp.quiz.widgets.legend import RGB, LegendPlot, nice_ticks
 

@@ -18,9 +18,9 @@ from textual.containers import Vertical
 from textual.widgets import ProgressBar, RichLog, Static
 from textual.worker import get_current_worker
 
-from ddpfsdp.demos.labels import Label
+from ddpfsdp.demos.base.labels import Label
 from ddpfsdp.demos.launch.events import Event
-from ddpfsdp.demos.result import DemoResult, ResultError, as_result
+from ddpfsdp.demos.result.schema import DemoResult, ResultError, as_result
 from ddpfsdp.quiz import evidence as ev
 from ddpfsdp.quiz.loader import Question
 from ddpfsdp.quiz.messages import DemoFinished, DemoLaunching, DemoLog, DemoProgress, DemoStarted
@@ -49,7 +49,7 @@ def checks_table(items: list[ev.EvidenceItem], title: str) -> Table:
 
 def _common_unit(values: list[float]) -> str:
     """The binary unit of the largest value, so a column of bytes reads in one unit."""
-    from ddpfsdp.demos.units import BYTE_UNITS
+    from ddpfsdp.demos.base.units import BYTE_UNITS
 
     largest = max((abs(v) for v in values), default=0.0)
     return next((name for name in ("TiB", "GiB", "MiB", "KiB") if largest >= BYTE_UNITS[name]), "B")
@@ -102,7 +102,7 @@ def result_table(result: DemoResult | Mapping[str, Any]) -> Table | Group | None
     runs = ev.runs(result)
     if not runs:
         return scalar_table(result)
-    from ddpfsdp.demos.units import BYTE_UNITS
+    from ddpfsdp.demos.base.units import BYTE_UNITS
 
     rows = []
     for name, run in runs.items():

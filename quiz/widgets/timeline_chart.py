@@ -14,8 +14,8 @@ from typing import Any, Mapping
 from textual.containers import Vertical
 
 from ddpfsdp.demos.measure import lanes
-from ddpfsdp.demos.result import DemoResult, Timeline, as_result
-from ddpfsdp.demos.step_record import RankStep
+from ddpfsdp.demos.result.schema import DemoResult, Timeline, as_result
+from ddpfsdp.demos.result.step_record import RankStep
 from ddpfsdp.quiz import evidence as ev
 from ddpfsdp.quiz.widgets.legend import LegendPlot, nice_ticks, padded
 

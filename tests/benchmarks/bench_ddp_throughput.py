@@ -34,7 +34,7 @@ def bare_loop(args: argparse.Namespace) -> None:
 
     from ddpfsdp.demos.train.data import compute_loss, make_loader
     from ddpfsdp.demos.train.models import build_model
-    from ddpfsdp.demos.shapes import shape_for
+    from ddpfsdp.demos.base.shapes import shape_for
 
     cuda = args.device == "cuda"
     if cuda:

@@ -25,7 +25,7 @@ ROWS = {"ddp": ("ddp", None), "zro": ("zro", None), "fsdp-grad-op": ("grad-op", 
 
 def main() -> int:
     from ddpfsdp.demos.theory.estimate import estimate
-    from ddpfsdp.demos import shapes
+    from ddpfsdp.demos.base import shapes
     from ddpfsdp.demos.train.simulate import simulate
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -2,7 +2,7 @@
 
     ddpfsdp demo ddp --procs 2 --model tiny --compile --compile-backend aot_eager --bucket-mb 1
 
-Where compile goes (`train.parallelize`), as torchtitan does it:
+Where compile goes (`parallel.parallelize`), as torchtitan does it:
   DDP, zro    the DDP module compiled after wrapping. Dynamo graph-breaks in DDP's own forward
                (`DistributedDataParallel._inside_ddp_forward` is on its skip list) and compiles the
                model's forward while DDP is the active module; with `torch._dynamo.config.optimize_ddp`
@@ -31,7 +31,7 @@ import shutil
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
-from ddpfsdp.demos.checks import Check
+from ddpfsdp.demos.result.checks import Check
 
 # DDPOptimizer's first piece is cut at torch.distributed._DEFAULT_FIRST_BUCKET_BYTES (1 MiB) whatever
 # DDP's bucket_cap_mb, and it asserts that this is no larger than the other pieces' cap.

@@ -1,6 +1,6 @@
 """The ranks' supervisor on one machine: `ddpfsdp demo` starts this, and this starts the ranks.
 
-    python -m ddpfsdp.demos.agent --nproc 2 --device cpu fsdp      # the run's options in request.SPEC_ENV
+    python -m ddpfsdp.demos.launch.agent --nproc 2 --device cpu fsdp      # the run's options in request.SPEC_ENV
 
 It does for a one-node run what torchrun's agent does: gives each rank RANK, LOCAL_RANK, WORLD_SIZE,
 LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT (and, to several ranks, OMP_NUM_THREADS=1 unless it is
@@ -239,4 +239,4 @@ def main(nproc: int, device: str, demo: str) -> None:
 
 
 if __name__ == "__main__":
-    main(prog_name="python -m ddpfsdp.demos.agent")
+    main(prog_name="python -m ddpfsdp.demos.launch.agent")

@@ -1,6 +1,6 @@
 """Wrapping a model for data-parallel training: DDP, zro (ZeroRedundancyOptimizer), FSDP2 (`fully_shard`) and FSDP1.
 
-The steps `train.parallelize` composes, with tensor parallelism before them: `shard` (FSDP: the
+The steps `parallel.parallelize` composes, with tensor parallelism before them: `shard` (FSDP: the
 model's units, then its root), `wrap_ddp` (DDP and zro) and `build_optimizer`; `Prepared` holds
 the result: the wrapped model and its optimizer, plus the facts a demo reports about the wrapping
 (the FSDP units and the parameters each one all-gathers).

@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
-from ddpfsdp.demos.checks import Check
-from ddpfsdp.demos.step_record import Exposed, RankStep
+from ddpfsdp.demos.result.checks import Check
+from ddpfsdp.demos.result.step_record import Exposed, RankStep
 
 SCHEMA = "ddpfsdp.demo/1"
 

@@ -18,7 +18,7 @@ torchtitan's `parallelize_llama` is the model: one function, a fixed order, a re
                        reducer must see the tensors it will train
   7. DDP / zro         the materialized model wrapped (`strategies.wrap_ddp`)
   7b. compile (DDP)    (--compile) the DDP module compiled after wrapping, so DDPOptimizer sees DDP's
-                       bucket cap and splits the graph at the buckets (`train.compiled`)
+                       bucket cap and splits the graph at the buckets (`parallel.compiled`)
   8. the optimizer     over the parameters as wrapped (`strategies.build_optimizer`), fused where torch
                        has the kernel unless --optimizer-impl says otherwise
 What differs between a real run and a simulated one is only the `World`: its size, how the model
@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from ddpfsdp.demos.train.spec import RunSpec
-from ddpfsdp.demos.train.strategies import Prepared, build_optimizer, optimizer_impl, shard, shard_size, wrap_ddp
+from ddpfsdp.demos.parallel.strategies import Prepared, build_optimizer, optimizer_impl, shard, shard_size, wrap_ddp
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def parallelize(model: nn.Module, run: RunSpec, world: World, device: torch.devi
         model = model.to(torch.bfloat16)  # a model built in bf16 (a simulated one) needs no cast
     two_d = None
     if run.tp:
-        from ddpfsdp.demos.train.tensor_parallel import TwoD
+        from ddpfsdp.demos.parallel.tensor_parallel import TwoD
 
         two_d = TwoD.apply(model, run, device, world.size)
     if run.checkpoint_activations:
@@ -76,7 +76,7 @@ def parallelize(model: nn.Module, run: RunSpec, world: World, device: torch.devi
     facts = model_facts(model, shard_size(run, world.size))
     compiled = None
     if run.compile:
-        from ddpfsdp.demos.train.compiled import Compiled
+        from ddpfsdp.demos.parallel.compiled import Compiled
 
         if run.strategy == "fsdp" and run.fsdp_api != 2:
             raise ValueError("compile runs with FSDP2 (fsdp_api 2): each block compiled, then fully_shard")

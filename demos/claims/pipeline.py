@@ -19,16 +19,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from ddpfsdp.demos.checks import Check
+from ddpfsdp.demos.result.checks import Check
 from ddpfsdp.demos.measure.pipeline_timeline import PlacedStep
 from ddpfsdp.demos.theory.pipeline import Pipeline, boundary_bytes, bubble, in_flight, p2p_sends
-from ddpfsdp.demos.units import format_iec
+from ddpfsdp.demos.base.units import format_iec
 
 if TYPE_CHECKING:
     from ddpfsdp.demos.measure.comm import PerOp
-    from ddpfsdp.demos.shapes import GPTShape
+    from ddpfsdp.demos.base.shapes import GPTShape
 
-LOSS_RTOL = 1e-4  # fp32, as the 2-D demo's reference (train/claims.LOSS_RTOL_FP32)
+LOSS_RTOL = 1e-4  # fp32, as the 2-D demo's reference (claims/training.LOSS_RTOL_FP32)
 BUBBLE_TOLERANCE = 0.10  # absolute, in bubble fraction: see check_bubble
 
 

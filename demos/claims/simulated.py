@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ddpfsdp.demos.checks import Check, within
-from ddpfsdp.demos.result import CommOp, RankMemory, VersusRow
-from ddpfsdp.demos.units import format_bytes
+from ddpfsdp.demos.result.checks import Check, within
+from ddpfsdp.demos.result.schema import CommOp, RankMemory, VersusRow
+from ddpfsdp.demos.base.units import format_bytes
 
 # Rank 0's memory and the step's ops, typed (a DemoResult's blocks) or in their JSON form.
 Rank = RankMemory | Mapping[str, Any]

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
-from ddpfsdp.demos.checks import Check, within
+from ddpfsdp.demos.result.checks import Check, within
 from ddpfsdp.demos.measure.lanes import collective_interval, compute_intervals, length, subtract, unit_spans
-from ddpfsdp.demos.result import STATE_KINDS, CommOp, RankMemory
-from ddpfsdp.demos.units import format_bytes
+from ddpfsdp.demos.result.schema import STATE_KINDS, CommOp, RankMemory
+from ddpfsdp.demos.base.units import format_bytes
 
 # A rank's memory and one group's ops per step, typed (a DemoResult's blocks) or in their JSON form.
 Ranks = Sequence[RankMemory | Mapping[str, Any]]

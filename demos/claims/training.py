@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
-from ddpfsdp.demos.checks import Check, within
+from ddpfsdp.demos.result.checks import Check, within
 from ddpfsdp.demos.measure.blas_workspaces import HOPPER_DEFAULT_BYTES
-from ddpfsdp.demos.result import STATE_KINDS, CommOp, RankMemory
-from ddpfsdp.demos.units import format_bytes
+from ddpfsdp.demos.result.schema import STATE_KINDS, CommOp, RankMemory
+from ddpfsdp.demos.base.units import format_bytes
 
 # A rank's memory and the ops of a step arrive typed (a DemoResult's blocks) or in their JSON form.
 Ranks = Sequence[RankMemory | Mapping[str, Any]]

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ddpfsdp.demos.checks import Check
+from ddpfsdp.demos.result.checks import Check
 from ddpfsdp.demos.measure import lanes
-from ddpfsdp.demos.result import CommOp, Timeline
-from ddpfsdp.demos.step_record import CollectiveSpan, Exposed, RankStep, Span
+from ddpfsdp.demos.result.schema import CommOp, Timeline
+from ddpfsdp.demos.result.step_record import CollectiveSpan, Exposed, RankStep, Span
 
 # A result's timeline, typed or in its JSON form; each rank's record keeps measure.timeline's shape.
 Recorded = Timeline | Mapping[str, Any] | None

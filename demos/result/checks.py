@@ -64,7 +64,7 @@ def within(measured: float, expected: float, rel: float, slack: float = 0.0) -> 
 
 def _sizes(by_rank: list[int]) -> str:
     """Bytes per rank as a person reads them (rank 0 first); the exact bytes stay in the check's values."""
-    from ddpfsdp.demos.units import format_iec
+    from ddpfsdp.demos.base.units import format_iec
 
     return ", ".join(format_iec(value) for value in by_rank) or "none"
 

@@ -1,0 +1,11 @@
+"""Claims: the named checks a run is judged by, each a function of measured numbers.
+
+    training    one training run, and compare's runs side by side
+    timeline    what only the recorded step can show: overlap, resharding, prefetch, exposed communication
+    two_d       a 2-D run (FSDP over dp x tensor parallelism over tp)
+    pipeline    a pipeline run: bubble, activations in flight, point-to-point bytes, the loss
+    simulated   a simulated run against the analytic model
+
+Each function takes numbers and returns a `result.checks.Check`; tests feed each one broken numbers and
+see it fail. Torch-free at import, so the registry and the quiz can read them without torch.
+"""
