@@ -30,8 +30,11 @@ from typing import Any
 import click
 
 from ddpfsdp.demos import registry
-from ddpfsdp.demos.launch import events, request, sharing
-from ddpfsdp.demos.launch.context import DEFAULT_TIMEOUT_S, DEVICE_ENV, TIMEOUT_ENV
+from ddpfsdp.demos.base.placement import Placement
+from ddpfsdp.demos.launch import events, request
+from ddpfsdp.demos.launch.context import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
+from ddpfsdp.demos.result.schema import DemoResult
+from ddpfsdp.demos.train.spec import RunSpec
 
 TRACEBACK_CHARS = 3000  # keeps an error event well inside one pipe write
 
@@ -91,20 +94,6 @@ def cuda_index(local_rank: int, visible: int) -> int:
     )
 
 
-def gpu_of(local_rank: int, ranks_per_gpu: int, visible: int) -> int:
-    """The GPU this rank drives when `ranks_per_gpu` ranks share each: local ranks 0..K-1 the first,
-    K..2K-1 the next, and so on."""
-    return cuda_index(local_rank // ranks_per_gpu, visible)
-
-
-def ranks_per_gpu_of(environ: Any) -> int:
-    """The ranks sharing each GPU, as the launcher set them (1 under a launch of one's own)."""
-    value = environ.get(sharing.RANKS_PER_GPU_ENV, "") or "1"
-    if not value.isdigit() or int(value) < 1:
-        raise click.UsageError(f"{sharing.RANKS_PER_GPU_ENV}={value!r}: it must be a whole number of ranks, at least 1")
-    return int(value)
-
-
 def _emit_error(rank: int, exc: BaseException, message: str | None = None) -> None:
     """An error event; a usage error carries its message and no traceback."""
     event = {
@@ -151,46 +140,47 @@ def run_rank(demo_name: str, args: list[str], device_type: str | None = None) ->
 
     from ddpfsdp.demos.launch.context import DemoContext
 
-    device_type = device_type or os.environ.get(DEVICE_ENV) or ("cuda" if torch.cuda.is_available() else "cpu")
+    device_type = device_type or ("cuda" if torch.cuda.is_available() else "cpu")
     timeout = timedelta(seconds=float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)))
-    ranks_per_gpu = ranks_per_gpu_of(os.environ)
     try:
-        if device_type == "cuda":
+        placement = Placement.of_rank(os.environ, device_type, int(os.environ["WORLD_SIZE"]))
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    if isinstance(asked, RunSpec) and not os.environ.get(request.SPEC_ENV):
+        asked = asked.resolved(placement.device)  # a launch of one's own: the launcher did not resolve it
+    try:
+        if placement.device == "cuda":
             local_rank = int(os.environ["LOCAL_RANK"])
-            device = torch.device("cuda", gpu_of(local_rank, ranks_per_gpu, torch.cuda.device_count()))
+            device = torch.device("cuda", cuda_index(placement.gpu_of(local_rank), torch.cuda.device_count()))
             torch.cuda.set_device(device)
-            # NCCL refuses two ranks on one device at their first collective; gloo takes CUDA tensors.
-            backend = "nccl" if ranks_per_gpu == 1 else "gloo"
-            if backend == "nccl":
-                dist.init_process_group("nccl", timeout=timeout, device_id=device)
-            else:
-                dist.init_process_group("gloo", timeout=timeout)
         else:
             device = torch.device("cpu")
+        # NCCL refuses two ranks on one device at their first collective; gloo takes CUDA tensors.
+        if placement.backend == "nccl":
+            dist.init_process_group("nccl", timeout=timeout, device_id=device)
+        else:
             dist.init_process_group("gloo", timeout=timeout)
-            backend = "gloo"
     except Exception as exc:  # noqa: BLE001 - reported to the launcher as an event, then re-raised
         _emit_error(rank, exc)
         raise
 
     try:
-        ctx = DemoContext.from_env(device=device, backend=backend)
+        ctx = DemoContext.from_env(device=device, placement=placement)
         ctx.emit(
             "start",
             demo=demo.name,
             world_size=ctx.world_size,
             device=device.type,
-            backend=backend,
-            ranks_per_gpu=ranks_per_gpu if device.type == "cuda" else None,
+            backend=placement.backend,
+            ranks_per_gpu=placement.ranks_per_gpu if device.type == "cuda" else None,
             config=request.options_of(asked),
         )
-        result = demo.run_on_rank(ctx, asked)
+        results = demo.run_on_rank(ctx, asked)
         if ctx.is_main:
-            if not isinstance(result, dict):
-                raise TypeError(f"demo {demo.name!r} returned {type(result).__name__} on rank 0, not a result dict")
-            if device.type == "cuda":
-                result = sharing.mark_result(result, ranks_per_gpu, max(1, ctx.world_size // ranks_per_gpu))
-            ctx.emit("result", result=result)
+            for result in results if isinstance(results, list) else [results]:
+                if not isinstance(result, DemoResult):
+                    raise TypeError(f"demo {demo.name!r} returned {type(result).__name__} on rank 0, not a DemoResult")
+                ctx.emit("result", result=result.to_json())  # the result's one crossing to JSON on a rank
         # Ranks leave together: a rank that tears down gloo while a peer's transfer is still in
         # flight can abort that peer.
         dist.barrier()
@@ -216,7 +206,7 @@ def _run_simulated(demo: registry.Demo, spec: Any) -> int:
         emit("start", demo=demo.name, world_size=spec.world, device="fake", backend="fake",
              config=request.options_of(spec))
         result = simulate(demo.name, spec, log=lambda message: emit("log", message=message))
-        emit("result", result=result)
+        emit("result", result=result.to_json())
         return 0
     except click.ClickException as exc:
         _emit_error(0, exc, exc.format_message())

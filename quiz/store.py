@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
-from ddpfsdp.demos.result.schema import RENAMED, Env, upgraded
+from ddpfsdp.demos.result.schema import RENAMED, DemoResult, Env, upgraded
 from ddpfsdp.quiz.paths import data_dir
 
 log = logging.getLogger(__name__)
@@ -384,9 +384,12 @@ class Store:
 
     # --- demo results ------------------------------------------------------------------------------
 
-    def save_demo_result(self, demo: str, asked: Any, result: dict[str, Any], *, saved_at: datetime | None = None) -> None:
-        """Save a result under what the demo was asked: its command line's words, or its RunSpec or options."""
+    def save_demo_result(self, demo: str, asked: Any, result: DemoResult | Mapping[str, Any], *,
+                         saved_at: datetime | None = None) -> None:
+        """Save a result under what the demo was asked: its command line's words, or its RunSpec or options.
+        The result is written as its JSON here, once."""
         demo = RENAMED.get(demo, demo)
+        result = result.to_json() if isinstance(result, DemoResult) else dict(result)
         env = result.get("env") if isinstance(result, dict) else None
         host = (env or {}).get("hostname") or socket.gethostname()
         with self.transaction() as db:

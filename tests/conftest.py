@@ -104,7 +104,7 @@ def simulated(tmp_path_factory):
 
         key = json.dumps([demo, options], sort_keys=True)
         if key not in done:
-            done[key] = shared_json(folder, key, lambda: simulate(demo, dict(options)))
+            done[key] = shared_json(folder, key, lambda: simulate(demo, dict(options)).to_json())
         return done[key]
 
     return result

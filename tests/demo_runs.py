@@ -128,7 +128,8 @@ class DemoRuns:
         events = list(run.events())
         trace = json.loads(trace_path.read_text()) if trace_path and trace_path.exists() else None
         return FinishedRun(
-            demo=demo, args=args, procs=procs, events=events, result=run.result, error=run.error,
+            demo=demo, args=args, procs=procs, events=events, result=run.result.to_json() if run.result else None,
+            error=run.error,
             returncode=run.returncode, ok=run.ok, leftover_pids=run.leftover_pids(),
             stderr_tail=list(run.stderr_tail), trace=trace, wall_s=time.monotonic() - started,
             logs=[event["message"] for event in events if event["event"] == "log"],

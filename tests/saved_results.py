@@ -135,3 +135,18 @@ def wrap_result() -> dict:
         ],
         "peak_bytes": {"root_only": 2_621_440, "per_block": 1_258_291},
     }
+
+
+def placed_result(demo: str, config: dict, env: dict, checks: list, **fields):
+    """A result as the one place results are made (`result.build`) makes it, placed where `config` says
+    the run was (a simulated run's on a fake world, else its device, 2 ranks unless it says)."""
+    from ddpfsdp.demos.base.placement import Placement
+    from ddpfsdp.demos.result.build import build
+
+    config = config.to_json() if hasattr(config, "to_json") else dict(config)
+    device = "fake" if config.get("simulated") else config.get("device") or "cpu"
+    if device == "cuda" and config.get("backend") == "gloo":  # ranks sharing a GPU
+        placement = Placement("cuda", config.get("world_size") or 2, config.get("ranks_per_gpu") or 2)
+    else:
+        placement = Placement(device, config.get("world_size") or 2)
+    return build(demo, placement, env, config, checks, **fields)

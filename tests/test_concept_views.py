@@ -12,7 +12,8 @@ from rich.console import Console
 
 from ddpfsdp.demos.concepts import render
 from ddpfsdp.demos.concepts.measured import NoSync, Traffic, Trials
-from ddpfsdp.demos.result.schema import as_result, envelope
+from ddpfsdp.demos.result.schema import as_result
+from saved_results import placed_result
 
 SAVED = Path(__file__).parent / "data" / "saved"
 OP = {"count": 1, "bytes": 4096, "wire_bytes_per_rank": 2048.0}
@@ -20,7 +21,7 @@ PLACED = {"world_size": 2, "device": "cpu", "backend": "gloo"}
 
 
 def _result(demo: str, config: dict, **measured) -> dict:
-    return envelope(demo, {**PLACED, **config}, {}, [], **measured).to_json()
+    return placed_result(demo, {**PLACED, **config}, {}, [], **measured).to_json()
 
 
 COMM = _result("comm", {"params": 1024}, param_bytes=4096, fsdp_to_ddp_wire_ratio=1.5, runs={

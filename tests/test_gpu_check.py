@@ -18,6 +18,15 @@ BENCHMARKS = Path(__file__).resolve().parent / "benchmarks"
 MIB = 1024 * 1024
 
 
+def mark_result(result: dict, ranks_per_gpu: int, gpus: int) -> dict:
+    """`result` as a run of `ranks_per_gpu` ranks on each of `gpus` GPUs has it marked where it is made."""
+    from ddpfsdp.demos.base.placement import Placement
+    from ddpfsdp.demos.result.build import shared
+    from ddpfsdp.demos.result.schema import as_result
+
+    return shared(as_result(result), Placement("cuda", ranks_per_gpu * gpus, ranks_per_gpu)).to_json()
+
+
 def _load():
     spec = importlib.util.spec_from_file_location("gpu_check", BENCHMARKS / "gpu_check.py")
     module = importlib.util.module_from_spec(spec)
@@ -136,7 +145,7 @@ def test_every_one_gpu_item_is_placed_as_planned_and_none_is_refused_but_the_ref
     ranks the item expects, and accepted by the demo's own checks, except the items that test a refusal."""
     from ddpfsdp.demos.launch import launcher
 
-    monkeypatch.setattr(launcher, "cuda_device_count", lambda: 1)
+    monkeypatch.setattr("ddpfsdp.demos.launch.placement.cuda_device_count", lambda: 1)
     for item in gc.plan(1, tmp_path, tmp_path / "work", python="py"):
         if item.argv[1:4] != ["-m", "ddpfsdp.quiz.cli", "demo"] or item.argv[4] == "fault":
             continue
@@ -315,7 +324,7 @@ def test_mfu_judge_wants_torchtitans_order_of_magnitude():
 
 
 def test_refusal_judge_wants_only_commands_that_run_here():
-    from ddpfsdp.demos.launch.launcher import Placement, too_few_ranks
+    from ddpfsdp.demos.launch.placement import Placement, too_few_ranks
 
     one = gc.Item("refusal", "r", "refusal", ["py"], 10, "refusal", {"gpus": 1})
     said = ("Usage: ddpfsdp demo ddp [OPTIONS]\nTry 'ddpfsdp demo ddp --help' for help.\n\nError: "
@@ -416,7 +425,6 @@ def test_one_rank_driver_on_cpu_is_judged_end_to_end(tmp_path):
 
 
 def test_a_check_the_shared_gpu_does_not_judge_is_neither_failed_nor_passed():
-    from ddpfsdp.demos.launch.sharing import mark_result
 
     overlap = _check("ddp_overlaps_allreduce_with_backward", False, "first all-reduce issued late")
     shared = mark_result(_result(checks=[_check("loss_decreases", True), overlap]), ranks_per_gpu=2, gpus=1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from ddpfsdp.demos.base.placement import Placement
 from ddpfsdp.demos.launch import guard
 
 GIB = 2**30
@@ -20,7 +21,7 @@ def options(**changes):
 
 
 def test_fits_when_the_device_has_room():
-    verdict = guard.check_launch("fsdp", options(model="tiny", batch_size=4), device="cuda", world_size=2,
+    verdict = guard.check_launch("fsdp", options(model="tiny", batch_size=4), Placement("cuda", 2),
                                  force=False, available_bytes=80 * GIB)
     assert verdict.fits and verdict.proceed
     assert verdict.available_bytes == 80 * GIB
@@ -30,7 +31,7 @@ def test_fits_when_the_device_has_room():
 
 
 def test_refuses_when_it_does_not_fit_and_suggests_what_would():
-    verdict = guard.check_launch("ddp", options(), device="cuda", world_size=2, force=False, available_bytes=40 * GIB)
+    verdict = guard.check_launch("ddp", options(), Placement("cuda", 2), force=False, available_bytes=40 * GIB)
     assert not verdict.fits and not verdict.proceed
     assert verdict.estimate_bytes > 40 * GIB
     assert "will not fit" in verdict.message and "40.00 GiB" in verdict.message
@@ -41,7 +42,7 @@ def test_refuses_when_it_does_not_fit_and_suggests_what_would():
 
 
 def test_the_suggestion_fits_when_checked_again():
-    verdict = guard.check_launch("ddp", options(), device="cuda", world_size=2, force=False, available_bytes=40 * GIB)
+    verdict = guard.check_launch("ddp", options(), Placement("cuda", 2), force=False, available_bytes=40 * GIB)
     words = verdict.suggestion.split()[2:]
     demo, flags = words[0], words[1:]
     changed, index = {}, 0
@@ -55,31 +56,31 @@ def test_the_suggestion_fits_when_checked_again():
             index += 1
     if "batch_size" in changed:
         changed["batch_size"] = int(changed["batch_size"])
-    again = guard.check_launch(demo, options(**changed), device="cuda", world_size=2, force=False,
+    again = guard.check_launch(demo, options(**changed), Placement("cuda", 2), force=False,
                                available_bytes=40 * GIB)
     assert again.fits, again.message
 
 
 def test_force_overrides_but_keeps_the_truth():
-    verdict = guard.check_launch("ddp", options(), device="cuda", world_size=2, force=True, available_bytes=4 * GIB)
+    verdict = guard.check_launch("ddp", options(), Placement("cuda", 2), force=True, available_bytes=4 * GIB)
     assert not verdict.fits
     assert verdict.proceed
     assert "--force" in verdict.message
 
 
 def test_the_margin_is_kept_back():
-    estimate = guard.check_launch("fsdp", options(model="base", batch_size=2), device="cuda", world_size=2,
+    estimate = guard.check_launch("fsdp", options(model="base", batch_size=2), Placement("cuda", 2),
                                   force=False, available_bytes=80 * GIB).estimate_bytes
     just_enough = int(estimate / (1 - guard.SAFETY_MARGIN)) + 1
-    tight = guard.check_launch("fsdp", options(model="base", batch_size=2), device="cuda", world_size=2,
+    tight = guard.check_launch("fsdp", options(model="base", batch_size=2), Placement("cuda", 2),
                                force=False, available_bytes=just_enough)
-    squeezed = guard.check_launch("fsdp", options(model="base", batch_size=2), device="cuda", world_size=2,
+    squeezed = guard.check_launch("fsdp", options(model="base", batch_size=2), Placement("cuda", 2),
                                   force=False, available_bytes=estimate)
     assert tight.fits and not squeezed.fits
 
 
 def test_sharding_lowers_the_estimate():
-    per = lambda demo, **kw: guard.estimate_rank_bytes(demo, options(model="large", **kw), device="cuda", world_size=8)  # noqa: E731
+    per = lambda demo, **kw: guard.estimate_rank_bytes(demo, options(model="large", **kw), Placement("cuda", 8))  # noqa: E731
     ddp = per("ddp")["parts"]["model_state"]
     full = per("fsdp", sharding="full")["parts"]["model_state"]
     assert full == pytest.approx(ddp / 8, rel=0.01)
@@ -92,9 +93,9 @@ def test_cpu_ram_is_shared_by_the_processes(monkeypatch):
 
     monkeypatch.setattr(host, "ram_bytes", lambda: (64 * GIB, 8 * GIB))
     assert guard.available_rank_bytes("cpu", 4) == 2 * GIB
-    small = guard.check_launch("fsdp", options(model="tiny", batch_size=4), device="cpu", world_size=4, force=False)
+    small = guard.check_launch("fsdp", options(model="tiny", batch_size=4), Placement("cpu", 4), force=False)
     assert small.fits and small.available_bytes == 2 * GIB
-    big = guard.check_launch("ddp", options(model="large", batch_size=8), device="cpu", world_size=4, force=False)
+    big = guard.check_launch("ddp", options(model="large", batch_size=8), Placement("cpu", 4), force=False)
     assert not big.fits
     # More CPU processes never help (they share the RAM), so the advice must not be "--procs".
     assert big.suggestion is None or "--procs" not in big.suggestion
@@ -102,33 +103,33 @@ def test_cpu_ram_is_shared_by_the_processes(monkeypatch):
 
 def test_more_gpus_are_suggested_when_nothing_else_is_enough():
     verdict = guard.check_launch("fsdp", options(model="xl", batch_size=1, checkpoint_activations=True),
-                                 device="cuda", world_size=2, force=False, available_bytes=11 * GIB)
+                                 Placement("cuda", 2), force=False, available_bytes=11 * GIB)
     assert not verdict.fits
     assert verdict.suggestion and "--gpus" in verdict.suggestion
 
 
 def test_unknown_availability_lets_the_run_go(monkeypatch):
     monkeypatch.setattr(guard, "available_rank_bytes", lambda device, world_size: None)
-    verdict = guard.check_launch("ddp", options(), device="cuda", world_size=2, force=False)
+    verdict = guard.check_launch("ddp", options(), Placement("cuda", 2), force=False)
     assert verdict.fits and verdict.available_bytes is None
     assert "unknown" in verdict.message
 
 
 def test_what_cannot_be_sized_is_let_through():
-    verdict = guard.check_launch("ddp", options(arch="mamba"), device="cuda", world_size=2, force=False,
+    verdict = guard.check_launch("ddp", options(arch="mamba"), Placement("cuda", 2), force=False,
                                  available_bytes=GIB)
     assert verdict.fits and verdict.estimate_bytes is None
     assert "cannot estimate" in verdict.message
 
 
 def test_concept_demos_are_not_checked():
-    verdict = guard.check_launch("sampler", {}, device="cpu", world_size=2, force=False, available_bytes=1)
+    verdict = guard.check_launch("sampler", {}, Placement("cpu", 2), force=False, available_bytes=1)
     assert verdict.fits and verdict.estimate_bytes is None
 
 
 def test_default_model_depends_on_the_device():
-    on_cpu = guard.estimate_rank_bytes("ddp", options(model=None), device="cpu", world_size=2)
-    on_gpu = guard.estimate_rank_bytes("ddp", options(model=None), device="cuda", world_size=2)
+    on_cpu = guard.estimate_rank_bytes("ddp", options(model=None), Placement("cpu", 2))
+    on_gpu = guard.estimate_rank_bytes("ddp", options(model=None), Placement("cuda", 2))
     assert on_cpu["model"] == "small" and on_gpu["model"] == "base"
 
 
@@ -136,7 +137,7 @@ def test_fewer_cpu_processes_are_suggested_before_a_smaller_model():
     # 9.6 GiB of RAM: 2.4 GiB for each of 4 processes is too little for large sharded 4 ways,
     # while 4.8 GiB for each of 2 is enough for it sharded 2 ways.
     verdict = guard.check_launch("fsdp", options(model="large", batch_size=1, checkpoint_activations=True),
-                                 device="cpu", world_size=4, force=False, available_bytes=int(2.4 * GIB))
+                                 Placement("cpu", 4), force=False, available_bytes=int(2.4 * GIB))
     assert not verdict.fits
     assert verdict.suggestion.endswith("--procs 2")
     assert "--model large" in verdict.suggestion
@@ -146,13 +147,13 @@ def test_on_cpu_the_same_demo_on_fewer_processes_is_suggested_first():
     # DDP's estimate per rank does not depend on the world size; the host's RAM is shared, so each
     # of 16 processes gets 4 times what each of 64 gets, and 32 still get too little.
     run = options(model="small", batch_size=8)
-    per_rank = guard.estimate_rank_bytes("ddp", run, device="cpu", world_size=64)["total_bytes"]
+    per_rank = guard.estimate_rank_bytes("ddp", run, Placement("cpu", 64))["total_bytes"]
     available = int(per_rank / (1 - guard.SAFETY_MARGIN) / 3)  # per rank, at 64 processes
-    verdict = guard.check_launch("ddp", run, device="cpu", world_size=64, force=False, available_bytes=available)
+    verdict = guard.check_launch("ddp", run, Placement("cpu", 64), force=False, available_bytes=available)
     assert not verdict.fits
     assert verdict.suggestion == "ddpfsdp demo ddp --model small --batch-size 8 --steps 10 --procs 16"
     # None fits: another strategy is suggested.
-    none = guard.check_launch("ddp", run, device="cpu", world_size=4, force=False, available_bytes=available // 8)
+    none = guard.check_launch("ddp", run, Placement("cpu", 4), force=False, available_bytes=available // 8)
     assert none.suggestion is None or not none.suggestion.startswith("ddpfsdp demo ddp ")
 
 
@@ -162,7 +163,7 @@ def test_vision_models_are_sized_too(arch, model):
 
     if arch not in getattr(shapes, "PRESETS", {}):
         pytest.skip(f"no {arch} presets")
-    estimate = guard.estimate_rank_bytes("ddp", options(arch=arch, model=model, batch_size=32), device="cuda", world_size=2)
+    estimate = guard.estimate_rank_bytes("ddp", options(arch=arch, model=model, batch_size=32), Placement("cuda", 2))
     assert estimate["params"] == shapes.model_params(arch, model)
     assert estimate["parts"]["activations"] > 0
     refused = guard.check_launch("ddp", options(arch=arch, model=model, batch_size=32), device="cuda",
@@ -177,11 +178,11 @@ def test_cpu_processes_together_must_fit_the_host_ram(monkeypatch):
 
     monkeypatch.setattr(host, "ram_bytes", lambda: (64 * GIB, 4 * GIB))
     run = options(model="small", batch_size=8)
-    per_rank = guard.estimate_rank_bytes("ddp", run, device="cpu", world_size=8)["total_bytes"]
+    per_rank = guard.estimate_rank_bytes("ddp", run, Placement("cpu", 8))["total_bytes"]
     assert per_rank < GIB < 8 * per_rank
-    few = guard.check_launch("ddp", run, device="cpu", world_size=2, force=False)
+    few = guard.check_launch("ddp", run, Placement("cpu", 2), force=False)
     assert few.fits
-    many = guard.check_launch("ddp", run, device="cpu", world_size=8, force=False)
+    many = guard.check_launch("ddp", run, Placement("cpu", 8), force=False)
     assert not many.fits and not many.proceed
     assert many.estimate_bytes == per_rank and many.available_bytes == 4 * GIB // 8
     together = guard.format_bytes(8 * per_rank, "GiB")
@@ -212,8 +213,8 @@ def test_a_tp_run_is_sized_as_one_tp_rank_of_the_2d_mesh():
     # split tensor (vocabulary rows, qkv and MLP outputs, row-wise inputs), FSDP then halves its rows:
     # embeddings 6,144 x 768 + 512 x 768, each block 1,773,120, the head's LayerNorm 768 and its
     # 6,144 x 768 rows: 31,108,608 parameters at 16 bytes each (fp32 weights and grads, AdamW's two).
-    two_d = guard.estimate_rank_bytes("fsdp", options(model="base", batch_size=4, tp=2), device="cuda", world_size=4)
-    plain = guard.estimate_rank_bytes("fsdp", options(model="base", batch_size=4), device="cuda", world_size=4)
+    two_d = guard.estimate_rank_bytes("fsdp", options(model="base", batch_size=4, tp=2), Placement("cuda", 4))
+    plain = guard.estimate_rank_bytes("fsdp", options(model="base", batch_size=4), Placement("cuda", 4))
     assert two_d["strategy"] == "2d"
     assert two_d["parts"]["model_state"] == 31_108_608 * 16
     # Each TP rank computes half the heads and half the MLP on the same batch.
@@ -224,13 +225,13 @@ def test_a_suggestion_keeps_what_was_given_and_the_demo_accepts_it():
     from ddpfsdp.demos.train.options import validate
 
     given = options(model="xl", batch_size=16, tp=2, precision="bf16-mixed", timeline=False, sequence_parallel=False)
-    verdict = guard.check_launch("fsdp", given, device="cuda", world_size=4, force=False, available_bytes=8 * GIB)
+    verdict = guard.check_launch("fsdp", given, Placement("cuda", 4), force=False, available_bytes=8 * GIB)
     assert not verdict.fits and verdict.suggestion
     demo, typed, gpus = _as_typed(verdict.suggestion)
     assert (typed["model"], typed["tp"], typed["precision"], typed["timeline"]) == ("xl", 2, "bf16-mixed", False)
     assert not typed["checkpoint_activations"]  # the 2-D demo refuses it
     validate(demo, typed, gpus or 4, "cuda")
-    again = guard.check_launch(demo, typed, device="cuda", world_size=gpus or 4, force=False, available_bytes=8 * GIB)
+    again = guard.check_launch(demo, typed, Placement("cuda", gpus or 4), force=False, available_bytes=8 * GIB)
     assert again.fits, again.message
 
 
@@ -245,7 +246,7 @@ def test_activations_follow_how_the_strategy_applies_bf16_mixed(demo, sharding, 
     from ddpfsdp.demos.theory.activations import model_activation_bytes
 
     spec = options(arch=arch, model="large", batch_size=8, precision="bf16-mixed", sharding=sharding)
-    estimate = guard.estimate_rank_bytes(demo, spec, device="cuda", world_size=2)
+    estimate = guard.estimate_rank_bytes(demo, spec, Placement("cuda", 2))
     expected = model_activation_bytes(arch, shape_for(arch, "large"), 8, False, "bf16-mixed", cast=cast)
     assert estimate["parts"]["activations"] == expected
     fp32_residual = model_activation_bytes(arch, shape_for(arch, "large"), 8, False, "bf16-mixed")

@@ -68,7 +68,8 @@ PATHS: dict[str, tuple[str, tuple[str, ...]]] = {
         TORCH_TEXTUAL_NUMPY),
     "the launch guard's verdict": (
         "from ddpfsdp.demos.launch import guard\n"
-        "guard.check_launch('ddp', {'model': 'base', 'batch_size': 8}, device='cuda', world_size=2, force=False,\n"
+        "from ddpfsdp.demos.base.placement import Placement\n"
+        "guard.check_launch('ddp', {'model': 'base', 'batch_size': 8}, Placement('cuda', 2), force=False,\n"
         "                   available_bytes=2**34)\n",
         TORCH),
     "drill --json and drill --plain": (

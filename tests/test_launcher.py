@@ -50,9 +50,8 @@ def test_events_round_trip_and_ignore_other_output():
 def test_placement_without_gpus(monkeypatch):
     assert resolve_placement(procs=3) == Placement("cpu", 3)
     # With no --procs on a machine without GPUs: 2 processes, or two groups of --tp for a 2-D run.
-    from ddpfsdp.demos.launch import launcher
 
-    monkeypatch.setattr(launcher, "cuda_device_count", lambda: 0)
+    monkeypatch.setattr("ddpfsdp.demos.launch.placement.cuda_device_count", lambda: 0)
     assert resolve_placement() == Placement("cpu", 2)
     assert DemoRun("fsdp", ["--model", "tiny"]).placement == Placement("cpu", 2)
     assert DemoRun("fsdp", ["--model", "tiny", "--tp", "4"]).placement == Placement("cpu", 8)
@@ -81,7 +80,7 @@ def test_the_gpu_build_of_torch_is_read_from_its_version_file():
 
 
 def test_too_many_gpus_names_the_procs_command_that_runs_here():
-    from ddpfsdp.demos.launch.launcher import cuda_device_count
+    from ddpfsdp.demos.launch.placement import cuda_device_count
 
     if cuda_device_count():
         pytest.skip("needs a machine without CUDA")
@@ -95,9 +94,8 @@ def test_one_gpu_machine_is_told_only_what_it_can_run(monkeypatch):
     """One GPU, one rank asked (--ranks-per-gpu 1): data parallelism cannot use it, and --gpus 2 would be
     refused too; the message names two ranks sharing the GPU and CPU processes, never a second GPU.
     (Left to its default, the same machine runs two ranks sharing the GPU: tests/test_sharing.py.)"""
-    from ddpfsdp.demos.launch import launcher
 
-    monkeypatch.setattr(launcher, "cuda_device_count", lambda: 1)
+    monkeypatch.setattr("ddpfsdp.demos.launch.placement.cuda_device_count", lambda: 1)
     with pytest.raises(LaunchError) as refused:
         DemoRun("ddp", ["--model", "tiny"], ranks_per_gpu=1)
     message = str(refused.value)
@@ -113,7 +111,7 @@ def test_one_gpu_machine_is_told_only_what_it_can_run(monkeypatch):
 
 
 def test_too_few_ranks_names_gpus_only_where_there_are_enough():
-    from ddpfsdp.demos.launch.launcher import too_few_ranks
+    from ddpfsdp.demos.launch.placement import too_few_ranks
 
     asked_one = too_few_ranks("compare", 2, Placement("cuda", 1), gpus=4)
     assert "ddpfsdp demo compare --gpus 2" in asked_one and "ddpfsdp demo compare --procs 2" in asked_one
@@ -129,9 +127,8 @@ def test_one_rank_runs_only_the_demo_that_shows_something_on_one(monkeypatch):
     """Checkpointing is one rank's own memory, so one GPU runs it on one rank; what the other concept
     demos show happens between ranks (on one, `comm` would divide by zero), so one rank is refused,
     and by default they get two ranks sharing the GPU."""
-    from ddpfsdp.demos.launch import launcher
 
-    monkeypatch.setattr(launcher, "cuda_device_count", lambda: 1)
+    monkeypatch.setattr("ddpfsdp.demos.launch.placement.cuda_device_count", lambda: 1)
     assert DemoRun("checkpoint", []).placement == Placement("cuda", 1)
     for demo in ("comm", "equivalence", "sampler", "wrap"):
         with pytest.raises(LaunchError, match=f"ddpfsdp demo {demo} --procs 2"):

@@ -18,10 +18,11 @@ from rich.console import Console
 from ddpfsdp.demos import registry
 from ddpfsdp.demos.measure.pipeline_report import PipelineView, drawing, render
 from ddpfsdp.demos.measure.pipeline_timeline import PlacedStep, record
-from ddpfsdp.demos.result.schema import DemoResult, as_result, envelope
+from ddpfsdp.demos.result.schema import DemoResult, as_result
 from ddpfsdp.demos.base.shapes import GPT_PRESETS
 from ddpfsdp.demos.theory.pipeline import boundary_bytes, check_pipeline
 from ddpfsdp.demos.claims import pipeline as claims
+from saved_results import placed_result
 
 SAVED = Path(__file__).parent / "data" / "pipeline_1f1b_procs2.json"
 MS = 1_000_000  # ns
@@ -59,7 +60,7 @@ def _run(schedule: str) -> dict:
 
 
 RUNS = {name: _run(name) for name in ("gpipe", "1f1b")}
-RESULT = envelope("pipeline", {"model": "tiny", "schedules": ["gpipe", "1f1b"], "world_size": 2, "device": "cpu",
+RESULT = placed_result("pipeline", {"model": "tiny", "schedules": ["gpipe", "1f1b"], "world_size": 2, "device": "cpu",
                                "backend": "gloo"}, {}, RUNS["1f1b"]["checks"], runs=RUNS, reference_loss=[6.0, 5.5],
                   notes=["Measured on CPU processes with gloo."])
 

@@ -25,6 +25,15 @@ T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
 SIZE = (100, 40)
 
 
+def mark_result(result: dict, ranks_per_gpu: int, gpus: int) -> dict:
+    """`result` as a run of `ranks_per_gpu` ranks on each of `gpus` GPUs has it marked where it is made."""
+    from ddpfsdp.demos.base.placement import Placement
+    from ddpfsdp.demos.result.build import shared
+    from ddpfsdp.demos.result.schema import as_result
+
+    return shared(as_result(result), Placement("cuda", ranks_per_gpu * gpus, ranks_per_gpu)).to_json()
+
+
 class Clock:
     """A controllable wall clock and monotonic clock, so time taken and due dates are exact."""
 
@@ -730,10 +739,9 @@ async def test_r_on_a_one_gpu_machine_runs_two_ranks_sharing_it_and_the_panel_sa
     GPU, not refused; the status says so, and the saved result's panel shows the label and the
     not-judged check apart from the others."""
     from ddpfsdp.demos.launch import launcher
-    from ddpfsdp.demos.launch.sharing import mark_result
     from ddpfsdp.quiz.app import default_demo_runner
 
-    monkeypatch.setattr(launcher, "cuda_device_count", lambda: 1)
+    monkeypatch.setattr("ddpfsdp.demos.launch.placement.cuda_device_count", lambda: 1)
     result = _saved_wrap_result()
     result["config"].update(device="cuda", backend="gloo")
     result["checks"].append({"name": "ddp_overlaps_allreduce_with_backward", "passed": False, "detail": "late",

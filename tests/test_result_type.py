@@ -20,7 +20,8 @@ from rich.console import Console
 
 from ddpfsdp.demos.result.checks import Check
 from ddpfsdp.demos.result.schema import (FAULT_CAVEAT, GLOO_CAVEAT, SCHEMA, SIMULATED_CAVEAT, DemoResult, RankMemory,
-                                  ResultError, as_result, envelope)
+                                  ResultError, as_result)
+from saved_results import placed_result
 
 SAVED = Path(__file__).parent / "data" / "saved"
 FILES = sorted(p.name for p in SAVED.glob("*.json*"))
@@ -209,7 +210,7 @@ def test_a_zero1_result_in_the_store_is_found_as_zro_and_shows_as_evidence():
 
 def test_the_envelope_is_built_in_one_place():
     check = Check("a_claim", True, "1 <= 2", {"a": 1})
-    result = envelope("allreduce", {"world_size": 2, "device": "cpu", "backend": "gloo", "buffer": 8},
+    result = placed_result("allreduce", {"world_size": 2, "device": "cpu", "backend": "gloo", "buffer": 8},
                       {"torch": "2.13.0"}, [check], sent_bytes_per_rank=[6, 6])
     out = result.to_json()
     assert list(out) == ["schema", "demo", "config", "env", "sent_bytes_per_rank", "checks"]
@@ -217,7 +218,7 @@ def test_the_envelope_is_built_in_one_place():
     assert out["config"] == {"world_size": 2, "device": "cpu", "backend": "gloo", "buffer": 8}
     assert result.config.world_size == 2 and result.extra == {"sent_bytes_per_rank": [6, 6]}
     # checks in their JSON form are read as checks
-    again = envelope("allreduce", result.config, result.env, out["checks"])
+    again = placed_result("allreduce", result.config, result.env, out["checks"])
     assert again.checks == [check]
 
 
@@ -251,14 +252,14 @@ def test_a_schema_name_written_in_code_is_found_and_one_in_prose_is_not(tmp_path
 def test_a_concept_demo_keeps_its_own_shape_where_its_names_meet_the_types(runs):
     """`comm` and `no-sync` keep runs of their own shape under `runs`: read as training runs, they still
     go out exactly as they came in (no field a run lacked is written back)."""
-    out = envelope("comm", {"world_size": 2}, {}, [], runs=runs).to_json()
+    out = placed_result("comm", {"world_size": 2}, {}, [], runs=runs).to_json()
     assert out["runs"] == runs
     assert as_result(out).to_json() == out
 
 
 def test_caveat_follows_where_the_run_happened():
     def caveat(config, demo="ddp"):
-        return envelope(demo, config, {}, []).caveat
+        return placed_result(demo, config, {}, []).caveat
 
     assert caveat({"device": "cpu", "backend": "gloo"}) == GLOO_CAVEAT
     assert caveat({"device": "cuda", "backend": "nccl"}) is None

@@ -6,13 +6,21 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from ddpfsdp.demos.launch import launcher
 from ddpfsdp.demos.launch.launcher import DemoRun, LaunchError, Placement, resolve_placement
 from ddpfsdp.quiz.cli import cli
 
 
+def mark_result(result: dict, ranks_per_gpu: int, gpus: int) -> dict:
+    """`result` as a run of `ranks_per_gpu` ranks on each of `gpus` GPUs has it marked where it is made."""
+    from ddpfsdp.demos.base.placement import Placement
+    from ddpfsdp.demos.result.build import shared
+    from ddpfsdp.demos.result.schema import as_result
+
+    return shared(as_result(result), Placement("cuda", ranks_per_gpu * gpus, ranks_per_gpu)).to_json()
+
+
 def _gpus(monkeypatch, count: int) -> None:
-    monkeypatch.setattr(launcher, "cuda_device_count", lambda: count)
+    monkeypatch.setattr("ddpfsdp.demos.launch.placement.cuda_device_count", lambda: count)
 
 
 @pytest.mark.parametrize("gpus, asked, expected", [
@@ -54,26 +62,28 @@ def test_a_run_that_needs_four_ranks_gets_four_on_one_gpu(monkeypatch):
 
 
 def test_the_ranks_are_told_how_many_share_each_gpu(monkeypatch):
-    from ddpfsdp.demos.launch.sharing import RANKS_PER_GPU_ENV
+    from ddpfsdp.demos.base.placement import PLACEMENT_ENV
 
     _gpus(monkeypatch, 1)
     run = DemoRun("ddp", ["--model", "tiny"])
-    assert run._environment()[RANKS_PER_GPU_ENV] == "2"
-    assert "--nproc" in run.command and run.command[run.command.index("--nproc") + 1] == "2"
-    assert DemoRun("ddp", ["--model", "tiny"], procs=2)._environment()[RANKS_PER_GPU_ENV] == "1"
+    assert Placement.from_json(run._environment()[PLACEMENT_ENV]) == Placement("cuda", 2, 2)
+    assert Placement.from_json(DemoRun("ddp", ["--model", "tiny"], procs=2)._environment()[PLACEMENT_ENV]) == \
+        Placement("cpu", 2)
 
 
 def test_each_rank_drives_the_gpu_its_group_shares():
-    from ddpfsdp.demos.worker import gpu_of, ranks_per_gpu_of
+    from ddpfsdp.demos.base.placement import PLACEMENT_ENV
 
-    assert [gpu_of(rank, 2, 4) for rank in range(8)] == [0, 0, 1, 1, 2, 2, 3, 3]
-    assert [gpu_of(rank, 4, 1) for rank in range(4)] == [0, 0, 0, 0]
-    assert [gpu_of(rank, 1, 2) for rank in range(2)] == [0, 1]
-    assert ranks_per_gpu_of({}) == 1 and ranks_per_gpu_of({"DDPFSDP_RANKS_PER_GPU": "3"}) == 3
-    import click
-
-    with pytest.raises(click.UsageError, match="at least 1"):
-        ranks_per_gpu_of({"DDPFSDP_RANKS_PER_GPU": "0"})
+    assert [Placement("cuda", 8, 2).gpu_of(rank) for rank in range(8)] == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert [Placement("cuda", 4, 4).gpu_of(rank) for rank in range(4)] == [0, 0, 0, 0]
+    assert [Placement("cuda", 2).gpu_of(rank) for rank in range(2)] == [0, 1]
+    assert Placement.of_rank({}, "cuda", 2) == Placement("cuda", 2, 1)
+    sent = {PLACEMENT_ENV: Placement("cuda", 6, 3).to_json()}
+    assert Placement.of_rank(sent, "cpu", 6) == Placement("cuda", 6, 3)
+    with pytest.raises(ValueError, match="WORLD_SIZE is 4"):
+        Placement.of_rank(sent, "cuda", 4)
+    with pytest.raises(ValueError, match="at least one rank"):
+        Placement("cuda", 2, 0)
 
 
 @pytest.mark.parametrize("argv, expected", [
@@ -121,22 +131,19 @@ def test_the_guard_adds_the_k_ranks_on_one_gpu():
     GPU's free memory; the same estimate that fits one rank per GPU does not fit two on one."""
     from ddpfsdp.demos.launch.guard import PROCESS_OVERHEAD_BYTES, check_launch
 
-    one = check_launch("fsdp", {"model": "small"}, device="cuda", world_size=2, force=False, available_bytes=80 * 2**30)
+    one = check_launch("fsdp", {"model": "small"}, Placement("cuda", 2), force=False, available_bytes=80 * 2**30)
     per_rank = one.estimate_bytes
     assert per_rank > PROCESS_OVERHEAD_BYTES["cuda"]
     free = int(per_rank * 1.5 / 0.9)  # one rank fits (after the margin), two do not
-    alone = check_launch("fsdp", {"model": "small"}, device="cuda", world_size=2, force=False, available_bytes=free)
-    shared = check_launch("fsdp", {"model": "small"}, device="cuda", world_size=2, force=False, available_bytes=free,
-                          ranks_per_gpu=2)
+    alone = check_launch("fsdp", {"model": "small"}, Placement("cuda", 2), force=False, available_bytes=free)
+    shared = check_launch("fsdp", {"model": "small"}, Placement("cuda", 2, 2), force=False, available_bytes=free)
     assert alone.fits and not shared.fits
     assert shared.estimate_bytes == per_rank
     assert "2 ranks share each GPU, each with its own CUDA context: 2 x" in shared.message
-    roomy = check_launch("fsdp", {"model": "small"}, device="cuda", world_size=2, force=False,
-                         available_bytes=free * 2, ranks_per_gpu=2)
+    roomy = check_launch("fsdp", {"model": "small"}, Placement("cuda", 2, 2), force=False, available_bytes=free * 2)
     assert roomy.fits
     # a concept demo sharing a GPU is held to its K contexts
-    concept = check_launch("sampler", {}, device="cuda", world_size=8, force=False, available_bytes=4 * 2**30,
-                           ranks_per_gpu=8)
+    concept = check_launch("sampler", {}, Placement("cuda", 8, 8), force=False, available_bytes=4 * 2**30)
     assert not concept.fits and concept.estimate_bytes == PROCESS_OVERHEAD_BYTES["cuda"]
 
 
@@ -167,7 +174,6 @@ def _training_result() -> dict:
 
 
 def test_a_shared_gpu_result_is_labelled_and_its_time_checks_not_judged():
-    from ddpfsdp.demos.launch.sharing import mark_result
 
     result = mark_result(_training_result(), ranks_per_gpu=2, gpus=1)
     config = result["config"]
@@ -193,7 +199,6 @@ def test_not_judged_is_its_own_verdict_on_every_screen():
     from rich.console import Console
 
     from ddpfsdp.demos.result.checks import verdict
-    from ddpfsdp.demos.launch.sharing import mark_result
     from ddpfsdp.quiz import evidence as ev
     from ddpfsdp.demos.result.schema import as_result
     from ddpfsdp.quiz.commands.results import check_table
@@ -238,7 +243,6 @@ def test_the_quiz_foresees_no_placement_where_a_gpu_may_be(monkeypatch):
 def test_a_timeline_whose_reduce_scatters_cannot_be_stamped_is_not_judged_but_a_miscount_still_fails():
     """gloo's reduce-scatter on CUDA tensors gives no future to stamp its end: counted but unstamped
     collectives are not judged on a shared GPU; a count that is off fails there as anywhere."""
-    from ddpfsdp.demos.launch.sharing import mark_result
     from ddpfsdp.demos.claims.timeline import timeline_records_every_collective
 
     def rank(r: int, completed: float | None, count: int = 2) -> dict:
@@ -289,7 +293,6 @@ def test_hybrid_sharding_gets_its_replicas_of_two_ranks_on_one_gpu_and_on_cpu(mo
 def test_a_shared_gpu_result_keeps_its_label_and_not_judged_checks_when_typed():
     import json
 
-    from ddpfsdp.demos.launch.sharing import mark_result
     from ddpfsdp.demos.measure.report import _headline
     from ddpfsdp.demos.result.schema import GLOO_CAVEAT, as_result
 
@@ -318,7 +321,6 @@ def test_compare_of_shared_ranks_counts_not_judged_apart_and_shows_the_label():
 
     from rich.console import Console
 
-    from ddpfsdp.demos.launch.sharing import mark_result
     from ddpfsdp.demos.measure.report import render_compare
 
     saved = Path(__file__).parent / "data" / "saved" / "compare_tiny_procs2.json.gz"

@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from ddpfsdp.demos.result.checks import Check
+from ddpfsdp.demos.result.schema import DemoResult
 
 OPTIONS = [
     click.Option(["--numel"], type=click.IntRange(1, 50_000_000), default=12, show_default=True,
@@ -126,7 +127,7 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:.3g}"
 
 
-def run(ctx: Any, *, numel: int, seed: int) -> dict | None:
+def run(ctx: Any, *, numel: int, seed: int) -> DemoResult | None:
     import torch.distributed as dist
 
     world = ctx.world_size
@@ -181,10 +182,8 @@ def _summary(ctx: Any, gathered: list[dict], numel: int, seed: int, element_byte
         check_ring_equals_all_reduce([g["max_abs_diff"] for g in gathered], max(g["max_abs_value"] for g in gathered)),
         check_ring_sends(sent, buffer_bytes, world, element_bytes, numel),
     ]
-    from ddpfsdp.demos.concepts.result import envelope
-
-    return envelope(
-        ctx, "allreduce", {"numel": numel, "dtype": "float32", "seed": seed}, checks,
+    return ctx.result(
+        "allreduce", {"numel": numel, "dtype": "float32", "seed": seed}, checks,
         buffer_bytes=buffer_bytes,
         sent_bytes_per_rank=sent,
         received_bytes_per_rank=[g["received_bytes"] for g in gathered],

@@ -20,6 +20,7 @@ from typing import Any
 import click
 
 from ddpfsdp.demos.result.checks import Check, peak_lower_on_every_rank
+from ddpfsdp.demos.result.schema import DemoResult
 from ddpfsdp.demos.concepts.trial import model_option
 
 OPTIONS = [
@@ -119,7 +120,7 @@ def _count_matmuls(s: Any) -> dict[str, dict[str, int]]:
             "block_forward_calls": counter.block_calls}
 
 
-def run(ctx: Any, *, model: str | None, strategy: str, batch_size: int, steps: int, seed: int) -> dict | None:
+def run(ctx: Any, *, model: str | None, strategy: str, batch_size: int, steps: int, seed: int) -> DemoResult | None:
     from ddpfsdp.demos.concepts import trial
 
     model = trial.resolve_model(ctx, model)
@@ -160,10 +161,8 @@ def run(ctx: Any, *, model: str | None, strategy: str, batch_size: int, steps: i
         ),
     ]
     off_time, on_time = off["step_time_s"]["median"], on["step_time_s"]["median"]
-    from ddpfsdp.demos.concepts.result import envelope
-
-    return envelope(
-        ctx, "checkpoint",
+    return ctx.result(
+        "checkpoint",
         {"model": model, "strategy": strategy, "batch_size": batch_size, "steps": steps, "seed": seed,
          "precision": "fp32", "params": off["params"], "blocks": off["blocks"]},
         checks,

@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from ddpfsdp.demos.result.checks import Check, within
+from ddpfsdp.demos.result.schema import DemoResult
 from ddpfsdp.demos.concepts.trial import model_option
 
 OPTIONS = [
@@ -29,7 +30,7 @@ DDP_TOLERANCE = 0.01  # DDP all-reduces exactly the gradients; 1% leaves room fo
 FSDP_TOLERANCE = 0.05  # FSDP pads each parameter's shard to a multiple of N rows
 
 
-def run(ctx: Any, *, model: str | None, batch_size: int, seed: int) -> dict | None:
+def run(ctx: Any, *, model: str | None, batch_size: int, seed: int) -> DemoResult | None:
     from ddpfsdp.demos.theory.run import theory_for_run
     from ddpfsdp.demos.concepts import trial
 
@@ -67,10 +68,8 @@ def run(ctx: Any, *, model: str | None, batch_size: int, seed: int) -> dict | No
         check_ddp_traffic_is_2psi(traffic["ddp"]["comm"], param_bytes, world),
         check_fsdp_traffic_is_3psi(traffic["fsdp"]["comm"], param_bytes, world),
     ]
-    from ddpfsdp.demos.concepts.result import envelope
-
-    return envelope(
-        ctx, "comm",
+    return ctx.result(
+        "comm",
         {"model": model, "params": params, "precision": "fp32", "batch_size": batch_size, "seed": seed,
          "fsdp": {"sharding": "full", "wrap": "block"}},
         checks,

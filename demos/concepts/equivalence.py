@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from ddpfsdp.demos.result.checks import Check
+from ddpfsdp.demos.result.schema import DemoResult
 from ddpfsdp.demos.concepts.trial import model_option
 
 OPTIONS = [
@@ -116,7 +117,7 @@ def _weight_diff(weights: dict[str, Any], reference: dict[str, Any]) -> tuple[fl
 
 
 def run(ctx: Any, *, model: str | None, steps: int, batch_size: int, optimizer: str, lr: float,
-        seed: int) -> dict | None:
+        seed: int) -> DemoResult | None:
     from ddpfsdp.demos.concepts import trial
 
     model = trial.resolve_model(ctx, model)
@@ -143,10 +144,8 @@ def run(ctx: Any, *, model: str | None, steps: int, batch_size: int, optimizer: 
         check_matches_single_process("fsdp_matches_single_process", "FSDP", fsdp_losses, ref_losses,
                                      compared["fsdp"]["max_abs_weight_diff"], update, WEIGHT_RTOL[optimizer]),
     ]
-    from ddpfsdp.demos.concepts.result import envelope
-
-    return envelope(
-        ctx, "equivalence",
+    return ctx.result(
+        "equivalence",
         {"model": model, "steps": steps, "batch_size": batch_size, "global_batch_size": batch_size * ctx.world_size,
          "optimizer": optimizer, "lr": lr, "seed": seed, "precision": "fp32",
          "fsdp": {"sharding": "full", "wrap": "block"}},

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import click
 
 from ddpfsdp.demos.result.checks import Check
+from ddpfsdp.demos.result.schema import DemoResult
 from ddpfsdp.demos.concepts.trial import model_option
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ def _accumulate(ctx: Any, s: Any, strategy: str, k: int, skip: bool) -> tuple[di
     return counter.per_op(), torch.cat(grads)
 
 
-def run(ctx: Any, *, model: str | None, k: int, batch_size: int, seed: int) -> dict | None:
+def run(ctx: Any, *, model: str | None, k: int, batch_size: int, seed: int) -> DemoResult | None:
     from ddpfsdp.demos.concepts import trial
 
     model = trial.resolve_model(ctx, model)
@@ -137,10 +138,8 @@ def run(ctx: Any, *, model: str | None, k: int, batch_size: int, seed: int) -> d
             {s: max(d["max_abs_diff"] for d in rows) for s, rows in per_rank.items()},
             {s: max(d["max_abs_grad"] for d in rows) for s, rows in per_rank.items()}),
     ]
-    from ddpfsdp.demos.concepts.result import envelope
-
-    return envelope(
-        ctx, "no-sync",
+    return ctx.result(
+        "no-sync",
         {"model": model, "micro_batches": k, "batch_size": batch_size, "seed": seed, "precision": "fp32",
          "fsdp": {"sharding": "full", "wrap": "block"}},
         checks,

@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from ddpfsdp.demos.result.checks import Check
+from ddpfsdp.demos.result.schema import DemoResult
 from ddpfsdp.demos.concepts.allreduce import byte_count
 
 OPTIONS = [
@@ -36,7 +37,7 @@ def _collectives() -> tuple[Any, Any]:
     return reduce_scatter, all_gather
 
 
-def run(ctx: Any, *, chunk_numel: int, seed: int) -> dict | None:
+def run(ctx: Any, *, chunk_numel: int, seed: int) -> DemoResult | None:
     import torch
     import torch.distributed as dist
 
@@ -121,10 +122,8 @@ def _summary(ctx: Any, gathered: list[dict], chunk_numel: int, seed: int, elemen
                                            [g["ring_max_abs_diff"] for g in gathered], max_abs_value),
         check_rs_ag_send(sent, logical, counts, buffer_bytes, world),
     ]
-    from ddpfsdp.demos.concepts.result import envelope
-
-    return envelope(
-        ctx, "reduce-scatter",
+    return ctx.result(
+        "reduce-scatter",
         {"chunk_numel": chunk_numel, "numel": numel, "dtype": "float32", "seed": seed,
          **names},
         checks,

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from ddpfsdp.demos.result.checks import Check, peak_lower_on_every_rank
+from ddpfsdp.demos.result.schema import DemoResult
 from ddpfsdp.demos.concepts.trial import model_option
 
 OPTIONS = [
@@ -28,7 +29,7 @@ SHARDINGS = [("reshard after forward (full, FULL_SHARD)", "full", True),
              ("keep unsharded until backward (grad-op, SHARD_GRAD_OP)", "grad-op", False)]
 
 
-def run(ctx: Any, *, model: str | None, batch_size: int, seed: int) -> dict | None:
+def run(ctx: Any, *, model: str | None, batch_size: int, seed: int) -> DemoResult | None:
     from ddpfsdp.demos.concepts import trial
 
     model = trial.resolve_model(ctx, model)
@@ -68,10 +69,8 @@ def run(ctx: Any, *, model: str | None, batch_size: int, seed: int) -> dict | No
             full["units_with_params"],
         ),
     ]
-    from ddpfsdp.demos.concepts.result import envelope
-
-    return envelope(
-        ctx, "reshard",
+    return ctx.result(
+        "reshard",
         {"model": model, "strategy": "fsdp", "wrap": "block", "batch_size": batch_size, "seed": seed,
          "precision": "fp32", "params": full["params"]},
         checks,

@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from ddpfsdp.demos.result.checks import Check
+from ddpfsdp.demos.result.schema import DemoResult
 
 OPTIONS = [
     click.Option(["--dataset-size"], type=click.IntRange(4, 10_000), default=10, show_default=True,
@@ -70,7 +71,7 @@ def sizes_for(dataset_size: int, world_size: int) -> tuple[int, int]:
 
 
 def run(ctx: Any, *, dataset_size: int, epochs: int, batch_size: int, shuffle: bool, drop_last: bool,
-        seed: int) -> dict | None:
+        seed: int) -> DemoResult | None:
     even_size, uneven_size = sizes_for(dataset_size, ctx.world_size)
 
     with_epoch_sampler = _sampler(dataset_size, ctx, shuffle, seed, drop_last)
@@ -110,10 +111,8 @@ def run(ctx: Any, *, dataset_size: int, epochs: int, batch_size: int, shuffle: b
         check_pads_or_drops(uneven_size, ctx.world_size, padded, dropped),
         check_no_sampler_duplicates(no_sampler, dataset_size),
     ]
-    from ddpfsdp.demos.concepts.result import envelope
-
-    return envelope(
-        ctx, "sampler",
+    return ctx.result(
+        "sampler",
         {"dataset_size": dataset_size, "epochs": epochs, "batch_size": batch_size, "shuffle": shuffle,
          "drop_last": drop_last, "seed": seed, "even_size": even_size, "uneven_size": uneven_size},
         checks,

@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from ddpfsdp.demos.result.checks import Check, peak_lower_on_every_rank
+from ddpfsdp.demos.result.schema import DemoResult
 from ddpfsdp.demos.concepts.trial import model_option
 
 OPTIONS = [
@@ -29,7 +30,7 @@ OPTIONS = [
 WRAPS = [("root only", "model"), ("per block", "block"), ("per layer", "layer")]
 
 
-def run(ctx: Any, *, model: str | None, batch_size: int, seed: int) -> dict | None:
+def run(ctx: Any, *, model: str | None, batch_size: int, seed: int) -> DemoResult | None:
     from ddpfsdp.demos.concepts import trial
 
     model = trial.resolve_model(ctx, model)
@@ -74,10 +75,8 @@ def run(ctx: Any, *, model: str | None, batch_size: int, seed: int) -> dict | No
             for c in configs
         ]),
     ]
-    from ddpfsdp.demos.concepts.result import envelope
-
-    return envelope(
-        ctx, "wrap",
+    return ctx.result(
+        "wrap",
         {"model": model, "strategy": "fsdp", "sharding": "full", "batch_size": batch_size, "seed": seed,
          "precision": "fp32", "params": configs[0]["params"]},
         checks,

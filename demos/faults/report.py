@@ -12,7 +12,9 @@ from typing import Any, Mapping, cast
 
 from ddpfsdp.demos.faults import fr_table
 from ddpfsdp.demos.faults.fault import PHASES, Analysis, Fault, FaultBlock, PhaseBlock, RaisedError, RankRecord, phase_ranks
-from ddpfsdp.demos.result.schema import FaultLab, FaultPhase, JsonObject, envelope
+from ddpfsdp.demos.base.placement import Placement
+from ddpfsdp.demos.result.build import build as build_result
+from ddpfsdp.demos.result.schema import FaultLab, FaultPhase, JsonObject
 
 # The analyzer's lines worth quoting: where it found a problem and what it calls it.
 _ANALYZER_LINES = ("Collective sequence number", "error msg:", "Not all ranks joining", "missing ranks:")
@@ -86,5 +88,6 @@ def build(fault: Fault, phases: Mapping[str, FaultPhase], *, config: Mapping[str
     """The result of one fault, as JSON; `phases[p]` holds that phase's run from `phase_result`."""
     block = FaultLab(name=fault.name, summary=fault.summary, cause=fault.cause, fix=fault.fix, hangs=fault.hangs,
                      timeout_s=config.get("timeout_s"), **{phase: phases[phase] for phase in PHASES})
-    return envelope("fault", {**config, "fault": fault.name}, env, fault.judge(cast(FaultBlock, block.to_json())), fault=block,
-                    wall_s=wall_s).to_json()
+    placement = Placement("cpu", int(config["world_size"]))
+    return build_result("fault", placement, env, {**config, "fault": fault.name}, fault.judge(cast(FaultBlock, block.to_json())),
+                 fault=block, wall_s=wall_s).to_json()

@@ -1,11 +1,12 @@
 """The ranks' supervisor on one machine: `ddpfsdp demo` starts this, and this starts the ranks.
 
-    python -m ddpfsdp.demos.launch.agent --nproc 2 --device cpu fsdp      # the run's options in request.SPEC_ENV
+    python -m ddpfsdp.demos.launch.agent fsdp      # the run's options in request.SPEC_ENV, its placement in PLACEMENT_ENV
 
 It does for a one-node run what torchrun's agent does: gives each rank RANK, LOCAL_RANK, WORLD_SIZE,
-LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT (and, to several ranks, OMP_NUM_THREADS=1 unless it is
-set); when a rank fails, stops the others (SIGTERM, then SIGKILL after STOP_GRACE_S); passes a SIGTERM
-or SIGINT of its own on to them; and writes its failure report in torchrun's layout ("Failures:",
+LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT, and decides the ranks' threads (`thread_default`, the one
+place that does); when a rank fails, stops the others (SIGTERM, then SIGKILL after STOP_GRACE_S), or with
+`--on-failure wait` lets them run on to their own end (the failure lab's other ranks show their own
+symptom); passes a SIGTERM or SIGINT of its own on to them; and writes its failure report in torchrun's layout ("Failures:",
 "Root Cause (first observed failure):", "rank :", "exitcode :"), which
 `launch.launcher.summarize_failure` reads.
 
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 import click
 
 from ddpfsdp.demos import registry, worker
+from ddpfsdp.demos.base.placement import PLACEMENT_ENV, Placement
 from ddpfsdp.demos.launch.hardware import free_port
 
 STOP_GRACE_S = 3.0  # a stopped rank's time to leave before it is killed
@@ -73,10 +75,17 @@ def rank_environment(rank: int, nproc: int, port: int) -> dict[str, str]:
             "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
 
 
-def thread_default(nproc: int, environ: Mapping[str, str]) -> dict[str, str]:
-    """OMP_NUM_THREADS=1 for several ranks when nothing set it, as torchrun does: ranks sharing the
-    cores do not each start a thread per core."""
-    return {"OMP_NUM_THREADS": "1"} if nproc > 1 and "OMP_NUM_THREADS" not in environ else {}
+def thread_default(placement: Placement, environ: Mapping[str, str]) -> dict[str, str]:
+    """The ranks' OpenMP threads when nothing set OMP_NUM_THREADS: CPU ranks share the host's cores
+    between them; several GPU ranks get one each, as torchrun gives them (torch/distributed/run.py), so
+    ranks that compute on their GPUs do not each start a thread per core."""
+    if "OMP_NUM_THREADS" in environ:
+        return {}
+    if placement.device == "cpu":
+        from ddpfsdp.demos.base.host import cpu_count
+
+        return {"OMP_NUM_THREADS": str(max(1, cpu_count() // placement.world_size))}
+    return {"OMP_NUM_THREADS": "1"} if placement.world_size > 1 else {}
 
 
 def preload(demo: str) -> None:
@@ -140,14 +149,18 @@ class Ranks:
         self.exits.append(Exit(rank, pid, os.waitstatus_to_exitcode(status), time.time()))
         return self.exits[-1]
 
-    def wait(self) -> Exit | None:
-        """Wait until every rank has exited, or one has failed: that one's exit (None when all succeeded)."""
+    def wait(self, on_failure: str = "stop") -> Exit | None:
+        """Wait until every rank has exited, or (on_failure "stop") one has failed: the first that failed
+        (None when all succeeded)."""
+        first = None
         while self.running:
             pid, status = os.waitpid(-1, 0)
             done = self._reap(pid, status)
             if done is not None and done.code != 0:
-                return done
-        return None
+                if on_failure == "stop":
+                    return done
+                first = first or done
+        return first
 
     def stop(self) -> None:
         """SIGTERM every rank still running; SIGKILL what is left after STOP_GRACE_S; reap them all."""
@@ -203,15 +216,15 @@ def _stop_on(signum: int, frame: object) -> None:
     raise Stopped(signum)
 
 
-def supervise(demo: str, device: str, nproc: int, method: str | None = None) -> int:
-    """Start `nproc` ranks of `demo` and wait for them: 0 when every rank succeeded, else 1, or
+def supervise(demo: str, placement: Placement, method: str | None = None, on_failure: str = "stop") -> int:
+    """Start the placement's ranks of `demo` and wait for them: 0 when every rank succeeded, else 1, or
     128 + the signal that stopped the agent."""
-    os.environ.update(thread_default(nproc, os.environ))
-    ranks = Ranks(demo, device, nproc, method or start_method(device))
+    os.environ.update(thread_default(placement, os.environ))
+    ranks = Ranks(demo, placement.device, placement.world_size, method or start_method(placement.device))
     previous = {signum: signal.signal(signum, _stop_on) for signum in (signal.SIGTERM, signal.SIGINT)}
     try:
         ranks.start()
-        failed = ranks.wait()
+        failed = ranks.wait(on_failure)
     except BaseException as exc:
         for signum in previous:
             signal.signal(signum, signal.SIG_IGN)  # a second signal does not cut the stop short
@@ -230,12 +243,20 @@ def supervise(demo: str, device: str, nproc: int, method: str | None = None) -> 
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--nproc", type=click.IntRange(min=1), required=True, help="Ranks to start on this machine.")
-@click.option("--device", type=click.Choice(["cuda", "cpu"]), required=True, help="Where the ranks train.")
+@click.option("--on-failure", type=click.Choice(["stop", "wait"]), default="stop", show_default=True,
+              help="When a rank fails: stop the others, or let them run on to their own end.")
 @click.argument("demo", type=click.Choice([n for n, d in registry.DEMOS.items() if not d.runner]))
-def main(nproc: int, device: str, demo: str) -> None:
-    """Start and supervise the ranks of one demo on this machine (what `ddpfsdp demo` runs)."""
-    worker.exit_now(supervise(demo, device, nproc))
+def main(on_failure: str, demo: str) -> None:
+    """Start and supervise the ranks of one demo on this machine, as the launcher placed them (PLACEMENT_ENV)."""
+    sent = os.environ.get(PLACEMENT_ENV)
+    if not sent:
+        raise click.UsageError(f"{PLACEMENT_ENV} is not set: the agent is started by the launcher "
+                               "(ddpfsdp demo ...), which places the run")
+    try:
+        placement = Placement.from_json(sent)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    worker.exit_now(supervise(demo, placement, on_failure=on_failure))
 
 
 if __name__ == "__main__":

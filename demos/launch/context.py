@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddpfsdp.demos.base.placement import Placement
 from ddpfsdp.demos.launch import events
+from ddpfsdp.demos.result.build import build
+from ddpfsdp.demos.result.schema import DemoResult
 
-DEVICE_ENV = "DDPFSDP_DEVICE"  # "cuda" or "cpu"; unset: CUDA where torch sees a GPU, else CPU
 TIMEOUT_ENV = "DDPFSDP_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 120.0  # short on purpose: a dead peer should not hang a user for the default 10-30 min
 FAIL_RANK_ENV = "DDPFSDP_FAIL_RANK"
@@ -34,13 +37,13 @@ class DemoContext:
     world_size: int
     local_rank: int
     device: Any  # torch.device
-    backend: str  # "nccl" or "gloo"
+    placement: Placement  # where the run's ranks are: the device, the world, ranks sharing a GPU
     fail_rank: int | None = None
     fail_step: int | None = None
     _stdout: Any = field(default=None, repr=False)
 
     @classmethod
-    def from_env(cls, device: Any, backend: str) -> DemoContext:
+    def from_env(cls, device: Any, placement: Placement) -> DemoContext:
         import torch.distributed as dist
 
         fail_rank = os.environ.get(FAIL_RANK_ENV)
@@ -50,7 +53,7 @@ class DemoContext:
             world_size=dist.get_world_size(),
             local_rank=int(os.environ.get("LOCAL_RANK", "0")),
             device=device,
-            backend=backend,
+            placement=placement,
             fail_rank=int(fail_rank) if fail_rank not in (None, "") else None,
             fail_step=int(fail_step) if fail_step not in (None, "") else None,
         )
@@ -58,6 +61,17 @@ class DemoContext:
     @property
     def is_main(self) -> bool:
         return self.rank == 0
+
+    @property
+    def backend(self) -> str:
+        return self.placement.backend
+
+    def result(self, demo: str, config: Any, checks: Sequence[Any], **fields: Any) -> DemoResult:
+        """This run's result, made in the one place results are made (`result.build`), with this rank's
+        environment and the run's placement."""
+        from ddpfsdp.demos.measure.memory import environment
+
+        return build(demo, self.placement, environment(self), config, checks, **fields)
 
     def emit(self, event: str, **fields: Any) -> None:
         """Write one event line; only rank 0 writes."""

@@ -23,6 +23,7 @@ from typing import Any, Mapping
 
 import click
 
+from ddpfsdp.demos.base.placement import Placement
 from ddpfsdp.demos.theory.activations import model_activation_bytes, resnet_activation_bytes
 from ddpfsdp.demos.theory.gpt_layout import gpt_unit_params
 from ddpfsdp.demos.theory.implementations import implementation
@@ -234,26 +235,24 @@ def _suggest(demo: str, spec: RunSpec, device: str, world_size: int,
 def check_launch(
     demo: str,
     spec: RunSpec | Mapping[str, Any],
+    placement: Placement,
     *,
-    device: str,
-    world_size: int,
     force: bool,
     available_bytes: int | None = None,
-    ranks_per_gpu: int = 1,
 ) -> Verdict:
-    """Whether a training demo's per-rank memory fits what each rank has free.
+    """Whether a training demo's per-rank memory fits what each rank has free where `placement` puts it.
 
-    `device` is "cuda" or "cpu"; `available_bytes` (per rank; with ranks sharing a GPU, that GPU's
-    free memory) replaces the query of the device, as tests do. On CPU every rank is a process of this
-    host, so the host's available RAM is shared: the run fits when world_size x the per-rank estimate
-    fits in it, less the margin, and the message gives that sum. Likewise `ranks_per_gpu` ranks on one
-    GPU (gloo, launch.sharing) each hold their own share and their own CUDA context: the K estimates
-    together must fit the GPU's free memory. A concept demo on shared GPUs is held to its K CUDA
-    contexts. A demo the model cannot size is let through, with a message saying so.
+    `available_bytes` (per rank; with ranks sharing a GPU, that GPU's free memory) replaces the query of
+    the device, as tests do. On CPU every rank is a process of this host, so the host's available RAM is
+    shared: the run fits when world_size x the per-rank estimate fits in it, less the margin, and the
+    message gives that sum. Likewise K ranks on one GPU (gloo, launch.sharing) each hold their own share
+    and their own CUDA context: the K estimates together must fit the GPU's free memory. A concept demo
+    on shared GPUs is held to its K CUDA contexts. A demo the model cannot size is let through, with a
+    message saying so.
     """
-    device = "cpu" if device == "cpu" else "cuda"
-    shared = device == "cuda" and ranks_per_gpu > 1
-    gpus = max(1, world_size // ranks_per_gpu) if shared else world_size
+    device = "cpu" if placement.device == "cpu" else "cuda"
+    world_size, ranks_per_gpu, shared, gpus = (placement.world_size, placement.ranks_per_gpu, placement.shared,
+                                               placement.gpus or placement.world_size)
     if demo not in TRAINING_DEMOS and not shared:
         return Verdict(True, None, None, f"{demo}: a concept demo on a small model; no memory estimate needed.")
     if demo not in TRAINING_DEMOS:

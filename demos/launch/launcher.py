@@ -1,13 +1,19 @@
-"""Start a demo on N ranks of this machine and stream its events.
+"""Start a demo on N ranks of this machine and stream its events: the one way any rank is started.
 
     run = DemoRun("fsdp", ["--model", "tiny"], procs=2)      # or DemoRun("fsdp", asked=spec, procs=2)
     for event in run.events():
         ...
     run.result, run.error, run.returncode
 
-The demo's options are read once (`request`): parsed from `args`, or given already read as `asked`;
-checked for the placement; then handed to every rank as JSON in an environment variable
-(`request.SPEC_ENV`), so no rank parses a command line again.
+Every run starts here: the training and concept demos, the failure lab's programs, a learner's kata.
+The demo's options are read once (`request`): parsed from `args`, or given already read as `asked`
+(a training run's spec resolved for the device here, once); the run is placed once (`launch.placement`)
+and checked for it; then both are handed to the agent and every rank as JSON in the environment
+(`request.SPEC_ENV`, `base.placement.PLACEMENT_ENV`), so no rank parses a command line or works out
+its placement again. What differs between kinds of run is two settings: what the agent does when a
+rank fails (`on_failure`: stop the others, or let them run on to show their own symptom) and a
+deadline for the whole run (`deadline_s`: a hang is stopped and said to be one). Each result event's
+JSON is read into a typed `DemoResult` once, on arrival (`results`).
 
 The ranks are started and watched by an agent (`python -m ddpfsdp.demos.launch.agent`, which does for one
 machine what torchrun's agent does, and on CPU forks the ranks with torch already imported). It runs
@@ -32,120 +38,22 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from ddpfsdp.demos import registry
 from ddpfsdp.demos.launch import events as event_protocol
 from ddpfsdp.demos.launch import request
-from ddpfsdp.demos.launch.context import DEVICE_ENV, FAIL_MODE_ENV, FAIL_RANK_ENV, FAIL_STEP_ENV, TIMEOUT_ENV
-from ddpfsdp.demos.launch.hardware import DEFAULT_CPU_PROCS, commands_for_ranks
-from ddpfsdp.demos.launch.sharing import RANKS_PER_GPU_ENV, refusal
-from ddpfsdp.demos.registry import Demo
+from ddpfsdp.demos.launch.context import FAIL_MODE_ENV, FAIL_RANK_ENV, FAIL_STEP_ENV, TIMEOUT_ENV
+from ddpfsdp.demos.base.placement import PLACEMENT_ENV, Placement
+from ddpfsdp.demos.launch.placement import LaunchError, check_placement, needed_ranks, resolve_placement
+from ddpfsdp.demos.result.schema import DemoResult
+from ddpfsdp.demos.train.spec import RunSpec
 
 RUN_ID_ENV = "DDPFSDP_RUN_ID"
 STOP_GRACE_S = 4.0  # SIGTERM to the agent, then this long before anything left is killed
 STDERR_TAIL_LINES = 200
-
-
-class LaunchError(Exception):
-    """The run cannot start as asked (e.g. more GPUs than the machine has)."""
-
-
-@dataclass(frozen=True)
-class Placement:
-    device: str  # "cuda", "cpu", or "fake" (a simulated world: one process, fake tensors)
-    world_size: int
-    ranks_per_gpu: int = 1  # on CUDA: ranks sharing each GPU; above 1 they run on gloo (launch.sharing)
-
-    @property
-    def shared(self) -> bool:
-        """Ranks share a GPU: gloo with CUDA tensors, since NCCL runs one rank per GPU."""
-        return self.device == "cuda" and self.ranks_per_gpu > 1
-
-    @property
-    def gpus(self) -> int:
-        return self.world_size // self.ranks_per_gpu if self.device == "cuda" else 0
-
-    @property
-    def backend(self) -> str:
-        if self.device == "fake":
-            return "fake"
-        return "nccl" if self.device == "cuda" and not self.shared else "gloo"
-
-    def describe(self) -> str:
-        if self.device == "fake":
-            return f"a simulated world of {self.world_size} ranks (one process, fake tensors, fake process group)"
-        if self.shared:
-            where = "one GPU" if self.gpus == 1 else f"each of {self.gpus} GPUs"
-            return (f"{self.world_size} ranks, {self.ranks_per_gpu} sharing {where} (gloo, CUDA tensors: memory is "
-                    "real, time is not NCCL's)")
-        if self.device == "cuda":
-            return f"{self.world_size} GPU{'s' if self.world_size != 1 else ''} (NCCL)"
-        return f"{self.world_size} CPU process{'es' if self.world_size != 1 else ''} (gloo)"
-
-
-def cuda_device_count() -> int:
-    """The CUDA GPUs torch can use here. A CPU build of torch has none, and says so without being
-    imported (2 s the launcher would otherwise spend before any rank starts); a GPU build is asked."""
-    from ddpfsdp.demos.launch.hardware import torch_gpu_build
-
-    if torch_gpu_build() is None:
-        return 0
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
-def resolve_placement(gpus: int | None = None, procs: int | None = None, demo: str = "DEMO",
-                      cpu_procs: int = DEFAULT_CPU_PROCS, ranks_per_gpu: int | None = None,
-                      needed: int = 1) -> Placement:
-    """Where a run goes: `gpus` CUDA devices, `procs` CPU processes, or the machine's default (on CPU,
-    `cpu_procs`: as many processes as the run needs, `request.cpu_procs`).
-
-    On GPUs, `ranks_per_gpu` ranks go on each; left unset, one, unless the GPUs are fewer than the
-    `needed` ranks: then as many share each GPU as make up the need (a one-GPU machine runs a
-    two-rank demo as two ranks on its GPU, over gloo). `ranks_per_gpu=1` asks for one rank per GPU.
-    """
-    if gpus is not None and procs is not None:
-        raise LaunchError("choose one of --gpus (CUDA, NCCL) and --procs (CPU processes, gloo), not both")
-    if ranks_per_gpu is not None and ranks_per_gpu < 1:
-        raise LaunchError(f"--ranks-per-gpu must be at least 1 (the ranks on each GPU), got {ranks_per_gpu}. "
-                          f"Two ranks sharing one GPU: ddpfsdp demo {demo} --gpus 1 --ranks-per-gpu 2")
-    if ranks_per_gpu is not None and procs is not None:
-        raise LaunchError(f"--ranks-per-gpu places ranks on GPUs and --procs runs CPU processes: choose one. "
-                          f"Ranks sharing a GPU: ddpfsdp demo {demo} --gpus 1 --ranks-per-gpu {ranks_per_gpu}; "
-                          f"CPU processes: ddpfsdp demo {demo} --procs {procs}")
-    if procs is not None:
-        if procs < 1:
-            raise LaunchError(f"--procs must be at least 1, got {procs}")
-        return Placement("cpu", procs)
-    available = cuda_device_count()
-    if gpus is not None:
-        if gpus < 1:
-            raise LaunchError(f"--gpus must be at least 1, got {gpus}")
-        if gpus > available:
-            have = f"{available} CUDA GPU{'s' if available != 1 else ''}" if available else "no CUDA GPU"
-            ranks = gpus * (ranks_per_gpu or 1)
-            raise LaunchError(
-                f"--gpus {gpus} asked for {gpus} GPUs but this machine has {have}. "
-                f"To run on CPU processes here: ddpfsdp demo {demo} --procs {ranks}"
-            )
-    elif available:
-        gpus = available
-    elif ranks_per_gpu is not None:
-        raise LaunchError(f"--ranks-per-gpu {ranks_per_gpu} shares a CUDA GPU between ranks, and this machine has no "
-                          f"CUDA GPU. To run on CPU processes here: ddpfsdp demo {demo} --procs {max(ranks_per_gpu, 2)}")
-    else:
-        return Placement("cpu", cpu_procs)
-    if ranks_per_gpu is None:
-        ranks_per_gpu = -(-needed // gpus) if gpus < needed else 1
-    return Placement("cuda", gpus * ranks_per_gpu, ranks_per_gpu)
-
-
-def needed_ranks(demo: Demo, asked: request.Asked) -> int:
-    """The fewest ranks the run shows what it is for on: one for a demo that runs on one, else what it
-    gets on CPU when no count is given (two, or two groups of --tp for a 2-D run)."""
-    return 1 if demo.min_world_size <= 1 else max(demo.min_world_size, request.cpu_procs(asked))
+# What the agent does when a rank fails: stop the others (torchrun's way), or let them run on to their own
+# end (the failure lab: a broken program's symptom on the other ranks is what it shows).
+ON_FAILURE = ("stop", "wait")
 
 
 def processes_with_env(name: str, value: str) -> list[int]:
@@ -181,36 +89,6 @@ def kill_run(run_id: str, wait_s: float = 1.0) -> None:
     deadline = time.monotonic() + wait_s
     while processes_with_env(RUN_ID_ENV, run_id) and time.monotonic() < deadline:
         time.sleep(0.05)
-
-
-def too_few_ranks(demo: str, needed: int, placement: Placement, gpus: int, simulates: bool = False) -> str:
-    """Why `placement` is refused for `demo`, naming only commands that run on a machine with `gpus`
-    CUDA GPUs (fewer GPUs than ranks: ranks sharing a GPU over gloo, never `--gpus` beyond them)."""
-    commands = commands_for_ranks(demo, needed, gpus)
-    if simulates:
-        commands.append(f"ddpfsdp demo {demo} --simulate --world 8 (a simulated world, in one process)")
-    machine = ""
-    if placement.device == "cuda" and gpus < needed:
-        machine = (f" This machine has {gpus} CUDA GPU{'s' if gpus != 1 else ''}, and NCCL runs one rank per GPU, "
-                   f"so {needed} ranks here share {'it' if gpus == 1 else 'them'} over gloo, or are CPU processes.")
-    return (f"{demo} needs at least {needed} ranks (what it shows happens between ranks); this run would have "
-            f"{placement.describe()}.{machine} Run: " + "; or ".join(commands))
-
-
-def check_placement(demo: Demo, asked: request.Asked, placement: Placement) -> None:
-    """Refuse, before anything starts, a run its placement cannot hold: too few ranks for the demo, or
-    options the demo's own checks refuse for this world size and device."""
-    import click
-
-    try:
-        if request.simulated_world(asked) is None and placement.world_size < demo.min_world_size:
-            raise LaunchError(too_few_ranks(demo.name, demo.min_world_size, placement, cuda_device_count(),
-                                            simulates=demo.kind == "training"))
-        if placement.shared and (why := refusal(demo.name, placement.ranks_per_gpu, placement.world_size)):
-            raise LaunchError(why)
-        request.validate(demo, asked, placement.world_size, None if placement.device == "fake" else placement.device)
-    except click.ClickException as exc:
-        raise LaunchError(exc.format_message()) from None
 
 
 @dataclass(frozen=True)
@@ -303,7 +181,11 @@ class DemoRun:
         fail_step: int | None = None,
         fail_mode: str = "raise",
         extra_env: dict[str, str] | None = None,
+        deadline_s: float | None = None,
+        on_failure: str = "stop",
     ):
+        if on_failure not in ON_FAILURE:
+            raise ValueError(f"on_failure {on_failure!r}: choose one of {', '.join(ON_FAILURE)}")
         self.demo = demo
         self.args = [str(a) for a in args]
         self.asked = asked if asked is not None else _read(demo, self.args)
@@ -315,13 +197,17 @@ class DemoRun:
             # --procs and --gpus do not apply: the simulated ranks are --world, all in one process.
             self.placement = Placement("fake", world)
         check_placement(entry, self.asked, self.placement)
+        if isinstance(self.asked, RunSpec) and not self.placement.simulated:
+            self.asked = self.asked.resolved(self.placement.device)  # once, where the device is known
         self.timeout_s = timeout_s
+        self.deadline_s = deadline_s
+        self.on_failure = on_failure
         self.fail_rank = fail_rank
         self.fail_step = fail_step
         self.fail_mode = fail_mode
         self.extra_env = extra_env or {}
         self.run_id = uuid.uuid4().hex
-        self.result: dict[str, Any] | None = None
+        self.results: list[DemoResult] = []  # one per result event, read once from its JSON
         self.error: event_protocol.Event | None = None
         # the agent's account of the first rank to fail, read after a failed run; a rank's own error
         # event can be a consequence (a peer's dropped connection) of another rank's silent death.
@@ -336,18 +222,17 @@ class DemoRun:
 
     @property
     def command(self) -> list[str]:
-        """The ranks' command line: what they run comes in the environment (`request.SPEC_ENV`)."""
+        """What the launcher starts: the agent, which starts the ranks (a simulated world: its one process).
+        What the ranks run and where come in the environment (`request.SPEC_ENV`, `PLACEMENT_ENV`)."""
         if self.placement.device == "fake":
             return [sys.executable, "-m", "ddpfsdp.demos.worker", self.demo]
-        return [sys.executable, "-m", "ddpfsdp.demos.launch.agent", "--nproc", str(self.placement.world_size),
-                "--device", self.placement.device, self.demo]
+        return [sys.executable, "-m", "ddpfsdp.demos.launch.agent", "--on-failure", self.on_failure, self.demo]
 
     def _environment(self) -> dict[str, str]:
         env = dict(os.environ)
         env.update(self.extra_env)
         env[RUN_ID_ENV] = self.run_id
-        env[DEVICE_ENV] = self.placement.device
-        env[RANKS_PER_GPU_ENV] = str(self.placement.ranks_per_gpu)
+        env[PLACEMENT_ENV] = self.placement.to_json()
         env[request.SPEC_ENV] = request.to_json(registry.get(self.demo), self.asked)
         env["PYTHONUNBUFFERED"] = "1"
         if self.timeout_s is not None:
@@ -356,10 +241,6 @@ class DemoRun:
             env[FAIL_RANK_ENV] = str(self.fail_rank)
             env[FAIL_STEP_ENV] = str(self.fail_step)
             env[FAIL_MODE_ENV] = self.fail_mode
-        if self.placement.device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
-            from ddpfsdp.demos.launch.hardware import cpu_count
-
-            env["OMP_NUM_THREADS"] = str(max(1, cpu_count() // self.placement.world_size))
         return env
 
     def start(self) -> None:
@@ -386,27 +267,45 @@ class DemoRun:
         for line in self._proc.stderr:
             self.stderr_tail.append(line.rstrip("\n"))
 
+    @property
+    def result(self) -> DemoResult | None:
+        """The run's result (its last, where a launch reports several)."""
+        return self.results[-1] if self.results else None
+
     def events(self) -> Iterator[event_protocol.Event]:
-        """Start the run if needed and yield its events until every process has exited."""
+        """Start the run if needed and yield its events until every process has exited (or the deadline,
+        when one was given, has passed: then every rank is stopped and the error says so)."""
         self.start()
         assert self._proc is not None and self._proc.stdout is not None
+        started = time.monotonic()
+        overdue = False
         try:
             for event in event_protocol.read_in_background(self._proc.stdout):
                 if event is None:
+                    if self.deadline_s is not None and time.monotonic() - started > self.deadline_s:
+                        overdue = True
+                        break
                     continue
                 kind = event["event"]
                 if kind == "result":
-                    self.result = event.get("result")
+                    self.results.append(DemoResult.from_json(event.get("result")))
                 elif kind == "error":
                     self.reported_ranks.add(event.get("rank"))
                     if self.error is None:
                         self.error = event
                 yield event
-            self.returncode = self._proc.wait()
+            if not overdue:
+                self.returncode = self._proc.wait()
         finally:
-            if self._proc.poll() is None:
-                self.cancel()
+            if overdue or self._proc.poll() is None:
+                self._stop()
             self._finish()
+        if overdue and self.error is None and not self.cancelled:
+            self.error = event_protocol.Event(
+                event="error", rank=None, traceback="",
+                message=f"{self.demo} did not end within its deadline of {self.deadline_s:g} s; every rank has been stopped")
+            yield self.error
+            return
         if self.returncode != 0 and not self.cancelled:
             self.root_cause = summarize_failure(list(self.stderr_tail), self.reported_ranks)
         if self.returncode != 0 and self.error is None and not self.cancelled:
@@ -431,6 +330,9 @@ class DemoRun:
     def cancel(self) -> None:
         """Stop every rank (safe from any thread). Returns when all of them are gone, within ~5 s."""
         self.cancelled = True
+        self._stop()
+
+    def _stop(self) -> None:
         proc = self._proc
         if proc is None:
             return

@@ -1,7 +1,7 @@
-"""The result a demo returns (schema ddpfsdp.demo/1): one typed value, built by `envelope`, to and from JSON.
+"""The result a demo returns (schema ddpfsdp.demo/1): one typed value, to and from JSON.
 
 Training, simulated, concept and fault demos all return this envelope (schema, demo, config, env,
-checks); a training result adds per-rank memory, throughput, communication, the loss, the recorded
+checks), made in one place (`result.build`); a training result adds per-rank memory, throughput, communication, the loss, the recorded
 step and the analytic model's figures. Renderers and checks read its fields. The JSON form (`to_json`)
 is the documented schema: what `--json` prints, what crosses from rank 0 to the CLI and what the
 progress store keeps; `from_json` reads it back, a result saved by an older version included, its
@@ -14,7 +14,7 @@ No torch here, nor anything of the demos above it: the quiz reads saved results 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
@@ -153,24 +153,24 @@ class Block:
                     if isinstance(inner, Mapping) else inner for k, inner in value.items()}
         return value
 
-    def to_json(self) -> JsonObject:
-        """The JSON object: keys in the order read, then fields set since to something other than their
-        default (a block built in code: every field it names), then `extra`."""
+    def keys(self) -> list[str]:
+        """The keys `to_json` writes, in its order: those read, in the order read, then fields set since to
+        something other than their default (a block built in code: every field it names), then `extra`."""
         named = self.named()
-        out: JsonObject = {}
-        for key in self.order:
-            if key in named:
-                out[key] = _dump(getattr(self, key))
-            elif key in self.extra:
-                out[key] = self.extra[key]
+        out = [key for key in self.order if key in named or key in self.extra]
         defaults = self.defaults()
-        for key in named:
-            # a field the JSON did not have is written once it holds something other than its default
-            if key not in out and (not self.order or getattr(self, key) != defaults[key]):
-                out[key] = _dump(getattr(self, key))
-        for key, value in self.extra.items():
-            out.setdefault(key, value)
+        # a field the JSON did not have is written once it holds something other than its default
+        out += [key for key in named if key not in out and (not self.order or getattr(self, key) != defaults[key])]
+        out += [key for key in self.extra if key not in out]
         return out
+
+    def value(self, key: str) -> Any:
+        """A key's value as the block holds it: a named field typed, anything else as read."""
+        return getattr(self, key) if key in self.named() else self.extra[key]
+
+    def to_json(self) -> JsonObject:
+        """The JSON object, keys in the order of `keys`."""
+        return {key: _dump(self.value(key)) for key in self.keys()}
 
 
 def _dump(value: Any) -> Any:
@@ -509,18 +509,6 @@ class DemoResult(Block):
 DemoResult.NESTED = {"env": ("one", Env), "memory": ("one", Memory), "throughput": ("one", Throughput),
                      "comm": ("one", Comm), "timeline": ("one", Timeline), "versus_theory": ("list", VersusRow),
                      "fault": ("one", FaultLab)}
-
-
-def envelope(demo: str, config: Config | Mapping[str, Any], env: Env | Mapping[str, Any],
-             checks: Sequence[Check | Mapping[str, Any]], **fields: Any) -> DemoResult:
-    """The one constructor of a demo's result: the envelope and the demo's own fields, each either
-    typed or in its JSON form; fields the type does not name (a concept demo's measurements) go to `extra`."""
-    named = set(DemoResult.named())
-    known = {key: DemoResult._load(key, value) for key, value in fields.items() if key in named}
-    extra = {key: value for key, value in fields.items() if key not in named}
-    return DemoResult(schema=SCHEMA, demo=demo, config=Config.from_json(config), env=Env.from_json(env),
-                      checks=[c for c in map(check_from_json, checks) if c is not None], **known, extra=extra,
-                      order=("schema", "demo", "config", "env", *fields, "checks"))
 
 
 def as_result(value: DemoResult | Mapping[str, Any]) -> DemoResult:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ddpfsdp.demos.result.schema import STATE_KINDS, Config, DemoResult, JsonObject, as_result, envelope
+from ddpfsdp.demos.result.schema import STATE_KINDS, Config, DemoResult, JsonObject, as_result
 from ddpfsdp.demos.train.spec import COMPARE_RUNS, OVERRIDE_NAMES, RunSpec
 
 # A trained run's result as the loop or the simulation hands it over, typed or in its JSON form.
@@ -238,11 +238,9 @@ def two_d_run_checks(result: Trained, theory: Mapping[str, Any], reference: list
     return checks
 
 
-def _run_one(ctx: Any, demo: str, spec: RunSpec) -> JsonObject | None:
-    from ddpfsdp.demos.measure.memory import environment
+def _run_one(ctx: Any, demo: str, spec: RunSpec) -> DemoResult | None:
     from ddpfsdp.demos.train.loop import train
 
-    spec = spec.resolved(ctx.device.type)
     ctx.log(f"{demo}: {spec.arch} {spec.model}, {ctx.world_size} ranks on {ctx.device.type} ({ctx.backend})")
     measured = train(ctx, spec)
     if measured is None:
@@ -256,12 +254,16 @@ def _run_one(ctx: Any, demo: str, spec: RunSpec) -> JsonObject | None:
         reference = reference_losses(spec, ctx.world_size // spec.tp, len(judged.loss or []), SAMPLES_PER_RANK_STEPS,
                                      ctx.device)
         judged.checks = two_d_run_checks(judged, judged.theory, reference)
-    fields = {k: v for k, v in measured.to_json().items() if k not in ("config", "label", "theory", "checks")}
-    if "timeline" in fields:
-        fields["timeline"] = judged.timeline  # with its exposed communication
-    result = envelope(demo, judged.config, environment(ctx), judged.checks, **fields, theory=judged.theory)
+    result = ctx.result(demo, judged.config, judged.checks, **_measured_fields(judged))
     _write_trace(ctx, result, spec.trace)
-    return result.to_json()
+    return result
+
+
+def _measured_fields(judged: DemoResult) -> dict[str, object]:
+    """A judged run's own blocks, typed, in the order the run reported them, and the analytic model's
+    figures: what the result carries beside its envelope."""
+    skip = {"config", "label", "theory", "checks", "schema", "demo", "env"}
+    return {**{key: judged.value(key) for key in judged.keys() if key not in skip}, "theory": judged.theory}
 
 
 def _judged(measured: Mapping[str, Any]) -> DemoResult:
@@ -285,21 +287,21 @@ def _write_trace(ctx: Any, result: DemoResult, path: str | None) -> None:
     from ddpfsdp.demos.measure import trace
 
     try:
-        written = trace.write(result.to_json(), path)
+        written = trace.write(result, path)
         ctx.log(f"trace: {written} (open it in ui.perfetto.dev or chrome://tracing)")
     except (OSError, ValueError) as exc:
         ctx.log(f"trace not written: {exc}")
 
 
-def run_ddp(ctx: Any, spec: RunSpec) -> JsonObject | None:
+def run_ddp(ctx: Any, spec: RunSpec) -> DemoResult | None:
     return _run_one(ctx, "ddp", spec)
 
 
-def run_zro(ctx: Any, spec: RunSpec) -> JsonObject | None:
+def run_zro(ctx: Any, spec: RunSpec) -> DemoResult | None:
     return _run_one(ctx, "zro", spec)
 
 
-def run_fsdp(ctx: Any, spec: RunSpec) -> JsonObject | None:
+def run_fsdp(ctx: Any, spec: RunSpec) -> DemoResult | None:
     return _run_one(ctx, "fsdp", spec)
 
 
@@ -326,15 +328,13 @@ def compare_config(ddp: DemoResult, per_run: tuple[str, ...]) -> Config:
     return Config.from_json({**shared, "strategies": [name for name, _, _ in COMPARE_RUNS]})
 
 
-def run_compare(ctx: Any, spec: RunSpec) -> JsonObject | None:
-    from ddpfsdp.demos.measure.memory import environment
+def run_compare(ctx: Any, spec: RunSpec) -> DemoResult | None:
     from ddpfsdp.demos.train.loop import train
 
     results: dict[str, DemoResult] = {}
-    resolved = spec.resolved(ctx.device.type)
-    steps = resolved.steps
+    steps = spec.steps
     total = steps * len(COMPARE_RUNS)
-    for index, ((name, _, _), one) in enumerate(zip(COMPARE_RUNS, resolved.runs("compare"))):
+    for index, ((name, _, _), one) in enumerate(zip(COMPARE_RUNS, spec.runs("compare"))):
         ctx.log(f"compare: {name} ({index + 1} of {len(COMPARE_RUNS)})")
         measured = train(ctx, one, label=name, step_offset=index * steps, total_steps=total)
         if measured is not None:
@@ -354,7 +354,7 @@ def run_compare(ctx: Any, spec: RunSpec) -> JsonObject | None:
     if tc.activations_comparable(precision):
         checks.append(tc.fsdp_leaves_activations_whole(_memory(ddp).ranks, _memory(results["fsdp-full"]).ranks))
     config = compare_config(ddp, ("strategy", "sharding", "description", "units", "unit_params"))
-    result = envelope("compare", config, environment(ctx), [*checks, *_compare_compile_checks(results)], runs=results,
-                      wall_s=sum(result.wall_s or 0 for result in results.values()))
+    result = ctx.result("compare", config, [*checks, *_compare_compile_checks(results)], runs=results,
+                        wall_s=sum(result.wall_s or 0 for result in results.values()))
     _write_trace(ctx, result, spec.trace)
-    return result.to_json()
+    return result

@@ -39,7 +39,7 @@ from ddpfsdp.demos.measure.memory import (
     resting_params,
 )
 from ddpfsdp.demos.measure.timeline import TimelineRecorder
-from ddpfsdp.demos.result.schema import GLOO_CAVEAT, DemoResult, RankMemory, Throughput, as_result
+from ddpfsdp.demos.result.schema import GLOO_CAVEAT, Comm, Config, DemoResult, Memory, RankMemory, Throughput, Timeline
 from ddpfsdp.demos.result.step_record import RankStep
 from ddpfsdp.demos.train.spec import RunSpec
 
@@ -316,7 +316,8 @@ def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int
     """Train one run; rank 0 gets its result (config, memory, throughput, comm, loss, ...), without the
     envelope's schema, demo and env, the analytic model's figures and the checks."""
     started = time.perf_counter()
-    spec = spec.resolved(ctx.device.type)
+    if spec.model is None or spec.steps is None:
+        raise ValueError("train() takes a spec resolved for its device (the launcher resolves it once)")
     before_run = PeakMemory.before_run(ctx.device)
     trainer = _Trainer(ctx, spec, _Progress(label, step_offset, total_steps or spec.steps))
     trainer.warm_up()
@@ -395,9 +396,10 @@ def _result(ctx: Any, spec: RunSpec, facts: RunFacts, gathered: list[RankFigures
     rank0 = gathered[0]
     shape = facts.shape
     comm_step = spec.warmup + spec.timed_steps
-    return as_result({
-        "label": label,
-        "config": {
+    timeline = Timeline(step=comm_step, units=facts.followed, ranks=[r.timeline for r in gathered]) \
+        if spec.timeline else None
+    result = DemoResult(
+        config=Config.from_json({
             **spec.reported(),
             "params": facts.params,
             "seq_len": getattr(shape, "seq_len", getattr(shape, "tokens", None)),
@@ -408,23 +410,27 @@ def _result(ctx: Any, spec: RunSpec, facts: RunFacts, gathered: list[RankFigures
             "units": facts.units,
             "unit_params": facts.unit_params,
             "optimizer_impl": facts.optimizer_impl,  # as resolved for the device (auto: fused where torch has it)
-        },
-        # a --compile run: the backend, compile time, graphs, graph breaks (rank 0's, as torch recorded them)
-        **({"compile": facts.compile} if facts.compile is not None else {}),
-        "memory": {"ranks": [r.memory for r in gathered], **facts.model_facts},
-        "throughput": _throughput(ctx, spec, facts, gathered),
-        "comm": {
+        }),
+        memory=Memory.from_json({"ranks": [r.memory for r in gathered], **facts.model_facts}),
+        throughput=_throughput(ctx, spec, facts, gathered),
+        comm=Comm.from_json({
             "per_step": rank0.comm,
             "group_sizes": rank0.comm_group_sizes,
             "ranks_agree": all(r.comm == rank0.comm for r in gathered),
             "step": comm_step,
             **_per_group(gathered),
+        }),
+        timeline=timeline,  # the communication step, recorded in time on every rank (None when recording is off)
+        loss=facts.losses,
+        wall_s=time.perf_counter() - started,
+        extra={
+            "label": label,
+            # a --compile run: the backend, compile time, graphs, graph breaks (rank 0's, as torch recorded them)
+            **({"compile": facts.compile} if facts.compile is not None else {}),
+            "hosts": sorted({r.hostname for r in gathered}),
+            "phases_s": facts.phases_s,  # rank 0's wall time per phase: what the measured steps cost
         },
-        # the communication step, recorded in time on every rank (None when recording was off)
-        "timeline": {"step": comm_step, "units": facts.followed,
-                     "ranks": [r.timeline for r in gathered]} if spec.timeline else None,
-        "loss": facts.losses,
-        "hosts": sorted({r.hostname for r in gathered}),
-        "phases_s": facts.phases_s,  # rank 0's wall time per phase: what the measured steps cost
-        "wall_s": time.perf_counter() - started,
-    })
+        order=("label", "config", "compile", "memory", "throughput", "comm", "timeline", "loss", "hosts", "phases_s",
+               "wall_s"),
+    )
+    return result

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ddpfsdp.demos.result.checks import CheckDocument
     from ddpfsdp.demos.measure.comm import PerOp
     from ddpfsdp.demos.measure.pipeline_timeline import StepRecorder
-    from ddpfsdp.demos.result.schema import JsonObject
+    from ddpfsdp.demos.result.schema import DemoResult
     from ddpfsdp.demos.base.shapes import GPTShape
     from ddpfsdp.demos.theory.pipeline import Pipeline
     from ddpfsdp.demos.claims.pipeline import ScheduleRun, StageTimeline
@@ -348,7 +348,7 @@ def _replica_mean(by_rank: list[list[float | None]]) -> list[float | None]:
     return [sum(step) / len(step) for step in zip(*held)] if held else [None] * len(by_rank[0])
 
 
-def run(ctx: Any, **given: Any) -> JsonObject | None:
+def run(ctx: Any, **given: Any) -> DemoResult | None:
     """The demo on this rank: each schedule asked in turn; rank 0 assembles the result."""
     asked = Asked(**given)  # OPTIONS, as click parsed them
 
@@ -366,9 +366,8 @@ def run(ctx: Any, **given: Any) -> JsonObject | None:
 
 
 def _assemble(ctx: Any, model: str, asked: Asked, measured: dict[str, ScheduleMeasured],
-              reference: list[float]) -> JsonObject:
+              reference: list[float]) -> DemoResult:
     """The result: per schedule its run (figures per rank beside theory, its timeline); the checks."""
-    from ddpfsdp.demos.concepts.result import envelope
     from ddpfsdp.demos.base.shapes import GPT_PRESETS, model_params
     from ddpfsdp.demos.claims import pipeline as claims
 
@@ -383,8 +382,7 @@ def _assemble(ctx: Any, model: str, asked: Asked, measured: dict[str, ScheduleMe
                             precision="fp32", schedules=list(measured), microbatches=asked["microbatches"],
                             batch_size=options.batch_size(asked), steps=asked["steps"], seed=asked["seed"],
                             compare=bool(asked.get("compare")))
-    return envelope(ctx, "pipeline", config, checks, runs=runs, reference_loss=reference,
-                    notes=[_note(ctx)])
+    return ctx.result("pipeline", config, checks, runs=runs, reference_loss=reference, notes=[_note(ctx)])
 
 
 def _note(ctx: Any) -> str:
@@ -396,7 +394,7 @@ def _note(ctx: Any) -> str:
     return GLOO_CAVEAT
 
 
-def _write_trace(ctx: Any, result: JsonObject, path: str | None) -> None:
+def _write_trace(ctx: Any, result: DemoResult, path: str | None) -> None:
     if not path:
         return
     from ddpfsdp.demos.measure import trace

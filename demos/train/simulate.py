@@ -47,7 +47,9 @@ import torch.distributed as dist
 
 from ddpfsdp.demos.measure.breakdown import TORCH_CATEGORIES
 from ddpfsdp.demos.measure.memory import model_state_bytes, param_bytes_held, resting_params, state_optimizers
-from ddpfsdp.demos.result.schema import DemoResult, Env, JsonObject, LargestUnit, Memory, as_result, envelope
+from ddpfsdp.demos.base.placement import Placement
+from ddpfsdp.demos.result.build import build
+from ddpfsdp.demos.result.schema import Comm, Config, DemoResult, Env, JsonObject, LargestUnit, Memory
 from ddpfsdp.demos.base.shapes import describe_gpt_shape
 from ddpfsdp.demos.parallel.parallelize import World, parallelize
 from ddpfsdp.demos.train.spec import COMPARE_RUNS, RunSpec
@@ -430,7 +432,7 @@ def _measured_step(built: Built, strategy: str) -> Step:
 
 
 def simulate_run(run: RunSpec, world_size: int, *, label: str | None = None,
-                 log: Callable[[str], None] | None = None) -> JsonObject:
+                 log: Callable[[str], None] | None = None) -> DemoResult:
     """One simulated step of `run` on rank 0 of a fake world; the default group must exist."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -449,14 +451,15 @@ def simulate_run(run: RunSpec, world_size: int, *, label: str | None = None,
             _warm_up(built, run.strategy)
             log(f"{name}: measured step on a fake world of {world_size}")
             step = _measured_step(built, run.strategy)
-    return {
-        "label": label,
-        "config": _simulated_config(run, world_size, built),
-        "memory": _simulated_memory(run, built, step),
-        "comm": {"per_step": step.comm.per_op(), "group_sizes": step.comm.group_sizes(), "step": 2,
-                 **_per_group(step.comm, built.prepared.two_d)},
-        "wall_s": time.perf_counter() - started,
-    }
+    return DemoResult(
+        config=Config.from_json(_simulated_config(run, world_size, built)),
+        memory=Memory.from_json(_simulated_memory(run, built, step)),
+        comm=Comm.from_json({"per_step": step.comm.per_op(), "group_sizes": step.comm.group_sizes(), "step": 2,
+                             **_per_group(step.comm, built.prepared.two_d)}),
+        wall_s=time.perf_counter() - started,
+        extra={"label": label},
+        order=("label", "config", "memory", "comm", "wall_s"),
+    )
 
 
 def _per_group(counter: CommCounter, two_d: TwoD | None) -> JsonObject:
@@ -559,13 +562,12 @@ def _simulated_memory(run: RunSpec, built: Built, step: Step) -> JsonObject:
 # ----------------------------------------------------------------------------- the demos
 
 
-def _judge(measured: Mapping[str, Any]) -> DemoResult:
+def _judge(run: DemoResult) -> DemoResult:
     """A simulated run with the analytic model's figures, the differences and its checks: the checks a
     real run of the same strategy makes (`train.demo`), and those only a simulation makes."""
     from ddpfsdp.demos.claims import simulated as sc
     from ddpfsdp.demos.train.demo import allowance, strategy_checks, theory_checks, theory_of
 
-    run = as_result(measured)
     theory = run.theory = theory_of(run)
     config, memory, per_op = run.config, run.memory or Memory(), run.comm.per_step
     rank0 = memory.ranks[0]
@@ -628,9 +630,9 @@ def _environment() -> Env:
                hostname=socket.gethostname(), extra={"torch_threads": torch.get_num_threads()})
 
 
-def simulate(demo: str, spec: RunSpec | Mapping[str, Any], log: Callable[[str], None] | None = None) -> JsonObject:
-    """The result of a simulated `ddp`, `zro`, `fsdp` or `compare` demo (schema ddpfsdp.demo/1), as JSON,
-    from its spec (or the options that make it)."""
+def simulate(demo: str, spec: RunSpec | Mapping[str, Any], log: Callable[[str], None] | None = None) -> DemoResult:
+    """The result of a simulated `ddp`, `zro`, `fsdp` or `compare` demo (schema ddpfsdp.demo/1) from its spec
+    (or the options that make it)."""
     from ddpfsdp.demos.train.options import spec_of, validate_simulated
 
     spec = spec_of(demo, spec)
@@ -645,16 +647,18 @@ def simulate(demo: str, spec: RunSpec | Mapping[str, Any], log: Callable[[str], 
         else:
             one = _judge(simulate_run(runs[0], world, log=log))
     wall_s = time.perf_counter() - started
+    placement = Placement("fake", world)
     if demo == "compare":
-        return _compared(judged, world, wall_s).to_json()
-    fields = {k: v for k, v in one.to_json().items() if k not in ("config", "label", "checks", "wall_s")}
-    return envelope(demo, one.config, _environment(), one.checks, **fields, wall_s=wall_s).to_json()
+        return _compared(judged, placement, wall_s)
+    fields = {key: one.value(key) for key in one.keys() if key not in ("config", "label", "checks", "wall_s")}
+    return build(demo, placement, _environment(), one.config, one.checks, **fields, wall_s=wall_s)
 
 
-def _compared(runs: dict[str, DemoResult], world: int, wall_s: float) -> DemoResult:
+def _compared(runs: dict[str, DemoResult], placement: Placement, wall_s: float) -> DemoResult:
     """compare's result across the four simulated runs: its config, the runs and its own checks."""
     from ddpfsdp.demos.train.demo import compare_checks, compare_config
 
     config = compare_config(runs["ddp"], ("strategy", "sharding", "description", "units", "unit_params", "wrap",
                                           "fsdp_api"))
-    return envelope("compare", config, _environment(), compare_checks(runs, world), runs=runs, wall_s=wall_s)
+    return build("compare", placement, _environment(), config, compare_checks(runs, placement.world_size), runs=runs,
+                 wall_s=wall_s)

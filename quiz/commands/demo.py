@@ -11,7 +11,7 @@ import click
 from ddpfsdp.demos import registry
 from ddpfsdp.demos.launch.events import Event
 from ddpfsdp.demos.registry import load
-from ddpfsdp.demos.result.schema import GLOO_CAVEAT, DemoResult, as_result
+from ddpfsdp.demos.result.schema import GLOO_CAVEAT, DemoResult
 from ddpfsdp.quiz.commands.results import check_table, save_result
 
 
@@ -49,9 +49,9 @@ def _run(demo: registry.Demo, **params: Any) -> None:
     assert result is not None
     save_result(demo, asked, result, err if as_json else out)
     if as_json:
-        click.echo(json.dumps(result, indent=2))
+        click.echo(json.dumps(result.to_json(), indent=2))
     else:
-        _render(demo, as_result(result), out)
+        _render(demo, result, out)
 
 
 def _asked(demo: registry.Demo, options: dict[str, Any], params: dict[str, Any], ctx: click.Context) -> Any:
@@ -97,8 +97,7 @@ def _guard(demo: registry.Demo, placement: Any, spec: Any, force: bool, out) -> 
         return
     from ddpfsdp.demos.launch.guard import check_launch
 
-    verdict = check_launch(demo.name, spec, device=placement.device, world_size=placement.world_size, force=force,
-                           ranks_per_gpu=placement.ranks_per_gpu)
+    verdict = check_launch(demo.name, spec, placement, force=force)
     if not verdict.proceed:
         raise click.ClickException(verdict.message)  # it names the estimate, a fit and --force
     if not verdict.fits:

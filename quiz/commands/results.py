@@ -8,6 +8,7 @@ from typing import Any
 
 from ddpfsdp.demos import registry
 from ddpfsdp.demos.result.checks import Check
+from ddpfsdp.demos.result.schema import DemoResult
 
 
 def check_table(checks: Sequence[Check]):
@@ -25,7 +26,7 @@ def check_table(checks: Sequence[Check]):
     return table
 
 
-def save_result(demo: registry.Demo, asked: Any, result: dict[str, Any], console) -> None:
+def save_result(demo: registry.Demo, asked: Any, result: DemoResult | dict[str, Any], console) -> None:
     """Save the result under what the demo was asked (its RunSpec, its options, or its words)."""
     try:
         from ddpfsdp.quiz.store import Store

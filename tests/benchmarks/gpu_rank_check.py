@@ -105,10 +105,11 @@ def run_guard(out_path: str) -> int:
     """The guard's verdicts on one GPU: a run far too big for it, and a tiny one."""
     from dataclasses import asdict
 
+    from ddpfsdp.demos.base.placement import Placement
     from ddpfsdp.demos.launch.guard import check_launch
 
-    refused = check_launch("ddp", {"model": "xl", "batch_size": 256}, device="cuda", world_size=1, force=False)
-    control = check_launch("ddp", {"model": "tiny", "batch_size": 4}, device="cuda", world_size=1, force=False)
+    refused = check_launch("ddp", {"model": "xl", "batch_size": 256}, Placement("cuda", 1), force=False)
+    control = check_launch("ddp", {"model": "tiny", "batch_size": 4}, Placement("cuda", 1), force=False)
     with open(out_path, "w") as out:
         json.dump({"refused": asdict(refused), "control": asdict(control)}, out)
     return 0
