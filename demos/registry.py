@@ -18,10 +18,11 @@ Optional hooks, each "module:function" in a module importable without torch:
                                                      imports torch)
   render(result: dict, console) -> None              prints the result for a person (rich)
 
-A demo that starts its own ranks rather than the worker's (the failure lab, whose ranks are meant to
-fail; `ddpfsdp demo fault` is its own command) names instead:
-  runner(args: list[str]) -> run                     the run the quiz starts for evidence: events(),
-                                                     cancel(), result, error, cancelled, as DemoRun has
+A demo whose launch is more than its options (the failure lab: several faults per launch, a deadline per
+fault, a folder for the ranks' records; `ddpfsdp demo fault` is its own command) names the run the quiz
+starts for evidence, which starts its ranks through the same launcher:
+  runner(args: list[str]) -> run                     events(), cancel(), result, error, cancelled, as
+                                                     DemoRun has
 Its checks are its catalogue's claims, read only when asked for, so listing the demos or running
 another one never imports the failure lab's programs.
 """
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DATA_PARALLEL_MIN_RANKS = 2  # what these demos show happens between ranks: data parallelism, collectives
+SPEC_KINDS = ("training", "pipeline")  # the kinds of demo whose run is a RunSpec
 
 
 def load(target: str) -> Any:
@@ -67,24 +69,29 @@ class Demo:
     name: str
     summary: str  # one line for `ddpfsdp demo --help`
     module: str  # "package.module:function"
-    kind: str  # "training" (full training run, schema ddpfsdp.demo/1), "concept", or "pipeline" (called as a concept)
+    kind: str  # "training" (full training run), "pipeline" (a RunSpec too), "concept", "fault"
     checks: Mapping[str, str] = field(default_factory=dict)  # check name -> the claim it tests
     options: str = ""  # "module:ATTR": the click parameters of this demo
     validate: str | None = None
     render: str | None = None
     min_world_size: int = DATA_PARALLEL_MIN_RANKS  # fewer are refused before launch, with commands that give enough
-    runner: str | None = None  # set: the demo starts its own ranks (see above), not the worker's
+    runner: str | None = None  # set: the quiz starts the demo through this run object (see above)
 
     def __post_init__(self) -> None:
         if not self.options:
             module = self.module.split(":")[0]
             object.__setattr__(self, "options", f"{module}:OPTIONS")
 
+    @property
+    def takes_spec(self) -> bool:
+        """What the demo is asked is a RunSpec (`train.spec`): the training demos and the pipeline."""
+        return self.kind in SPEC_KINDS
+
     def run_on_rank(self, ctx: Any, asked: Any) -> Any:
-        """The demo's code on this rank with what it was asked: a training demo's RunSpec, or a concept
-        demo's options as keywords."""
+        """The demo's code on this rank with what it was asked: its RunSpec, or a concept demo's options
+        as keywords."""
         function = load(self.module)
-        return function(ctx, asked) if self.kind == "training" else function(ctx, **asked)
+        return function(ctx, asked) if self.takes_spec else function(ctx, **asked)
 
 
 _TRAINING_CHECKS = {
@@ -318,15 +325,15 @@ DEMOS: dict[str, Demo] = {
             "schedules measured (bubble, activations in flight, point-to-point bytes) beside theory",
             "ddpfsdp.demos.train.pipeline:run",
             "pipeline",
-            options="ddpfsdp.demos.train.pipeline_options:OPTIONS",
-            validate="ddpfsdp.demos.train.pipeline_options:validate",
+            options="ddpfsdp.demos.train.options:PIPELINE_OPTIONS",
+            validate="ddpfsdp.demos.train.pipeline_options:validate_pipeline",
             render="ddpfsdp.demos.measure.pipeline_report:render",
             checks=PIPELINE_CHECKS,
         ),
         Demo(
             "fault",
             "the failure lab: a real distributed-training bug and its fix on real ranks (--list names them)",
-            "ddpfsdp.demos.faults.rank:main",
+            "ddpfsdp.demos.faults.rank:run",
             "fault",
             checks=LoadedChecks("ddpfsdp.demos.faults.catalog:CLAIMS"),
             options="ddpfsdp.demos.faults.runner:NO_OPTIONS",

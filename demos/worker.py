@@ -251,7 +251,7 @@ class _DemoName(click.Choice):
     default=None,
     help="Where to train: cuda (NCCL) or cpu (gloo). Default: cuda when torch sees a GPU.",
 )
-@click.argument("demo_name", metavar="DEMO", type=_DemoName([n for n, d in registry.DEMOS.items() if not d.runner]))
+@click.argument("demo_name", metavar="DEMO", type=_DemoName(list(registry.DEMOS)))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def main(device_type: str | None, demo_name: str, args: tuple[str, ...]) -> None:
     """Run one demo on this rank; launch it with torchrun, srun or `ddpfsdp demo`."""

@@ -248,7 +248,7 @@ def test_the_quiz_starts_a_fault_link_as_a_fault_run_without_launching_it():
     from ddpfsdp.quiz.app import default_demo_runner
 
     run = default_demo_runner("fault", ["uneven-inputs"])
-    assert isinstance(run, FaultRun) and run.faults == ["uneven-inputs"] and run.pids == []
+    assert isinstance(run, FaultRun) and run.faults == ["uneven-inputs"] and run.leftover_pids() == []
 
 
 def test_the_printed_result_keeps_torch_and_the_fault_texts_verbatim():

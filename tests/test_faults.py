@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -35,7 +34,6 @@ INVARIANTS = {"accumulation_same_gradients"}
 class Launch:
     run: FaultRun
     wall_s: float
-    pids: list[int]
     events: list[dict] = field(default_factory=list)
 
 
@@ -46,7 +44,7 @@ def launches() -> list[Launch]:
         run = FaultRun(names, procs=2, timeout_s=DEFAULT_TIMEOUT_S)
         started = time.monotonic()
         events = list(run.events())
-        done.append(Launch(run, time.monotonic() - started, run.pids, events))
+        done.append(Launch(run, time.monotonic() - started, events))
         print(f"\nfault launch {names}: {done[-1].wall_s:.1f} s; per fault {({k: round(v, 2) for k, v in run.wall_s.items()})}")
     return done
 
@@ -56,7 +54,7 @@ def results(launches) -> dict[str, dict]:
     found = {}
     for launch in launches:
         assert launch.run.error is None, f"{launch.run.faults}: {launch.run.error}"
-        found.update(launch.run.results)
+        found.update({name: result.to_json() for name, result in launch.run.results.items()})
     return found
 
 
@@ -78,11 +76,24 @@ def test_each_fault_ends_within_its_timeout_plus_the_grace(launches, name):
 
 def test_no_process_of_any_run_is_left(launches):
     for launch in launches:
-        assert len(launch.pids) == 2, launch.run.faults
+        assert launch.run.returncode is not None, launch.run.faults
         assert launch.run.leftover_pids() == [], launch.run.faults
-        for pid in launch.pids:
-            with pytest.raises(ProcessLookupError):
-                os.kill(pid, 0)
+
+
+def test_the_lab_starts_its_ranks_through_the_one_launcher():
+    """Its ranks are the launcher's: the same agent, a rank that fails leaving the others to show their
+    symptom, and the lab's deadline read from the events."""
+    from ddpfsdp.demos.launch.launcher import DemoRun
+
+    run = FaultRun(["desync"], procs=3, timeout_s=DEFAULT_TIMEOUT_S)
+    run.start()
+    try:
+        assert isinstance(run._run, DemoRun) and run._run.placement.world_size == 3
+        assert run._run.on_failure == "wait" and run._run.watchdog is not None
+        assert run._run.command[-3:] == ["--on-failure", "wait", "fault"]
+    finally:
+        run.cancel()
+    assert run.leftover_pids() == []
 
 
 def test_cancelling_a_run_in_its_hang_stops_every_rank():
@@ -97,9 +108,6 @@ def test_cancelling_a_run_in_its_hang_stops_every_rank():
             took = time.monotonic() - started
     assert took is not None and took < STOP_GRACE_S + 2
     assert run.cancelled and run.result is None and run.leftover_pids() == []
-    for pid in run.pids:
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
 
 
 def _judge(name: str, block: dict) -> dict[str, bool]:
@@ -154,7 +162,9 @@ def test_the_command_prints_saves_and_writes_json(results, monkeypatch):
         """The recorded desync run, replayed through the command (the ranks ran in the fixture)."""
 
         def __init__(self, faults, procs, timeout_s):
-            self.faults, self.result, self.error, self.ok = faults, results[faults[0]], None, True
+            from ddpfsdp.demos.result.schema import as_result
+
+            self.faults, self.result, self.error, self.ok = faults, as_result(results[faults[0]]), None, True
 
         def events(self):
             yield {"event": "progress", "fault": self.faults[0], "phase": "broken"}

@@ -8,7 +8,7 @@ import pytest
 from ddpfsdp.demos.measure.pipeline_report import drawing
 from ddpfsdp.demos.theory.pipeline import check_pipeline
 from ddpfsdp.demos.claims import pipeline as pc
-from ddpfsdp.demos.train.pipeline import stage_blocks
+from ddpfsdp.demos.parallel.pipeline import stage_blocks
 
 
 def span(kind: str, mb: int, start: float, end: float, stage: int = 0) -> dict:

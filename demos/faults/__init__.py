@@ -16,8 +16,8 @@ symptom is there in the broken run and gone in the fixed one.
     verdicts       the checks several faults share (timed out, raised, diverged)
     fr_table       the project's own flight-recorder table: per-rank collectives, the first divergence
     flight_recorder  the rank side of the flight recorder: entries, dumps, torch's analyzer
-    rank           the per-rank entry point (python -m ddpfsdp.demos.faults.rank)
-    runner         FaultRun: starts the ranks, enforces the deadline, stops every process, builds results
+    rank           each rank's part: the programs in turn, and rank 0's result of each fault
+    runner         FaultRun: the lab's launch through the one launcher, held to each fault's deadline
     report         a fault's result from its ranks' records: symptom lines and checks
     symptom        the normalisation that makes a symptom comparable across runs
     render         the result printed for a person (rich)

@@ -8,13 +8,11 @@ broken run's beside the fixed run's, and the question bank quotes them.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, cast
+from typing import Mapping, cast
 
 from ddpfsdp.demos.faults import fr_table
 from ddpfsdp.demos.faults.fault import PHASES, Analysis, Fault, FaultBlock, PhaseBlock, RaisedError, RankRecord, phase_ranks
-from ddpfsdp.demos.base.placement import Placement
-from ddpfsdp.demos.result.build import build as build_result
-from ddpfsdp.demos.result.schema import FaultLab, FaultPhase, JsonObject
+from ddpfsdp.demos.result.schema import FaultLab, FaultPhase
 
 # The analyzer's lines worth quoting: where it found a problem and what it calls it.
 _ANALYZER_LINES = ("Collective sequence number", "error msg:", "Not all ranks joining", "missing ranks:")
@@ -83,11 +81,12 @@ def phase_result(fault: Fault, phase: str, records: list[RankRecord | None],
     return result
 
 
-def build(fault: Fault, phases: Mapping[str, FaultPhase], *, config: Mapping[str, Any], env: Mapping[str, Any],
-          wall_s: float | None) -> JsonObject:
-    """The result of one fault, as JSON; `phases[p]` holds that phase's run from `phase_result`."""
-    block = FaultLab(name=fault.name, summary=fault.summary, cause=fault.cause, fix=fault.fix, hangs=fault.hangs,
-                     timeout_s=config.get("timeout_s"), **{phase: phases[phase] for phase in PHASES})
-    placement = Placement("cpu", int(config["world_size"]))
-    return build_result("fault", placement, env, {**config, "fault": fault.name}, fault.judge(cast(FaultBlock, block.to_json())),
-                 fault=block, wall_s=wall_s).to_json()
+def fault_lab(fault: Fault, phases: Mapping[str, FaultPhase], timeout_s: float) -> FaultLab:
+    """A fault's own block of its result: the bug, its cause and fix, and its two runs."""
+    return FaultLab(name=fault.name, summary=fault.summary, cause=fault.cause, fix=fault.fix, hangs=fault.hangs,
+                    timeout_s=timeout_s, **{phase: phases[phase] for phase in PHASES})
+
+
+def fault_block(fault: Fault, phases: Mapping[str, FaultPhase], timeout_s: float) -> FaultBlock:
+    """The fault's block in the JSON form its checks (`Fault.judge`) read."""
+    return cast(FaultBlock, fault_lab(fault, phases, timeout_s).to_json())

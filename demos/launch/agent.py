@@ -245,7 +245,7 @@ def supervise(demo: str, placement: Placement, method: str | None = None, on_fai
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--on-failure", type=click.Choice(["stop", "wait"]), default="stop", show_default=True,
               help="When a rank fails: stop the others, or let them run on to their own end.")
-@click.argument("demo", type=click.Choice([n for n, d in registry.DEMOS.items() if not d.runner]))
+@click.argument("demo", type=click.Choice(list(registry.DEMOS)))
 def main(on_failure: str, demo: str) -> None:
     """Start and supervise the ranks of one demo on this machine, as the launcher placed them (PLACEMENT_ENV)."""
     sent = os.environ.get(PLACEMENT_ENV)

@@ -50,12 +50,6 @@ def gpu_build_in_version_file(text: str) -> str | None:
     return found[0] if found else None
 
 
-def default_cpu_procs(tp: int | None = None) -> int:
-    """CPU processes a demo gets when no --procs is given: DEFAULT_CPU_PROCS, or for a 2-D run
-    (`--tp N`) two data-parallel groups of N, the smallest world it runs on."""
-    return max(DEFAULT_CPU_PROCS, 2 * tp) if tp else DEFAULT_CPU_PROCS
-
-
 @dataclass(frozen=True)
 class GPU:
     index: int

@@ -11,8 +11,9 @@ The demo's options are read once (`request`): parsed from `args`, or given alrea
 and checked for it; then both are handed to the agent and every rank as JSON in the environment
 (`request.SPEC_ENV`, `base.placement.PLACEMENT_ENV`), so no rank parses a command line or works out
 its placement again. What differs between kinds of run is two settings: what the agent does when a
-rank fails (`on_failure`: stop the others, or let them run on to show their own symptom) and a
-deadline for the whole run (`deadline_s`: a hang is stopped and said to be one). Each result event's
+rank fails (`on_failure`: stop the others, or let them run on to show their own symptom) and when a
+run has overstayed (`deadline_s` for the whole run, or a `watchdog` that reads its events: a hang is
+stopped and said to be one). Each result event's
 JSON is read into a typed `DemoResult` once, on arrival (`results`).
 
 The ranks are started and watched by an agent (`python -m ddpfsdp.demos.launch.agent`, which does for one
@@ -36,7 +37,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ddpfsdp.demos import registry
@@ -182,6 +183,7 @@ class DemoRun:
         fail_mode: str = "raise",
         extra_env: dict[str, str] | None = None,
         deadline_s: float | None = None,
+        watchdog: Callable[[event_protocol.Event | None], str | None] | None = None,
         on_failure: str = "stop",
     ):
         if on_failure not in ON_FAILURE:
@@ -201,6 +203,7 @@ class DemoRun:
             self.asked = self.asked.resolved(self.placement.device)  # once, where the device is known
         self.timeout_s = timeout_s
         self.deadline_s = deadline_s
+        self.watchdog = watchdog
         self.on_failure = on_failure
         self.fail_rank = fail_rank
         self.fail_step = fail_step
@@ -272,39 +275,45 @@ class DemoRun:
         """The run's result (its last, where a launch reports several)."""
         return self.results[-1] if self.results else None
 
+    def _overdue(self, event: event_protocol.Event | None, started: float) -> str | None:
+        """Why the run must stop now (its deadline passed, or its watchdog says so), or None."""
+        if self.deadline_s is not None and time.monotonic() - started > self.deadline_s:
+            return f"{self.demo} did not end within its deadline of {self.deadline_s:g} s; every rank has been stopped"
+        return self.watchdog(event) if self.watchdog is not None else None
+
     def events(self) -> Iterator[event_protocol.Event]:
-        """Start the run if needed and yield its events until every process has exited (or the deadline,
-        when one was given, has passed: then every rank is stopped and the error says so)."""
+        """Start the run if needed and yield its events until every process has exited, or until the run
+        overstays (`deadline_s`, or what `watchdog` says after each event and each quiet moment): then
+        every rank is stopped and the error says why."""
         self.start()
         assert self._proc is not None and self._proc.stdout is not None
         started = time.monotonic()
-        overdue = False
+        overdue = None
         try:
             for event in event_protocol.read_in_background(self._proc.stdout):
-                if event is None:
-                    if self.deadline_s is not None and time.monotonic() - started > self.deadline_s:
-                        overdue = True
-                        break
-                    continue
-                kind = event["event"]
-                if kind == "result":
-                    self.results.append(DemoResult.from_json(event.get("result")))
-                elif kind == "error":
-                    self.reported_ranks.add(event.get("rank"))
-                    if self.error is None:
-                        self.error = event
-                yield event
+                if event is not None:
+                    kind = event["event"]
+                    if kind == "result":
+                        self.results.append(DemoResult.from_json(event.get("result")))
+                    elif kind == "error":
+                        self.reported_ranks.add(event.get("rank"))
+                        if self.error is None:
+                            self.error = event
+                    yield event
+                overdue = self._overdue(event, started)
+                if overdue:
+                    break
             if not overdue:
                 self.returncode = self._proc.wait()
         finally:
             if overdue or self._proc.poll() is None:
                 self._stop()
             self._finish()
-        if overdue and self.error is None and not self.cancelled:
-            self.error = event_protocol.Event(
-                event="error", rank=None, traceback="",
-                message=f"{self.demo} did not end within its deadline of {self.deadline_s:g} s; every rank has been stopped")
-            yield self.error
+        if overdue and not self.cancelled:
+            if self.error is None:
+                self.error = event_protocol.Event(event="error", rank=None, message=overdue,
+                                                  traceback="\n".join(list(self.stderr_tail)[-40:]))
+                yield self.error
             return
         if self.returncode != 0 and not self.cancelled:
             self.root_cause = summarize_failure(list(self.stderr_tail), self.reported_ranks)

@@ -24,7 +24,7 @@ from typing import Any
 import click
 
 from ddpfsdp.demos.launch.context import DEFAULT_TIMEOUT_S
-from ddpfsdp.demos.launch.hardware import default_cpu_procs
+from ddpfsdp.demos.launch.hardware import DEFAULT_CPU_PROCS
 from ddpfsdp.demos.registry import Demo, load
 from ddpfsdp.demos.result.schema import SCHEMA
 from ddpfsdp.demos.train.spec import RunSpec
@@ -80,7 +80,7 @@ def typed(demo: Demo, options: dict[str, Any]) -> Asked:
 
     Raises click.UsageError for a value the spec does not allow.
     """
-    if demo.kind != "training":
+    if not demo.takes_spec:
         return dict(options)
     try:
         return RunSpec.for_demo(demo.name, options)
@@ -106,15 +106,13 @@ def simulated_world(asked: Asked) -> int | None:
 
 
 def cpu_procs(asked: Asked) -> int:
-    """Ranks the run gets when no count is given: two, or two data-parallel groups of --tp for a 2-D
-    run, or for hybrid sharding --replicas shard groups of two, or for a pipeline over --dp replicas
-    two stages each (the smallest world each runs on)."""
+    """Ranks the run gets when no count is given: the smallest world its parallel degrees show what it is
+    for on (`ParallelDims.fewest_ranks`), or for a concept demo two."""
     if not isinstance(asked, RunSpec):
-        return default_cpu_procs() * int(asked.get("dp") or 1)
-    procs = default_cpu_procs(asked.tp)
-    if asked.strategy == "fsdp" and asked.sharding == "hybrid":
-        procs = max(procs, 2 * asked.replicas)
-    return procs
+        return DEFAULT_CPU_PROCS
+    from ddpfsdp.demos.parallel.degrees import ParallelDims
+
+    return ParallelDims.fewest_ranks(asked)
 
 
 def options_of(asked: Asked) -> dict[str, Any]:
@@ -131,7 +129,7 @@ def from_json(demo: Demo, text: str) -> Asked:
     data = json.loads(text)
     if data.get("demo") != demo.name:
         raise ValueError(f"{SPEC_ENV} holds a run of {data.get('demo')!r}, not of {demo.name!r}")
-    if demo.kind == "training":
+    if demo.takes_spec:
         return RunSpec(**data["asked"])
     return dict(data["asked"])
 

@@ -4,14 +4,17 @@
 
 torchtitan's `parallelize_llama` is the model: one function, a fixed order, a reason for each step.
   1. precision         a bf16 run's model is cast whole, before anything splits it
-  2. tensor parallel   (--tp) the Megatron plan inside each GPT block over the "tp" dimension of a
-                       (dp, tp) mesh (`tensor_parallel.TwoD`); FSDP then shards each TP shard over "dp"
+  0. the degrees       the run's parallel degrees (`degrees.ParallelDims`) and, where FSDP or tensor
+                       parallelism needs one, the world's mesh of them, built once
+  2. tensor parallel   (--tp) the Megatron plan inside each GPT block over the mesh's "tp" dimension
+                       (`tensor_parallel.TwoD`); FSDP then shards each TP shard over "dp_shard"
   3. checkpointing     each block's body recomputed in backward; set on the blocks themselves, before
                        any wrapper, so an FSDP unit around a block sees an ordinary module
   4. the model's facts read from the tensors FSDP is about to shard (`models.model_facts`)
   4b. compile (FSDP)   (--compile) each block replaced by its compiled wrapper, after checkpointing and
                        before FSDP (torchtitan's order): FSDP's hooks and collectives stay outside it
-  5. FSDP              each unit, then the root (`strategies.shard`)
+  5. FSDP              each unit, then the root (`strategies.shard`), where there are data-parallel ranks
+                       to shard over (a pipeline of one replica has none)
   6. materialize       the world gives the model its tensors: a real model has them already; a
                        simulated world makes its meta tensors fake here, after FSDP has sharded them
                        on meta (fifty times cheaper than sharding fake ones) and before DDP, whose
@@ -35,7 +38,8 @@ import torch
 from torch import nn
 
 from ddpfsdp.demos.train.spec import RunSpec
-from ddpfsdp.demos.parallel.strategies import Prepared, build_optimizer, optimizer_impl, shard, shard_size, wrap_ddp
+from ddpfsdp.demos.parallel.degrees import ParallelDims
+from ddpfsdp.demos.parallel.strategies import Prepared, build_optimizer, optimizer_impl, shard, wrap_ddp
 
 
 @dataclass(frozen=True)
@@ -51,7 +55,8 @@ class World:
         return contextlib.nullcontext()
 
 
-def parallelize(model: nn.Module, run: RunSpec, world: World, device: torch.device | str) -> Prepared:
+def parallelize(model: nn.Module, run: RunSpec, world: World, device: torch.device | str, *,
+                dims: ParallelDims | None = None, mesh: Any = None) -> Prepared:
     """`model` parallelized as `run` says over `world`, with its optimizer. Call on every rank after the
     default process group is initialised, with the model on the CPU (as `build_model` returns it) or,
     for a simulated world, on meta; it is moved to `device` as it is wrapped.
@@ -60,20 +65,28 @@ def parallelize(model: nn.Module, run: RunSpec, world: World, device: torch.devi
     sequence_parallel, checkpoint_activations, strategy, bucket_mb (DDP and zro), sharding, wrap,
     fsdp_api, replicas and prefetch (FSDP), optimizer, optimizer_impl, lr, compile and compile_backend. A
     choice the model or the world cannot take raises ValueError saying what would do.
+
+    A pipeline's stage (`parallel.pipeline`) comes with the run's degrees and mesh, made once for all its
+    stages; a whole model's are made here.
     """
     from ddpfsdp.demos.train.models import model_facts
 
     device = torch.device(device)
+    dims = dims or ParallelDims.of(run, world.size)
     if run.precision == "bf16" and any(p.dtype != torch.bfloat16 for p in model.parameters()):
         model = model.to(torch.bfloat16)  # a model built in bf16 (a simulated one) needs no cast
+    # FSDP, tensor and pipeline parallelism work on the run's mesh of its degrees; DDP on the default group.
+    sharded = run.strategy == "fsdp" and dims.dp > 1
+    if mesh is None and (sharded or dims.tp > 1 or dims.pp > 1):
+        mesh = dims.build_mesh(device.type)
     two_d = None
     if run.tp:
         from ddpfsdp.demos.parallel.tensor_parallel import TwoD
 
-        two_d = TwoD.apply(model, run, device, world.size)
+        two_d = TwoD.apply(model, run, dims, mesh)
     if run.checkpoint_activations:
         model.checkpoint_activations = True
-    facts = model_facts(model, shard_size(run, world.size))
+    facts = model_facts(model, dims.fsdp_size if run.strategy == "fsdp" else 1)
     compiled = None
     if run.compile:
         from ddpfsdp.demos.parallel.compiled import Compiled
@@ -86,12 +99,13 @@ def parallelize(model: nn.Module, run: RunSpec, world: World, device: torch.devi
             compiled.compile_blocks(model)
     wrapping: dict[str, Any] = {}  # what Prepared reports of the data-parallel wrap
     wrapped = model
-    if run.strategy == "fsdp":
-        dp_mesh = two_d.mesh["dp"] if two_d is not None else None
-        wrapped, mesh, units, unit_params = shard(model, run, device, world.size, dp_mesh)
-        wrapping = dict(sharding=run.sharding, wrap=run.wrap, fsdp_api=run.fsdp_api, mesh=mesh, units=units,
+    if sharded:
+        wrapped, fsdp_mesh, units, unit_params = shard(model, run, device, dims, mesh)
+        wrapping = dict(sharding=run.sharding, wrap=run.wrap, fsdp_api=run.fsdp_api, mesh=fsdp_mesh, units=units,
                         unit_params=unit_params)
     with world.materialized(model):
+        if run.strategy == "fsdp" and not sharded:
+            wrapped = model.to(device)  # nothing to shard over: the model (a pipeline's stage) only moves
         if run.strategy in ("ddp", "zro"):
             wrapped = wrap_ddp(model, device, _ddp_bucket_cap_mb(run, compiled is not None), world.init_sync)
             wrapping = dict(bucket_mb=run.bucket_mb)
@@ -100,8 +114,8 @@ def parallelize(model: nn.Module, run: RunSpec, world: World, device: torch.devi
         impl = optimizer_impl(run, device)
         optimizer = build_optimizer(run, wrapped, impl)
     return Prepared(wrapped, optimizer, strategy=run.strategy, device=device, world_size=world.size,
-                    precision=run.precision, optimizer_name=run.optimizer, lr=run.lr, two_d=two_d, facts=facts,
-                    optimizer_impl=impl, compiled=compiled, **wrapping)
+                    precision=run.precision, optimizer_name=run.optimizer, lr=run.lr, dims=dims, two_d=two_d,
+                    facts=facts, optimizer_impl=impl, compiled=compiled, **wrapping)
 
 
 def _ddp_bucket_cap_mb(run: RunSpec, compiled: bool) -> float | None:

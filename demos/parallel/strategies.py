@@ -32,6 +32,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ddpfsdp.demos.parallel.degrees import ParallelDims
 from ddpfsdp.demos.train.spec import RunSpec
 
 ROOT_UNIT = "<root>"
@@ -56,6 +57,7 @@ class Prepared:
     units: list[str] = field(default_factory=list)  # FSDP unit names in forward order, root last
     unit_params: list[int] = field(default_factory=list)  # unsharded parameters each unit manages
     bucket_mb: float | None = None  # ddp / zro only
+    dims: ParallelDims | None = None  # the run's parallel degrees
     two_d: Any = None  # tensor_parallel.TwoD of a --tp run
     facts: dict[str, int] = field(default_factory=dict)  # models.model_facts, read before FSDP sharded it
     optimizer_impl: str = "foreach"  # fused | foreach | for-loop: how the optimizer steps
@@ -84,49 +86,33 @@ class Prepared:
                     f"sharded, {self.bucket_mb:g} MB buckets")
         else:
             api = "FSDP2 fully_shard" if self.fsdp_api == 2 else "FSDP1 FullyShardedDataParallel"
-            mesh = f", mesh {tuple(self.mesh.shape)}" if self.mesh is not None else ""
+            mesh = f", mesh {self.dims.describe()}" if self.dims is not None and self.mesh is not None else ""
             what = f"{api}, sharding {self.sharding}, wrap {self.wrap}: {len(self.units)} units{mesh}"
         tensor_parallel = f"; {self.two_d.describe()}" if self.two_d is not None else ""
         compiled = f"; {self.compiled.describe()}" if self.compiled is not None else ""
         return f"{what}; precision {self.precision}; {optimizer} lr {self.lr:g}{tensor_parallel}{compiled}"
 
 
-def shard_size(run: RunSpec, world_size: int) -> int:
-    """The ranks FSDP splits each parameter over: the world, a hybrid run's shard group, a 2-D run's dp;
-    1 for the strategies that do not shard parameters."""
-    if run.strategy != "fsdp" or run.sharding == "no-shard":
-        return 1
-    if run.tp:
-        return world_size // run.tp
-    return world_size // run.replicas if run.sharding == "hybrid" else world_size
-
-
-def shard(model: nn.Module, run: RunSpec, device: torch.device, world_size: int,
-          mesh: Any = None) -> tuple[nn.Module, Any, list[str], list[int]]:
-    """FSDP2 or FSDP1 over `run`'s units: (wrapped model, mesh, unit names, parameters per unit).
-
-    `mesh`: where FSDP shards (a 2-D run's "dp" dimension); None makes it here (`device_mesh`)."""
-    sharding, replicas = run.sharding, run.replicas
-    if sharding == "hybrid" and (replicas < 1 or world_size % replicas):
-        raise ValueError(
-            f"hybrid sharding needs replicas dividing the world size {world_size}; got {replicas} "
-            f"(choose one of {', '.join(str(r) for r in range(1, world_size + 1) if world_size % r == 0)})"
-        )
+def shard(model: nn.Module, run: RunSpec, device: torch.device, dims: ParallelDims,
+          mesh: Any) -> tuple[nn.Module, Any, list[str], list[int]]:
+    """FSDP2 or FSDP1 over `run`'s units: (wrapped model, the mesh it shards over, unit names, parameters
+    per unit). `mesh` is the run's world mesh (`ParallelDims.build_mesh`); FSDP takes its data-parallel part."""
+    sharding = run.sharding
     unit_modules = _unit_modules(model, run.wrap)
+    fsdp_mesh = dims.fsdp_mesh(mesh)
     if run.fsdp_api == 2:
         if run.prefetch == "off":
             raise ValueError("FSDP2 always prefetches the next unit in backward (torch has no switch for it); "
                              "prefetch 'off' needs FSDP1 (fsdp_api 1)")
-        mesh = mesh if mesh is not None else device_mesh(device, world_size, sharding, replicas)
         units, unit_params = _unit_report(model, unit_modules)
-        wrapped = _wrap_fsdp2(model, unit_modules, mesh, sharding, run.precision)
+        wrapped = _wrap_fsdp2(model, unit_modules, fsdp_mesh, sharding, run.precision)
         if run.prefetch == "forward":
             _forward_prefetch_fsdp2(model, unit_modules)
-        return wrapped, mesh, units, unit_params
-    if mesh is None and sharding == "hybrid":
-        mesh = device_mesh(device, world_size, sharding, replicas)
-    wrapped = _wrap_fsdp1(model, device, run.wrap, sharding, run.precision, mesh, run.prefetch)
-    return (wrapped, mesh, *_fsdp1_unit_report(wrapped))
+        return wrapped, fsdp_mesh, units, unit_params
+    # FSDP1 takes a mesh only for its hybrid strategies; otherwise it shards over the default group.
+    fsdp1_mesh = fsdp_mesh if dims.hybrid else None
+    wrapped = _wrap_fsdp1(model, device, run.wrap, sharding, run.precision, fsdp1_mesh, run.prefetch)
+    return (wrapped, fsdp1_mesh, *_fsdp1_unit_report(wrapped))
 
 
 # Devices torch has fused AdamW and SGD kernels for, of those a demo runs on: CUDA, and the CPU since
@@ -192,22 +178,6 @@ def wrap_ddp(model: nn.Module, device: torch.device, bucket_mb: float | None, in
     if device.type == "cuda":
         device_ids = [device.index if device.index is not None else torch.cuda.current_device()]
     return DistributedDataParallel(model, device_ids=device_ids, bucket_cap_mb=bucket_mb, init_sync=init_sync)
-
-
-def device_mesh(device: torch.device | str, world_size: int, sharding: str, replicas: int):
-    """The mesh FSDP shards over: 1-D for full and grad-op, (replicate, shard) for hybrid and no-shard."""
-    from torch.distributed.device_mesh import init_device_mesh
-
-    device = torch.device(device)
-    # The mesh's device type comes from the run's device: on a GPU host running CPU ranks, the
-    # default (the accelerator) would hand CUDA tensors to gloo.
-    if sharding == "hybrid":
-        shape = (replicas, world_size // replicas)
-    elif sharding == "no-shard":
-        shape = (world_size, 1)  # all replicate, no shard: FSDP2's way of holding everything
-    else:
-        return init_device_mesh(device.type, (world_size,), mesh_dim_names=("shard",))
-    return init_device_mesh(device.type, shape, mesh_dim_names=("replicate", "shard"))
 
 
 def _unit_modules(model: nn.Module, wrap: str) -> list[nn.Module]:

@@ -27,21 +27,23 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
+
+    from ddpfsdp.demos.parallel.degrees import ParallelDims
     from ddpfsdp.demos.measure.comm import PerOp
 
 # Torch is imported inside the functions: the CLI checks --tp against the model (check_tp_shape)
 # before any rank starts.
-DIMS = ("dp", "tp")  # tp last: its groups are consecutive ranks, a node's GPUs
+# The result's names of a 2-D run's groups, and the mesh dimension (`degrees.DIMS`) each is: tp is the
+# fastest-varying, so its groups are consecutive ranks, a node's GPUs.
+DIMS = {"dp": "dp_shard", "tp": "tp"}
 
 
 def check_tp_shape(shape: Any, tp: int, world_size: int, sequence_parallel: bool = False) -> None:
-    """Refuse a TP degree the model or the world cannot split, saying what would (`shape` None: the
-    world only). Sequence parallelism also splits the sequence, so tp must divide it too."""
+    """Refuse a TP degree the model cannot split, saying what would (`shape` None: nothing to check; the
+    world's split is the degrees' own check, `ParallelDims.of`). Sequence parallelism also splits the
+    sequence, so tp must divide it too."""
     if tp < 2:
         raise ValueError(f"--tp must be at least 2 (got {tp}); without it the run is plain FSDP")
-    if world_size % tp or world_size // tp < 2:
-        raise ValueError(f"--tp {tp} must divide the world of {world_size} ranks and leave at least 2 data-parallel "
-                         f"groups (the mesh is dp x tp): try --procs {2 * tp}, or --world {2 * tp} with --simulate")
     if shape is None:
         return
     heads = getattr(shape, "heads", None)
@@ -56,13 +58,6 @@ def check_tp_shape(shape: Any, tp: int, world_size: int, sequence_parallel: bool
     if sequence_parallel and shape.seq_len % tp:
         raise ValueError(f"--sequence-parallel splits the sequence ({shape.seq_len}) over --tp {tp}, which must "
                          f"divide it; change --seq-len or --tp, or drop --sequence-parallel")
-
-
-def device_mesh(device_type: str, world_size: int, tp: int) -> Any:
-    """The (dp, tp) mesh over every rank, tp varying fastest."""
-    from torch.distributed.device_mesh import init_device_mesh
-
-    return init_device_mesh(device_type, (world_size // tp, tp), mesh_dim_names=DIMS)
 
 
 def block_plan(sequence_parallel: bool) -> dict[str, Any]:
@@ -129,25 +124,22 @@ def local_value(tensor: torch.Tensor) -> torch.Tensor:
 class TwoD:
     """A model tensor-parallelised over the "tp" dimension of its (dp, tp) mesh, for FSDP over "dp"."""
 
-    mesh: Any  # the 2-D DeviceMesh; mesh["dp"] is what fully_shard shards over
+    mesh: Any  # the run's 2-D DeviceMesh; its dp_shard dimension is what fully_shard shards over
     tp: int
     dp: int
     dp_rank: int  # this rank's data-parallel group: which batch it reads
     sequence_parallel: bool
 
     @classmethod
-    def apply(cls, model: torch.nn.Module, run: Any, device: Any, world_size: int, mesh: Any = None) -> TwoD:
-        """Build the mesh (unless given) and apply the plan to `model` in place, before FSDP."""
-        import torch
-
-        check_tp_shape(model.shape, run.tp, world_size, run.sequence_parallel)
-        mesh = mesh if mesh is not None else device_mesh(torch.device(device).type, world_size, run.tp)
+    def apply(cls, model: torch.nn.Module, run: Any, dims: ParallelDims, mesh: Any) -> TwoD:
+        """Apply the plan to `model` in place over the "tp" dimension of the run's mesh, before FSDP."""
+        check_tp_shape(model.shape, run.tp, dims.world_size, run.sequence_parallel)
         parallelize(model, mesh["tp"], run.sequence_parallel)
-        return cls(mesh, run.tp, world_size // run.tp, mesh.get_local_rank("dp"), run.sequence_parallel)
+        return cls(mesh, dims.tp, dims.dp_shard, mesh.get_local_rank(DIMS["dp"]), run.sequence_parallel)
 
     def group_names(self) -> dict[str, str]:
         """This rank's dp and tp process groups by name, as the collective counter reports them."""
-        return {dim: str(self.mesh.get_group(dim).group_name) for dim in DIMS}
+        return {name: str(self.mesh.get_group(dim).group_name) for name, dim in DIMS.items()}
 
     def traffic(self, counter: Any) -> dict[str, PerOp]:
         """This rank's collectives per mesh dimension, {"dp": per op, "tp": per op}, from a CommCounter."""

@@ -53,26 +53,29 @@ def _click_type(item: Field) -> click.ParamType:
     return {int: click.INT, float: click.FLOAT, str: click.STRING}[kind]
 
 
-def click_option(item: Field) -> click.Option:
-    """The command-line option of one RunSpec field."""
+def click_option(item: Field, demo: str) -> click.Option:
+    """The command-line option of one RunSpec field, on `demo`'s command line."""
     flag = item.metadata["flag"]
+    default = flag.default_for(demo, item.default)
     name = f"--{flag_name(item.name)}"
     help_text = f"With --simulate: {flag.help[0].lower()}{flag.help[1:]}" if flag.simulate_only else flag.help
     if value_type(item) is bool:
         declaration = f"{name}/--no-{flag_name(item.name)}" if flag.negatable else name
-        return click.Option([declaration], is_flag=True, default=item.default, show_default=flag.negatable,
+        return click.Option([declaration], is_flag=True, default=default, show_default=flag.negatable,
                             help=help_text)
-    return click.Option([name], type=_click_type(item), default=item.default, show_default=True, help=help_text)
+    return click.Option([name], type=_click_type(item), default=default, show_default=default is not None,
+                        help=help_text)
 
 
 def options_for(demo: str) -> list[click.Option]:
     """The click options of a training demo, in RunSpec's order."""
-    return [click_option(item) for item in option_fields(demo)]
+    return [click_option(item, demo) for item in option_fields(demo)]
 
 
 DDP_OPTIONS = options_for("ddp")  # ddp and zro
 FSDP_OPTIONS = options_for("fsdp")
 COMPARE_OPTIONS = options_for("compare")
+PIPELINE_OPTIONS = options_for("pipeline")
 
 
 # ----------------------------------------------------------------------------- the checks
@@ -212,13 +215,18 @@ def _check_fsdp(spec: RunSpec, world: int | None) -> None:
     if spec.prefetch == "off" and spec.fsdp_api == 2:
         raise _usage("--prefetch off needs --fsdp-api 1: FSDP2 always prefetches the next unit in backward "
                      "(torch has no switch for it); try --prefetch forward, or --fsdp-api 1 --prefetch off")
-    if spec.sharding == "hybrid" and world is not None:
-        replicas = spec.replicas
-        if replicas < 2 or world % replicas or world <= replicas:
-            raise _usage(
-                f"--sharding hybrid with --replicas {replicas} cannot split {world} ranks: replicas must be "
-                f"at least 2, divide the world size and be smaller than it (e.g. --procs 4 --replicas 2)"
-            )
+    if world is not None:
+        _check_degrees(spec, world)
+
+
+def _check_degrees(spec: RunSpec, world: int) -> None:
+    """The run's parallel degrees split the world it is placed on (`ParallelDims.of` says what would)."""
+    from ddpfsdp.demos.parallel.degrees import ParallelDims
+
+    try:
+        ParallelDims.of(spec, world)
+    except ValueError as exc:
+        raise _usage(str(exc)) from None
 
 
 def _check_compile(run: RunSpec) -> None:
@@ -266,6 +274,8 @@ def _check_tp(spec: RunSpec, world: int | None, device: str | None) -> None:
     for bad, given, needed in refused:
         if bad:
             raise _usage(f"--tp runs {needed}; drop {given}, or drop --tp")
+    if world is not None:
+        _check_degrees(spec, world)
     if spec.simulate:
         shape = spec.simulated_model()[3]
     elif spec.model or device:

@@ -39,7 +39,7 @@ import contextlib
 import operator
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Iterator, Mapping
 
 import torch
@@ -637,6 +637,8 @@ def simulate(demo: str, spec: RunSpec | Mapping[str, Any], log: Callable[[str], 
 
     spec = spec_of(demo, spec)
     validate_simulated(demo, spec)
+    if spec.batch_size is None:  # a simulated run has no device to resolve for: only its batch is left open
+        spec = replace(spec, batch_size=spec.batch_size_default())
     runs = spec.runs(demo)
     world = runs[0].world
     started = time.perf_counter()

@@ -27,6 +27,7 @@ import shlex
 from dataclasses import Field, dataclass, field, fields, replace
 from typing import Any, Mapping, Sequence
 
+from ddpfsdp.demos.theory.pipeline import LOOPED, SCHEDULES as PIPELINE_SCHEDULES
 from ddpfsdp.demos.theory.sharding import canonical_sharding
 from ddpfsdp.demos.base import shapes
 
@@ -53,11 +54,21 @@ PREFETCHES = ("default", "forward", "off")
 OVERRIDE_NAMES = ("layers", "d_model", "heads", "seq_len")  # a preset's shape, changed from the command line
 
 TRAINING_DEMOS = ("ddp", "zro", "fsdp", "compare")
+PIPELINE = ("pipeline",)
+SPEC_DEMOS = (*TRAINING_DEMOS, *PIPELINE)  # every demo whose run is a RunSpec
 # compare trains each in turn, on one model and seed: (name, strategy, sharding)
 COMPARE_RUNS = (("ddp", "ddp", None), ("zro", "zro", None), ("fsdp-grad-op", "fsdp", "grad-op"),
                 ("fsdp-full", "fsdp", "full"))
 
 DEFAULT_STEPS = {"cpu": 8, "cuda": 20}  # when --steps is left unset; at least min_steps(warmup)
+DEFAULT_BATCH_SIZE = 4  # samples per rank per step, when --batch-size is left unset (a pipeline's: below)
+# A pipeline step's batch when --batch-size is not given: this many samples per micro-batch. Enough that one
+# stage's compute of a micro-batch takes several times a gloo send's latency on a loaded CPU, so the bubble
+# shows the schedule rather than the wire (the interleaved schedule makes V times as many hops).
+SAMPLES_PER_MICROBATCH = 16
+PIPELINE_STEPS = 3  # a pipeline run's steps when --steps is left unset: one to warm up, one counted, one recorded
+PIPELINE_COMPARED = ("gpipe", "1f1b", "interleaved")  # what a pipeline's --compare runs, in this order
+PIPELINE_MODELS = {"cpu": "tiny", "cuda": "small"}  # a pipeline's GPT when --model is left unset
 MEASURED_STEPS = 2  # after the timed steps: one under the collective counter, one under the memory tracker
 MIN_TIMED_STEPS = 1
 MIN_WARMUP_STEPS = 1  # DDP issues extra broadcasts on its second iteration; the comm step must come later
@@ -88,6 +99,11 @@ class Flag:
     reported: bool = True  # the result's config carries it
     simulate_only: bool = False  # means something only with --simulate
     only_when_set: bool = False  # the result's config carries it only when given (not None, not False)
+    per_demo: tuple[tuple[str, Any], ...] = ()  # (demo, default) where a demo's default is not the field's
+
+    def default_for(self, demo: str, default: Any) -> Any:
+        """The option's default on `demo`'s command line: its own there, else the field's."""
+        return dict(self.per_demo).get(demo, default)
 
     def check(self, name: str, value: Any) -> None:
         """Raise ValueError, naming the flag and what it allows, for a value outside them."""
@@ -133,15 +149,19 @@ class RunSpec:
 
     strategy: str  # ddp | zro | fsdp: set by the demo (compare trains each of COMPARE_RUNS in turn)
     arch: str = option("gpt", "Model family: a GPT decoder, a ViT classifier or a BasicBlock ResNet.", choices=ARCHS)
-    model: str | None = option(None, _models_help())  # None: the device's default, filled in by `resolved`
+    model: str | None = option(None, _models_help(), demos=SPEC_DEMOS)  # None: the device's default (`resolved`)
     layers: int | None = option(None, "Override the preset's number of blocks.", minimum=1)
     d_model: int | None = option(None, "Override the preset's hidden size.", minimum=1)
     heads: int | None = option(None, "Override the preset's attention heads.", minimum=1)
     seq_len: int | None = option(None, "Override the preset's sequence length (gpt).", minimum=1)
-    batch_size: int = option(4, "Samples per rank per step.", minimum=1)
+    batch_size: int | None = option(
+        None, f"Samples per rank per step. Default: {DEFAULT_BATCH_SIZE}; a pipeline's: samples per step (per replica "
+              f"with --dp), split into the micro-batches, {SAMPLES_PER_MICROBATCH} x M.", minimum=1,
+        demos=SPEC_DEMOS)
     steps: int | None = option(
         None, "Training steps in all: warm-up, timed, then one communication and one memory step. "
-              f"Default: {DEFAULT_STEPS['cpu']} on CPU, {DEFAULT_STEPS['cuda']} on GPU.")
+              f"Default: {DEFAULT_STEPS['cpu']} on CPU, {DEFAULT_STEPS['cuda']} on GPU; a pipeline's "
+              f"{PIPELINE_STEPS} (the first warms up, the last is recorded).", minimum=1, demos=SPEC_DEMOS)
     warmup: int = option(2, "Steps before timing starts (DDP rebuilds its buckets after the first).",
                          minimum=MIN_WARMUP_STEPS)
     precision: str = option("fp32", "fp32; bf16-mixed (autocast for DDP, MixedPrecisionPolicy for FSDP); "
@@ -158,13 +178,13 @@ class RunSpec:
     compile_backend: str = option("auto", "With --compile: the backend; auto picks inductor on a GPU or where a C++ "
                                           "compiler is found, else aot_eager (no compiler needed).",
                                   choices=COMPILE_BACKENDS, reported=False)
-    seed: int = option(0, "Seed of the weights and the data.")
+    seed: int = option(0, "Seed of the weights and the data.", demos=SPEC_DEMOS)
     checkpoint_activations: bool = option(False, "Recompute each block's activations in backward instead of "
                                                  "keeping them.")
     timeline: bool = option(True, "Record the communication step in time on every rank (the timed steps never are).",
                             negatable=True)
     trace: str | None = option(None, "Write the recorded step as Chrome trace-event JSON (open it in ui.perfetto.dev).",
-                               path=True, reported=False)
+                               path=True, reported=False, demos=SPEC_DEMOS)
     bucket_mb: float = option(25.0, "DDP's bucket_cap_mb: gradients all-reduced per bucket.", demos=_BUCKETED,
                               minimum=0, above_minimum=True)
     sharding: str | None = option(
@@ -185,10 +205,25 @@ class RunSpec:
     sequence_parallel: bool = option(False, "With --tp: also split the LayerNorms and the residual stream by sequence "
                                             "(all-gathers and reduce-scatters in place of TP's all-reduces).",
                                      demos=_FSDP, only_when_set=True)
+    # Pipeline parallelism (demo pipeline): the model cut into stages over pp ranks, a torch schedule driving
+    # them, each step's batch split into micro-batches; with --dp, dp pipelines, each stage sharded over them.
+    schedule: str | None = option(None, "torch's ScheduleGPipe, Schedule1F1B, ScheduleInterleaved1F1B or "
+                                        "ScheduleInterleavedZeroBubble.", demos=PIPELINE, choices=PIPELINE_SCHEDULES,
+                                  per_demo=(("pipeline", "1f1b"),))
+    microbatches: int | None = option(None, "Micro-batches M each step's batch is split into.", demos=PIPELINE,
+                                      minimum=1, per_demo=(("pipeline", 4),))
+    stages_per_rank: int | None = option(None, "Stages V each rank holds (interleaved only). Default: 2 for "
+                                               "interleaved, else 1.", demos=PIPELINE, minimum=1)
+    pp: int | None = option(None, "Pipeline stages over as many ranks (one pipeline). Default: the ranks over --dp.",
+                            demos=PIPELINE, minimum=2)
+    dp: int = option(1, "Data-parallel replicas of the pipeline: ranks = dp x pp, each stage fully_shard'ed over dp.",
+                     demos=PIPELINE, minimum=1)
+    compare: bool = option(False, "Run GPipe, 1F1B and interleaved in one launch on the same ranks, model and seed.",
+                           demos=PIPELINE)
     # One process plays rank 0 of a world of --world ranks on fake tensors (train.simulate).
     simulate: bool = option(False, "Simulate instead of running: the same strategy code on fake tensors over a fake "
                                    "process group, in one process, no GPU. Measures sharding, collectives and "
-                                   "allocations, not time.", reported=False)
+                                   "allocations, not time.", reported=False, demos=SPEC_DEMOS)
     world: int | None = option(None, f"The number of ranks to simulate (e.g. 64; at most {MAX_SIMULATED_WORLD}).",
                                **_SIMULATED)
     params: str | None = option(None, f"A named GPT size instead of --model: {', '.join(shapes.GPT_SIZES)}.",
@@ -223,11 +258,43 @@ class RunSpec:
 
     @classmethod
     def for_demo(cls, demo: str, options: Mapping[str, Any]) -> RunSpec:
-        """The one spec of a training demo's options; compare's trains with DDP first (`runs` gives its
-        four). Raises ValueError as `from_options` does, and for a demo that does not train."""
-        if demo not in TRAINING_DEMOS:
-            raise ValueError(f"{demo!r} is not a training demo; those are {', '.join(TRAINING_DEMOS)}")
-        return cls.from_options(options, COMPARE_RUNS[0][1] if demo == "compare" else demo)
+        """The one spec of a demo's options: compare's trains with DDP first (`runs` gives its four); a
+        pipeline's shards each stage over its replicas without resharding after forward (FSDP grad-op, one
+        unit per stage), as torchtitan does under pipeline parallelism, since every micro-batch would
+        all-gather the stage again. An option left out takes the demo's default. Raises ValueError as
+        `from_options` does, and for a demo whose run is not a RunSpec."""
+        if demo not in SPEC_DEMOS:
+            raise ValueError(f"{demo!r} is not a training demo; those are {', '.join(SPEC_DEMOS)}")
+        given = {name: value for name, value in options.items() if value is not None}
+        own = {item.name: item.metadata["flag"].default_for(demo, item.default) for item in option_fields(demo)}
+        given = {**{name: value for name, value in own.items() if value != DEFAULTS[name]}, **given}
+        if demo == "pipeline":
+            return cls.from_options({**given, "wrap": "model"}, "fsdp", sharding="grad-op")
+        return cls.from_options(given, COMPARE_RUNS[0][1] if demo == "compare" else demo)
+
+    @property
+    def is_pipeline(self) -> bool:
+        """The model is cut into pipeline stages (`demo pipeline`)."""
+        return self.schedule is not None
+
+    def schedules(self) -> tuple[str, ...]:
+        """The pipeline schedules this run trains, in turn: the one asked, or --compare's three."""
+        if not self.is_pipeline:
+            return ()
+        return PIPELINE_COMPARED if self.compare else (self.schedule,)
+
+    def stages_for(self, schedule: str) -> int | None:
+        """The stages V each rank holds under `schedule`: the asked V for a looped schedule, else one (a
+        --compare run's non-looped schedules hold one stage whatever V was asked); None: the schedule's default."""
+        if schedule in LOOPED:
+            return self.stages_per_rank
+        return None if self.compare else self.stages_per_rank
+
+    @property
+    def global_batch(self) -> int:
+        """Samples per step over every replica: each of a pipeline's dp replicas reads its own batch."""
+        assert self.batch_size is not None, "resolve the run for its device first"
+        return self.batch_size * (self.dp if self.is_pipeline else 1)
 
     def runs(self, demo: str) -> list[RunSpec]:
         """The runs a training demo trains with this spec: itself, or compare's four in turn."""
@@ -237,8 +304,12 @@ class RunSpec:
                 else replace(self, strategy=strategy, sharding=sharding) for _, strategy, sharding in COMPARE_RUNS]
 
     def model_for(self, device_type: str) -> str:
-        """The preset the run trains on this device: --model, else the device's default."""
-        return self.model or shapes.default_preset(self.arch, "cpu" if device_type == "cpu" else "cuda")
+        """The preset the run trains on this device: --model, else the device's default (a pipeline's own:
+        a GPT small enough that its stages' compute does not drown the schedule on CPU cores)."""
+        kind = "cpu" if device_type == "cpu" else "cuda"
+        if self.model:
+            return self.model
+        return PIPELINE_MODELS[kind] if self.is_pipeline else shapes.default_preset(self.arch, kind)
 
     def steps_for(self, device_type: str) -> int:
         """The steps the run trains on this device: --steps, else the device's default (at least the
@@ -246,12 +317,19 @@ class RunSpec:
         kind = "cpu" if device_type == "cpu" else "cuda"
         return self.steps if self.steps is not None else max(DEFAULT_STEPS[kind], min_steps(self.warmup))
 
+    def batch_size_default(self) -> int:
+        """Samples per step when --batch-size is left unset: a pipeline's enough for its micro-batches, else
+        DEFAULT_BATCH_SIZE per rank."""
+        return SAMPLES_PER_MICROBATCH * (self.microbatches or 1) if self.is_pipeline else DEFAULT_BATCH_SIZE
+
     def resolved(self, device_type: str) -> RunSpec:
-        """The model and the step count left to the device ("cpu", or "cuda" for any accelerator);
-        the spec itself when both are given."""
-        if self.model is not None and self.steps is not None:
+        """The model, the step count and the batch left to the device ("cpu", or "cuda" for any accelerator)
+        and the demo; the spec itself when all are given."""
+        if self.model is not None and self.steps is not None and self.batch_size is not None:
             return self
-        return replace(self, model=self.model_for(device_type), steps=self.steps_for(device_type))
+        steps = self.steps if self.steps is not None else PIPELINE_STEPS if self.is_pipeline else None
+        return replace(self, model=self.model_for(device_type), steps=steps if steps is not None else
+                       self.steps_for(device_type), batch_size=self.batch_size or self.batch_size_default())
 
     def key(self, demo: str, device_type: str | None = None) -> dict[str, Any]:
         """What identifies the run among a demo's saved results: every option that demo takes whose value
@@ -259,10 +337,14 @@ class RunSpec:
         what `device_type` decides (the model, the steps) filled in unless it is None or the run is
         simulated. A file to write (--trace) changes nothing measured, so it is not part of it."""
         values = {item.name: getattr(self, item.name) for item in option_fields(demo)}
+        defaults = demo_defaults(demo)
+        if self.batch_size == self.batch_size_default():
+            values["batch_size"] = None  # the default, whether given or not
         if device_type and not self.simulate:
-            values.update(model=self.model_for(device_type), steps=self.steps_for(device_type))
+            resolved = self.resolved(device_type)
+            values.update(model=resolved.model, steps=resolved.steps)
         return {item.name: values[item.name] for item in option_fields(demo)
-                if not item.metadata["flag"].path and values[item.name] != DEFAULTS[item.name]}
+                if not item.metadata["flag"].path and values[item.name] != defaults[item.name]}
 
     @property
     def overrides(self) -> dict[str, int]:
@@ -292,10 +374,14 @@ class RunSpec:
         return self.arch, model, self.overrides, shapes.shape_for(self.arch, model, **self.overrides)
 
     def reported(self) -> dict[str, Any]:
-        """What a result's config says of the run: the strategy and every reported option, the shape
+        """What a result's config says of the run: the strategy and every reported option its demo takes
+        (a pipeline's options only for a pipeline run, and of a pipeline run only those), the shape
         overrides only where given."""
         config: dict[str, Any] = {"strategy": self.strategy}
+        pipeline = self.is_pipeline
         for item in option_fields():
+            if ("pipeline" in item.metadata["flag"].demos) != pipeline and item.metadata["flag"].demos != SPEC_DEMOS:
+                continue
             value = getattr(self, item.name)
             flag = item.metadata["flag"]
             unset = value is None or value is False
@@ -315,10 +401,11 @@ def command_flags(demo: str, options: Mapping[str, Any], first: Sequence[str] = 
     option the demo takes whose value is not its default (`--no-NAME` for a negatable one turned off),
     each value quoted for a shell where it needs it."""
     taken = {item.name: item for item in option_fields(demo)}
-    names = [*first, *(name for name in taken if name not in first and options.get(name, DEFAULTS[name]) != DEFAULTS[name])]
+    defaults = demo_defaults(demo)
+    names = [*first, *(name for name in taken if name not in first and options.get(name, defaults[name]) != defaults[name])]
     words: list[str] = []
     for name in names:
-        value = options.get(name, DEFAULTS.get(name))
+        value = options.get(name, defaults.get(name))
         if value is True:
             words.append(f"--{flag_name(name)}")
         elif value is False and name in taken and taken[name].metadata["flag"].negatable:
@@ -345,3 +432,8 @@ def _typed(item: Field, value: Any) -> Any:
 
 
 DEFAULTS = {item.name: item.default for item in option_fields()}
+
+
+def demo_defaults(demo: str) -> dict[str, Any]:
+    """Every option's default on `demo`'s command line (a demo's own where it has one)."""
+    return {item.name: item.metadata["flag"].default_for(demo, item.default) for item in option_fields()}

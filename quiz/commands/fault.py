@@ -70,7 +70,6 @@ def fault(name: str | None, list_faults: bool, procs: int, timeout_s: float, as_
 def _run(name: str, procs: int, timeout_s: float, as_json: bool, verbose: bool) -> None:
     from ddpfsdp.demos.faults.render import render_fault
     from ddpfsdp.demos.faults.runner import FaultRun
-    from ddpfsdp.demos.result.schema import as_result
     from ddpfsdp.quiz.commands.results import check_table, save_result
     from rich.console import Console
     from rich.markup import escape
@@ -94,7 +93,7 @@ def _run(name: str, procs: int, timeout_s: float, as_json: bool, verbose: bool) 
         raise _failure(run, verbose)
     save_result(registry.get("fault"), [name], run.result, status)
     if as_json:
-        click.echo(json.dumps(run.result, indent=2))
+        click.echo(json.dumps(run.result.to_json(), indent=2))
         return
     render_fault(run.result, out)
-    out.print(check_table(as_result(run.result).checks))
+    out.print(check_table(run.result.checks))
