@@ -46,9 +46,17 @@ def test_every_rank_gets_what_torchrun_would_give_it():
                            "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
 
 
-def test_several_ranks_get_one_thread_each_unless_told_otherwise():
-    assert agent.thread_default(2, {}) == {"OMP_NUM_THREADS": "1"}
-    assert agent.thread_default(2, {"OMP_NUM_THREADS": "4"}) == {} and agent.thread_default(1, {}) == {}
+def test_the_agent_decides_the_ranks_threads_unless_told_otherwise(monkeypatch):
+    """Several GPU ranks get one thread each, as torchrun gives them; CPU ranks share the host's cores."""
+    from ddpfsdp.demos.base import host
+    from ddpfsdp.demos.base.placement import Placement
+
+    monkeypatch.setattr(host, "cpu_count", lambda: 16)
+    assert agent.thread_default(Placement("cuda", 2), {}) == {"OMP_NUM_THREADS": "1"}
+    assert agent.thread_default(Placement("cuda", 1), {}) == {}
+    assert agent.thread_default(Placement("cpu", 4), {}) == {"OMP_NUM_THREADS": "4"}
+    assert agent.thread_default(Placement("cpu", 32), {}) == {"OMP_NUM_THREADS": "1"}
+    assert agent.thread_default(Placement("cpu", 2), {"OMP_NUM_THREADS": "4"}) == {}
 
 
 @pytest.mark.dist
@@ -56,6 +64,6 @@ def test_ranks_started_fresh_run_a_demo_as_forked_ones_do():
     run = DemoRun("sampler", ["--epochs", "2"], procs=2, extra_env={agent.START_ENV: "exec"})
     events = list(run.events())
     assert run.ok, run.launcher_output
-    assert [e["event"] for e in events][0] == "start" and run.result["demo"] == "sampler"
-    assert all(check["passed"] for check in run.result["checks"]), run.result["checks"]
+    assert [e["event"] for e in events][0] == "start" and run.result.demo == "sampler"
+    assert all(check.passed for check in run.result.checks), run.result.checks
     assert run.leftover_pids() == []

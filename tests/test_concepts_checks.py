@@ -259,6 +259,7 @@ def test_checkpoint_frees_the_first_trial_before_the_second_measures(tmp_path, m
     import torch.distributed as dist
 
     from ddpfsdp.demos.concepts import trial
+    from ddpfsdp.demos.base.placement import Placement
     from ddpfsdp.demos.launch.context import DemoContext
 
     first_blocks: list[weakref.ref] = []
@@ -279,8 +280,8 @@ def test_checkpoint_frees_the_first_trial_before_the_second_measures(tmp_path, m
     torch.set_num_threads(1)  # tiny kernels: on a busy machine, thread hand-offs cost more than the work
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
     try:
-        ctx = DemoContext(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"), backend="gloo",
-                          _stdout=io.StringIO())
+        ctx = DemoContext(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"),
+                          placement=Placement("cpu", 1), _stdout=io.StringIO())
         result = checkpoint.run(ctx, model="tiny", strategy="ddp", batch_size=2, steps=1, seed=0)
     finally:
         dist.destroy_process_group()

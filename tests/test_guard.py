@@ -80,7 +80,7 @@ def test_the_margin_is_kept_back():
 
 
 def test_sharding_lowers_the_estimate():
-    per = lambda demo, **kw: guard.estimate_rank_bytes(demo, options(model="large", **kw), Placement("cuda", 8))  # noqa: E731
+    per = lambda demo, **kw: guard.estimate_rank_bytes(demo, options(model="large", **kw), device="cuda", world_size=8)  # noqa: E731
     ddp = per("ddp")["parts"]["model_state"]
     full = per("fsdp", sharding="full")["parts"]["model_state"]
     assert full == pytest.approx(ddp / 8, rel=0.01)
@@ -128,8 +128,8 @@ def test_concept_demos_are_not_checked():
 
 
 def test_default_model_depends_on_the_device():
-    on_cpu = guard.estimate_rank_bytes("ddp", options(model=None), Placement("cpu", 2))
-    on_gpu = guard.estimate_rank_bytes("ddp", options(model=None), Placement("cuda", 2))
+    on_cpu = guard.estimate_rank_bytes("ddp", options(model=None), device="cpu", world_size=2)
+    on_gpu = guard.estimate_rank_bytes("ddp", options(model=None), device="cuda", world_size=2)
     assert on_cpu["model"] == "small" and on_gpu["model"] == "base"
 
 
@@ -147,7 +147,7 @@ def test_on_cpu_the_same_demo_on_fewer_processes_is_suggested_first():
     # DDP's estimate per rank does not depend on the world size; the host's RAM is shared, so each
     # of 16 processes gets 4 times what each of 64 gets, and 32 still get too little.
     run = options(model="small", batch_size=8)
-    per_rank = guard.estimate_rank_bytes("ddp", run, Placement("cpu", 64))["total_bytes"]
+    per_rank = guard.estimate_rank_bytes("ddp", run, device="cpu", world_size=64)["total_bytes"]
     available = int(per_rank / (1 - guard.SAFETY_MARGIN) / 3)  # per rank, at 64 processes
     verdict = guard.check_launch("ddp", run, Placement("cpu", 64), force=False, available_bytes=available)
     assert not verdict.fits
@@ -163,11 +163,11 @@ def test_vision_models_are_sized_too(arch, model):
 
     if arch not in getattr(shapes, "PRESETS", {}):
         pytest.skip(f"no {arch} presets")
-    estimate = guard.estimate_rank_bytes("ddp", options(arch=arch, model=model, batch_size=32), Placement("cuda", 2))
+    estimate = guard.estimate_rank_bytes("ddp", options(arch=arch, model=model, batch_size=32), device="cuda", world_size=2)
     assert estimate["params"] == shapes.model_params(arch, model)
     assert estimate["parts"]["activations"] > 0
-    refused = guard.check_launch("ddp", options(arch=arch, model=model, batch_size=32), device="cuda",
-                                 world_size=2, force=False, available_bytes=estimate["total_bytes"] // 2)
+    refused = guard.check_launch("ddp", options(arch=arch, model=model, batch_size=32), Placement("cuda", 2),
+                                 force=False, available_bytes=estimate["total_bytes"] // 2)
     assert not refused.fits and refused.suggestion
 
 
@@ -178,7 +178,7 @@ def test_cpu_processes_together_must_fit_the_host_ram(monkeypatch):
 
     monkeypatch.setattr(host, "ram_bytes", lambda: (64 * GIB, 4 * GIB))
     run = options(model="small", batch_size=8)
-    per_rank = guard.estimate_rank_bytes("ddp", run, Placement("cpu", 8))["total_bytes"]
+    per_rank = guard.estimate_rank_bytes("ddp", run, device="cpu", world_size=8)["total_bytes"]
     assert per_rank < GIB < 8 * per_rank
     few = guard.check_launch("ddp", run, Placement("cpu", 2), force=False)
     assert few.fits
@@ -213,8 +213,8 @@ def test_a_tp_run_is_sized_as_one_tp_rank_of_the_2d_mesh():
     # split tensor (vocabulary rows, qkv and MLP outputs, row-wise inputs), FSDP then halves its rows:
     # embeddings 6,144 x 768 + 512 x 768, each block 1,773,120, the head's LayerNorm 768 and its
     # 6,144 x 768 rows: 31,108,608 parameters at 16 bytes each (fp32 weights and grads, AdamW's two).
-    two_d = guard.estimate_rank_bytes("fsdp", options(model="base", batch_size=4, tp=2), Placement("cuda", 4))
-    plain = guard.estimate_rank_bytes("fsdp", options(model="base", batch_size=4), Placement("cuda", 4))
+    two_d = guard.estimate_rank_bytes("fsdp", options(model="base", batch_size=4, tp=2), device="cuda", world_size=4)
+    plain = guard.estimate_rank_bytes("fsdp", options(model="base", batch_size=4), device="cuda", world_size=4)
     assert two_d["strategy"] == "2d"
     assert two_d["parts"]["model_state"] == 31_108_608 * 16
     # Each TP rank computes half the heads and half the MLP on the same batch.
@@ -246,7 +246,7 @@ def test_activations_follow_how_the_strategy_applies_bf16_mixed(demo, sharding, 
     from ddpfsdp.demos.theory.activations import model_activation_bytes
 
     spec = options(arch=arch, model="large", batch_size=8, precision="bf16-mixed", sharding=sharding)
-    estimate = guard.estimate_rank_bytes(demo, spec, Placement("cuda", 2))
+    estimate = guard.estimate_rank_bytes(demo, spec, device="cuda", world_size=2)
     expected = model_activation_bytes(arch, shape_for(arch, "large"), 8, False, "bf16-mixed", cast=cast)
     assert estimate["parts"]["activations"] == expected
     fp32_residual = model_activation_bytes(arch, shape_for(arch, "large"), 8, False, "bf16-mixed")

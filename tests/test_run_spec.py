@@ -19,12 +19,17 @@ TRAINING = {"ddp": cli_options.DDP_OPTIONS, "zro": cli_options.DDP_OPTIONS, "fsd
 # The defaults as the README and `--help` state them, written out by hand.
 DOCUMENTED = {
     "arch": "gpt", "model": None, "layers": None, "d_model": None, "heads": None, "seq_len": None,
-    "batch_size": 4, "steps": None, "warmup": 2, "precision": "fp32", "optimizer": "adamw", "lr": 1e-3,
+    "batch_size": None, "steps": None, "warmup": 2, "precision": "fp32", "optimizer": "adamw", "lr": 1e-3,
     "seed": 0, "checkpoint_activations": False, "timeline": True, "trace": None, "bucket_mb": 25.0,
     "sharding": "full", "wrap": "block", "fsdp_api": 2, "replicas": 2, "prefetch": "default", "tp": None,
     "sequence_parallel": False, "optimizer_impl": "auto", "compile": False, "compile_backend": "auto",
     "simulate": False, "world": None, "params": None, "gpu_mem": None,
+    # a pipeline's (their defaults on `demo pipeline`'s command line are its own: PIPELINE_DOCUMENTED)
+    "schedule": None, "microbatches": None, "stages_per_rank": None, "pp": None, "dp": 1, "compare": False,
 }
+PIPELINE_DOCUMENTED = {"model": None, "batch_size": None, "steps": None, "seed": 0, "trace": None, "schedule": "1f1b",
+                       "microbatches": 4, "stages_per_rank": None, "pp": None, "dp": 1, "compare": False,
+                       "simulate": False}
 
 
 def _parse(params: list[click.Parameter], args: list[str]) -> dict:
@@ -33,6 +38,17 @@ def _parse(params: list[click.Parameter], args: list[str]) -> dict:
 
 def test_the_spec_holds_the_documented_defaults():
     assert DEFAULTS == DOCUMENTED
+
+
+def test_the_pipeline_s_command_line_defaults_are_its_spec_s():
+    parsed = _parse(cli_options.PIPELINE_OPTIONS, [])
+    assert parsed == PIPELINE_DOCUMENTED
+    spec = RunSpec.for_demo("pipeline", parsed)
+    assert spec == RunSpec.for_demo("pipeline", {}) and spec.is_pipeline and spec.schedules() == ("1f1b",)
+    # resolved on CPU: the pipeline's own model, steps and batch (16 samples per micro-batch)
+    resolved = spec.resolved("cpu")
+    assert (resolved.model, resolved.steps, resolved.batch_size) == ("tiny", 3, 64)
+    assert RunSpec.for_demo("ddp", {}).resolved("cpu").batch_size == 4
 
 
 @pytest.mark.parametrize("demo", list(TRAINING))
@@ -153,18 +169,20 @@ def test_the_ranks_get_the_spec_the_cli_read_and_parse_no_command_line(monkeypat
     spec = request.from_args(fsdp, ["--model", "tiny", "--sharding", "SHARD_GRAD_OP", "--lr", "0.5"])
     assert spec == RunSpec.for_demo("fsdp", {"model": "tiny", "sharding": "grad-op", "lr": 0.5})
     run = DemoRun("fsdp", asked=spec, procs=2)
-    assert run.command[-3:] == ["--device", "cpu", "fsdp"]  # no option on the ranks' command line
+    assert run.command[-3:] == ["--on-failure", "stop", "fsdp"]  # no option of the run's on the command line
     sent = run._environment()[request.SPEC_ENV]
-    assert request.from_json(fsdp, sent) == spec
+    # resolved once, by the launcher, for the device it placed the run on
+    assert request.from_json(fsdp, sent) == spec.resolved("cpu") == run.asked
     with pytest.raises(ValueError, match="not of 'ddp'"):
         request.from_json(registry.get("ddp"), sent)
 
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv(request.SPEC_ENV, sent)
-    assert worker.asked_of(fsdp, []) == spec
+    assert worker.asked_of(fsdp, []) == run.asked
     with pytest.raises(click.UsageError, match="come from it"):
         worker.asked_of(fsdp, ["--model", "small"])
-    # A bare torchrun or srun launch: the rank parses and checks its own command line.
+    # A bare torchrun or srun launch: the rank parses and checks its own command line (and resolves it
+    # once it knows its device, in run_rank).
     monkeypatch.delenv(request.SPEC_ENV)
     assert worker.asked_of(fsdp, ["--model", "tiny", "--sharding", "grad-op", "--lr", "0.5"]) == spec
     with pytest.raises(click.UsageError, match="cannot split 2 ranks"):
@@ -184,9 +202,9 @@ def test_a_concept_demo_gets_its_options_as_they_were_parsed():
 
 
 def test_resolving_a_spec_with_nothing_left_to_fill_gives_it_back():
-    given = RunSpec.for_demo("ddp", {"model": "tiny", "steps": 6})
+    given = RunSpec.for_demo("ddp", {"model": "tiny", "steps": 6, "batch_size": 4})
     assert given.resolved("cpu") is given
     left = RunSpec.for_demo("ddp", {})
-    assert left.resolved("cpu") == RunSpec.for_demo("ddp", {"model": "small", "steps": 8})
+    assert left.resolved("cpu") == RunSpec.for_demo("ddp", {"model": "small", "steps": 8, "batch_size": 4})
     assert [run.strategy for run in left.runs("compare")] == ["ddp", "zro", "fsdp", "fsdp"]
     assert [run.sharding for run in left.runs("compare")] == [None, None, "grad-op", "full"]

@@ -283,7 +283,7 @@ def test_precisions(two):
 def test_describe_says_what_was_built(two):
     assert two[0]["ddp"]["describe"].startswith("DDP, 2 replicas, 1 MB gradient buckets")
     assert "ZeroRedundancyOptimizer" in two[0]["zro"]["describe"]
-    assert "FSDP2 fully_shard, sharding grad-op, wrap block: 7 units, mesh (2,)" in two[0]["fsdp2-grad-op"]["describe"]
+    assert "FSDP2 fully_shard, sharding grad-op, wrap block: 7 units, mesh dp_shard 2" in two[0]["fsdp2-grad-op"]["describe"]
     assert "FSDP1 FullyShardedDataParallel, sharding full" in two[0]["fsdp1-full"]["describe"]
     assert "SGD (fused) lr 0.1" in two[0]["ddp-sgd"]["describe"]  # the implementation auto chose, named
 
@@ -311,7 +311,7 @@ def test_bad_choices_are_value_errors():
         (dict(strategy="ddp", optimizer="adam"), "choose one of adamw, sgd"),
         (dict(strategy="fsdp", wrap="unit"), "choose one of block, layer, model"),
         (dict(strategy="fsdp", fsdp_api=3), "choose one of 1, 2"),
-        (dict(strategy="fsdp", sharding="hybrid", replicas=3), "choose one of 1, 2, 4"),
+        (dict(strategy="fsdp", sharding="hybrid", replicas=3), "replicas must be at least 2, divide the world size"),
     ]:
         with pytest.raises(ValueError, match=message):
             parallelize(model, _spec_of(options), World(4), "cpu")

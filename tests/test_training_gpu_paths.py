@@ -93,13 +93,15 @@ def fake_world():
 
 @pytest.mark.parametrize("device", [torch.device("cpu"), torch.device("cuda", 1)])
 def test_hybrid_mesh_shards_within_a_node_and_replicates_across_nodes(fake_world, device):
-    from ddpfsdp.demos.parallel.strategies import device_mesh
+    from ddpfsdp.demos.parallel.degrees import ParallelDims
+    from ddpfsdp.demos.train.spec import RunSpec
 
-    mesh = device_mesh(device, 8, "hybrid", 2)
+    dims = ParallelDims.of(RunSpec(strategy="fsdp", sharding="hybrid", replicas=2), 8)
+    mesh = dims.build_mesh(device.type)
     # The mesh's device type is the run's: CPU ranks on a GPU host must not get a CUDA mesh.
     assert mesh.device_type == device.type
     # FSDP2 shards over the last dim (frequent all-gathers and reduce-scatters on the fast links
     # inside a node) and all-reduces over the first (once per step, across nodes).
-    assert mesh.mesh_dim_names == ("replicate", "shard")
-    assert mesh["shard"].mesh.tolist() == [4, 5, 6, 7]
-    assert mesh["replicate"].mesh.tolist() == [1, 5]
+    assert mesh.mesh_dim_names == ("dp_replicate", "dp_shard") and dims.fsdp_mesh(mesh).ndim == 2
+    assert mesh["dp_shard"].mesh.tolist() == [4, 5, 6, 7]
+    assert mesh["dp_replicate"].mesh.tolist() == [1, 5]

@@ -122,13 +122,15 @@ def test_options_given_in_code_get_the_same_checks(options, message):
 def test_hybrid_that_splits_is_accepted():
     """2 replicas divide 4 ranks: the check lets the run through, and FSDP shards it over groups of 2;
     the same options on 6 ranks (3 per replica, fine) pass, and on 2 ranks (one per replica) do not."""
-    from ddpfsdp.demos.parallel.strategies import shard_size
+    from ddpfsdp.demos.parallel.degrees import ParallelDims
 
     options = _parse(training.FSDP_OPTIONS, ["--sharding", "hybrid", "--replicas", "2"])
     for world in (4, 6):
         training.validate_fsdp(options, world)
     run = RunSpec.from_options(options, "fsdp")
-    assert (run.sharding, run.replicas, shard_size(run, 4), shard_size(run, 6)) == ("hybrid", 2, 2, 3)
+    four, six = ParallelDims.of(run, 4), ParallelDims.of(run, 6)
+    assert (run.sharding, run.replicas, four.fsdp_size, six.fsdp_size) == ("hybrid", 2, 2, 3)
+    assert (four.dp_replicate, four.hybrid, four.mesh_shape) == (2, True, {"dp_replicate": 2, "dp_shard": 2})
     for world in (2, 5):
         with pytest.raises(click.UsageError, match=f"--replicas 2 cannot split {world} ranks"):
             training.validate_fsdp(options, world)

@@ -161,7 +161,7 @@ class RunSpec:
     steps: int | None = option(
         None, "Training steps in all: warm-up, timed, then one communication and one memory step. "
               f"Default: {DEFAULT_STEPS['cpu']} on CPU, {DEFAULT_STEPS['cuda']} on GPU; a pipeline's "
-              f"{PIPELINE_STEPS} (the first warms up, the last is recorded).", minimum=1, demos=SPEC_DEMOS)
+              f"{PIPELINE_STEPS} (the first warms up, the last is recorded).", demos=SPEC_DEMOS)
     warmup: int = option(2, "Steps before timing starts (DDP rebuilds its buckets after the first).",
                          minimum=MIN_WARMUP_STEPS)
     precision: str = option("fp32", "fp32; bf16-mixed (autocast for DDP, MixedPrecisionPolicy for FSDP); "

@@ -72,6 +72,8 @@ def run_demo(out_path: str, device_type: str, demo_name: str, args: list[str]) -
     from ddpfsdp.demos import registry
     from ddpfsdp.demos.launch.context import DemoContext
     from ddpfsdp.demos.launch import request
+    from ddpfsdp.demos.base.placement import Placement
+    from ddpfsdp.demos.train.spec import RunSpec
 
     _world_of_one()
     demo = registry.get(demo_name)
@@ -85,11 +87,13 @@ def run_demo(out_path: str, device_type: str, demo_name: str, args: list[str]) -
         dist.init_process_group("gloo")
     try:
         # Events go to stderr: the caller keeps stdout's tail for its report.
-        ctx = DemoContext(rank=0, world_size=1, local_rank=0, device=device, backend=dist.get_backend(),
+        ctx = DemoContext(rank=0, world_size=1, local_rank=0, device=device, placement=Placement(device.type, 1),
                           _stdout=sys.stderr)
         baseline = torch.cuda.memory_allocated(device) if device.type == "cuda" else None
+        if isinstance(asked, RunSpec):
+            asked = asked.resolved(device.type)  # as the launcher resolves it for the device it places the run on
         result = demo.run_on_rank(ctx, asked)
-        data: dict[str, Any] = {"result": result, "baseline_bytes": baseline, "torch": torch.__version__}
+        data: dict[str, Any] = {"result": result.to_json(), "baseline_bytes": baseline, "torch": torch.__version__}
         if device.type == "cuda":
             data["memory_stats"] = _memory_stats(device)
             data["workspace_probe"] = workspace_probe(device)
