@@ -28,13 +28,14 @@ SCRIPT = textwrap.dedent(
     import torch
     import torch.distributed as dist
     from ddpfsdp.demos.measure.memory import live_tensor_bytes
+    from ddpfsdp.demos.base.placement import Placement
     from ddpfsdp.demos.launch.context import DemoContext
     from ddpfsdp.demos.train.loop import train
     from ddpfsdp.demos.train.spec import RunSpec
 
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    ctx = DemoContext.from_env(torch.device("cpu"), "gloo")
+    ctx = DemoContext.from_env(torch.device("cpu"), Placement("cpu", dist.get_world_size()))
     ctx.emit = lambda *args, **kwargs: None
     out = {}
     for strategy, sharding in (("ddp", None), ("zro", None), ("fsdp", "full")):

@@ -86,7 +86,7 @@ class Prepared:
                     f"sharded, {self.bucket_mb:g} MB buckets")
         else:
             api = "FSDP2 fully_shard" if self.fsdp_api == 2 else "FSDP1 FullyShardedDataParallel"
-            mesh = f", mesh {self.dims.describe()}" if self.dims is not None and self.mesh is not None else ""
+            mesh = f", mesh {tuple(self.mesh.shape)}" if self.mesh is not None else ""
             what = f"{api}, sharding {self.sharding}, wrap {self.wrap}: {len(self.units)} units{mesh}"
         tensor_parallel = f"; {self.two_d.describe()}" if self.two_d is not None else ""
         compiled = f"; {self.compiled.describe()}" if self.compiled is not None else ""

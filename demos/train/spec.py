@@ -312,10 +312,12 @@ class RunSpec:
         return PIPELINE_MODELS[kind] if self.is_pipeline else shapes.default_preset(self.arch, kind)
 
     def steps_for(self, device_type: str) -> int:
-        """The steps the run trains on this device: --steps, else the device's default (at least the
-        warm-up, one timed step and the measured ones)."""
+        """The steps the run trains on this device: --steps, else a pipeline's PIPELINE_STEPS, else the
+        device's default (at least the warm-up, one timed step and the measured ones)."""
         kind = "cpu" if device_type == "cpu" else "cuda"
-        return self.steps if self.steps is not None else max(DEFAULT_STEPS[kind], min_steps(self.warmup))
+        if self.steps is not None:
+            return self.steps
+        return PIPELINE_STEPS if self.is_pipeline else max(DEFAULT_STEPS[kind], min_steps(self.warmup))
 
     def batch_size_default(self) -> int:
         """Samples per step when --batch-size is left unset: a pipeline's enough for its micro-batches, else
@@ -327,9 +329,8 @@ class RunSpec:
         and the demo; the spec itself when all are given."""
         if self.model is not None and self.steps is not None and self.batch_size is not None:
             return self
-        steps = self.steps if self.steps is not None else PIPELINE_STEPS if self.is_pipeline else None
-        return replace(self, model=self.model_for(device_type), steps=steps if steps is not None else
-                       self.steps_for(device_type), batch_size=self.batch_size or self.batch_size_default())
+        return replace(self, model=self.model_for(device_type), steps=self.steps_for(device_type),
+                       batch_size=self.batch_size or self.batch_size_default())
 
     def key(self, demo: str, device_type: str | None = None) -> dict[str, Any]:
         """What identifies the run among a demo's saved results: every option that demo takes whose value
@@ -341,8 +342,7 @@ class RunSpec:
         if self.batch_size == self.batch_size_default():
             values["batch_size"] = None  # the default, whether given or not
         if device_type and not self.simulate:
-            resolved = self.resolved(device_type)
-            values.update(model=resolved.model, steps=resolved.steps)
+            values.update(model=self.model_for(device_type), steps=self.steps_for(device_type))
         return {item.name: values[item.name] for item in option_fields(demo)
                 if not item.metadata["flag"].path and values[item.name] != defaults[item.name]}
 

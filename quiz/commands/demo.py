@@ -39,7 +39,7 @@ def _run(demo: registry.Demo, **params: Any) -> None:
     out = Console()
     err = Console(stderr=True)
     run = _start(demo, asked, params, ctx)
-    _guard(demo, run.placement, asked, params["force"], out)
+    _guard(demo, run.placement, run.asked, params["force"], out)
     status = err if as_json else out
     status.print(f"[bold]{demo.name}[/] on {run.placement.describe()}: {demo.summary}")
     _follow(demo, run, status, quiet=as_json and not sys.stderr.isatty(), err=err)
