@@ -23,7 +23,8 @@ from ddpfsdp.demos.launch.events import Event
 from ddpfsdp.demos.result.schema import DemoResult, ResultError, as_result
 from ddpfsdp.quiz import evidence as ev
 from ddpfsdp.quiz.loader import Question
-from ddpfsdp.quiz.messages import DemoFinished, DemoLaunching, DemoLog, DemoProgress, DemoStarted
+from ddpfsdp.quiz.messages import (DemoFinished, DemoLaunching, DemoLog, DemoProgress, DemoStarted, RunEnded,
+                                   RunStopRequested)
 from ddpfsdp.quiz.placement import foreseen_placement
 from ddpfsdp.quiz.store import SavedResult
 
@@ -220,7 +221,7 @@ class EvidencePanel(Vertical):
             self.status(Text("Cancelling: stopping every rank…", style="bold yellow"))
             # Only the run is stopped: its event stream then ends, and the worker reports the cancel.
             if self._run is not None:
-                self.app.stop_run(self._run)
+                self.app.post_message(RunStopRequested(self._run))
             else:
                 for worker in self.workers:
                     worker.cancel()
@@ -234,7 +235,6 @@ class EvidencePanel(Vertical):
         try:
             run = self.app.demo_runner(demo, list(args))
             self._run = run
-            self.app.track_run(run)
             placement = getattr(run, "placement", None)
             if placement is not None:
                 self.post_message(DemoLaunching(demo, placement.world_size, placement.device,
@@ -268,7 +268,7 @@ class EvidencePanel(Vertical):
             self.post_message(DemoFinished(demo, args, None, message, False, time.monotonic() - started))
         finally:
             if run is not None:
-                self.app.untrack_run(run)
+                self.app.post_message(RunEnded(run))
 
     def on_demo_launching(self, message: DemoLaunching) -> None:
         if not self._cancelling:
@@ -316,4 +316,4 @@ class EvidencePanel(Vertical):
     def on_unmount(self) -> None:
         # The worker dies with the screen; its processes must not outlive it.
         if self._run is not None:
-            self.app.stop_run(self._run)
+            self.app.post_message(RunStopRequested(self._run))
