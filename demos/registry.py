@@ -17,6 +17,11 @@ Optional hooks, each "module:function" in a module importable without torch:
                                                      does so before it places the run, since placing
                                                      imports torch)
   render(result: dict, console) -> None              prints the result for a person (rich)
+  evidence_view(result: DemoResult, width: int) -> list
+                                                     what the quiz's evidence panel shows under the
+                                                     checks: rich renderables (never textual) at most
+                                                     `width` columns wide; a training or concept demo
+                                                     that names none gets its kind's (EVIDENCE_VIEWS)
 
 A demo that starts its own ranks rather than the worker's (the failure lab, whose ranks are meant to
 fail; `ddpfsdp demo fault` is its own command) names instead:
@@ -35,6 +40,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DATA_PARALLEL_MIN_RANKS = 2  # what these demos show happens between ranks: data parallelism, collectives
+
+
+# The evidence panel's view of a demo of each kind that names none of its own.
+EVIDENCE_VIEWS = {"training": "ddpfsdp.demos.measure.report:evidence_view",
+                  "concept": "ddpfsdp.demos.concepts.render:evidence_view"}
 
 
 def load(target: str) -> Any:
@@ -72,6 +82,7 @@ class Demo:
     options: str = ""  # "module:ATTR": the click parameters of this demo
     validate: str | None = None
     render: str | None = None
+    evidence_view: str = ""  # "module:function"; empty: its kind's, from EVIDENCE_VIEWS
     min_world_size: int = DATA_PARALLEL_MIN_RANKS  # fewer are refused before launch, with commands that give enough
     runner: str | None = None  # set: the demo starts its own ranks (see above), not the worker's
 
@@ -79,6 +90,10 @@ class Demo:
         if not self.options:
             module = self.module.split(":")[0]
             object.__setattr__(self, "options", f"{module}:OPTIONS")
+        if not self.evidence_view:
+            if self.kind not in EVIDENCE_VIEWS:
+                raise ValueError(f"demo {self.name!r}: a {self.kind} demo names its own evidence_view")
+            object.__setattr__(self, "evidence_view", EVIDENCE_VIEWS[self.kind])
 
     def run_on_rank(self, ctx: Any, asked: Any) -> Any:
         """The demo's code on this rank with what it was asked: a training demo's RunSpec, or a concept
@@ -321,6 +336,7 @@ DEMOS: dict[str, Demo] = {
             options="ddpfsdp.demos.train.pipeline_options:OPTIONS",
             validate="ddpfsdp.demos.train.pipeline_options:validate",
             render="ddpfsdp.demos.measure.pipeline_report:render",
+            evidence_view="ddpfsdp.demos.measure.pipeline_report:evidence_view",
             checks=PIPELINE_CHECKS,
         ),
         Demo(
@@ -331,6 +347,7 @@ DEMOS: dict[str, Demo] = {
             checks=LoadedChecks("ddpfsdp.demos.faults.catalog:CLAIMS"),
             options="ddpfsdp.demos.faults.runner:NO_OPTIONS",
             runner="ddpfsdp.demos.faults.runner:run_from_link",
+            evidence_view="ddpfsdp.demos.faults.render:evidence_view",
         ),
     ]
 }
@@ -351,6 +368,13 @@ def retired(name: str, args: Sequence[str] = ()) -> str | None:
         return None
     instead, why = RETIRED[name]
     return f"there is no `{name}` demo: {why} `{shlex.join(['ddpfsdp', 'demo', instead, *args])}`"
+
+
+def evidence_view_of(name: str | None) -> str:
+    """The evidence view of the demo called `name`; a name no demo goes by gets the concept demos' view,
+    which shows the measured numbers of any result."""
+    entry = DEMOS.get(name or "")
+    return entry.evidence_view if entry is not None else EVIDENCE_VIEWS["concept"]
 
 
 def get(name: str) -> Demo:
