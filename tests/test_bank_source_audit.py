@@ -1,11 +1,13 @@
 """Bank entries a source audit found wrong in their detail, each held against the source or a run:
 the fused-qkv split (torch.chunk), sequence parallelism's whole tensors (Korthikanti et al. §4.2), the
 slow-links layout's sharding degree, DDP's used-parameter map (one entry per parameter), DDP's buffer
-sync in torch 2.13, and order questions whose independent steps may come in either order."""
+sync in torch 2.13, and order questions whose independent steps may come in either order. Then a second
+audit's: zro never called ZeRO-1, and zro's traffic linked to the run that measures it."""
 
 from __future__ import annotations
 
 import inspect
+import re
 
 import pytest
 
@@ -107,3 +109,77 @@ why = ["1", "2", "3"]
 ''')
     with pytest.raises(BankError, match=says):
         load_bank(bank_dir, answers_dir)
+
+
+# --- what a second audit found: names, links and pipeline figures ---------------------------------------
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+_ZRO = r"`?(?:ZeroRedundancyOptimizer|zro)`?"
+_ZRO_CALLED_ZERO1 = [
+    re.compile(rf"ZeRO-1,?\s*\(?\s*(?:as implemented by\s+|PyTorch's\s+)?{_ZRO}"),
+    re.compile(rf"{_ZRO}\s*\(\s*ZeRO-1\s*\)"),
+    re.compile(r"PyTorch's ZeRO-1|ZeRO-1 as PyTorch implements"),
+]
+
+
+def _sentences(text: str):
+    for paragraph in re.split(r"\n\s*\n|^#+ .*$", text, flags=re.M):
+        yield from re.split(r"(?<=[.!?])\s+(?=[A-Z`(])", _flat(paragraph or ""))
+
+
+def zro_called_zero1(text: str) -> list[str]:
+    """Sentences that call zro (PyTorch's ZeroRedundancyOptimizer) ZeRO-1, a name that belongs to DeepSpeed's
+    stage here (calc's zero1): by apposition, or as the ZeRO-1 a demo runs (no demo runs DeepSpeed)."""
+    found = []
+    for sentence in _sentences(text):
+        if any(pattern.search(sentence) for pattern in _ZRO_CALLED_ZERO1):
+            found.append(sentence)
+        elif re.search(r"\bdemo\b|gloo", sentence) and re.search(r"(?<!DeepSpeed's )(?<!paper's )ZeRO-1", sentence):
+            found.append(sentence)
+    return found
+
+
+@pytest.mark.parametrize("text", [
+    "ZeRO-1 as implemented by ZeroRedundancyOptimizer broadcasts updated parameter partitions.",
+    "Assuming a post-step broadcast as in `ZeroRedundancyOptimizer` (ZeRO-1), which FSDP does not need.",
+    "`zro_shards_optimizer` shows ZeRO-1 (PyTorch's ZeroRedundancyOptimizer) holding 1/N.",
+    "`ddpfsdp demo compare` runs PyTorch's ZeRO-1, ZeroRedundancyOptimizer, on real processes.",
+    "`ddpfsdp demo compare --model tiny`: `losses_agree` holds DDP, ZeRO-1, FSDP grad-op and FSDP full.",
+    "No demo links here: the compare demo's ZeRO-1 checks cover memory, not traffic.",
+])
+def test_the_zro_naming_check_finds_each_form_an_audit_found(text):
+    assert zro_called_zero1(text) == [_flat(text)]
+
+
+@pytest.mark.parametrize("text", [
+    "DeepSpeed's ZeRO-1 under `torch_autocast` holds more than `ZeroRedundancyOptimizer`.",
+    "No demo runs DeepSpeed here. Analytic: `ddpfsdp calc --params 7B --gpus 8` shows ZeRO-1 at 66.5 GB.",
+    "The paper's ZeRO-1 sends 2(N-1)/N; zro (ZeroRedundancyOptimizer) adds a broadcast.",
+])
+def test_the_zro_naming_check_leaves_deepspeed_s_and_the_paper_s_zero1_alone(text):
+    assert zro_called_zero1(text) == []
+
+
+def test_zro_is_never_called_zero1_in_the_bank_or_the_answers(bank):
+    from ddpfsdp.quiz.loader import default_answers_dir
+
+    found = []
+    for question in bank.questions.values():
+        texts = [question.prompt]
+        for name in ("choices", "why", "talking_points", "steps"):
+            texts += list(getattr(question, name, None) or ())
+        found += [f"{question.id}: {s}" for text in texts for s in zro_called_zero1(str(text))]
+    for path in sorted(default_answers_dir().glob("*.md")):
+        found += [f"{path.name}: {s}" for s in zro_called_zero1(path.read_text(encoding="utf-8"))]
+    assert not found, "\n".join(found)
+
+
+def test_zro_s_broadcast_traffic_links_the_zro_demo_that_measures_it(bank):
+    question = bank.questions["comm-zero1-torch-broadcast"]
+    assert question.demo is not None and (question.demo.name, question.demo.args) == ("zro", ("--model", "tiny"))
+    assert "comm_matches_theory" in question.evidence
+    assert "No demo links here" not in question.model_answer()

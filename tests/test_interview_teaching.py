@@ -130,3 +130,8 @@ def test_the_exposed_share_is_graded_relative_with_a_floor():
     assert large.answer == pytest.approx(0.113, abs=0.001)
     assert answers.grade(large, "9.2").correct and not answers.grade(large, "8.8").correct
     assert "within 20% of it, or 1 point" in large.tolerance_text
+
+
+def test_the_debrief_calls_zro_by_its_name_not_zero1():
+    note = debrief.DEMOS["zero1"][2]
+    assert "PyTorch's ZeRO-1" not in note and "runs zro, PyTorch's ZeroRedundancyOptimizer" in note
