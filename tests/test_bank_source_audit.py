@@ -2,7 +2,10 @@
 the fused-qkv split (torch.chunk), sequence parallelism's whole tensors (Korthikanti et al. §4.2), the
 slow-links layout's sharding degree, DDP's used-parameter map (one entry per parameter), DDP's buffer
 sync in torch 2.13, and order questions whose independent steps may come in either order. Then a second
-audit's: zro never called ZeRO-1, and zro's traffic linked to the run that measures it."""
+audit's: zro never called ZeRO-1, zro's traffic linked to the run that measures it, and the pipeline's
+figures held to the analytic model (the first stage's peak, the bubble's two forms and their sources,
+the 10% bound, interleaving's sends). tests/test_bank_torch_claims.py holds the claims about torch's
+runtime to torch itself."""
 
 from __future__ import annotations
 
@@ -183,3 +186,87 @@ def test_zro_s_broadcast_traffic_links_the_zro_demo_that_measures_it(bank):
     assert question.demo is not None and (question.demo.name, question.demo.args) == ("zro", ("--model", "tiny"))
     assert "comm_matches_theory" in question.evidence
     assert "No demo links here" not in question.model_answer()
+
+
+def test_the_pp_activation_distractor_is_wrong_by_the_model(bank):
+    from ddpfsdp.demos.theory.pipeline import in_flight
+
+    question = bank.questions["pipe-when-to-use"]
+    distractor = "PP halves the first stage's peak activation memory under 1F1B for every doubling of the number of stages"
+    assert distractor in question.choices and distractor not in question.answer
+    assert "saves per micro-batch" not in " ".join(question.choices)  # literally true, so never a wrong choice
+    why = question.why[question.choices.index(distractor)]
+    assert "stage 0 holds pp micro-batches" in why and "about one full micro-batch's" in why
+    # Stage 0 holds min(m, pp) micro-batches of 1/pp of the layers: one full micro-batch's worth at any pp.
+    assert {in_flight(pp, 16, "1f1b", 1, 0)["microbatches"] / pp for pp in (2, 4, 8, 16)} == {1.0}
+
+
+def test_the_first_stage_s_activations_do_not_halve_with_the_stages_in_calc():
+    import json
+
+    from click.testing import CliRunner
+
+    from ddpfsdp.quiz.cli import cli
+
+    def first_stage(pp: int) -> int:  # 7B: 32 blocks, so 16, 8 and 4 per stage
+        result = CliRunner().invoke(cli, ["calc", "--params", "7B", "--gpus", "8", "--pp", str(pp), "--microbatches",
+                                          "16", "--json"])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)["pipeline"]["ranks"][0]["activation_bytes"]
+
+    assert first_stage(2) == first_stage(4) == first_stage(8)
+
+
+def test_stage_balance_blames_the_head_for_time_and_the_embedding_for_memory(bank):
+    import json
+
+    from click.testing import CliRunner
+
+    from ddpfsdp.quiz.cli import cli
+
+    question = bank.questions["pipe-stage-balance"]
+    assert question.answer.startswith("The last stage also runs the LM head and the loss")
+    assert "first and last stages also hold the embedding" not in " ".join(question.choices)
+    answer = _flat(question.model_answer())
+    assert "embedding is a lookup, cheap in compute: what it adds is memory" in answer
+    points = " ".join(bank.questions["pipe-explain-across-nodes"].talking_points)
+    assert "the embedding and the LM head sit on the first and last stages, so give them fewer blocks" not in points
+    assert "LM head and loss make the last stage the slowest" in points
+    # The answer's evidence: the first stage is the memory peak of `calc --model large --gpus 4 --pp 4`.
+    result = CliRunner().invoke(cli, ["calc", "--model", "large", "--gpus", "4", "--pp", "4", "--json"])
+    ranks = json.loads(result.output)["pipeline"]["ranks"]
+    assert max(ranks, key=lambda row: row["total_bytes"])["rank"] == 0
+
+
+def test_each_bubble_formula_is_attributed_to_its_source(bank):
+    cause = _flat(bank.questions["pipe-bubble-cause"].model_answer())
+    gpipe = _flat(bank.questions["pipe-gpipe-bubble"].model_answer())
+    for answer in (cause, gpipe):
+        assert "The papers" not in answer and "papers' ratio" not in answer
+        assert "(K-1)/(M+K-1)" in answer and "Huang et al. 2019" in answer
+        assert "Megatron-LM" in answer and "Ultra-Scale Playbook" in answer
+    assert "the idle share of the whole step" in cause and "over the ideal, bubble-free compute time" in cause
+    assert "the idle share of the whole step" in gpipe and "idle time over the ideal compute time" in gpipe
+    assert "The formula is GPipe's (Huang et al. 2019) and the Ultra-Scale Playbook's" not in gpipe
+
+
+def test_nine_times_p_minus_1_micro_batches_give_at_most_not_under_10_percent(bank):
+    from fractions import Fraction
+
+    from ddpfsdp.demos.theory.pipeline import bubble
+
+    assert Fraction(bubble(8, 63, "1f1b")["bubble_fraction"]).limit_denominator(1000) == Fraction(1, 10)
+    points = " ".join(bank.questions["pipe-explain-across-nodes"].talking_points)
+    assert "keeps it under 10%" not in points and "keeps it at most 10% (exactly 10% at m = 9(p-1))" in points
+    answer = _flat(bank.questions["pipe-explain-across-nodes"].model_answer())
+    assert "keep it at most 10% (exactly 10% at m = 9 (p-1))" in answer
+
+
+def test_interleaving_sends_over_v_times_as_often_not_about_v(bank):
+    # (pV-1)/(p-1) = V + (V-1)/(p-1): above V for every V >= 2, and 2V-1 on the end ranks.
+    assert all((p * v - 1) / (p - 1) > v for p in range(2, 65) for v in range(2, 9))
+    question = bank.questions["pipe-spot-interleave-free"]
+    assert "over V times as often" in question.answer and "about V times" not in question.answer
+    assert "about V times" not in _flat(question.model_answer())
+    points = " ".join(bank.questions["pipe-explain-across-nodes"].talking_points)
+    assert "at the cost of V times the boundary sends" not in points and "(pV-1)/(p-1) times" in points

@@ -132,6 +132,13 @@ def test_the_exposed_share_is_graded_relative_with_a_floor():
     assert "within 20% of it, or 1 point" in large.tolerance_text
 
 
+def test_the_pipeline_explanation_prices_interleaving_at_torch_s_send_count():
+    scenario = generate.generate(0, family="pipeline")
+    points = " ".join(_step(scenario, "explain-pipeline").talking_points)
+    assert "(pV-1)/(p-1) times the boundary sends (2V-1 times on the first and last ranks)" in points
+    assert "for V times the boundary sends" not in points
+
+
 def test_the_debrief_calls_zro_by_its_name_not_zero1():
     note = debrief.DEMOS["zero1"][2]
     assert "PyTorch's ZeRO-1" not in note and "runs zro, PyTorch's ZeroRedundancyOptimizer" in note
