@@ -1,6 +1,6 @@
-"""What the bank teaches about torch 2.13's own runtime, held against torch: FSDP2's all-gathers under a
-pipeline schedule (counted on 2 gloo ranks), and the interleaved schedule's sends and warm-up (torch's own
-action lists, built without a process group)."""
+"""What the bank teaches about torch 2.13's own runtime, held against torch: DDP's first iteration, FSDP2's
+all-gathers under a pipeline schedule (both counted on 2 gloo ranks, in one launch), and the interleaved
+schedule's sends and warm-up (torch's own action lists, built without a process group)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ FSDP_UNITS = 2
 RANKS_SCRIPT = textwrap.dedent(
     f"""
     import torch, torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
@@ -28,7 +29,26 @@ RANKS_SCRIPT = textwrap.dedent(
 
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    out = {{"pipeline": {{}}}}
+    out = {{"ddp": {{}}, "pipeline": {{}}}}
+
+    # DDP: eight 1024 x 1024 Linear layers, 32 MiB of fp32 gradients, past the 25 MiB cap.
+    for name, options in (("default", {{}}), ("cap_1", {{"bucket_cap_mb": 1}}),
+                          ("find_unused", {{"find_unused_parameters": True}})):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(*[torch.nn.Linear(1024, 1024) for _ in range(8)])
+        ddp = DistributedDataParallel(model, **options)
+        calls = []
+        for _ in range(3):
+            with CommCounter() as comm:
+                ddp(torch.randn(2, 1024)).sum().backward()
+            calls.append(comm.per_op().get("all_reduce", {{}}).get("count", 0))
+        data = ddp._get_ddp_logging_data()
+        out["ddp"][name] = {{
+            "all_reduces": calls,
+            "construction_buckets": [int(x) for x in data["bucket_sizes"].split(", ")],
+            "rebuilt_buckets": [int(x) for x in str(data.get("rebuilt_bucket_sizes") or "").split(", ") if x],
+            "grad_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
+        }}
 
     # FSDP2 under torch's pipelining: one stage per rank (a pipeline group of its own), sharded over both.
     mesh = init_device_mesh("cpu", (2,))
@@ -63,6 +83,56 @@ def bank():
 
 def _flat(text: str) -> str:
     return " ".join(text.split())
+
+
+# --- DDP: the first iteration is one bucket ------------------------------------------------------------
+
+
+@pytest.mark.dist
+def test_ddp_s_first_iteration_is_one_all_reduce_and_the_rebuild_brings_the_buckets(ranks):
+    for out in ranks:
+        default, cap_1 = out["ddp"]["default"], out["ddp"]["cap_1"]
+        # Construction: one bucket of every gradient ([sys.maxsize]), whether or not the cap is given.
+        for run in (default, cap_1):
+            assert run["construction_buckets"] == [run["grad_bytes"]]
+        # Iteration 1 all-reduces it once; the second forward rebuilds capped buckets: a first bucket of one
+        # 4 MiB layer (it passes the 1 MiB cap alone), then the other seven; at bucket_cap_mb=1 one per layer.
+        assert default["all_reduces"] == [1, 2, 2] and len(default["rebuilt_buckets"]) == 2
+        assert default["rebuilt_buckets"][0] == default["grad_bytes"] // 8
+        assert cap_1["all_reduces"] == [1, 8, 8] and len(cap_1["rebuilt_buckets"]) == 8
+
+
+@pytest.mark.dist
+def test_ddp_with_find_unused_parameters_buckets_from_the_start_and_never_rebuilds(ranks):
+    for out in ranks:
+        run = out["ddp"]["find_unused"]
+        assert len(run["construction_buckets"]) > 1 and run["rebuilt_buckets"] == []
+        assert len(set(run["all_reduces"])) == 1 and run["all_reduces"][0] > 1
+
+
+def test_torch_s_bucket_limits_are_one_bucket_for_the_first_iteration():
+    import sys
+
+    from torch.nn.parallel.distributed import _BucketCapacityConfig
+
+    def limits(cap_mb, find_unused):
+        config = _BucketCapacityConfig.create(cap_mb, None, False)
+        return config.compute_bucket_size_limits(static_graph=False, find_unused_parameters=find_unused)[0]
+
+    assert limits(None, False) == limits(1, False) == limits(25, False) == [sys.maxsize]
+    assert limits(None, True) == [2**20, 25 * 2**20]
+
+
+def test_the_bank_teaches_the_one_bucket_first_iteration(bank):
+    question = bank.questions["ddp-bucket-rebuild"]
+    assert question.answer.startswith("In one bucket of every gradient")
+    assert "[sys.maxsize]" in question.why[question.choices.index(question.answer)]
+    rebuild = _flat(question.model_answer())
+    assert "the first iteration all-reduces every gradient at once, after the whole backward" in rebuild
+    assert "[sys.maxsize]" in rebuild and "does not change the first iteration" in rebuild
+    count = _flat(bank.questions["comm-bucket-count"].model_answer())
+    assert "[sys.maxsize]" in count and "the first all-reduces every gradient in one bucket" in count
+    assert "which DDP calls with `bucket_cap_mb=25` (25 MiB) and a 1 MiB first bucket" not in count
 
 
 # --- FSDP2 under a pipeline schedule: m + 1 all-gathers with resharding, 1 without ------------------------
