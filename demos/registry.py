@@ -17,6 +17,11 @@ Optional hooks, each "module:function" in a module importable without torch:
                                                      does so before it places the run, since placing
                                                      imports torch)
   render(result: dict, console) -> None              prints the result for a person (rich)
+  evidence_view(result: DemoResult, width: int) -> list
+                                                     what the quiz's evidence panel shows under the
+                                                     checks: rich renderables (never textual) at most
+                                                     `width` columns wide; a training or concept demo
+                                                     that names none gets its kind's (EVIDENCE_VIEWS)
 
 A demo whose launch is more than its options (the failure lab: several faults per launch, a deadline per
 fault, a folder for the ranks' records; `ddpfsdp demo fault` is its own command) names the run the quiz
@@ -37,6 +42,11 @@ from typing import Any
 
 DATA_PARALLEL_MIN_RANKS = 2  # what these demos show happens between ranks: data parallelism, collectives
 SPEC_KINDS = ("training", "pipeline")  # the kinds of demo whose run is a RunSpec
+
+
+# The evidence panel's view of a demo of each kind that names none of its own.
+EVIDENCE_VIEWS = {"training": "ddpfsdp.demos.measure.report:evidence_view",
+                  "concept": "ddpfsdp.demos.concepts.render:evidence_view"}
 
 
 def load(target: str) -> Any:
@@ -74,6 +84,7 @@ class Demo:
     options: str = ""  # "module:ATTR": the click parameters of this demo
     validate: str | None = None
     render: str | None = None
+    evidence_view: str = ""  # "module:function"; empty: its kind's, from EVIDENCE_VIEWS
     min_world_size: int = DATA_PARALLEL_MIN_RANKS  # fewer are refused before launch, with commands that give enough
     runner: str | None = None  # set: the quiz starts the demo through this run object (see above)
 
@@ -81,6 +92,10 @@ class Demo:
         if not self.options:
             module = self.module.split(":")[0]
             object.__setattr__(self, "options", f"{module}:OPTIONS")
+        if not self.evidence_view:
+            if self.kind not in EVIDENCE_VIEWS:
+                raise ValueError(f"demo {self.name!r}: a {self.kind} demo names its own evidence_view")
+            object.__setattr__(self, "evidence_view", EVIDENCE_VIEWS[self.kind])
 
     @property
     def takes_spec(self) -> bool:
@@ -328,6 +343,7 @@ DEMOS: dict[str, Demo] = {
             options="ddpfsdp.demos.train.options:PIPELINE_OPTIONS",
             validate="ddpfsdp.demos.train.pipeline_options:validate_pipeline",
             render="ddpfsdp.demos.measure.pipeline_report:render",
+            evidence_view="ddpfsdp.demos.measure.pipeline_report:evidence_view",
             checks=PIPELINE_CHECKS,
         ),
         Demo(
@@ -338,6 +354,7 @@ DEMOS: dict[str, Demo] = {
             checks=LoadedChecks("ddpfsdp.demos.faults.catalog:CLAIMS"),
             options="ddpfsdp.demos.faults.runner:NO_OPTIONS",
             runner="ddpfsdp.demos.faults.runner:run_from_link",
+            evidence_view="ddpfsdp.demos.faults.render:evidence_view",
         ),
     ]
 }
@@ -358,6 +375,13 @@ def retired(name: str, args: Sequence[str] = ()) -> str | None:
         return None
     instead, why = RETIRED[name]
     return f"there is no `{name}` demo: {why} `{shlex.join(['ddpfsdp', 'demo', instead, *args])}`"
+
+
+def evidence_view_of(name: str | None) -> str:
+    """The evidence view of the demo called `name`; a name no demo goes by gets the concept demos' view,
+    which shows the measured numbers of any result."""
+    entry = DEMOS.get(name or "")
+    return entry.evidence_view if entry is not None else EVIDENCE_VIEWS["concept"]
 
 
 def get(name: str) -> Demo:

@@ -2,6 +2,11 @@
 
 The app owns the session (which questions, in which mode), saves each answer the moment it is
 graded, and keeps track of running demos so none outlives it. Screens do the showing.
+
+Messages go up, methods go down: a screen or widget never calls the app to change what it holds. It posts
+a message of quiz/messages.py to the app (`self.app.post_message(AnswerGiven(...))`); a small `on_<message>`
+here records, starts or ends, and answers down: with the next screen it shows, or a notification. Screens
+read the app's shared data (`bank`, `store`, `now()`, `monotonic()`) and start a run with `demo_runner`.
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ from textual.screen import ModalScreen, Screen  # noqa: E402
 from ddpfsdp.quiz import scheduler  # noqa: E402
 from ddpfsdp.quiz.bank_cache import load_bank_cached  # noqa: E402
 from ddpfsdp.quiz.loader import Bank, BankError, Question  # noqa: E402
+from ddpfsdp.quiz.messages import (AnswerGiven, DrillAnswered, DrillRequested, ExplanationGraded,  # noqa: E402
+                                   ExplanationRevealed, InterviewRequested, InterviewStepAnswered, NextQuestion,
+                                   RunEnded, RunStopRequested, SessionEnded, SessionLeft, SessionRequested)
 from ddpfsdp.quiz.store import Store, StoreError, utc_now  # noqa: E402
 
 if TYPE_CHECKING:  # grading is imported with the first question, not for home
@@ -54,6 +62,17 @@ class Session:
     @property
     def position(self) -> str:
         return f"{self.index + 1} of {len(self.questions)}"
+
+
+@dataclass(frozen=True)
+class PendingAttempt:
+    """A graded answer not yet in the progress file (it was busy or unwritable): saved before the next one."""
+
+    question: Question
+    grade: Grade
+    elapsed_s: float
+    at: datetime  # when it was answered, which is when its card was reviewed
+    mode: str
 
 
 def default_demo_runner(demo: str, args: list[str]) -> Any:
@@ -102,11 +121,11 @@ class QuizApp(App):
         self.rng = rng or random.Random()
         self._clock = clock
         self._monotonic = monotonic
-        self.demo_runner = demo_runner
+        self._start_run = demo_runner
         self.session: Session | None = None
         self.startup_ms: float | None = None
         # Answers that could not be written (the file was busy or unwritable); retried before the next.
-        self.unsaved: list[tuple[Question, Grade, float, datetime, str]] = []
+        self.unsaved: list[PendingAttempt] = []
         self._runs: set[Any] = set()
         self._stoppers: list[threading.Thread] = []
         self._runs_lock = threading.Lock()
@@ -191,15 +210,6 @@ class QuizApp(App):
         seed = self.drill_seed if self.drill_seed is not None else self.rng.randrange(2**31)
         self.push_screen(DrillScreen(seed=seed, kinds=self.drill_kinds))
 
-    def record_drill(self, problem, grade: Grade, elapsed_s: float) -> str | None:
-        """Commit a drill answer at once; on failure say so (a drill answer is not retried)."""
-        try:
-            scheduler.record_answer(self.store, scheduler.drill_card(problem.kind, problem.topic), grade,
-                                    time_s=elapsed_s, now=self.now(), mode="drill")
-        except (StoreError, sqlite3.Error, OSError) as error:
-            return f"This drill answer could not be saved ({error})."
-        return None
-
     def start_interview(self, scenario: Any = None) -> None:
         """A design interview: the scenario given, or a new one drawn from this app's random source."""
         from ddpfsdp.quiz.interview.generate import generate
@@ -207,66 +217,39 @@ class QuizApp(App):
 
         self.push_screen(InterviewScreen(scenario or generate(self.rng.randrange(2**31))))
 
-    def record_interview_step(self, scenario: Any, step: Any, grade: Grade, elapsed_s: float) -> str | None:
-        """Commit an interview step at once; on failure say so."""
-        from ddpfsdp.quiz.interview import answers
-
-        try:
-            answers.record(self.store, scenario, step, grade, time_s=elapsed_s, now=self.now())
-        except (StoreError, sqlite3.Error, OSError) as error:
-            return f"This step could not be saved ({error})."
-        return None
-
     def session_remaining_s(self) -> float | None:
         if self.session is None or self.session.deadline_s is None:
             return None
         return max(0.0, self.session.deadline_s - self.monotonic())
 
-    def _question_screen(self):
+    def _position(self) -> str:
+        return self.session.position if self.session else ""
+
+    def _show_question(self, push: bool) -> None:
         from ddpfsdp.quiz.screens.question import QuestionScreen
 
         session = self.session
-        return QuestionScreen(session.current, rng=self.rng, position=session.position)
-
-    def _show_question(self, push: bool) -> None:
-        screen = self._question_screen()
-        self.session.asked.append(self.session.current)
+        screen = QuestionScreen(session.current, rng=self.rng, position=session.position)
+        session.asked.append(session.current)
         if push:
             self.push_screen(screen)
         else:
             self.switch_screen(screen)
-
-    def answer(self, screen, grade: Grade, elapsed_s: float, display_order: list[str]) -> None:
-        """A graded objective answer: save it at once, then show the feedback."""
-        from ddpfsdp.quiz.screens.feedback import FeedbackScreen
-
-        question = screen.question
-        error = self._record(question, grade, elapsed_s)
-        position = self.session.position if self.session else ""
-        self.switch_screen(FeedbackScreen(question, grade, display_order=display_order, position=position, save_error=error))
-
-    def reveal_explain(self, screen, notes: str, elapsed_s: float) -> None:
-        from ddpfsdp.quiz.screens.feedback import FeedbackScreen
-
-        position = self.session.position if self.session else ""
-        self.switch_screen(FeedbackScreen(screen.question, None, notes=notes, elapsed_s=elapsed_s, position=position))
-
-    def save_explain(self, feedback, grade: Grade) -> str | None:
-        return self._record(feedback.question, grade, feedback.elapsed_s)
 
     def _record(self, question: Question, grade: Grade, elapsed_s: float) -> str | None:
         """Commit the attempt and its card; on failure keep it and say so (it is retried next time)."""
         mode = self.session.mode if self.session else "practice"
         if self.session is not None:
             self.session.results.append((question, grade))
-        self.unsaved.append((question, grade, elapsed_s, self.now(), mode))
+        self.unsaved.append(PendingAttempt(question, grade, elapsed_s, self.now(), mode))
         return self.flush_unsaved()
 
     def flush_unsaved(self) -> str | None:
         while self.unsaved:
-            question, grade, elapsed_s, at, mode = self.unsaved[0]
+            pending = self.unsaved[0]
             try:
-                scheduler.record_answer(self.store, question, grade, time_s=elapsed_s, now=at, mode=mode)
+                scheduler.record_answer(self.store, pending.question, pending.grade, time_s=pending.elapsed_s,
+                                        now=pending.at, mode=pending.mode)
             except (StoreError, sqlite3.Error, OSError) as error:
                 count = len(self.unsaved)
                 return (
@@ -275,17 +258,6 @@ class QuizApp(App):
                 )
             self.unsaved.pop(0)
         return None
-
-    def next_question(self) -> None:
-        session = self.session
-        if session is None:
-            self._back_home()
-            return
-        session.index += 1
-        if session.index < len(session.questions) and (session.deadline_s is None or self.session_remaining_s() > 0):
-            self._show_question(push=False)
-        else:
-            self.end_session(timed_out=session.index < len(session.questions))
 
     def end_session(self, timed_out: bool = False) -> None:
         session = self.session
@@ -303,15 +275,78 @@ class QuizApp(App):
         if session.results:
             self.notify(f"Done: {right} of {len(session.results)} right. Every answer is saved.", title="Session")
 
-    def leave_session(self) -> None:
-        self.session = None
-        self._back_home()
-
     def _back_home(self) -> None:
         from ddpfsdp.quiz.screens.home import HomeScreen
 
         while len(self.screen_stack) > 1 and not isinstance(self.screen, HomeScreen):
             self.pop_screen()
+
+    # --- what screens ask for (messages up) ----------------------------------------------------------
+
+    def on_session_requested(self, message: SessionRequested) -> None:
+        self.start_session(message.mode, topic=message.topic, questions=message.questions)
+
+    def on_drill_requested(self, message: DrillRequested) -> None:
+        self.start_drill()
+
+    def on_interview_requested(self, message: InterviewRequested) -> None:
+        self.start_interview()
+
+    def on_answer_given(self, message: AnswerGiven) -> None:
+        """A graded objective answer: save it at once, then show the feedback."""
+        from ddpfsdp.quiz.screens.feedback import FeedbackScreen
+
+        error = self._record(message.question, message.grade, message.elapsed_s)
+        self.switch_screen(FeedbackScreen(message.question, message.grade, display_order=message.display_order,
+                                          position=self._position(), save_error=error))
+
+    def on_explanation_revealed(self, message: ExplanationRevealed) -> None:
+        from ddpfsdp.quiz.screens.feedback import FeedbackScreen
+
+        self.switch_screen(FeedbackScreen(message.question, None, notes=message.notes, elapsed_s=message.elapsed_s,
+                                          position=self._position()))
+
+    def on_explanation_graded(self, message: ExplanationGraded) -> None:
+        error = self._record(message.question, message.grade, message.elapsed_s)
+        if error:
+            self.notify(error, severity="error", timeout=10)
+
+    def on_drill_answered(self, message: DrillAnswered) -> None:
+        """Commit a drill answer at once; on failure say so (a drill answer is not retried)."""
+        problem = message.problem
+        try:
+            scheduler.record_answer(self.store, scheduler.drill_card(problem.kind, problem.topic), message.grade,
+                                    time_s=message.elapsed_s, now=self.now(), mode="drill")
+        except (StoreError, sqlite3.Error, OSError) as error:
+            self.notify(f"This drill answer could not be saved ({error}).", severity="error", timeout=10)
+
+    def on_interview_step_answered(self, message: InterviewStepAnswered) -> None:
+        """Commit an interview step at once; on failure say so."""
+        from ddpfsdp.quiz.interview import answers
+
+        try:
+            answers.record(self.store, message.scenario, message.step, message.grade, time_s=message.elapsed_s,
+                           now=self.now())
+        except (StoreError, sqlite3.Error, OSError) as error:
+            self.notify(f"This step could not be saved ({error}).", severity="error", timeout=10)
+
+    def on_next_question(self, message: NextQuestion) -> None:
+        session = self.session
+        if session is None:
+            self._back_home()
+            return
+        session.index += 1
+        if session.index < len(session.questions) and (session.deadline_s is None or self.session_remaining_s() > 0):
+            self._show_question(push=False)
+        else:
+            self.end_session(timed_out=session.index < len(session.questions))
+
+    def on_session_ended(self, message: SessionEnded) -> None:
+        self.end_session(timed_out=message.timed_out)
+
+    def on_session_left(self, message: SessionLeft) -> None:
+        self.session = None
+        self._back_home()
 
     # --- screens -----------------------------------------------------------------------------------
 
@@ -333,18 +368,22 @@ class QuizApp(App):
 
     # --- demo runs ---------------------------------------------------------------------------------
 
-    def track_run(self, run: Any) -> None:
+    def demo_runner(self, demo: str, args: list[str]) -> Any:
+        """Start a demo's run (a screen's worker thread calls this) and track it from that moment, so that
+        quitting stops its ranks however soon after. Its worker posts RunEnded when done with it."""
+        run = self._start_run(demo, args)
         with self._runs_lock:
             self._runs.add(run)
+        return run
 
-    def untrack_run(self, run: Any) -> None:
+    def on_run_ended(self, message: RunEnded) -> None:
         with self._runs_lock:
-            self._runs.discard(run)
+            self._runs.discard(message.run)
 
-    def stop_run(self, run: Any) -> None:
+    def on_run_stop_requested(self, message: RunStopRequested) -> None:
         """Stop a run's processes off the UI thread (it can take a few seconds)."""
         # Not a daemon: the interpreter waits for it at exit, so no rank is orphaned by quitting.
-        stopper = threading.Thread(target=run.cancel, name="demo-cancel", daemon=False)
+        stopper = threading.Thread(target=message.run.cancel, name="demo-cancel", daemon=False)
         stopper.start()
         self._stoppers.append(stopper)
 

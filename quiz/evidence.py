@@ -20,7 +20,6 @@ Result = DemoResult | Mapping[str, Any]
 
 COMPONENTS = STATE_KINDS
 PEAK_CATEGORIES = PEAK_CATEGORY_NAMES
-STRATEGY_ORDER = ("ddp", "zro", "fsdp-grad-op", "fsdp-full")
 
 
 @dataclass(frozen=True)
@@ -146,20 +145,11 @@ def fault_sides(result: Result) -> list[tuple[str, str, list[str]]]:
 
 
 def runs(result: Result) -> dict[str, DemoResult]:
-    """Strategy -> training result: the runs of `compare`, or the one run of ddp/fsdp. A training run is
-    one that measured memory: the per-schedule runs of `demo pipeline` are not, and give none."""
-    result = as_result(result)
-    if result.runs is not None:
-        nested = {k: run for k, run in result.runs.items() if run.memory is not None}
-        ordered = [k for k in STRATEGY_ORDER if k in nested] + [k for k in nested if k not in STRATEGY_ORDER]
-        return {k: nested[k] for k in ordered}
-    if result.memory is not None:
-        config = result.config
-        label = str(config.strategy or result.demo or "run")
-        if config.sharding and label == "fsdp":
-            label = f"fsdp-{config.sharding}"
-        return {label: result}
-    return {}
+    """Strategy -> training result: the runs of `compare`, or the one run of ddp/fsdp (none of a concept
+    or pipeline demo)."""
+    from ddpfsdp.demos.measure.report import training_runs
+
+    return training_runs(result)
 
 
 def _rank(run: Result, rank: int) -> RankMemory | None:
@@ -203,31 +193,6 @@ def comm_per_step(run: Result) -> dict[str, CommOp]:
     return {op: v for op, v in comm.per_step.items() if isinstance(v, CommOp)} if comm else {}
 
 
-def scalar_measurements(result: Result, limit: int = 12) -> list[tuple[str, str]]:
-    """Top-level measured numbers of a concept demo, for a generic table: a walk over its JSON."""
-    rows: list[tuple[str, str]] = []
-    skip = {"schema", "demo", "config", "env", "checks", "runs", "memory", "throughput", "comm", "loss", "theory"}
-
-    def visit(prefix: str, value: Any, depth: int) -> None:
-        if len(rows) >= limit:
-            return
-        if isinstance(value, bool) or value is None:
-            return
-        if isinstance(value, (int, float)):
-            rows.append((prefix, format_bytes(value) if "bytes" in prefix else f"{value:,.6g}"))
-        elif isinstance(value, dict) and depth < 2:
-            for key, inner in value.items():
-                visit(f"{prefix}.{key}" if prefix else str(key), inner, depth + 1)
-        elif isinstance(value, list) and value and len(value) <= 8 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
-            rows.append((prefix, ", ".join(f"{v:,.6g}" for v in value)))
-
-    for key, value in as_result(result).to_json().items():
-        if key not in skip:
-            visit(key, value, 0)
-    return rows
-
-
-def format_bytes(num_bytes: float) -> str:
-    from ddpfsdp.demos.base.units import format_bytes as format_in
-
-    return format_in(num_bytes, "iec")
+def theory_comm(run: Result) -> dict[str, Any]:
+    """The analytic model's traffic per op for the run's configuration (its JSON form); empty when none."""
+    return (as_result(run).theory or {}).get("comm") or {}

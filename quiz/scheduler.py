@@ -111,25 +111,29 @@ def record_answer(
     mode: str = "practice",
 ) -> tuple[int, Card, Rating]:
     """Rate an answer to a question, a drill or an interview step, move its card, and commit the
-    attempt and the card together."""
+    attempt and the card together.
+
+    The card is read in the transaction that writes it: another writer (a second app, the plain quiz)
+    moving the same card waits for this one and then reads its result, so no review is lost."""
     ref = item if isinstance(item, CardRef) else card_of(item)
     rating = rating_for(ref, grade, time_s)
-    card = load_card(store, ref.card_id, now)
-    card, _log = _SCHEDULER.review_card(card, rating, review_datetime=now, review_duration=int(time_s * 1000))
-    attempt_id = store.record_attempt(
-        question_id=ref.card_id,
-        topic=ref.topic,
-        kind=ref.kind,
-        answer=grade.given,
-        correct=grade.correct,
-        score=grade.score,
-        time_s=time_s,
-        rating=int(rating),
-        answered_at=now,
-        card_json=card.to_json(),
-        due=card.due,
-        mode=mode,
-    )
+    with store.transaction():
+        card = load_card(store, ref.card_id, now)
+        card, _log = _SCHEDULER.review_card(card, rating, review_datetime=now, review_duration=int(time_s * 1000))
+        attempt_id = store.record_attempt(
+            question_id=ref.card_id,
+            topic=ref.topic,
+            kind=ref.kind,
+            answer=grade.given,
+            correct=grade.correct,
+            score=grade.score,
+            time_s=time_s,
+            rating=int(rating),
+            answered_at=now,
+            card_json=card.to_json(),
+            due=card.due,
+            mode=mode,
+        )
     return attempt_id, card, rating
 
 

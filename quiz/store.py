@@ -292,8 +292,15 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction; IMMEDIATE takes the write lock up front so two writers queue, not fail."""
+        """One write transaction; IMMEDIATE takes the write lock up front so two writers queue, not fail.
+
+        Opened inside another on this thread (the lock is this thread's then), it joins that one: what is
+        read in it and what is written after commit together, or not at all.
+        """
         with self._lock:
+            if self._db.in_transaction:
+                yield self._db
+                return
             try:
                 self._db.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as error:

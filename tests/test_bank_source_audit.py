@@ -1,11 +1,16 @@
 """Bank entries a source audit found wrong in their detail, each held against the source or a run:
 the fused-qkv split (torch.chunk), sequence parallelism's whole tensors (Korthikanti et al. §4.2), the
 slow-links layout's sharding degree, DDP's used-parameter map (one entry per parameter), DDP's buffer
-sync in torch 2.13, and order questions whose independent steps may come in either order."""
+sync in torch 2.13, and order questions whose independent steps may come in either order. Then a second
+audit's: zro never called ZeRO-1, zro's traffic linked to the run that measures it, and the pipeline's
+figures held to the analytic model (the first stage's peak, the bubble's two forms and their sources,
+the 10% bound, interleaving's sends). tests/test_bank_torch_claims.py holds the claims about torch's
+runtime to torch itself."""
 
 from __future__ import annotations
 
 import inspect
+import re
 
 import pytest
 
@@ -107,3 +112,161 @@ why = ["1", "2", "3"]
 ''')
     with pytest.raises(BankError, match=says):
         load_bank(bank_dir, answers_dir)
+
+
+# --- what a second audit found: names, links and pipeline figures ---------------------------------------
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+_ZRO = r"`?(?:ZeroRedundancyOptimizer|zro)`?"
+_ZRO_CALLED_ZERO1 = [
+    re.compile(rf"ZeRO-1,?\s*\(?\s*(?:as implemented by\s+|PyTorch's\s+)?{_ZRO}"),
+    re.compile(rf"{_ZRO}\s*\(\s*ZeRO-1\s*\)"),
+    re.compile(r"PyTorch's ZeRO-1|ZeRO-1 as PyTorch implements"),
+]
+
+
+def _sentences(text: str):
+    for paragraph in re.split(r"\n\s*\n|^#+ .*$", text, flags=re.M):
+        yield from re.split(r"(?<=[.!?])\s+(?=[A-Z`(])", _flat(paragraph or ""))
+
+
+def zro_called_zero1(text: str) -> list[str]:
+    """Sentences that call zro (PyTorch's ZeroRedundancyOptimizer) ZeRO-1, a name that belongs to DeepSpeed's
+    stage here (calc's zero1): by apposition, or as the ZeRO-1 a demo runs (no demo runs DeepSpeed)."""
+    found = []
+    for sentence in _sentences(text):
+        if any(pattern.search(sentence) for pattern in _ZRO_CALLED_ZERO1):
+            found.append(sentence)
+        elif re.search(r"\bdemo\b|gloo", sentence) and re.search(r"(?<!DeepSpeed's )(?<!paper's )ZeRO-1", sentence):
+            found.append(sentence)
+    return found
+
+
+@pytest.mark.parametrize("text", [
+    "ZeRO-1 as implemented by ZeroRedundancyOptimizer broadcasts updated parameter partitions.",
+    "Assuming a post-step broadcast as in `ZeroRedundancyOptimizer` (ZeRO-1), which FSDP does not need.",
+    "`zro_shards_optimizer` shows ZeRO-1 (PyTorch's ZeroRedundancyOptimizer) holding 1/N.",
+    "`ddpfsdp demo compare` runs PyTorch's ZeRO-1, ZeroRedundancyOptimizer, on real processes.",
+    "`ddpfsdp demo compare --model tiny`: `losses_agree` holds DDP, ZeRO-1, FSDP grad-op and FSDP full.",
+    "No demo links here: the compare demo's ZeRO-1 checks cover memory, not traffic.",
+])
+def test_the_zro_naming_check_finds_each_form_an_audit_found(text):
+    assert zro_called_zero1(text) == [_flat(text)]
+
+
+@pytest.mark.parametrize("text", [
+    "DeepSpeed's ZeRO-1 under `torch_autocast` holds more than `ZeroRedundancyOptimizer`.",
+    "No demo runs DeepSpeed here. Analytic: `ddpfsdp calc --params 7B --gpus 8` shows ZeRO-1 at 66.5 GB.",
+    "The paper's ZeRO-1 sends 2(N-1)/N; zro (ZeroRedundancyOptimizer) adds a broadcast.",
+])
+def test_the_zro_naming_check_leaves_deepspeed_s_and_the_paper_s_zero1_alone(text):
+    assert zro_called_zero1(text) == []
+
+
+def test_zro_is_never_called_zero1_in_the_bank_or_the_answers(bank):
+    from ddpfsdp.quiz.loader import default_answers_dir
+
+    found = []
+    for question in bank.questions.values():
+        texts = [question.prompt]
+        for name in ("choices", "why", "talking_points", "steps"):
+            texts += list(getattr(question, name, None) or ())
+        found += [f"{question.id}: {s}" for text in texts for s in zro_called_zero1(str(text))]
+    for path in sorted(default_answers_dir().glob("*.md")):
+        found += [f"{path.name}: {s}" for s in zro_called_zero1(path.read_text(encoding="utf-8"))]
+    assert not found, "\n".join(found)
+
+
+def test_zro_s_broadcast_traffic_links_the_zro_demo_that_measures_it(bank):
+    question = bank.questions["comm-zero1-torch-broadcast"]
+    assert question.demo is not None and (question.demo.name, question.demo.args) == ("zro", ("--model", "tiny"))
+    assert "comm_matches_theory" in question.evidence
+    assert "No demo links here" not in question.model_answer()
+
+
+def test_the_pp_activation_distractor_is_wrong_by_the_model(bank):
+    from ddpfsdp.demos.theory.pipeline import in_flight
+
+    question = bank.questions["pipe-when-to-use"]
+    distractor = "PP halves the first stage's peak activation memory under 1F1B for every doubling of the number of stages"
+    assert distractor in question.choices and distractor not in question.answer
+    assert "saves per micro-batch" not in " ".join(question.choices)  # literally true, so never a wrong choice
+    why = question.why[question.choices.index(distractor)]
+    assert "stage 0 holds pp micro-batches" in why and "about one full micro-batch's" in why
+    # Stage 0 holds min(m, pp) micro-batches of 1/pp of the layers: one full micro-batch's worth at any pp.
+    assert {in_flight(pp, 16, "1f1b", 1, 0)["microbatches"] / pp for pp in (2, 4, 8, 16)} == {1.0}
+
+
+def test_the_first_stage_s_activations_do_not_halve_with_the_stages_in_calc():
+    import json
+
+    from click.testing import CliRunner
+
+    from ddpfsdp.quiz.cli import cli
+
+    def first_stage(pp: int) -> int:  # 7B: 32 blocks, so 16, 8 and 4 per stage
+        result = CliRunner().invoke(cli, ["calc", "--params", "7B", "--gpus", "8", "--pp", str(pp), "--microbatches",
+                                          "16", "--json"])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)["pipeline"]["ranks"][0]["activation_bytes"]
+
+    assert first_stage(2) == first_stage(4) == first_stage(8)
+
+
+def test_stage_balance_blames_the_head_for_time_and_the_embedding_for_memory(bank):
+    import json
+
+    from click.testing import CliRunner
+
+    from ddpfsdp.quiz.cli import cli
+
+    question = bank.questions["pipe-stage-balance"]
+    assert question.answer.startswith("The last stage also runs the LM head and the loss")
+    assert "first and last stages also hold the embedding" not in " ".join(question.choices)
+    answer = _flat(question.model_answer())
+    assert "embedding is a lookup, cheap in compute: what it adds is memory" in answer
+    points = " ".join(bank.questions["pipe-explain-across-nodes"].talking_points)
+    assert "the embedding and the LM head sit on the first and last stages, so give them fewer blocks" not in points
+    assert "LM head and loss make the last stage the slowest" in points
+    # The answer's evidence: the first stage is the memory peak of `calc --model large --gpus 4 --pp 4`.
+    result = CliRunner().invoke(cli, ["calc", "--model", "large", "--gpus", "4", "--pp", "4", "--json"])
+    ranks = json.loads(result.output)["pipeline"]["ranks"]
+    assert max(ranks, key=lambda row: row["total_bytes"])["rank"] == 0
+
+
+def test_each_bubble_formula_is_attributed_to_its_source(bank):
+    cause = _flat(bank.questions["pipe-bubble-cause"].model_answer())
+    gpipe = _flat(bank.questions["pipe-gpipe-bubble"].model_answer())
+    for answer in (cause, gpipe):
+        assert "The papers" not in answer and "papers' ratio" not in answer
+        assert "(K-1)/(M+K-1)" in answer and "Huang et al. 2019" in answer
+        assert "Megatron-LM" in answer and "Ultra-Scale Playbook" in answer
+    assert "the idle share of the whole step" in cause and "over the ideal, bubble-free compute time" in cause
+    assert "the idle share of the whole step" in gpipe and "idle time over the ideal compute time" in gpipe
+    assert "The formula is GPipe's (Huang et al. 2019) and the Ultra-Scale Playbook's" not in gpipe
+
+
+def test_nine_times_p_minus_1_micro_batches_give_at_most_not_under_10_percent(bank):
+    from fractions import Fraction
+
+    from ddpfsdp.demos.theory.pipeline import bubble
+
+    assert Fraction(bubble(8, 63, "1f1b")["bubble_fraction"]).limit_denominator(1000) == Fraction(1, 10)
+    points = " ".join(bank.questions["pipe-explain-across-nodes"].talking_points)
+    assert "keeps it under 10%" not in points and "keeps it at most 10% (exactly 10% at m = 9(p-1))" in points
+    answer = _flat(bank.questions["pipe-explain-across-nodes"].model_answer())
+    assert "keep it at most 10% (exactly 10% at m = 9 (p-1))" in answer
+
+
+def test_interleaving_sends_over_v_times_as_often_not_about_v(bank):
+    # (pV-1)/(p-1) = V + (V-1)/(p-1): above V for every V >= 2, and 2V-1 on the end ranks.
+    assert all((p * v - 1) / (p - 1) > v for p in range(2, 65) for v in range(2, 9))
+    question = bank.questions["pipe-spot-interleave-free"]
+    assert "over V times as often" in question.answer and "about V times" not in question.answer
+    assert "about V times" not in _flat(question.model_answer())
+    points = " ".join(bank.questions["pipe-explain-across-nodes"].talking_points)
+    assert "at the cost of V times the boundary sends" not in points and "(pV-1)/(p-1) times" in points

@@ -135,3 +135,23 @@ def test_every_calc_command_a_pipeline_answer_quotes_runs_as_it_says():
     for answer, args, refused in quoted:
         result = invoke(*args.split())
         assert result.exit_code == (2 if refused else 0), (answer, args, result.output[-300:])
+
+
+@pytest.mark.parametrize("schedule,extra", [
+    ("gpipe", ()), ("1f1b", ()), ("interleaved", ()), ("interleaved", ("--stages-per-rank", "4")), ("zero-bubble", ()),
+])
+@pytest.mark.parametrize("pp", ["2", "4"])
+def test_the_printed_bubble_expression_gives_its_value(schedule, extra, pp):
+    import re
+    from fractions import Fraction
+
+    args = ("--model", "large", "--gpus", "8", "--pp", pp, "--schedule", schedule, *extra)
+    section = document(*args)["pipeline"]
+    out = " ".join(invoke(*args).output.split())
+    expression, value = re.search(r"Bubble: ([0-9()/+-]+) = ([0-9.]+) slot", out).groups()
+    # (p-1)/d or p-1, worked with whole numbers: what the line shows must be what it claims.
+    numerator, _, divisor = expression.replace("(", "").replace(")", "").partition("/")
+    left, right = numerator.split("-")
+    worked = Fraction(int(left) - int(right), int(divisor or 1))
+    assert worked == Fraction(section["bubble_t"]).limit_denominator(1000)
+    assert float(value) == pytest.approx(float(worked), abs=5e-4)

@@ -77,6 +77,13 @@ PATHS: dict[str, tuple[str, tuple[str, ...]]] = {
         + "r = CliRunner().invoke(cli, ['drill', '--plain', '--seed', '2'], input='1\\n2\\nq\\n')\n"
           "assert r.exit_code == 0, r.output\n",
         TORCH_TEXTUAL),
+    "every demo's evidence view, loaded and drawn": (
+        "from rich.console import Console, Group\n"
+        "from ddpfsdp.demos.registry import DEMOS, load\n"
+        "from ddpfsdp.demos.result.schema import as_result\n"
+        "for name, entry in DEMOS.items():\n"
+        "    Console(width=80, record=True).print(Group(*load(entry.evidence_view)(as_result({'demo': name}), 80)))\n",
+        TORCH_TEXTUAL),
     "progress, as text and as --json": (CLI + _invoke("progress") + _invoke("progress", "--json"), TORCH_TEXTUAL),
     "interview --json": (CLI + _invoke("interview", "--json", "--seed", "1"), TORCH_TEXTUAL),
     "the interview screens imported and a plain interview taken to its debrief": (

@@ -130,3 +130,42 @@ def test_the_exposed_share_is_graded_relative_with_a_floor():
     assert large.answer == pytest.approx(0.113, abs=0.001)
     assert answers.grade(large, "9.2").correct and not answers.grade(large, "8.8").correct
     assert "within 20% of it, or 1 point" in large.tolerance_text
+
+
+def test_the_activation_step_s_cast_follows_the_implementation_graded():
+    # Seeds 2 and 3 grade ZeRO-3 and ZeRO-1 as DeepSpeed's, in bf16-master: DeepSpeed casts the model itself
+    # to bf16; nothing of FSDP2's policy applies there.
+    from ddpfsdp.demos.theory.implementations import implementation
+
+    for seed in (2, 3):
+        step = _step(generate.generate(seed), "activations")
+        assert "(as DeepSpeed ZeRO stage" in step.prompt
+        assert "MixedPrecisionPolicy" not in step.prompt and "FSDP2" not in step.prompt
+        assert "DeepSpeed with bf16 enabled casts the model itself to bf16" in step.prompt
+    seen = set()
+    for seed in range(80):
+        scenario = generate.generate(seed)
+        for step in [s for s in scenario.steps if s.kind == "activations"]:
+            held = implementation(step.args["strategy"], step.args["precision"])
+            reason = step.prompt.split(f"(as {held.name}): ", 1)[1].split(". Use the analytic model")[0]
+            precision = step.args["precision"]
+            seen.add((held.name.split(",")[0], precision))
+            assert ("DeepSpeed" in reason) == (held.name.startswith("DeepSpeed") and precision != "fp32"), reason
+            assert ("MixedPrecisionPolicy" in reason) == ("FSDP2" in held.name and precision == "bf16-mixed"), reason
+            assert ("torch.autocast" in reason) == (held.cast == "autocast" and precision == "bf16-mixed"), reason
+            # The residual stream's dtype the reason names is the one the step's r counts.
+            r = 4 if "stays in the held dtype (fp32)" in reason or "everything is fp32" in reason else 2
+            assert f"(r = {r}," in step.prompt, reason
+    assert len({name for name, _ in seen}) >= 4 and len({p for _, p in seen}) == 3, seen
+
+
+def test_the_pipeline_explanation_prices_interleaving_at_torch_s_send_count():
+    scenario = generate.generate(0, family="pipeline")
+    points = " ".join(_step(scenario, "explain-pipeline").talking_points)
+    assert "(pV-1)/(p-1) times the boundary sends (2V-1 times on the first and last ranks)" in points
+    assert "for V times the boundary sends" not in points
+
+
+def test_the_debrief_calls_zro_by_its_name_not_zero1():
+    note = debrief.DEMOS["zero1"][2]
+    assert "PyTorch's ZeRO-1" not in note and "runs zro, PyTorch's ZeroRedundancyOptimizer" in note

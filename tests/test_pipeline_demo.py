@@ -68,7 +68,7 @@ def test_1f1b_on_4_ranks_passes_its_checks(demo_result):
                  "pipeline_p2p_matches_theory"):
         assert passed[name] is True, _check(result, name)
     # The bubble is time, on 4 ranks sharing 2 CPU cores with the rest of the suite: judged, with the
-    # numbers behind it, not asserted here (a quiet machine's runs are in the README).
+    # numbers behind it, not asserted here (a quiet machine's runs are in docs/pipeline.md).
     assert isinstance(passed["pipeline_bubble_matches_theory"], bool)
     assert "vs theory 0.273" in _check(result, "pipeline_bubble_matches_theory")["detail"]
     run = result["runs"]["1f1b"]["pipeline"]

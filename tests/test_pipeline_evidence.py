@@ -68,6 +68,21 @@ def test_the_figures_and_the_drawing_of_a_saved_run():
     assert max(len(line) for line in shown.splitlines()) <= 80
 
 
+@pytest.mark.parametrize("width, drawn_width", [(120, 64), (80, 64), (50, 50)])
+def test_the_drawing_takes_the_width_it_is_given_up_to_its_own(width, drawn_width):
+    """The panel's view draws 56 slices after each rank's label where there is room, fewer where not."""
+    from rich.console import Group
+
+    from ddpfsdp.demos.measure.pipeline_report import evidence_view
+    from ddpfsdp.demos.result.schema import as_result
+
+    result = as_result(json.loads(SAVED.read_text()))
+    console = Console(width=width, file=io.StringIO(), color_system=None)
+    console.print(Group(*evidence_view(result, width)))
+    drawn = [line.rstrip() for line in console.file.getvalue().splitlines() if line.lstrip().startswith("rank ")]
+    assert len(drawn) == 2 and {len(line) for line in drawn} == {drawn_width}
+
+
 async def test_a_pipeline_question_shows_its_saved_run(tmp_path):
     bank_dir, answers_dir = _bank(tmp_path)
     Store.open().save_demo_result("pipeline", ARGS, json.loads(SAVED.read_text()))

@@ -1,8 +1,8 @@
 """Snapshots of every screen at 80x24 and 120x40, at a fixed seed, clock and machine name.
 
 Home, each kind of question and its feedback, the evidence of a saved training result, a drill,
-the mock interview's question and its score table, help and progress. The README shows some of
-these files as they are, so its pictures of the app are always the app of this commit.
+the mock interview's question and its score table, help and progress. The guides in docs/ show some
+of these files as they are, so their pictures of the app are always the app of this commit.
 
 Update them only after looking at the report: pytest tests/test_quiz_snapshots.py --snapshot-update
 """

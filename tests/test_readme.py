@@ -1,8 +1,10 @@
-"""The README's first screen sets a newcomer up and names the commands to try first; its links resolve.
+"""The README is the front door: its first screen sets a newcomer up and names the commands to try first,
+it names every command, its test command is the one CI runs, and it stays short; the rest is in docs/.
 
 The first screen is the first 40 lines: it must hold, as commands to paste (inside a code block), the
-CPU build of torch, the project's install and the three commands to try. CI runs the README's test
-command verbatim (.ci/run), so that line must be in the README and in .ci/run alike.
+clone, the CPU build of torch, the project's install and the three commands to try, and a picture. CI runs
+the README's test command verbatim (.ci/run), so that line must be in the README and in .ci/run alike, and
+near the top. Its links and anchors, and those of every page in docs/, are checked by tests/test_docs.py.
 """
 
 from __future__ import annotations
@@ -18,16 +20,18 @@ README = ROOT / "README.md"
 CI = ROOT / ".ci" / "run"
 
 FIRST_SCREEN_LINES = 40
+MAX_LINES = 250
+TEST_COMMAND_BY_LINE = 80
 FIRST_SCREEN_COMMANDS = {
+    "the clone": "git clone",
     "the CPU torch line": "pip install torch==2.13.0",
-    "the install line": "pip install .",
+    "the install line": "pip install -e .",
     "the quiz": "ddpfsdp quiz",
     "a real DDP demo": "ddpfsdp demo ddp",
     "the analytic model": "ddpfsdp calc --params 7B --gpus 8",
 }
 TEST_COMMAND = 'pip install -e ".[test]" && pytest'
 
-LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")
 
 
@@ -56,55 +60,17 @@ def missing_from_first_screen(text: str) -> list[str]:
     return missing
 
 
-def slug(heading: str) -> str:
-    """GitHub's anchor for a heading: lower case, punctuation dropped (hyphens kept), spaces to hyphens."""
-    text = heading.strip().lower().replace("`", "")
-    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
-
-
-def anchors(text: str) -> set[str]:
-    """Every heading's anchor, outside code blocks; a repeated one gets GitHub's -1, -2, ..."""
-    seen: dict[str, int] = {}
-    found, fenced = set(), False
-    for line in text.splitlines():
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
-        elif not fenced and (match := re.match(r"#{1,6} (.+)", line)):
-            base = slug(match.group(1))
-            count = seen.get(base, 0)
-            seen[base] = count + 1
-            found.add(base if count == 0 else f"{base}-{count}")
-    return found
-
-
-def broken_links(text: str) -> list[str]:
-    """Links to a heading that is not there, or to a file of this repository that is not there."""
-    targets, broken = anchors(text), []
-    for target in LINK.findall(text):
-        if target.startswith("#"):
-            if target[1:] not in targets:
-                broken.append(target)
-        elif not re.match(r"[a-z]+:", target) and not (ROOT / unquote(target.split("#")[0])).exists():
-            broken.append(target)
-    return broken
-
-
-def unbalanced_folds(text: str) -> list[str]:
-    """Each <details> must open with a <summary> and close before the next one opens."""
-    problems, lines, open_at = [], text.splitlines(), None
-    for number, line in enumerate(lines, 1):
-        if line.strip() == "<details>":
-            if open_at is not None:
-                problems.append(f"line {number}: <details> inside the one opened at line {open_at}")
-            open_at = number
-            if number >= len(lines) or not lines[number].startswith("<summary>"):
-                problems.append(f"line {number}: <details> without a <summary> on the next line")
-        elif line.strip() == "</details>":
-            if open_at is None:
-                problems.append(f"line {number}: </details> with nothing open")
-            open_at = None
-    if open_at is not None:
-        problems.append(f"line {open_at}: <details> never closed")
+def front_door_problems(text: str) -> list[str]:
+    """What keeps the README from being a front door: too long, or its test command (the line CI runs)
+    missing from its code blocks or too far down."""
+    lines = text.splitlines()
+    problems = [f"{len(lines)} lines, more than {MAX_LINES}"] if len(lines) > MAX_LINES else []
+    at = next((number for number, line in enumerate(lines, 1) if line.strip() == TEST_COMMAND
+               and TEST_COMMAND in fenced_commands(lines[:number])), None)
+    if at is None:
+        problems.append("no test command in a code block")
+    elif at > TEST_COMMAND_BY_LINE:
+        problems.append(f"the test command at line {at}, below line {TEST_COMMAND_BY_LINE}")
     return problems
 
 
@@ -131,13 +97,16 @@ def test_the_readme_holds_the_test_command_ci_runs(readme):
     assert TEST_COMMAND in [line.strip() for line in CI.read_text(encoding="utf-8").splitlines()]
 
 
-def test_every_link_and_picture_resolves(readme):
-    assert broken_links(readme) == []
+def test_the_readme_is_short_with_its_test_command_near_the_top(readme):
+    assert front_door_problems(readme) == []
 
 
-def test_every_fold_is_closed_and_named(readme):
-    assert readme.count("<details>") >= 10
-    assert unbalanced_folds(readme) == []
+def test_the_readme_names_every_command_and_links_the_guides(readme):
+    from ddpfsdp.quiz.cli import COMMANDS
+
+    assert [name for name in COMMANDS if f"`ddpfsdp {name}" not in readme] == []
+    assert "`ddpfsdp demo fault NAME`" in readme
+    assert "](docs/README.md)" in readme
 
 
 # The checks above, fed a README that breaks them.
@@ -145,8 +114,9 @@ def test_every_fold_is_closed_and_named(readme):
 GOOD_TOP = """# ddpfsdp
 
 ```bash
+git clone "$REPO_URL" ddpfsdp && cd ddpfsdp
 pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
-pip install .
+pip install -e .
 ddpfsdp quiz    # the app
 ddpfsdp demo ddp
 ddpfsdp calc --params 7B --gpus 8
@@ -180,19 +150,17 @@ def test_a_picture_whose_file_is_gone_is_missing():
     assert missing_from_first_screen(gone) == ["a picture"]
 
 
-def test_a_link_to_no_heading_or_no_file_is_broken():
-    text = "## Set up\n\n[set-up](#set-up) [gone](#try-first) [file](tests/no_such_file.py) [web](https://pytorch.org)\n"
-    assert broken_links(text) == ["#try-first", "tests/no_such_file.py"]
+def test_an_install_of_another_kind_is_missing():
+    assert missing_from_first_screen(GOOD_TOP.replace("pip install -e .\n", "pip install ddpfsdp\n")) == [
+        "the install line"]
 
 
-def test_anchors_follow_github():
-    text = "### The result (`--json`, schema `ddpfsdp.demo/1`)\n## Notes\n## Notes\n```\n# not a heading\n```\n"
-    assert anchors(text) == {"the-result---json-schema-ddpfsdpdemo1", "notes", "notes-1"}
-
-
-def test_folds_left_open_or_nested_are_reported():
-    assert unbalanced_folds("<details>\n<summary>a</summary>\n\ntext\n") == ["line 1: <details> never closed"]
-    assert unbalanced_folds("<details>\ntext\n</details>\n") == [
-        "line 1: <details> without a <summary> on the next line"]
-    assert unbalanced_folds("<details>\n<summary>a</summary>\n<details>\n<summary>b</summary>\n</details>\n") == [
-        "line 3: <details> inside the one opened at line 1"]
+def test_a_long_readme_or_a_test_command_too_low_is_reported():
+    tested = GOOD_TOP + f"```bash\n{TEST_COMMAND}\n```\n"
+    assert front_door_problems(tested) == []
+    assert front_door_problems(tested + "line\n" * MAX_LINES) == [f"{len(tested.splitlines()) + MAX_LINES} lines, "
+                                                                    f"more than {MAX_LINES}"]
+    low = GOOD_TOP + "\n" * TEST_COMMAND_BY_LINE + f"```bash\n{TEST_COMMAND}\n```\n"
+    assert front_door_problems(low) == [f"the test command at line {len(GOOD_TOP.splitlines()) + TEST_COMMAND_BY_LINE + 2}, "
+                                        f"below line {TEST_COMMAND_BY_LINE}"]
+    assert front_door_problems(GOOD_TOP + f"Run `{TEST_COMMAND}`.\n") == ["no test command in a code block"]

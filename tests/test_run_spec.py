@@ -16,7 +16,7 @@ from ddpfsdp.demos.train.spec import DEFAULTS, RunSpec, command_flags, option_fi
 TRAINING = {"ddp": cli_options.DDP_OPTIONS, "zro": cli_options.DDP_OPTIONS, "fsdp": cli_options.FSDP_OPTIONS,
             "compare": cli_options.COMPARE_OPTIONS}
 
-# The defaults as the README and `--help` state them, written out by hand.
+# The defaults as `--help` states them, written out by hand.
 DOCUMENTED = {
     "arch": "gpt", "model": None, "layers": None, "d_model": None, "heads": None, "seq_len": None,
     "batch_size": None, "steps": None, "warmup": 2, "precision": "fp32", "optimizer": "adamw", "lr": 1e-3,

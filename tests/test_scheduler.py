@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -55,6 +56,39 @@ def test_right_answers_space_out_and_a_wrong_one_comes_back_soon(bank):
     assert card.due - now < timedelta(hours=1)
     assert len(store.attempts("ddp-grad-sync")) == 5
     assert json.loads(store.card_json("ddp-grad-sync"))["due"] == card.due.isoformat()
+
+
+def test_two_writers_answering_one_card_at_once_lose_no_review(bank, tmp_path, monkeypatch):
+    """Two apps on one progress file answer the same card at once: the second answers while the first sits
+    between reading the card and writing it back. The first holds the write lock from its read, so the
+    second waits, then reviews the card the first wrote. Read outside the transaction, the first would
+    write back a card that never saw the second's review."""
+    question = bank.questions["ddp-grad-sync"]
+    right = grade_single(question, question.answer)
+    later = T0 + timedelta(days=2)
+    alone = Store.memory()  # the card after both reviews, one after the other
+    scheduler.record_answer(alone, question, right, time_s=15.0, now=T0)
+    _, both, _ = scheduler.record_answer(alone, question, right, time_s=15.0, now=later)
+
+    first, second = Store.open(tmp_path / "progress.sqlite3"), Store.open(tmp_path / "progress.sqlite3")
+    real = scheduler._SCHEDULER
+    meanwhile: list[threading.Thread] = []
+
+    class SecondAnswersMeanwhile:
+        def review_card(self, card, *args, **kwargs):
+            if not meanwhile:  # the first writer, between its read and its write
+                answer = threading.Thread(target=scheduler.record_answer, args=(second, question, right),
+                                          kwargs={"time_s": 15.0, "now": later})
+                meanwhile.append(answer)
+                answer.start()
+                answer.join(timeout=1.0)  # done within a few ms, unless it waits for the first's transaction
+            return real.review_card(card, *args, **kwargs)
+
+    monkeypatch.setattr(scheduler, "_SCHEDULER", SecondAnswersMeanwhile())
+    scheduler.record_answer(first, question, right, time_s=15.0, now=T0)
+    meanwhile[0].join()
+    assert sorted(a.answered_at for a in first.attempts(question.id)) == [T0, later]
+    assert first.card_json(question.id) == both.to_json()
 
 
 def test_practice_queue_due_then_new_then_later(bank):

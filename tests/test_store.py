@@ -59,6 +59,18 @@ def test_a_failed_write_leaves_no_half_attempt(ddpfsdp_home):
     assert store.card_json("q-one") is None
 
 
+def test_a_transaction_opened_inside_another_joins_it(ddpfsdp_home):
+    store = Store.open()
+    with store.transaction():
+        _attempt(store, qid="kept", card_json="{}", due=T0)  # its own transaction joins the open one
+    with pytest.raises(RuntimeError):
+        with store.transaction():
+            _attempt(store, qid="undone", card_json="{}", due=T0)
+            raise RuntimeError("after the attempt was written, before the outer transaction commits")
+    assert [a.question_id for a in store.attempts()] == ["kept"]
+    assert store.card_json("kept") == "{}" and store.card_json("undone") is None
+
+
 @pytest.mark.parametrize("damage", ["garbage", "truncated"])
 def test_a_damaged_file_is_moved_aside_and_a_fresh_one_started(ddpfsdp_home, damage):
     store = Store.open()

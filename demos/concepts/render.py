@@ -1,7 +1,8 @@
 """Concept demo results as tables for a person, after the run (rich; no torch).
 
 The step-by-step view streams while a demo runs; these tables put its measurements side by side
-once it is done, from the result alone, so a saved result renders the same way.
+once it is done, from the result alone, so a saved result renders the same way. `evidence_view` is
+what the quiz's evidence panel shows of any concept demo (the registry's default for the kind).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from ddpfsdp.demos.concepts.allreduce import byte_count
 from ddpfsdp.demos.concepts.measured import (AllReduce, Equivalence, Measured, NoSync, ReduceScatter, Traffic, Trial,
                                              Trials, op)
 from ddpfsdp.demos.base.labels import Fitted
-from ddpfsdp.demos.result.schema import GLOO_CAVEAT, DemoResult
+from ddpfsdp.demos.result.schema import GLOO_CAVEAT, DemoResult, as_result
 from ddpfsdp.demos.base.units import format_bytes
 
 Result = DemoResult | Mapping[str, Any]
@@ -150,3 +151,50 @@ def render_checkpoint(result: Result, console: Any) -> None:
     if m.step_time_ratio:
         console.print(f"  step time x{m.step_time_ratio:.2f} with checkpointing (reported, not checked)")
     _notes(m, console)
+
+
+# ----------------------------------------------------------------------------- the quiz's evidence panel
+
+# What the envelope and the training figures hold; a concept demo's own measurements are the rest.
+_NOT_MEASURED_HERE = {"schema", "demo", "config", "env", "checks", "runs", "memory", "throughput", "comm", "loss",
+                      "theory"}
+
+
+def measured_numbers(result: Result, limit: int = 12) -> list[tuple[str, str]]:
+    """(dotted name, value) of the numbers a concept demo measured, for a table any concept shares: a walk
+    over its JSON, two levels deep, bytes in binary units."""
+    rows: list[tuple[str, str]] = []
+
+    def visit(prefix: str, value: Any, depth: int) -> None:
+        if len(rows) >= limit:
+            return
+        if isinstance(value, bool) or value is None:
+            return
+        if isinstance(value, (int, float)):
+            rows.append((prefix, format_bytes(value, "iec") if "bytes" in prefix else f"{value:,.6g}"))
+        elif isinstance(value, dict) and depth < 2:
+            for key, inner in value.items():
+                visit(f"{prefix}.{key}" if prefix else str(key), inner, depth + 1)
+        elif isinstance(value, list) and value and len(value) <= 8 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            rows.append((prefix, ", ".join(f"{v:,.6g}" for v in value)))
+
+    for key, value in as_result(result).to_json().items():
+        if key not in _NOT_MEASURED_HERE:
+            visit(key, value, 0)
+    return rows
+
+
+def evidence_view(result: DemoResult, width: int) -> list[Any]:
+    """What the quiz's evidence panel shows of a concept demo under its checks: its measured numbers, one
+    per row (the table stretches to `width`)."""
+    from rich.table import Table
+
+    rows = measured_numbers(result)
+    if not rows:
+        return []
+    table = Table(title="Measured", title_justify="left", show_edge=False, expand=True, pad_edge=False)
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    for name, value in rows:
+        table.add_row(name, value)
+    return [table]

@@ -1,7 +1,7 @@
 """A fault's result printed for a person: each run's symptom as torch produced it, then the cause and the fix.
 
 The symptom lines are printed as they are, without markup, so torch's text reaches the terminal
-unchanged. Imports no torch.
+unchanged; `evidence_view` sets the two symptoms side by side for the quiz's evidence panel. Imports no torch.
 """
 
 from __future__ import annotations
@@ -54,3 +54,23 @@ def render_fault(result: DemoResult | Mapping[str, Any], console: Any) -> None:
             console.print(f"  [dim]Note: {escape(caveat)}[/]")
     console.print(f"\n[bold]Cause:[/] {escape(str(lab.cause))}")
     console.print(f"[bold]Fix:[/] {escape(str(lab.fix))}")
+
+
+def evidence_view(result: DemoResult, width: int) -> list[Any]:
+    """What the quiz's evidence panel shows of a fault under its checks: the broken run's symptom beside the
+    fixed run's, as torch produced them, then the cause and the fix (the table stretches to `width`)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    lab = result.fault
+    if lab is None:
+        return []
+    table = Table(title="The symptom, broken and fixed", title_justify="left", show_edge=False, expand=True,
+                  pad_edge=False)
+    runs = {"broken": lab.broken, "fixed": lab.fixed}
+    for phase, run in runs.items():
+        table.add_column(Text(f"{phase}: {str(run.program or '') if run else ''}", style=_STYLE[phase]), ratio=1)
+    table.add_row(*(Text("\n".join(str(line) for line in run.symptom) if run else "") for run in runs.values()))
+    table.caption = Text(f"Cause: {lab.cause or ''}\nFix: {lab.fix or ''}")  # not markup: "Join([model])"
+    table.caption_justify = "left"
+    return [table]

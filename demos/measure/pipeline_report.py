@@ -3,7 +3,8 @@ theory, and the recorded step drawn as the whiteboard draws it, one row per rank
 
 The renderer reads `PipelineView`, the typed view of what it shows; `PipelineView.of(result)` reads one
 back from the result, typed or in its JSON form (a saved result included). Keys a view does not name stay
-in its `extra`, so reading a result loses nothing.
+in its `extra`, so reading a result loses nothing. `render` prints it for the CLI; `evidence_view` gives
+the quiz's evidence panel the same figures and drawing, fitted to the panel.
 """
 
 from __future__ import annotations
@@ -271,3 +272,29 @@ def render(result: DemoResult | Mapping[str, Any], console: Any) -> None:
 
 def _loss(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.5f}"
+
+
+# ----------------------------------------------------------------------------- the quiz's evidence panel
+
+PANEL_SLICES = 56  # slices of a step drawn in the quiz's panel: with its rank label, 64 columns, room at 80
+_LABEL_WIDTH = 8  # "rank 12 " before each drawn row
+
+
+def evidence_view(result: DemoResult, width: int) -> list[Any]:
+    """What the quiz's evidence panel shows of a pipeline run under its checks: each schedule's bubble,
+    activations in flight and sends per rank, and its recorded step drawn one row per rank (the picture
+    of the schedule drawn at a whiteboard), at most `width` columns wide."""
+    from rich.text import Text
+
+    view = PipelineView.of(result)
+    if not view.runs:
+        return []
+    title = COMPARED_TITLE if len(view.runs) > 1 else "Measured per rank (bubble: measured / theory)"
+    parts: list[Any] = [compare_table(view.runs, title)]
+    slices = max(16, min(PANEL_SLICES, width - _LABEL_WIDTH))
+    for name, run in view.runs.items():
+        lines = drawn_lines(run.timeline, slices)
+        if lines:
+            parts += [Text(f"{name}, the recorded step (time runs right)", style="bold"), *lines]
+    parts.append(Text(LEGEND, style="dim"))
+    return parts

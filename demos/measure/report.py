@@ -2,7 +2,8 @@
 
 Every figure printed is the run's own measurement; the analytic model's figures appear beside
 them in columns labelled theory. The table of checks is printed by the CLI after these tables.
-Importable without torch (rich only).
+`evidence_view` is the quiz evidence panel's shorter table of the same run. Importable without
+torch (rich only).
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from rich.table import Table
 from ddpfsdp.demos.base.labels import Fitted
 from ddpfsdp.demos.measure import lanes
 from ddpfsdp.demos.measure.comm_table import comm_table
-from ddpfsdp.demos.result.schema import (PEAK_CATEGORIES, STATE_KINDS, DemoResult, Memory, RankMemory, Throughput, Timeline,
-                                  as_result)
-from ddpfsdp.demos.base.units import format_iec
+from ddpfsdp.demos.result.schema import (PEAK_CATEGORIES, STATE_KINDS, CommOp, DemoResult, Memory, RankMemory, Throughput,
+                                         Timeline, as_result)
+from ddpfsdp.demos.base.units import BYTE_UNITS, format_iec
 
 Result = DemoResult | Mapping[str, Any]
 
@@ -360,3 +361,78 @@ def render_compare(result: Result, console: Console | None = None) -> None:
     failed = [(name, ch) for name, run in runs.items() for ch in run.checks if ch.passed is False]
     for name, ch in failed:
         console.print(f"[red]{name}: {ch.name} failed[/red]: {ch.detail}")
+
+
+# ----------------------------------------------------------------------------- the quiz's evidence panel
+
+STRATEGY_ORDER = ("ddp", "zro", "fsdp-grad-op", "fsdp-full")
+
+
+def training_runs(result: Result) -> dict[str, DemoResult]:
+    """Strategy -> training result: the runs of `compare`, or the one run of ddp/fsdp. A training run is
+    one that measured memory: the per-schedule runs of `demo pipeline` are not, and give none."""
+    result = as_result(result)
+    if result.runs is not None:
+        nested = {k: run for k, run in result.runs.items() if run.memory is not None}
+        ordered = [k for k in STRATEGY_ORDER if k in nested] + [k for k in nested if k not in STRATEGY_ORDER]
+        return {k: nested[k] for k in ordered}
+    if result.memory is not None:
+        config = result.config
+        label = str(config.strategy or result.demo or "run")
+        if config.sharding and label == "fsdp":
+            label = f"fsdp-{config.sharding}"
+        return {label: result}
+    return {}
+
+
+def _held_rank0(run: DemoResult) -> list[float | None]:
+    """Rank 0's params, grads, optimizer state and peak in bytes; None where not measured."""
+    held = (run.memory or Memory()).rank(0)
+    figures = [getattr(held, kind) if held else None for kind in ("params", "grads", "optimizer", "peak")]
+    return [float(v) if isinstance(v, (int, float)) else None for v in figures]
+
+
+def _sent_per_step(run: DemoResult) -> float | None:
+    """Wire bytes rank 0 sends per step over every op; None where no traffic was counted."""
+    ops = [op for op in run.comm.per_step.values() if isinstance(op, CommOp)] if run.comm else []
+    return sum(float(op.wire_bytes_per_rank or 0) for op in ops) if ops else None
+
+
+def _samples_per_s(run: DemoResult) -> float | None:
+    speed = run.throughput.samples_per_s if run.throughput else None
+    return float(speed) if isinstance(speed, (int, float)) and not isinstance(speed, bool) else None
+
+
+def _common_unit(values: list[float]) -> str:
+    """The binary unit of the largest value, so a column of bytes reads in one unit."""
+    largest = max((abs(v) for v in values), default=0.0)
+    return next((name for name in ("TiB", "GiB", "MiB", "KiB") if largest >= BYTE_UNITS[name]), "B")
+
+
+def evidence_view(result: DemoResult, width: int) -> list[Any]:
+    """What the quiz's evidence panel shows of a training run under its checks: per strategy, rank 0's
+    model state and peak, the wire bytes it sends per step and the samples per second. The bytes are in
+    one unit named in the title, so each cell is a short number and the table fits 80 columns (it
+    stretches to `width`)."""
+    runs = training_runs(result)
+    if not runs:
+        return []
+    rows = [(name, [*_held_rank0(run), _sent_per_step(run)], _samples_per_s(run)) for name, run in runs.items()]
+    unit = _common_unit([v for _, values, _ in rows for v in values if v is not None])
+    config = result.config
+    who = f"Simulated, rank 0 of {config.world_size}" if config.simulated else "Measured, rank 0"
+    table = Table(title=f"{who} ({unit}; sent: wire bytes per step)", title_justify="left", show_edge=False,
+                  expand=True, pad_edge=False)
+    table.add_column("strategy", no_wrap=True, overflow="ellipsis")
+    for column in ("params", "grads", "optim.", "peak", "sent", "samples/s"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for name, values, speed in rows:
+        cells = ["–" if v is None else f"{v / BYTE_UNITS[unit]:,.2f}" for v in values]
+        table.add_row(name, *cells, "–" if speed is None else f"{speed:,.1f}")
+    where = {name: _rank0(run).peak_where() for name, run in runs.items()}
+    where = {name: text for name, text in where.items() if text}
+    if where:
+        table.caption = "peak of rank 0: " + "; ".join(
+            text if len(runs) == 1 else f"{name} {text}" for name, text in where.items())
+        table.caption_justify = "left"
+    return [table]

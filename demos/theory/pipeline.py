@@ -15,9 +15,10 @@ Bubble Pipeline Parallelism"); the Ultra-Scale Playbook's pipeline chapter; and 
 - Bubble. In units of t, one micro-batch's forward and backward through one rank's layers, a step
   does m·t of work per rank; GPipe and 1F1B add (pp-1)·t of fill and drain, the interleaved
   schedule (pp-1)·t/V (each chunk is 1/V of the rank's layers). `bubble_ratio` is idle over
-  useful time, the papers' and the playbook's figure: (pp-1)/m, and (pp-1)/(V·m) interleaved.
-  `bubble_fraction` is idle over the whole step, what a per-rank timeline shows:
-  (pp-1)/(m+pp-1), and (pp-1)/(V·m+pp-1) interleaved. Zero bubble splits the backward into B (the
+  useful time, Megatron-LM's (Narayanan et al., 2021) and the playbook's figure: (pp-1)/m, and
+  (pp-1)/(V·m) interleaved. `bubble_fraction` is idle over the whole step, what a per-rank timeline
+  shows and GPipe's (K-1)/(M+K-1) for K stages and M micro-batches: (pp-1)/(m+pp-1), and
+  (pp-1)/(V·m+pp-1) interleaved. Zero bubble splits the backward into B (the
   input's gradient) and W (the weights'); the paper claims, with F, B and W taking equal time, that
   ZB-H1 leaves a third of 1F1B's bubble at no more than 1F1B's peak memory, and ZB-H2 none at up to
   2pp - 1 micro-batches in flight: the paper's claims, stated as such, not derived here.
@@ -31,9 +32,10 @@ Bubble Pipeline Parallelism"); the Ultra-Scale Playbook's pipeline chapter; and 
   activation b·s·d (compute bytes), the backward its gradient, the same size. Each of the tp ranks
   of a stage sends the whole tensor to its peer (no scatter-gather across the TP group).
 - Data parallelism under PP: torch's PipelineStage turns off an FSDP module's gradient sync and its
-  reshard after backward for every micro-batch but the last (`stage.py`), and torchtitan keeps the
-  parameters gathered after forward: one all-gather and one reduce-scatter per unit per step, FSDP
-  grad-op's pattern over dp.
+  reshard after backward before every micro-batch's backward and turns both back on in the reduce-grad
+  action after the last (`stage.py`, `perform_reduce_grad`), and torchtitan keeps the parameters
+  gathered after forward: one all-gather and one reduce-scatter per unit per step, FSDP grad-op's
+  pattern over dp (resharding after every forward would gather m + 1 times).
 - Step time: the bubble-free time times (1 + bubble_ratio), plus the fill's and the drain's
   boundary transfers, which nothing overlaps: 2 (S - 1) hops of one boundary tensor.
 
@@ -347,13 +349,13 @@ def pipeline_figures(shape: GPTShape, pipeline: Pipeline, *, gpus: int, tp: int 
 
 
 def q_bubble_fraction(*, pp: Any, microbatches: Any, schedule: str = "1f1b", stages_per_rank: Any = None) -> float:
-    """Idle share of a step: (pp-1)/(m+pp-1), interleaved (pp-1)/(V·m+pp-1)."""
+    """Idle share of a step, GPipe's figure: (pp-1)/(m+pp-1), interleaved (pp-1)/(V·m+pp-1)."""
     p = check_pipeline(pp, microbatches, schedule, stages_per_rank)
     return bubble(p.pp, p.microbatches, p.schedule, p.stages_per_rank)["bubble_fraction"]
 
 
 def q_bubble_ratio(*, pp: Any, microbatches: Any, schedule: str = "1f1b", stages_per_rank: Any = None) -> float:
-    """Idle over useful time, the papers' figure: (pp-1)/m, interleaved (pp-1)/(V·m)."""
+    """Idle over useful time, Megatron-LM's and the playbook's figure: (pp-1)/m, interleaved (pp-1)/(V·m)."""
     p = check_pipeline(pp, microbatches, schedule, stages_per_rank)
     return bubble(p.pp, p.microbatches, p.schedule, p.stages_per_rank)["bubble_ratio"]
 

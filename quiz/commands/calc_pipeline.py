@@ -124,7 +124,7 @@ def render_pipeline(section: dict[str, Any], result: dict[str, Any], unit: str) 
 def pipeline_lines(section: dict[str, Any], result: dict[str, Any], size: Any) -> list[str]:
     """The pipeline's prose: the bubble, the step, activations, point to point, and the other strategies beside it."""
     pp, m, v = section["mesh"]["pp"], section["microbatches"], section["stages_per_rank"]
-    fill = f"({pp}-1)/{v}" if v > 1 else f"{pp}-1"
+    fill = _fill_expression(section["schedule"], pp, v)
     lines = [
         f"Bubble: {fill} = {section['bubble_t']:g} slot(s) of fill and drain against {m} of work per rank: "
         f"{section['bubble_fraction']:.1%} of the step idle, the step {section['step_over_bubble_free']:.3f}x the "
@@ -144,6 +144,15 @@ def pipeline_lines(section: dict[str, Any], result: dict[str, Any], size: Any) -
     lines.append(f"Beside the other strategies on all {result['inputs']['gpus']} GPUs, model state per GPU: "
                  + "; ".join(beside) + f"; pipeline's largest stage {size(worst)}.")
     return lines
+
+
+def _fill_expression(schedule: str, pp: int, v: int) -> str:
+    """The fill and drain in slots of t, as the sum that gives `bubble_t`: (pp-1) over V chunks per rank, and
+    over 3 more for zero bubble (ZB-H1's claimed third of 1F1B's)."""
+    from ddpfsdp.demos.theory.pipeline import ZB_H1_BUBBLE_SHARE
+
+    divisor = v * (round(1 / ZB_H1_BUBBLE_SHARE) if schedule == "zero-bubble" else 1)
+    return f"({pp}-1)/{divisor}" if divisor > 1 else f"{pp}-1"
 
 
 def _in_flight_rule(schedule: str, pp: int, m: int, v: int) -> str:

@@ -28,7 +28,7 @@ from ddpfsdp.quiz.interview.scenario import SKILLS, Scenario, Step, gb
 DEMOS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "ddp": ("ddp", (), ""),
     "zero1": ("zro", (), "The scenario's ZeRO-1 is DeepSpeed's: it reduce-scatters the gradients, all-gathers the "
-              "updated partitions and steps its own fp32 copy of each partition. The simulation runs PyTorch's ZeRO-1, "
+              "updated partitions and steps its own fp32 copy of each partition. The simulation runs zro, PyTorch's "
               "ZeroRedundancyOptimizer, which all-reduces the gradients and broadcasts the updated parameters, 3(N-1)/N "
               "of the model per rank against 2(N-1)/N, and keeps no copy; the column for what was simulated counts "
               "PyTorch's way (calc's zro)."),

@@ -118,6 +118,6 @@ def explain(setup: Setup, plan: str) -> Step:
             f"1F1B, not GPipe: the same bubble, but stage 0 holds at most {pp} micro-batches' activations, not all "
             f"{gpipe_m}.",
             "More micro-batches of the same size grow the global batch; at a fixed global batch they shrink each "
-            "micro-batch and the matmuls' efficiency. Interleaving (V stages per rank) divides the bubble by V for V "
-            "times the boundary sends, costly on slow links.",
+            "micro-batch and the matmuls' efficiency. Interleaving (V stages per rank) divides the bubble by V for "
+            "(pV-1)/(p-1) times the boundary sends (2V-1 times on the first and last ranks), costly on slow links.",
         ))

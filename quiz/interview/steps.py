@@ -237,12 +237,25 @@ def exposed_share(setup: Setup, plan: str, change: str | None = None, group_size
     )
 
 
-CAST_TEXT = {
-    "autocast": "torch.autocast casts each matmul's inputs, so the residual stream between blocks stays in the held "
-    "dtype",
-    "param-dtype": "FSDP2's MixedPrecisionPolicy casts the parameters themselves, so the embeddings' output and the "
-    "whole residual stream are in the compute dtype",
-}
+def cast_reason(plan: str, precision: str) -> str:
+    """How `precision` reaches the forward in the implementation `plan` is graded as, which sets the residual
+    stream's dtype: named after that implementation (DeepSpeed's modes, FSDP2's policy, DDP's autocast)."""
+    held, spec = implementation(plan, precision), precision_for(precision)
+    if spec.name == "fp32":
+        return "everything is fp32: nothing casts, so the residual stream and every matmul are fp32"
+    deepspeed = held.name.startswith("DeepSpeed")
+    if held.cast == "autocast" and spec.name == "bf16-mixed":
+        who = "DeepSpeed's torch_autocast mode runs the forward under torch.autocast, which" if deepspeed else "torch.autocast"
+        return f"{who} casts each matmul's inputs, so the residual stream between blocks stays in the held dtype (fp32)"
+    master = " (the fp32 master copy lives in the optimizer)" if spec.master_bytes else ""
+    if deepspeed:
+        return (f"DeepSpeed with bf16 enabled casts the model itself to bf16{master}, so the embeddings' output and "
+                "the whole residual stream are bf16")
+    if held.cast == "param-dtype" and spec.name == "bf16-mixed":
+        return ("FSDP2's MixedPrecisionPolicy(param_dtype=bf16) casts the parameters themselves, so the embeddings' "
+                "output and the whole residual stream are bf16")
+    return (f"the model itself is held in bf16{master}, so nothing casts: the embeddings' output and the whole "
+            "residual stream are bf16")
 
 
 def activations(setup: Setup, plan: str, change: str | None = None) -> Step:
@@ -258,7 +271,7 @@ def activations(setup: Setup, plan: str, change: str | None = None) -> Step:
         cast=held.cast)
     return new_step("activations", title="Activation memory",
         prompt=f"Activations, without checkpointing, with {STRATEGY_NAMES[plan]} (as {held.name}): "
-        f"{CAST_TEXT[held.cast]}. Use the analytic model: a block saves b·s·d·(2r + 14c) bytes "
+        f"{cast_reason(plan, setup.precision)}. Use the analytic model: a block saves b·s·d·(2r + 14c) bytes "
         f"(r = {r}, the residual stream's bytes; c = {spec.compute_bytes}, compute bytes; fused "
         "attention keeps no s×s scores); the head keeps b·s·d·(r + c) and the loss's log-softmax b·s·vocab in fp32 "
         "(bf16 under pure bf16 or bf16-master), and the peak, early in backward, adds the log-softmax's gradient. "

@@ -21,7 +21,7 @@ from ddpfsdp.quiz import evidence as ev
 from ddpfsdp.quiz.grading import Grade
 from ddpfsdp.quiz.interview import debrief, render
 from ddpfsdp.quiz.interview.scenario import Scenario
-from ddpfsdp.quiz.messages import DemoFinished, DemoLog
+from ddpfsdp.quiz.messages import DemoFinished, DemoLog, RunEnded, RunStopRequested
 from ddpfsdp.quiz.widgets.key_bar import KeyBar
 from ddpfsdp.quiz.widgets.session_header import SessionHeader, clock
 from ddpfsdp.quiz.widgets.target_scroll import TargetScroll
@@ -105,7 +105,6 @@ class DebriefScreen(Screen):
         run = None
         try:
             run = self._run = self.app.demo_runner(demo, list(args))
-            self.app.track_run(run)
             for event in run.events():
                 if worker.is_cancelled:
                     break
@@ -123,7 +122,7 @@ class DebriefScreen(Screen):
             self.post_message(DemoFinished(demo, args, None, message, False, self.app.monotonic() - started))
         finally:
             if run is not None:
-                self.app.untrack_run(run)
+                self.app.post_message(RunEnded(run))
 
     def on_demo_log(self, message: DemoLog) -> None:
         if self.running:
@@ -151,7 +150,7 @@ class DebriefScreen(Screen):
         if self.running:
             self._status("Cancelling: stopping the simulation …", "bold yellow")
             if self._run is not None:
-                self.app.stop_run(self._run)
+                self.app.post_message(RunStopRequested(self._run))
             for worker in self.workers:
                 worker.cancel()
             return
@@ -163,4 +162,4 @@ class DebriefScreen(Screen):
 
     def on_unmount(self) -> None:
         if self._run is not None:
-            self.app.stop_run(self._run)
+            self.app.post_message(RunStopRequested(self._run))

@@ -12,6 +12,7 @@ from textual.widgets import Input, Markdown, Static
 from ddpfsdp.quiz import drill as drills
 from ddpfsdp.quiz import grading
 from ddpfsdp.quiz.grading import Grade, QuantityError
+from ddpfsdp.quiz.messages import DrillAnswered
 from ddpfsdp.quiz.widgets.session_header import SessionHeader
 from ddpfsdp.quiz.widgets.key_bar import KeyBar
 from ddpfsdp.quiz.widgets.target_scroll import TargetScroll
@@ -112,9 +113,7 @@ class DrillScreen(Screen):
         self.grade = grade
         self.answered += 1
         self.right += grade.correct
-        save_error = self.app.record_drill(self.problem, grade, elapsed_s)
-        if save_error:
-            self.app.notify(save_error, severity="error", timeout=10)
+        self.app.post_message(DrillAnswered(self.problem, grade, elapsed_s))
         result = Text.assemble(("✔ " if grade.correct else "✘ ", "bold green" if grade.correct else "bold red"), (grade.verdict, "bold"))
         if not grade.correct:
             result.append("\n\nWorking\n", style="bold underline")

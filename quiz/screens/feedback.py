@@ -21,7 +21,7 @@ from ddpfsdp.quiz import evidence as ev
 from ddpfsdp.quiz import grading
 from ddpfsdp.quiz.grading import Grade
 from ddpfsdp.quiz.loader import Question
-from ddpfsdp.quiz.messages import DemoFinished
+from ddpfsdp.quiz.messages import DemoFinished, ExplanationGraded, NextQuestion, SessionLeft
 from ddpfsdp.quiz.screens.question import question_title
 from ddpfsdp.quiz.widgets.session_header import SessionHeader
 from ddpfsdp.quiz.widgets.key_bar import KeyBar
@@ -208,7 +208,7 @@ class FeedbackScreen(Screen):
             return
         name = grading.SELF_GRADES[number - 1]
         self.grade = grading.grade_explain(self.question, self.notes, name)
-        self.save_error = self.app.save_explain(self, self.grade)
+        self.app.post_message(ExplanationGraded(self.question, self.grade, self.elapsed_s))
         self.query_one("#verdict", Static).update(self._verdict())
         self.query_one("#feedback-hint", Static).update(self._hint())
 
@@ -217,7 +217,7 @@ class FeedbackScreen(Screen):
             self.app.notify("Grade yourself first: 1 Again, 2 Hard, 3 Good, 4 Easy.")
             return
         # Leaving the screen unmounts the evidence panel, which stops a running demo.
-        self.app.next_question()
+        self.app.post_message(NextQuestion())
 
     def action_show_evidence(self) -> None:
         panels = self.query("#evidence")
@@ -250,4 +250,4 @@ class FeedbackScreen(Screen):
     def action_escape(self) -> None:
         if self._cancel_demo():
             return
-        self.app.leave_session()
+        self.app.post_message(SessionLeft())

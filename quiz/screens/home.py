@@ -10,6 +10,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from ddpfsdp.quiz import scheduler
+from ddpfsdp.quiz.messages import DrillRequested, InterviewRequested, SessionRequested
 from ddpfsdp.quiz.widgets.menu_rows import ActionRow, Menu, TopicRow
 from ddpfsdp.quiz.widgets.key_bar import KeyBar
 
@@ -102,19 +103,19 @@ class HomeScreen(Screen):
         elif item_id == "item-progress":
             self.action_progress()
         elif item_id.startswith("topic-"):
-            self.app.start_session("practice", topic=item_id.removeprefix("topic-"))
+            self.app.post_message(SessionRequested("practice", topic=item_id.removeprefix("topic-")))
 
     def action_review(self) -> None:
-        self.app.start_session("review")
+        self.app.post_message(SessionRequested("review"))
 
     def action_mock(self) -> None:
-        self.app.start_session("mock")
+        self.app.post_message(SessionRequested("mock"))
 
     def action_drill(self) -> None:
-        self.app.start_drill()
+        self.app.post_message(DrillRequested())
 
     def action_interview(self) -> None:
-        self.app.start_interview()
+        self.app.post_message(InterviewRequested())
 
     def action_progress(self) -> None:
         from ddpfsdp.quiz.screens.progress import ProgressScreen

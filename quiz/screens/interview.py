@@ -18,6 +18,7 @@ from ddpfsdp.quiz.grading import SELF_GRADES, Grade, QuantityError
 from ddpfsdp.quiz.interview import answers, render
 from ddpfsdp.quiz.interview.generate import FAMILIES
 from ddpfsdp.quiz.interview.scenario import Scenario, Step
+from ddpfsdp.quiz.messages import InterviewStepAnswered
 from ddpfsdp.quiz.widgets.key_bar import KeyBar
 from ddpfsdp.quiz.widgets.room import Room
 from ddpfsdp.quiz.widgets.session_header import SessionHeader
@@ -250,9 +251,7 @@ class InterviewScreen(Screen):
         step = self.step
         self.grade = graded
         self.grades[step.id] = graded
-        error = self.app.record_interview_step(self.scenario, step, graded, max(0.0, self.app.monotonic() - self.started_s))
-        if error:
-            self.app.notify(error, severity="error", timeout=10)
+        self.app.post_message(InterviewStepAnswered(self.scenario, step, graded, max(0.0, self.app.monotonic() - self.started_s)))
         good = graded.correct
         shown = Text.assemble(("✔ " if good else "✘ ", "bold green" if good else "bold red"), (graded.verdict, "bold"))
         if step.unit == "explain":

@@ -10,6 +10,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from ddpfsdp.quiz import scheduler
+from ddpfsdp.quiz.messages import SessionRequested
 from ddpfsdp.quiz.widgets.fitting import ellipsize
 from ddpfsdp.quiz.widgets.mastery import mastery_bar
 from ddpfsdp.quiz.widgets.key_bar import KeyBar
@@ -73,4 +74,4 @@ class ProgressScreen(Screen):
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         self.app.pop_screen()
-        self.app.start_session("practice", topic=str(event.row_key.value))
+        self.app.post_message(SessionRequested("practice", topic=str(event.row_key.value)))

@@ -13,6 +13,7 @@ from textual.widgets import Input, Markdown, Static
 
 from ddpfsdp.quiz import grading
 from ddpfsdp.quiz.loader import BYTE_UNITS, LEVELS, Bank, Question
+from ddpfsdp.quiz.messages import AnswerGiven, ExplanationRevealed, NextQuestion, SessionEnded, SessionLeft
 from ddpfsdp.quiz.widgets.choices import ChoiceList, OrderInput
 from ddpfsdp.quiz.widgets.session_header import SessionHeader
 from ddpfsdp.quiz.widgets.key_bar import KeyBar
@@ -56,6 +57,7 @@ class QuestionScreen(Screen):
         self.question = question
         self.position = position
         self.started_s = 0.0
+        self.answered = False  # posted to the app, which shows the feedback next: a second Enter is not a second answer
         q = question
         self.display_choices = grading.shuffled(q.choices, rng) if q.kind in ("single", "multi") else []
         self.display_steps = grading.shuffled(q.steps, rng) if q.kind == "order" else []
@@ -101,7 +103,7 @@ class QuestionScreen(Screen):
         self.query_one("#answer-input").focus()
 
     def on_session_header_time_up(self, event: SessionHeader.TimeUp) -> None:
-        self.app.end_session(timed_out=True)
+        self.app.post_message(SessionEnded(timed_out=True))
 
     def action_digit(self, digit: int) -> None:
         widget = self.query_one("#answer-input")
@@ -120,6 +122,8 @@ class QuestionScreen(Screen):
             self.call_after_refresh(error.scroll_visible)
 
     def action_submit(self) -> None:
+        if self.answered:
+            return
         q = self.question
         widget = self.query_one("#answer-input")
         elapsed_s = max(0.0, self.app.monotonic() - self.started_s)
@@ -145,12 +149,14 @@ class QuestionScreen(Screen):
                 self._error(str(error))
                 return
         else:
-            self.app.reveal_explain(self, widget.value, elapsed_s)
+            self.answered = True
+            self.app.post_message(ExplanationRevealed(q, widget.value, elapsed_s))
             return
-        self.app.answer(self, grade, elapsed_s, display_order=self.display_choices or self.display_steps)
+        self.answered = True
+        self.app.post_message(AnswerGiven(q, grade, elapsed_s, self.display_choices or self.display_steps))
 
     def action_skip(self) -> None:
-        self.app.next_question()
+        self.app.post_message(NextQuestion())
 
     @property
     def _typed(self) -> bool:
@@ -176,4 +182,4 @@ class QuestionScreen(Screen):
         self.app.push_screen(EvidenceScreen(self.question))
 
     def action_leave(self) -> None:
-        self.app.leave_session()
+        self.app.post_message(SessionLeft())

@@ -195,7 +195,7 @@ class CompareChart(LegendPlot):
         labels = [SHORT_NAMES.get(n, n) for n in names]
         speeds = [ev.throughput(runs[n]).get("samples_per_s", 0.0) for n in names]
         wire = [_wire_bytes(ev.comm_per_step(runs[n])) / MIB for n in names]
-        theory = [_wire_bytes((runs[n].theory or {}).get("comm") or {}) / MIB for n in names]
+        theory = [_wire_bytes(ev.theory_comm(runs[n])) / MIB for n in names]
         measured = self.use(f"{_kind(result)}")
         plt = self.plt
         plt.subplots(1, 2)

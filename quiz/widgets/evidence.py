@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping
 
-from rich.console import Group
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 from textual import work
@@ -23,7 +23,8 @@ from ddpfsdp.demos.launch.events import Event
 from ddpfsdp.demos.result.schema import DemoResult, ResultError, as_result
 from ddpfsdp.quiz import evidence as ev
 from ddpfsdp.quiz.loader import Question
-from ddpfsdp.quiz.messages import DemoFinished, DemoLaunching, DemoLog, DemoProgress, DemoStarted
+from ddpfsdp.quiz.messages import (DemoFinished, DemoLaunching, DemoLog, DemoProgress, DemoStarted, RunEnded,
+                                   RunStopRequested)
 from ddpfsdp.quiz.placement import foreseen_placement
 from ddpfsdp.quiz.store import SavedResult
 
@@ -47,102 +48,24 @@ def checks_table(items: list[ev.EvidenceItem], title: str) -> Table:
     return table
 
 
-def _common_unit(values: list[float]) -> str:
-    """The binary unit of the largest value, so a column of bytes reads in one unit."""
-    from ddpfsdp.demos.base.units import BYTE_UNITS
+class DemoView:
+    """A result drawn by its demo's own view (the registry's `evidence_view`), at the width it is given
+    when it is drawn: the panel's, which is known only then."""
 
-    largest = max((abs(v) for v in values), default=0.0)
-    return next((name for name in ("TiB", "GiB", "MiB", "KiB") if largest >= BYTE_UNITS[name]), "B")
+    def __init__(self, result: DemoResult):
+        from ddpfsdp.demos.registry import evidence_view_of, load
 
+        self.result = result
+        self.view = load(evidence_view_of(result.demo))
 
-def fault_table(result: DemoResult) -> Table | None:
-    """A failure-lab result: the broken run's symptom beside the fixed run's, as torch produced them."""
-    sides = ev.fault_sides(result)
-    if not sides:
-        return None
-    table = Table(title="The symptom, broken and fixed", title_justify="left", show_edge=False, expand=True, pad_edge=False)
-    for phase, program, _ in sides:
-        table.add_column(Text(f"{phase}: {program}", style="bold red" if phase == "broken" else "bold green"), ratio=1)
-    table.add_row(*(Text("\n".join(lines)) for _, _, lines in sides))
-    cause, fix = (result.fault.cause, result.fault.fix) if result.fault else ("", "")
-    table.caption = Text(f"Cause: {cause or ''}\nFix: {fix or ''}")  # not markup: "Join([model])"
-    table.caption_justify = "left"
-    return table
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield from self.view(self.result, options.max_width)
 
 
-DRAWN_WIDTH = 56  # slices of a drawn pipeline step: with its rank label, it fits the panel at 80 columns
-
-
-def pipeline_figures(result: DemoResult) -> Group | None:
-    """A pipeline run: each schedule's bubble, activations in flight and sends per rank, and its recorded
-    step drawn one row per rank (the picture of the schedule drawn at a whiteboard)."""
-    from ddpfsdp.demos.measure import pipeline_report as report
-
-    view = report.PipelineView.of(result)
-    if not view.runs:
-        return None
-    title = report.COMPARED_TITLE if len(view.runs) > 1 else "Measured per rank (bubble: measured / theory)"
-    parts: list[Any] = [report.compare_table(view.runs, title)]
-    for name, run in view.runs.items():
-        lines = report.drawn_lines(run.timeline, DRAWN_WIDTH)
-        if lines:
-            parts += [Text(f"{name}, the recorded step (time runs right)", style="bold"), *lines]
-    parts.append(Text(report.LEGEND, style="dim"))
-    return Group(*parts)
-
-
-def result_table(result: DemoResult | Mapping[str, Any]) -> Table | Group | None:
-    """Memory per component, throughput and traffic per strategy; a fault's two runs; a pipeline's schedules;
-    or a concept demo's figures."""
-    result = as_result(result)
-    if ev.fault_sides(result):
-        return fault_table(result)
-    if result.demo == "pipeline":
-        return pipeline_figures(result)
-    runs = ev.runs(result)
-    if not runs:
-        return scalar_table(result)
-    from ddpfsdp.demos.base.units import BYTE_UNITS
-
-    rows = []
-    for name, run in runs.items():
-        memory = ev.memory_by_component(run)
-        per_op = ev.comm_per_step(run)
-        wire = sum(float(op.wire_bytes_per_rank or 0) for op in per_op.values()) if per_op else None
-        rows.append((name, [memory.get(k) for k in ("params", "grads", "optimizer", "peak")] + [wire],
-                     ev.throughput(run).get("samples_per_s")))
-    unit = _common_unit([v for _, values, _ in rows for v in values if v is not None])
-    config = result.config
-    who = f"Simulated, rank 0 of {config.world_size}" if config.simulated else "Measured, rank 0"
-    # Bytes in one unit named in the title, so each cell is a short number and the table fits 80 columns.
-    table = Table(title=f"{who} ({unit}; sent: wire bytes per step)", title_justify="left", show_edge=False,
-                  expand=True, pad_edge=False)
-    table.add_column("strategy", no_wrap=True, overflow="ellipsis")
-    for column in ("params", "grads", "optim.", "peak", "sent", "samples/s"):
-        table.add_column(column, justify="right", no_wrap=True)
-    for name, values, speed in rows:
-        cells = ["–" if v is None else f"{v / BYTE_UNITS[unit]:,.2f}" for v in values]
-        table.add_row(name, *cells, "–" if speed is None else f"{speed:,.1f}")
-    where = {name: ev.peak_where(run) for name, run in runs.items()}
-    where = {name: text for name, text in where.items() if text}
-    if where:
-        table.caption = "peak of rank 0: " + "; ".join(
-            text if len(runs) == 1 else f"{name} {text}" for name, text in where.items())
-        table.caption_justify = "left"
-    return table
-
-
-def scalar_table(result: DemoResult) -> Table | None:
-    """A concept demo's own measured figures."""
-    rows = ev.scalar_measurements(result)
-    if not rows:
-        return None
-    table = Table(title="Measured", title_justify="left", show_edge=False, expand=True, pad_edge=False)
-    table.add_column("quantity")
-    table.add_column("value", justify="right")
-    for name, value in rows:
-        table.add_row(name, value)
-    return table
+def result_table(result: DemoResult | Mapping[str, Any]) -> DemoView:
+    """The figures of a result under its checks (memory and traffic per strategy, a concept demo's numbers,
+    a pipeline's schedules, a fault's two runs), as its demo draws them."""
+    return DemoView(as_result(result))
 
 
 def describe_ranks(world_size: int | None, device: str | None, backend: str | None = None,
@@ -262,9 +185,7 @@ class EvidencePanel(Vertical):
         items = ev.evidence(self.question, result) if self.question.evidence else ev.all_checks(result)
         if items:
             parts.append(checks_table(items, "Claims checked against this run" if self.question.evidence else "Checks"))
-        table = result_table(result)
-        if table is not None:
-            parts.append(table)
+        parts.append(result_table(result))
         saved.update(Group(*parts))
         self.set_class(self.query_one("#evidence-chart").plot_result(result), "-has-chart")
         self.set_class(self.query_one("#evidence-compare").plot_result(result), "-has-compare")
@@ -300,7 +221,7 @@ class EvidencePanel(Vertical):
             self.status(Text("Cancelling: stopping every rank…", style="bold yellow"))
             # Only the run is stopped: its event stream then ends, and the worker reports the cancel.
             if self._run is not None:
-                self.app.stop_run(self._run)
+                self.app.post_message(RunStopRequested(self._run))
             else:
                 for worker in self.workers:
                     worker.cancel()
@@ -314,7 +235,6 @@ class EvidencePanel(Vertical):
         try:
             run = self.app.demo_runner(demo, list(args))
             self._run = run
-            self.app.track_run(run)
             placement = getattr(run, "placement", None)
             if placement is not None:
                 self.post_message(DemoLaunching(demo, placement.world_size, placement.device,
@@ -348,7 +268,7 @@ class EvidencePanel(Vertical):
             self.post_message(DemoFinished(demo, args, None, message, False, time.monotonic() - started))
         finally:
             if run is not None:
-                self.app.untrack_run(run)
+                self.app.post_message(RunEnded(run))
 
     def on_demo_launching(self, message: DemoLaunching) -> None:
         if not self._cancelling:
@@ -396,4 +316,4 @@ class EvidencePanel(Vertical):
     def on_unmount(self) -> None:
         # The worker dies with the screen; its processes must not outlive it.
         if self._run is not None:
-            self.app.stop_run(self._run)
+            self.app.post_message(RunStopRequested(self._run))
