@@ -286,3 +286,37 @@ def test_bad_cp_is_a_usage_error(args, words):
     assert result.exit_code == 2, result.output
     assert words in " ".join(result.output.split())
     assert "Traceback" not in result.output
+
+
+def quoted_calc_commands(prefix: str) -> list[tuple[str, str, bool]]:
+    """(answer id, the command's arguments, whether the answer says calc refuses it) for every `ddpfsdp calc`
+    the model answers whose ids start with `prefix` quote."""
+    import re
+
+    from ddpfsdp.quiz.loader import default_answers_dir
+
+    found = []
+    for path in sorted(default_answers_dir().glob(f"{prefix}*.md")):
+        text = path.read_text(encoding="utf-8")
+        for match in re.finditer(r"`(ddpfsdp calc [^`]*)`([^.]*)", text):
+            found.append((path.stem, " ".join(match.group(1).split()[2:]), "refuses" in match.group(2)))
+    return found
+
+
+def test_every_calc_command_a_context_parallel_answer_quotes_runs_as_it_says():
+    quoted = quoted_calc_commands("cp-")
+    assert len(quoted) >= 12
+    for answer, args, refused in quoted:
+        result = invoke(*args.split())
+        assert result.exit_code == (2 if refused else 0), (answer, args, result.output[-300:])
+
+
+def test_the_figures_the_answers_quote_are_the_ones_calc_prints():
+    at_128k = document("--params", "7B", "--gpus", "8", "--seq-len", "131072", "--cp", "8")["context_parallel"]
+    assert round(at_128k["activation_bytes_cp1"] / 1e9) == 690 and round(at_128k["activation_bytes"] / 1e9) == 87
+    checkpointed = document("--params", "7B", "--gpus", "8", "--seq-len", "131072", "--cp", "8",
+                            "--checkpoint-activations")["context_parallel"]
+    assert round(checkpointed["activation_bytes_cp1"] / 1e9) == 141 and round(checkpointed["activation_bytes"] / 1e9) == 18
+    assert round(at_128k["ring_bytes_per_step"] / 1e9, 1) == 257.7
+    large = document("--model", "large", "--gpus", "8", "--seq-len", "8192", "--cp", "4")["context_parallel"]
+    assert round(large["activation_bytes"] / 2**30, 2) == 2.08

@@ -182,3 +182,22 @@ def test_bad_ep_is_a_usage_error_naming_the_option(args, hint, words):
 def test_a_bare_count_has_no_expert_shape():
     result = invoke("--params", "3B", "--gpus", "8", "--ep", "4", "--experts", "8")
     assert result.exit_code == 2 and "needs the model's shape" in result.output
+
+
+def test_every_calc_command_an_expert_parallel_answer_quotes_runs_as_it_says():
+    from test_calc_context_parallel import quoted_calc_commands
+
+    quoted = quoted_calc_commands("ep-")
+    assert len(quoted) >= 8
+    for answer, args, refused in quoted:
+        result = invoke(*args.split())
+        assert result.exit_code == (2 if refused else 0), (answer, args, result.output[-300:])
+
+
+def test_the_figures_the_answers_quote_are_the_ones_calc_prints():
+    at_8k = document("--params", "7B", "--gpus", "64", "--seq-len", "8192", "--ep", "8", "--experts", "64",
+                     "--capacity-factor", "1.25")["expert_parallel"]
+    assert at_8k["capacity_per_expert"] == 320
+    assert round(at_8k["all_to_all"]["bytes"] / 1e9, 2) == 15.03
+    assert round(at_8k["fsdp_expert_bytes_per_step"] / 1e9) == 1924 and round(at_8k["fsdp_over_ep"]) == 128
+    assert round(at_8k["dense_params"] / 1e9, 1) == 2.7 or round(at_8k["dense_params"] / 1e9, 1) == 2.8

@@ -263,7 +263,9 @@ def q_capacity(*, tokens: Any, experts: Any, top_k: Any, capacity_factor: Any) -
 def q_dropped(*, loads: Sequence[Any], tokens: Any, top_k: Any, capacity_factor: Any) -> int:
     """Routed slots dropped when expert i receives loads[i] of the T·k slots, at capacity ceil(cf·T·k/E)."""
     count, k, factor = check_moe(len(loads), top_k, capacity_factor)
-    slots = [read_count(load, "load") for load in loads]
+    slots = [_whole(load, "load") for load in loads]
+    if min(slots) < 0:
+        raise ValueError(f"an expert's load is a count of routed slots, 0 or more (got {min(slots)})")
     t = read_count(tokens, "tokens")
     if sum(slots) != t * k:
         raise ValueError(f"the loads sum to {sum(slots)}, not the {t} x {k} = {t * k} routed slots")
