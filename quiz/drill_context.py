@@ -134,8 +134,10 @@ def activation_problem(rng: random.Random) -> Problem:
         f"**{'with' if checkpoint else 'without'} activation checkpointing** of every block.\n\n"
         "Every activation is per token, so a rank holds the model's activations at t = S/cp tokens: a block saves "
         "t·d·(2·2 + 14·2) bytes (fused attention); checkpointed, only its input, t·d·2. The head keeps t·d·4 and the "
-        "log-softmax t·vocab·2; at the peak, early in backward, add the log-softmax's gradient (or, checkpointed, the "
-        "recomputed block if larger). The ring adds one K/V block in flight, 2·t·d·2 bytes.\n\n"
+        "log-softmax t·vocab·2. At the peak, early in backward, add the larger of what the model adds there (the "
+        "log-softmax's gradient, or checkpointed the recomputed block if larger) and the last layer's ring buffers in "
+        "backward: 3 bf16 K/V blocks of 2·t·d·2 bytes (2 at cp = 2) and 3 fp32 dK/dV blocks of 2·t·d·4, beside the "
+        "recomputed block when checkpointed.\n\n"
         "What is the **peak activation memory per GPU**? Answer in GiB."
     )
 
@@ -145,9 +147,15 @@ def activation_problem(rng: random.Random) -> Problem:
         shape = GPTShape(layers=model.layers, d_model=model.d_model, heads=1, seq_len=seq, vocab=model.vocab)
         figures = activation_bytes(shape, 1, cp, "bf16", checkpoint_activations=checkpoint)
         gib = lambda value: f"{shown(value / 2**30)} GiB"  # noqa: E731
-        return (f"t = {seq:,}/{cp} = {seq // cp:,} tokens: the model's peak at t tokens is "
-                f"{gib(figures['model_activation_bytes'])}, plus the K/V block in flight {gib(figures['kv_in_flight_bytes'])}"
-                f" = {gib(answer)}; at cp 1 it would be about {cp}x the first term.")
+        model_extra = figures["model_activation_bytes"] - figures["saved_bytes"]
+        ring_extra = figures["activation_bytes"] - figures["saved_bytes"] if figures["activation_bytes"] > \
+            figures["model_activation_bytes"] else None
+        beside = " beside the recomputed block" if checkpoint else ""
+        larger = (f"the ring's buffers{beside} ({gib(ring_extra)}) outweigh the model's {gib(model_extra)}" if ring_extra
+                  else f"the model's {gib(model_extra)} outweighs the ring's buffers "
+                       f"({gib(figures['rotation_backward_bytes'])}{' and a recomputed block' if checkpoint else ''})")
+        return (f"t = {seq:,}/{cp} = {seq // cp:,} tokens: saved {gib(figures['saved_bytes'])}; early in backward "
+                f"{larger}: peak {gib(answer)}. At cp 1 the saved part would be about {cp}x.")
 
     return prompt, "cp_activation_bytes", args, "GiB", 0.10, working
 

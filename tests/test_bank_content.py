@@ -191,9 +191,9 @@ HAND_COMPUTED: dict[str, float] = {
     "cp-causal-imbalance": 7.5 / 32,
     # 4·n²·d·(1/2) / F >= 2·n·d·2 / B  <=>  n >= 2F/B.
     "cp-when-ring-hides": 2 * 989e12 / 50e9,
-    # t = 8192 / 4 tokens: 24 blocks of t·d·(2·4 + 14·2), the head t·d·(4 + 2), the fp32 log-softmax and its
-    # gradient (t·vocab·4 each), one bf16 K/V block in flight (2·t·d·2).
-    "cp-activation-memory": 24 * 2048 * 1024 * 36 + 2048 * 1024 * 6 + 2 * 2048 * 24576 * 4 + 2 * 2048 * 1024 * 2,
+    # t = 8192 / 4 tokens: 24 blocks of t·d·(2·4 + 14·2), the head t·d·(4 + 2), the fp32 log-softmax (t·vocab·4);
+    # early in backward its gradient (192 MiB) outweighs the ring's 3 bf16 K/V and 3 fp32 dK/dV blocks (72 MiB).
+    "cp-activation-memory": 24 * 2048 * 1024 * 36 + 2048 * 1024 * 6 + 2 * 2048 * 24576 * 4,
     # ceil(1.25 x 8192 x 2 / 64) = 320 slots per expert.
     "ep-capacity": 320,
     # Capacity ceil(16 x 2 / 4) = 8; only the expert with 14 overflows, by 6.

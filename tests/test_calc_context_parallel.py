@@ -178,23 +178,37 @@ def test_ulysses_bytes_by_hand_and_its_head_limit():
 # --- memory -------------------------------------------------------------------------------------------
 
 
-def test_activations_fall_as_1_over_cp_plus_the_kv_in_flight():
-    # A tiny shape in fp32 (r = c = 4): 2 layers, d 64, vocab 128, S 256, b 1. At S/cp tokens a block saves
-    # t·d·(2·4 + 14·4) = 64·t·d bytes; the head t·d·8 and the log-softmax t·128·4, whose gradient adds as much.
+def test_activations_fall_as_1_over_cp_with_the_rings_buffers_early_in_backward():
+    # A tiny shape in fp32 (r = c = 4): 2 layers, d 64, vocab 128, S 256, b 1. At t = S/cp tokens a block saves
+    # t·d·(2·4 + 14·4) = 64·t·d bytes, the head t·d·8 and the log-softmax t·128·4: saved. Early in backward the
+    # model adds the log-softmax's gradient (t·128·4); the last layer's ring holds 3 K/V blocks (2 at cp 2: the
+    # one computed against, the copy sent, the one arriving) of 2·t·64·4 and 3 fp32 dK/dV blocks of the same
+    # size here. The peak takes the larger.
     shape = GPTShape(layers=2, d_model=64, heads=4, seq_len=256, vocab=128)
-
-    def by_hand(tokens: int) -> int:
-        return 2 * 64 * tokens * 64 + tokens * 64 * 8 + 2 * tokens * 128 * 4
-
     for cp in (1, 2, 4, 8):
+        t = 256 // cp
+        saved = 2 * 64 * t * 64 + t * 64 * 8 + t * 128 * 4
+        block = 2 * t * 64 * 4
+        ring = 0 if cp == 1 else (2 if cp == 2 else 3) * block + 3 * block
         figures = cp_theory.activation_bytes(shape, 1, cp, "fp32")
-        block = 2 * (256 // cp) * 64 * 4  # one K/V block arriving on the ring
-        assert figures["model_activation_bytes"] == by_hand(256 // cp)
-        assert figures["activation_bytes"] == by_hand(256 // cp) + (block if cp > 1 else 0)
+        assert figures["saved_bytes"] == saved
+        assert figures["activation_bytes"] == saved + max(t * 128 * 4, ring)
         gathered = cp_theory.activation_bytes(shape, 1, cp, "fp32", rotation="allgather")
-        assert gathered["kv_in_flight_bytes"] == (cp - 1) * block
+        assert gathered["rotation_backward_bytes"] == (0 if cp == 1 else (cp + 1) * block + 3 * block)
+    # t = 64 at cp 4: the ring's 6 blocks of 32 KiB (192 KiB) outweigh the log-softmax's gradient (32 KiB).
     assert cp_theory.q_cp_activation_bytes(layers=2, d_model=64, vocab=128, seq_len=256, batch_size=1, cp=4,
-                                           precision="fp32") == by_hand(64) + 2 * 64 * 64 * 4
+                                           precision="fp32") == 2 * 64 * 64 * 64 + 64 * 64 * 8 + 64 * 128 * 4 + 6 * 32768
+    # Checkpointed, the recomputed block (64·t·d = 256 KiB at t = 64) comes back beside the ring's buffers.
+    checkpointed = cp_theory.activation_bytes(shape, 1, 4, "fp32", checkpoint_activations=True)
+    assert checkpointed["activation_bytes"] == checkpointed["saved_bytes"] + 64 * 64 * 64 + 6 * 32768
+
+
+def test_the_rotation_buffers_are_what_torch_allocates():
+    # One-hop ring at cp 4: forward holds the received block, its torch.cat copy and the block arriving.
+    assert cp_theory.rotation_buffer_bytes(4, 100, 200) == {"forward_bytes": 300, "backward_bytes": 300 + 600}
+    assert cp_theory.rotation_buffer_bytes(2, 100, 200)["forward_bytes"] == 200  # the last step sends nothing
+    assert cp_theory.rotation_buffer_bytes(4, 100, 200, "allgather")["forward_bytes"] == 500  # 4 gathered + the copy
+    assert cp_theory.rotation_buffer_bytes(1, 100, 200) == {"forward_bytes": 0, "backward_bytes": 0}
 
 
 # --- when the ring hides ------------------------------------------------------------------------------
@@ -313,10 +327,10 @@ def test_every_calc_command_a_context_parallel_answer_quotes_runs_as_it_says():
 
 def test_the_figures_the_answers_quote_are_the_ones_calc_prints():
     at_128k = document("--params", "7B", "--gpus", "8", "--seq-len", "131072", "--cp", "8")["context_parallel"]
-    assert round(at_128k["activation_bytes_cp1"] / 1e9) == 690 and round(at_128k["activation_bytes"] / 1e9) == 87
+    assert round(at_128k["activation_bytes_cp1"] / 1e9) == 690 and round(at_128k["activation_bytes"] / 1e9) == 86
     checkpointed = document("--params", "7B", "--gpus", "8", "--seq-len", "131072", "--cp", "8",
                             "--checkpoint-activations")["context_parallel"]
     assert round(checkpointed["activation_bytes_cp1"] / 1e9) == 141 and round(checkpointed["activation_bytes"] / 1e9) == 18
     assert round(at_128k["ring_bytes_per_step"] / 1e9, 1) == 257.7
     large = document("--model", "large", "--gpus", "8", "--seq-len", "8192", "--cp", "4")["context_parallel"]
-    assert round(large["activation_bytes"] / 2**30, 2) == 2.08
+    assert round(large["activation_bytes"] / 2**30, 2) == 2.07

@@ -13,18 +13,20 @@ from ddpfsdp.quiz import drill as drills
 
 
 def _activation_peak(args: dict) -> int:
-    """Pure bf16 (r = c = 2) at t = S/cp tokens: a block saves t·d·(2r + 14c); checkpointed, its input t·d·r and
-    one recomputed block at the peak if larger than the log-softmax's gradient. The head keeps t·d·(r + c) and
-    the bf16 log-softmax t·vocab·2; the ring holds one more K/V block, 2·t·d·2."""
-    t, d, vocab, layers = args["seq_len"] // args["cp"], args["d_model"], args["vocab"], args["layers"]
+    """Pure bf16 (r = c = 2) at t = S/cp tokens: a block saves t·d·(2r + 14c); checkpointed, only its input t·d·r.
+    The head keeps t·d·(r + c) and the bf16 log-softmax t·vocab·2. Early in backward add the larger of the model's
+    own (the log-softmax's gradient, or checkpointed the recomputed block if larger) and the last layer's ring
+    buffers: 3 bf16 K/V blocks (2 at cp 2) of 2·t·d·2 and 3 fp32 dK/dV blocks of 2·t·d·4, beside the recomputed
+    block when checkpointed."""
+    cp = args["cp"]
+    t, d, vocab, layers = args["seq_len"] // cp, args["d_model"], args["vocab"], args["layers"]
     block = t * d * (2 * 2 + 14 * 2)
     log_softmax = t * vocab * 2
     head = t * d * 4 + log_softmax
+    ring = (2 if cp == 2 else 3) * 2 * t * d * 2 + 3 * 2 * t * d * 4
     if args["checkpoint_activations"]:
-        model = layers * t * d * 2 + head + max(log_softmax, block)
-    else:
-        model = layers * block + head + log_softmax
-    return model + 2 * t * d * 2
+        return layers * t * d * 2 + head + max(log_softmax, block, block + ring)
+    return layers * block + head + max(log_softmax, ring)
 
 
 def context_by_hand(fn: str, args: dict) -> float:

@@ -7,7 +7,8 @@ matmuls; and torch 2.13's `torch/distributed/tensor/experimental/_context_parall
 `_load_balancer.py`, which `context_parallel` runs.
 
 - Layout. Every activation of a block is per token, so cp ranks each holding S/cp tokens hold 1/cp of
-  them; attention alone needs the other ranks' keys and values. The unbalanced split gives rank r the
+  them; attention alone needs the other ranks' keys and values, whose buffers add a few blocks during
+  one layer's attention (`rotation_buffer_bytes`). The unbalanced split gives rank r the
   r-th of cp contiguous chunks. The balanced (head-tail) split cuts the sequence into 2·cp chunks
   and gives rank r chunks r and 2cp-1-r, one early and one late (torch's `_HeadTailLoadBalancer`,
   used by `context_parallel` only when S is a multiple of 2·cp; otherwise it silently runs the
@@ -163,25 +164,44 @@ def check_ulysses(cp: int, heads: int, kv_heads: int | None = None) -> None:
 # ----------------------------------------------------------------------------- memory
 
 
+def rotation_buffer_bytes(cp: int, block_bytes: int, grad_block_bytes: int, rotation: str = "ring") -> dict[str, int]:
+    """K/V (and dK/dV) one layer's attention holds beside the saved activations, as torch's rotaters
+    allocate them. Ring forward: the block computed against, the copy `torch.cat` makes to send, and
+    the block arriving (2 at cp 2, where the last step sends nothing); all-gather: the cp gathered
+    blocks and the sent copy. Backward adds the dK/dV accumulator, its sent copy and the sum arriving,
+    3 blocks in the gradient's dtype."""
+    rotation = read_choice(rotation, ROTATIONS, "rotation")
+    if cp == 1:
+        return {"forward_bytes": 0, "backward_bytes": 0}
+    blocks = (2 if cp == 2 else 3) if rotation == "ring" else cp + 1
+    return {"forward_bytes": blocks * block_bytes, "backward_bytes": blocks * block_bytes + 3 * grad_block_bytes}
+
+
 def activation_bytes(shape: GPTShape, batch_size: int, cp: int, precision: str, *,
                      checkpoint_activations: bool = False, rotation: str = "ring", kv_dim: int | None = None,
-                     cast: str = "autocast", tp: int = 1, sequence_parallel: bool = False) -> dict[str, int]:
-    """Activations per GPU at CP degree `cp`: the model's at S/cp tokens (`activations`; split by
-    tensor parallelism over `tp` as it says), and the K/V the rotation holds beside them during one
-    layer's attention: the next block on a ring (one block arriving while the current one computes),
-    every other rank's block under all-gather. TP splits the K/V by heads, so a rank's block is 1/tp."""
-    rotation = read_choice(rotation, ROTATIONS, "rotation")
+                     cast: str = "autocast", tp: int = 1, sequence_parallel: bool = False,
+                     grad_element_bytes: int = GRAD_ELEMENT_BYTES) -> dict[str, int]:
+    """Peak activations per GPU at CP degree `cp`: the model's saved activations at S/cp tokens
+    (`activations`; split by tensor parallelism over `tp` as it says), plus, early in backward, the
+    larger of what the model adds there (the log-softmax's gradient, or with checkpointing the
+    recomputed block if larger) and the last layer's ring buffers in backward
+    (`rotation_buffer_bytes`, beside its recomputed block when checkpointed). TP splits the K/V by
+    heads, so a rank's block is 1/tp."""
     tokens = shape.seq_len // cp
-    saved = transformer_activation_bytes(
+    model = transformer_activation_bytes(
         layers=shape.layers, d_model=shape.d_model, tokens=tokens, batch_size=batch_size,
         head_outputs=shape.vocab, head_tokens=tokens, precision=precision,
         checkpoint_activations=checkpoint_activations, cast=cast, tp=tp, sequence_parallel=sequence_parallel,
     )
-    block = kv_block_bytes(batch_size, shape.seq_len, cp, (kv_dim or shape.d_model) // tp,
-                           precision_for(precision).compute_bytes)
-    in_flight = 0 if cp == 1 else (block if rotation == "ring" else (cp - 1) * block)
-    return {"saved_bytes": saved["saved_bytes"], "model_activation_bytes": saved["activation_bytes"],
-            "kv_in_flight_bytes": in_flight, "activation_bytes": saved["activation_bytes"] + in_flight}
+    width = (kv_dim or shape.d_model) // tp
+    block = kv_block_bytes(batch_size, shape.seq_len, cp, width, precision_for(precision).compute_bytes)
+    buffers = rotation_buffer_bytes(cp, block, kv_block_bytes(batch_size, shape.seq_len, cp, width, grad_element_bytes),
+                                    rotation)
+    model_extra = model["activation_bytes"] - model["saved_bytes"]
+    ring_extra = buffers["backward_bytes"] + (model["block_bytes"] if checkpoint_activations else 0)
+    return {"saved_bytes": model["saved_bytes"], "model_activation_bytes": model["activation_bytes"],
+            "rotation_forward_bytes": buffers["forward_bytes"], "rotation_backward_bytes": buffers["backward_bytes"],
+            "activation_bytes": model["saved_bytes"] + max(model_extra, ring_extra)}
 
 
 # ----------------------------------------------------------------------------- when it pays
@@ -355,8 +375,8 @@ def q_min_tokens_per_rank(*, d_model: Any, kv_dim: Any, precision: str, peak_flo
 
 def q_cp_activation_bytes(*, layers: Any, d_model: Any, heads: Any = 1, vocab: Any, seq_len: Any, batch_size: Any,
                           cp: Any, precision: str, checkpoint_activations: Any = False, rotation: str = "ring") -> int:
-    """Peak activations per GPU at CP degree cp (balanced split): the model's at S/cp tokens and the
-    K/V the rotation holds in flight."""
+    """Peak activations per GPU at CP degree cp (balanced split): the model's at S/cp tokens, early in
+    backward the larger of the model's own addition and the rotation's buffers (`activation_bytes`)."""
     from ddpfsdp.demos.base.shapes import GPTShape
 
     seq = read_count(seq_len, "seq len")
