@@ -5,6 +5,7 @@ sends, the balanced split against torch's head-tail load balancer, and bad input
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from dataclasses import replace
 from fractions import Fraction
 
@@ -92,24 +93,22 @@ def test_ring_bytes_by_hand():
                                            precision="bf16-mixed") == 32 * 469_762_048
 
 
-@pytest.fixture
-def fake_ranks():
-    """Run torch's ring attention as rank r of a fake world of `cp`, in this process, then tear it down."""
+@contextmanager
+def fake_world(rank: int, world: int):
+    """This process as rank `rank` of a fake world (torch's fake process group: collectives return at once),
+    torn down after; refused if a process group is already up, which it would replace."""
     import torch.distributed as dist
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
-    def start(rank: int, world: int):
-        if dist.is_initialized():
-            dist.destroy_process_group()
-        dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
-        return dist.group.WORLD
-
-    yield start
-    if dist.is_initialized():
+    assert not dist.is_initialized(), "a process group is already up in this process"
+    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
+    try:
+        yield dist.group.WORLD
+    finally:
         dist.destroy_process_group()
 
 
-def test_ring_sends_are_what_torchs_ring_attention_sends(fake_ranks, monkeypatch):
+def test_ring_sends_are_what_torchs_ring_attention_sends(monkeypatch):
     """torch 2.13's `_templated_ring_attention` and its backward, run for each rank with a rotater that
     records every buffer handed to it: the count and bytes equal `ring_sends` on every rank."""
     import torch
@@ -142,13 +141,13 @@ def test_ring_sends_are_what_torchs_ring_attention_sends(fake_ranks, monkeypatch
     grad_block = cp_theory.kv_block_bytes(batch, local_tokens * cp, cp, heads * head_dim, 4)
     expected = cp_theory.ring_sends(cp, block, grad_block)
     for rank in range(cp):
-        group = fake_ranks(rank, cp)
-        sent.clear()
-        out, lse = ring._templated_ring_attention(group, 2, forward_op, q, q, q, is_causal=True)
-        forward = list(sent)
-        sent.clear()
-        ring._templated_ring_attention_backward(group, 2, backward_op, torch.zeros_like(q), "grad_out", q, q, q,
-                                                out, lse, True)
+        with fake_world(rank, cp) as group:
+            sent.clear()
+            out, lse = ring._templated_ring_attention(group, 2, forward_op, q, q, q, is_causal=True)
+            forward = list(sent)
+            sent.clear()
+            ring._templated_ring_attention_backward(group, 2, backward_op, torch.zeros_like(q), "grad_out", q, q, q,
+                                                    out, lse, True)
         assert len(forward) == expected["forward_kv_blocks"] and sum(b for b, _ in forward) == expected["forward_bytes"]
         assert sum(b for b, _ in sent) == expected["backward_bytes"], rank
         assert [dtype for _, dtype in sent].count(torch.float32) == expected["backward_dkv_blocks"]

@@ -101,9 +101,8 @@ def test_the_all_to_alls_backward_sends_back_what_its_forward_received():
     """torch 2.13's functional all_to_all_single differentiates as an all-to-all with the splits swapped:
     recorded from the ops it dispatches, forward and backward, on a fake world of 4."""
     import torch
-    import torch.distributed as dist
     import torch.distributed._functional_collectives as funcol
-    from torch.testing._internal.distributed.fake_pg import FakeStore
+    from test_calc_context_parallel import fake_world
     from torch.utils._python_dispatch import TorchDispatchMode
 
     calls = []
@@ -114,14 +113,11 @@ def test_the_all_to_alls_backward_sends_back_what_its_forward_received():
                 calls.append((list(args[1]), list(args[2])))
             return func(*args, **(kwargs or {}))
 
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=4)
-    try:
+    with fake_world(0, 4) as group:
         tokens = torch.randn(10, 3, requires_grad=True)
         with Recording():
-            received = funcol.all_to_all_single_autograd(tokens, [1, 2, 3, 4], [4, 3, 2, 1], dist.group.WORLD)
+            received = funcol.all_to_all_single_autograd(tokens, [1, 2, 3, 4], [4, 3, 2, 1], group)
             funcol.wait_tensor(received).sum().backward()
-    finally:
-        dist.destroy_process_group()
     assert calls == [([1, 2, 3, 4], [4, 3, 2, 1]), ([4, 3, 2, 1], [1, 2, 3, 4])]
     assert tokens.grad.shape == tokens.shape
 
