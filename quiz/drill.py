@@ -40,6 +40,8 @@ from ddpfsdp.demos.theory.sharding import (
 )
 from ddpfsdp.demos.theory.state import bytes_per_param, model_state
 from ddpfsdp.quiz import grading
+from ddpfsdp.quiz.drill_context import context_parallel_problem
+from ddpfsdp.quiz.drill_experts import expert_parallel_problem
 from ddpfsdp.quiz.drill_pipeline import pipeline_problem
 from ddpfsdp.quiz.grading import Grade, QuantityError
 from ddpfsdp.quiz.loader import BYTE_UNITS, UNITS
@@ -548,6 +550,10 @@ KINDS: dict[str, Kind] = {
         Kind("activations", "Activation memory", "precision", _activations),
         Kind("tp-comm", "TP bytes per rank per step", "two-d", _tp_comm),
         Kind("pipeline", "Pipeline bubble, micro-batches, in flight", "pipeline", pipeline_problem),
+        Kind("context-parallel", "Ring attention: bytes, balance, overlap, memory", "context-parallel",
+             context_parallel_problem),
+        Kind("expert-parallel", "Experts: capacity, drops, all-to-all, aux loss", "expert-parallel",
+             expert_parallel_problem),
     )
 }
 

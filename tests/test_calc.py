@@ -422,6 +422,23 @@ STRING_ARGS = {
     "pipeline_step_time_s": {"params": "70B", "gpus": "32", "pp": "4", "microbatches": "27", "micro_batch": "2",
                              "seq_len": "8192", "d_model": "8192", "precision": "bf16-mixed",
                              "peak_flops_per_s": "989e12", "mfu": "0.35", "bytes_per_s": "6.25e9", "latency_s": "14e-6"},
+    "cp_slowest_share": {"cp": "8", "balanced": "no"},
+    "cp_ring_bytes_per_step": {"layers": "32", "batch_size": "1", "seq_len": "128K", "cp": "8", "kv_dim": "4096",
+                               "precision": "bf16-mixed", "recompute": "yes"},
+    "cp_ulysses_bytes_per_step": {"layers": "32", "batch_size": "1", "seq_len": "128K", "cp": "8", "d_model": "4096",
+                                  "kv_dim": "1024", "precision": "bf16", "heads": "32"},
+    "cp_min_tokens_per_rank": {"d_model": "4096", "kv_dim": "4096", "precision": "bf16-mixed",
+                               "peak_flops_per_s": "989e12", "bytes_per_s": "50e9", "backward": "true"},
+    "cp_activation_bytes": {"layers": "32", "d_model": "4096", "vocab": "32000", "seq_len": "32768", "batch_size": "1",
+                            "cp": "4", "precision": "bf16-mixed", "checkpoint_activations": "yes", "rotation": "allgather"},
+    "ep_capacity": {"tokens": "4096", "experts": "64", "top_k": "2", "capacity_factor": "1.25"},
+    "ep_dropped": {"loads": ["10", "2", "6", "6"], "tokens": "12", "top_k": "2", "capacity_factor": "1.0"},
+    "ep_all_to_all_bytes_per_step": {"tokens": "4096", "top_k": "2", "d_model": "4096", "precision": "bf16-mixed",
+                                     "ep": "8", "layers": "32", "experts": "64", "capacity_factor": "1.25"},
+    "ep_expert_params_per_rank": {"layers": "32", "d_model": "4096", "experts": "64", "ep": "8"},
+    "ep_switch_aux_loss": {"fractions": ["0.5", "0.5"], "probs": ["0.6", "0.4"], "alpha": "0.01"},
+    "ep_fsdp_over_ep": {"tokens": "4096", "top_k": "2", "d_model": "4096", "precision": "bf16-mixed", "ep": "8",
+                        "layers": "32", "experts": "64"},
 }
 
 

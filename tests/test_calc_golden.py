@@ -71,6 +71,12 @@ CONFIGS: dict[str, tuple[str, ...]] = {
         "--params", "70B", "--gpus", "64", "--tp", "8", "--pp", "4", "--microbatches", "16", "--schedule", "interleaved",
         "--stages-per-rank", "2",
     ),
+    "context-parallel-7b-128k": (
+        "--params", "7B", "--gpus", "32", "--seq-len", "131072", "--cp", "16", "--checkpoint-activations",
+    ),
+    "expert-parallel-large-64": (
+        "--model", "large", "--gpus", "16", "--ep", "8", "--experts", "64", "--top-k", "2", "--capacity-factor", "1.25",
+    ),
 }
 
 # name -> (arguments, exit code): refusals print their message, also byte for byte.

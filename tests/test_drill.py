@@ -170,6 +170,14 @@ def _by_hand(fn: str, args: dict) -> float:
         from test_drill_pipeline import pipeline_by_hand
 
         return pipeline_by_hand(fn, args)
+    if fn.startswith("cp_"):
+        from test_drill_context import context_by_hand
+
+        return context_by_hand(fn, args)
+    if fn.startswith("ep_"):
+        from test_drill_experts import experts_by_hand
+
+        return experts_by_hand(fn, args)
     raise AssertionError(f"no hand computation for {fn}")
 
 

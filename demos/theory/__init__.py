@@ -16,6 +16,10 @@
                    traffic per group and activations, for calc and for a 2-D demo run
     pipeline       pipeline parallelism: stages, schedules and their bubble, activations in flight,
                    point-to-point bytes, and 3-D composition with TP and FSDP
+    context_parallel  ring attention over cp ranks: the balanced causal split, K/V and dK/dV bytes as
+                   torch sends them, when the ring hides its transfer, Ulysses' all-to-alls beside it
+    expert_parallel  a mixture of experts over ep ranks: capacity and drops, the all-to-alls per step by
+                   link, the load-balancing and z losses, FSDP's traffic for the same experts
     inputs         one configuration of the whole table, as given and as read
     rows           one strategy's column of the table
     notes          the table's prose, computed from the configuration

@@ -25,6 +25,8 @@ from ddpfsdp.demos.theory.offload import (
     offload_refusal,
     offloaded_state,
 )
+from ddpfsdp.demos.theory.context_parallel import QUIZ_FUNCTIONS as CONTEXT_PARALLEL_FUNCTIONS
+from ddpfsdp.demos.theory.expert_parallel import QUIZ_FUNCTIONS as EXPERT_PARALLEL_FUNCTIONS
 from ddpfsdp.demos.theory.pipeline import QUIZ_FUNCTIONS as PIPELINE_FUNCTIONS
 from ddpfsdp.demos.theory.precision import bytes_per_param_breakdown
 from ddpfsdp.demos.theory.sampler import sampler_indices
@@ -255,4 +257,6 @@ QUIZ_FUNCTIONS: dict[str, Callable[..., int | float]] = {
     "deepspeed_gpu_bytes": q_deepspeed_gpu_bytes,
     "deepspeed_host_bytes": q_deepspeed_host_bytes,
     **PIPELINE_FUNCTIONS,
+    **CONTEXT_PARALLEL_FUNCTIONS,
+    **EXPERT_PARALLEL_FUNCTIONS,
 }

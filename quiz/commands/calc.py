@@ -13,6 +13,7 @@ from ddpfsdp.demos.theory.inputs import CalcOptions
 from ddpfsdp.demos.theory.offload import OFFLOADS, node_layout, offload_refusal
 from ddpfsdp.demos.theory.precision import OPTIMIZER_STATES, PRECISIONS
 from ddpfsdp.demos.base.units import parse_bytes, parse_count
+from ddpfsdp.quiz.commands.calc_cp_ep import cp_ep_options, cp_ep_sections, render_cp_ep, take_cp_ep_options
 from ddpfsdp.quiz.commands.calc_pipeline import pipeline_options, pipeline_section, render_pipeline, take_pipeline_options
 
 # What the analytic model is asked about: models from a thousand parameters to 100 trillion (today's
@@ -159,6 +160,7 @@ def _with_calc_options(command: Any) -> Any:
 @click.command()
 @_with_calc_options
 @pipeline_options
+@cp_ep_options
 def calc(as_json: bool, explain: bool, display_unit: str, **values: Any) -> None:
     """Theory: per-GPU memory and per-step traffic of DDP, ZeRO-1/2/3, FSDP and HSDP, side by side.
 
@@ -190,10 +192,13 @@ def calc(as_json: bool, explain: bool, display_unit: str, **values: Any) -> None
       ddpfsdp calc --params 2851M --gpus 8 --accounting deepspeed --largest-layer 32M --offload optimizer
       ddpfsdp calc --params 70B --gpus 64 --tp 8 --sequence-parallel
       ddpfsdp calc --params 70B --gpus 64 --tp 8 --pp 4 --microbatches 16 --schedule interleaved
+      ddpfsdp calc --params 7B --gpus 8 --seq-len 131072 --cp 8 --checkpoint-activations
+      ddpfsdp calc --params 7B --gpus 64 --ep 8 --experts 64 --top-k 2 --capacity-factor 1.25
     """
     from ddpfsdp.demos.theory.estimate import estimate_for
 
     pipeline = take_pipeline_options(values)
+    cp_ep = take_cp_ep_options(values)
     options = _calc_options(values)
     _check_combinations(options)
     try:
@@ -203,6 +208,8 @@ def calc(as_json: bool, explain: bool, display_unit: str, **values: Any) -> None
     section = pipeline_section(pipeline, result)
     if section is not None:
         result["pipeline"] = section
+    cp_ep_figures = cp_ep_sections(cp_ep, result)
+    result.update(cp_ep_figures)
 
     if as_json:
         click.echo(json.dumps(result, indent=2))
@@ -210,6 +217,7 @@ def calc(as_json: bool, explain: bool, display_unit: str, **values: Any) -> None
     _render(result, display_unit, explain)
     if section is not None:
         render_pipeline(section, result, display_unit)
+    render_cp_ep(cp_ep_figures, display_unit)
     click.echo(_simulate_hint(options, result["inputs"]["precision"]))
 
 

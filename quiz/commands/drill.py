@@ -7,7 +7,7 @@ import json
 import click
 
 KIND_NAMES = ("model-state", "fit-stage", "min-gpus", "wire-bytes", "ddp-buckets", "sampler-index", "activations",
-              "tp-comm", "pipeline")
+              "tp-comm", "pipeline", "context-parallel", "expert-parallel")
 
 
 @click.command()
