@@ -14,6 +14,7 @@ from ddpfsdp.demos.theory.offload import OFFLOADS, node_layout, offload_refusal
 from ddpfsdp.demos.theory.precision import OPTIMIZER_STATES, PRECISIONS
 from ddpfsdp.demos.base.units import parse_bytes, parse_count
 from ddpfsdp.quiz.commands.calc_pipeline import pipeline_options, pipeline_section, render_pipeline, take_pipeline_options
+from ddpfsdp.quiz.commands.calc_scale import model_free, scale_options, scale_sections, take_scale_options
 
 # What the analytic model is asked about: models from a thousand parameters to 100 trillion (today's
 # largest are a few trillion), on one GPU to a million (today's largest jobs use about 100,000).
@@ -159,6 +160,7 @@ def _with_calc_options(command: Any) -> Any:
 @click.command()
 @_with_calc_options
 @pipeline_options
+@scale_options
 def calc(as_json: bool, explain: bool, display_unit: str, **values: Any) -> None:
     """Theory: per-GPU memory and per-step traffic of DDP, ZeRO-1/2/3, FSDP and HSDP, side by side.
 
@@ -190,10 +192,24 @@ def calc(as_json: bool, explain: bool, display_unit: str, **values: Any) -> None
       ddpfsdp calc --params 2851M --gpus 8 --accounting deepspeed --largest-layer 32M --offload optimizer
       ddpfsdp calc --params 70B --gpus 64 --tp 8 --sequence-parallel
       ddpfsdp calc --params 70B --gpus 64 --tp 8 --pp 4 --microbatches 16 --schedule interleaved
+
+    At cluster scale, each option group adds a section (stragglers and scaling need no model):
+
+    \b
+      ddpfsdp calc --gpus 10000 --stragglers 0.001 --straggler-delay 300ms --step-time 1s
+      ddpfsdp calc --gpus 512 --scaled-to 1024 --throughput-gain 1.1
+      ddpfsdp calc --params 175B --gpus 512 --precision bf16-master --optimizer adam --checkpoint-bw 2GB/s
+      ddpfsdp calc --params 70B --gpus 1024 --topology --oversubscription 2
+      ddpfsdp calc --params 175B --gpus 1024 --plan --cluster "DGX A100 80GB" --precision bf16-master
+      ddpfsdp calc --params 70B --gpus 8 --adam-8bit --lora-rank 16
     """
     from ddpfsdp.demos.theory.estimate import estimate_for
 
     pipeline = take_pipeline_options(values)
+    scale = take_scale_options(values)
+    if values["params"] is None and values["model"] is None and model_free(scale):
+        _print_scale_only(scale, values["gpus"], as_json, display_unit)
+        return
     options = _calc_options(values)
     _check_combinations(options)
     try:
@@ -203,6 +219,7 @@ def calc(as_json: bool, explain: bool, display_unit: str, **values: Any) -> None
     section = pipeline_section(pipeline, result)
     if section is not None:
         result["pipeline"] = section
+    result.update(scale_sections(scale, result, values["params"]))
 
     if as_json:
         click.echo(json.dumps(result, indent=2))
@@ -210,7 +227,22 @@ def calc(as_json: bool, explain: bool, display_unit: str, **values: Any) -> None
     _render(result, display_unit, explain)
     if section is not None:
         render_pipeline(section, result, display_unit)
+    from ddpfsdp.quiz.commands.calc_scale_view import render_scale
+
+    render_scale(result, display_unit)
     click.echo(_simulate_hint(options, result["inputs"]["precision"]))
+
+
+def _print_scale_only(scale: dict, gpus: int, as_json: bool, unit: str) -> None:
+    """Stragglers and scaling need no model: their sections alone."""
+    from ddpfsdp.quiz.commands.calc_scale import model_free_document
+    from ddpfsdp.quiz.commands.calc_scale_view import render_scale
+
+    document = model_free_document(scale, gpus)
+    if as_json:
+        click.echo(json.dumps(document, indent=2))
+    else:
+        render_scale(document, unit)
 
 
 def _calc_options(values: dict[str, Any]) -> CalcOptions:
