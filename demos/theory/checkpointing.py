@@ -194,6 +194,11 @@ def q_young_interval_min(*, checkpoint_min: Any, mtbf_hours: Any) -> float:
     return young_interval_s(float(checkpoint_min) * 60, float(mtbf_hours) * HOUR_S) / 60
 
 
+def q_young_interval_min_for_gpus(*, checkpoint_min: Any, gpu_mtbf_hours: Any, gpus: Any) -> float:
+    """Young's interval in minutes for a job of `gpus` GPUs, each failing once every `gpu_mtbf_hours`."""
+    return young_interval_s(float(checkpoint_min) * 60, job_mtbf_s(float(gpu_mtbf_hours) * HOUR_S, gpus)) / 60
+
+
 def q_lost_share(*, interval_min: Any, checkpoint_min: Any, mtbf_hours: Any, restart_min: Any = 0) -> float:
     """The share of wall time lost, first order: C/tau + tau/(2M) + R/M."""
     return lost_shares(float(interval_min) * 60, float(checkpoint_min) * 60, float(mtbf_hours) * HOUR_S,
@@ -211,6 +216,7 @@ QUIZ_FUNCTIONS = {
     "checkpoint_write_s": q_checkpoint_write_s,
     "job_mtbf_hours": q_job_mtbf_hours,
     "young_interval_min": q_young_interval_min,
+    "young_interval_min_for_gpus": q_young_interval_min_for_gpus,
     "checkpoint_lost_share": q_lost_share,
     "checkpoint_lost_share_at_young": q_lost_share_at_young,
 }

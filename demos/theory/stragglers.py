@@ -155,6 +155,11 @@ def q_expected_step_s(*, step_s: Any, delay_s: Any, p: Any, ranks: Any) -> float
     return expected_step_s(float(step_s), float(delay_s), check_probability(p), check_ranks(ranks))
 
 
+def q_expected_step_ms(*, step_ms: Any, delay_ms: Any, p: Any, ranks: Any) -> float:
+    """The same in milliseconds, as the drill asks it."""
+    return 1e3 * q_expected_step_s(step_s=float(step_ms) / 1e3, delay_s=float(delay_ms) / 1e3, p=p, ranks=ranks)
+
+
 def q_persistent_straggler_efficiency(*, step_s: Any, slow_step_s: Any) -> float:
     """The share of the fast ranks' time spent computing when one rank always takes `slow_step_s`."""
     return persistent_straggler(float(step_s), float(slow_step_s))["efficiency"]
@@ -163,5 +168,6 @@ def q_persistent_straggler_efficiency(*, step_s: Any, slow_step_s: Any) -> float
 QUIZ_FUNCTIONS = {
     "slow_step_probability": q_slow_step_probability,
     "straggler_expected_step_s": q_expected_step_s,
+    "straggler_expected_step_ms": q_expected_step_ms,
     "persistent_straggler_efficiency": q_persistent_straggler_efficiency,
 }
