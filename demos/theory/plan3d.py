@@ -248,6 +248,9 @@ def _loses(row: dict[str, Any], best: dict[str, Any], job: Job) -> tuple[str, st
     if not row["fits"]:
         return "memory", (f"needs {format_bytes(row['memory']['total_bytes'])} per GPU against "
                           f"{format_bytes(job.gpu_mem_bytes)}, even with every block checkpointed")
+    if row["step_s"] <= best["step_s"] * (1 + TIE_SHARE) or row["step_s"] < best["step_s"]:
+        return "tie", (f"within 1% of the first ({row['step_s'] / best['step_s'] - 1:+.1%}), ranked after it for "
+                       f"its {row['pp']} pipeline stages against {best['pp']}")
     extra = {term: row["terms"][term] - best["terms"][term] for term in TERMS if term != "compute_s"}
     term = max(extra, key=extra.get)
     more = f"{extra[term]:.3g} s more per step"
@@ -287,7 +290,7 @@ def plan(job: Job, top: int = DEFAULT_TOP) -> dict[str, Any]:
         raise ValueError("no tp x pp x dp fits this model in the GPUs' memory"
                          + (f" (the least is {least['memory']['total_bytes'] / 1e9:,.1f} GB per GPU at tp "
                             f"{least['tp']}, pp {least['pp']})" if least else "")
-                         + ": add GPUs, use larger ones, or shard the optimizer (--plan-dp zero1 or fsdp)")
+                         + ": add GPUs, use larger ones, or shard more of the model state over dp (zero1, or fsdp)")
     best = fitting[0]
     others = []
     for row in valid:
@@ -318,29 +321,47 @@ def degrees_text(tp: int, pp: int, dp: int) -> str:
     return f"tp {tp} x pp {pp} x dp {dp}"
 
 
-def q_plan_degrees(*, model: str, gpus: Any, gpus_per_node: Any, gpu_mem: Any, peak_flops_per_s: Any,
-                   intra_bytes_per_s: Any, inter_bytes_per_s: Any, global_batch: Any = DEFAULT_GLOBAL_BATCH,
-                   micro_batch: Any = 1, precision: str = "bf16-master", optimizer: str = "adam",
-                   mfu: Any = DEFAULT_MFU, dp_mode: str = "zero1", rank: Any = 1, intra_latency_s: Any = 0.0,
-                   inter_latency_s: Any = 0.0) -> str:
-    """The degrees the planner ranks `rank`-th (1: best), as "tp T x pp P x dp D"."""
+def job_from_args(*, gpus: Any, gpus_per_node: Any, gpu_mem: Any, peak_flops_per_s: Any, intra_bytes_per_s: Any,
+         inter_bytes_per_s: Any, model: str | None = None, layers: Any = None, d_model: Any = None, heads: Any = None,
+         vocab: Any = None, seq_len: Any = None, global_batch: Any = DEFAULT_GLOBAL_BATCH, micro_batch: Any = 1,
+         precision: str = "bf16-master", optimizer: str = "adam", mfu: Any = DEFAULT_MFU, dp_mode: str = "zero1",
+         intra_latency_s: Any = 0.0, inter_latency_s: Any = 0.0) -> Job:
+    """The job the quiz functions describe: a named shape (`model`) or one given by its sizes."""
     from ddpfsdp.demos.base.units import parse_bytes
+    from ddpfsdp.demos.theory.bandwidth import parse_rate
     from ddpfsdp.demos.theory.topology import check_topology
 
-    from ddpfsdp.demos.theory.bandwidth import parse_rate
-
+    if model is not None:
+        shape = plan_shape(model)
+    else:
+        shape = GPTShape(layers=read_count(layers, "layers"), d_model=read_count(d_model, "d_model"),
+                         heads=read_count(heads, "heads"), seq_len=read_count(seq_len, "seq len"),
+                         vocab=read_count(vocab, "vocab"))
     topo = check_topology(gpus=gpus, gpus_per_node=gpus_per_node, intra_bytes_per_s=parse_rate(intra_bytes_per_s),
                           inter_bytes_per_s=parse_rate(inter_bytes_per_s), intra_latency_s=float(intra_latency_s),
                           inter_latency_s=float(inter_latency_s))
-    job = check_job(shape=plan_shape(model), topo=topo, gpu_mem_bytes=parse_bytes(gpu_mem),
-                    peak_flops_per_s=float(peak_flops_per_s), mfu=mfu, precision=precision, optimizer=optimizer,
-                    global_batch=global_batch, micro_batch=micro_batch, dp_mode=dp_mode)
+    return check_job(shape=shape, topo=topo, gpu_mem_bytes=parse_bytes(gpu_mem), peak_flops_per_s=float(peak_flops_per_s),
+                     mfu=mfu, precision=precision, optimizer=optimizer, global_batch=global_batch,
+                     micro_batch=micro_batch, dp_mode=dp_mode)
+
+
+def q_plan_degrees(*, rank: Any = 1, **job: Any) -> str:
+    """The degrees the planner ranks `rank`-th (1: best), as "tp T x pp P x dp D"; `job` as `job_from_args` takes it."""
     place = read_count(rank, "rank")
-    chosen = plan(job, top=place)["candidates"]
+    chosen = plan(job_from_args(**job), top=place)["candidates"]
     if place > len(chosen):
         raise ValueError(f"only {len(chosen)} candidate(s) fit; there is no {place}th")
     row = chosen[place - 1]
     return degrees_text(row["tp"], row["pp"], row["dp"])
 
 
-QUIZ_FUNCTIONS = {"plan_degrees": q_plan_degrees}
+def q_plan_memory_bytes(*, tp: Any, pp: Any, dp: Any, **job: Any) -> int:
+    """Bytes per GPU on the fullest pipeline rank of these degrees (model state, working set, activations in
+    flight; with every block checkpointed where that is what fits)."""
+    row = evaluate(job_from_args(**job), read_count(tp, "tp"), read_count(pp, "pp"), read_count(dp, "dp"))
+    if not row["valid"]:
+        raise ValueError(row["reason"])
+    return row["memory"]["total_bytes"]
+
+
+QUIZ_FUNCTIONS = {"plan_degrees": q_plan_degrees, "plan_memory_bytes": q_plan_memory_bytes}
