@@ -277,6 +277,10 @@ def test_why_the_others_lose():
     # tp 1 x pp 1 x dp 1,024 cannot split 1,536 sequences evenly.
     assert plan["invalid"] == [{"tp": 1, "pp": 1, "dp": 1024, "reason": plan["invalid"][0]["reason"]}]
     assert "not a whole number" in plan["invalid"][0]["reason"]
+    # With only the first shown, tp 8 x pp 16 (24.155 s) is faster than tp 8 x pp 8 (24.234 s) by 0.3%: within
+    # 1% of the fastest they tie, and the fewer stages rank first; the other is said to lose on the tie.
+    tied = {(o["tp"], o["pp"]): o for o in plan3d.plan(_megatron_job(), top=1)["others"]}[(8, 16)]
+    assert tied["loses_by"] == "tie" and "16 pipeline stages against 8" in tied["reason"]
 
 
 def test_a_plan_that_cannot_fit_says_what_to_do():

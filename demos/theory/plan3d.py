@@ -241,14 +241,15 @@ def evaluate(job: Job, tp: int, pp: int, dp: int) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- the plan
 
 
-def _loses(row: dict[str, Any], best: dict[str, Any], job: Job) -> tuple[str, str]:
-    """(kind, why) this candidate loses to the best: memory, or the term it spends most time on beyond it."""
+def _loses(row: dict[str, Any], best: dict[str, Any], job: Job, tie_s: float) -> tuple[str, str]:
+    """(kind, why) this candidate loses to the best: memory; a tie (a step within `tie_s`, the fastest's
+    plus `TIE_SHARE`) lost on the number of stages; or the term it spends most time on beyond the best."""
     from ddpfsdp.demos.base.units import format_bytes
 
     if not row["fits"]:
         return "memory", (f"needs {format_bytes(row['memory']['total_bytes'])} per GPU against "
                           f"{format_bytes(job.gpu_mem_bytes)}, even with every block checkpointed")
-    if row["step_s"] <= best["step_s"] * (1 + TIE_SHARE) or row["step_s"] < best["step_s"]:
+    if row["step_s"] <= tie_s:
         return "tie", (f"within 1% of the first ({row['step_s'] / best['step_s'] - 1:+.1%}), ranked after it for "
                        f"its {row['pp']} pipeline stages against {best['pp']}")
     extra = {term: row["terms"][term] - best["terms"][term] for term in TERMS if term != "compute_s"}
@@ -292,11 +293,12 @@ def plan(job: Job, top: int = DEFAULT_TOP) -> dict[str, Any]:
                             f"{least['tp']}, pp {least['pp']})" if least else "")
                          + ": add GPUs, use larger ones, or shard more of the model state over dp (zero1, or fsdp)")
     best = fitting[0]
+    tie_s = min(row["step_s"] for row in fitting) * (1 + TIE_SHARE)
     others = []
     for row in valid:
         if row in fitting[:top]:
             continue
-        kind, why = _loses(row, best, job)
+        kind, why = _loses(row, best, job, tie_s)
         others.append({"tp": row["tp"], "pp": row["pp"], "dp": row["dp"], "fits": row["fits"],
                        "step_s": row["step_s"], "total_bytes": row["memory"]["total_bytes"], "loses_by": kind,
                        "reason": why})

@@ -107,9 +107,10 @@ def _topology(console: Any, t: dict[str, Any], inputs: dict[str, Any], size: Any
                           size(op["wire_bytes_per_gpu"]), format_duration(op["time_s"]))
         table.add_row("", "[bold]total[/]", "", "", f"[bold]{format_duration(t['hsdp']['time_s'])}[/]")
     console.print(table)
-    console.print("• One ring is paced by its slowest hop; the hierarchical schedule sends only 1/g of the buffer "
-                  "through each NIC, g rings at once. HSDP keeps its all-gathers and reduce-scatters inside the "
-                  "node and all-reduces each 1/g gradient shard between nodes.", highlight=False)
+    console.print("• The flat ring is one ring, paced by its slowest hop; the hierarchical schedule sends only 1/g of "
+                  "the buffer through each NIC, g rings at once (NCCL gets close to it with several rings through "
+                  "different NICs, and trees). HSDP keeps its all-gathers and reduce-scatters inside the node and "
+                  "all-reduces each 1/g gradient shard between nodes.", highlight=False)
 
 
 def _scaling(console: Any, s: dict[str, Any], inputs: dict[str, Any], size: Any) -> None:
