@@ -46,8 +46,8 @@ def _preset(kind: str, presets_of, what: str):
               help="Fix the scenario: the same seed gives the same scenario (--json uses 0 when none is given).")
 @click.option("--family", type=click.Choice(FAMILY_NAMES, case_sensitive=False), default=None,
               help="fit: make a model fit; faster: make a step faster; scale: from one node to many; "
-              "pipeline: past one node, pipeline across slow links; plan: a 3-D plan for thousands of GPUs (only "
-              "when asked for). Default: drawn from the first four.")
+              "pipeline: past one node, pipeline across slow links; plan: tensor, pipeline and data-parallel "
+              "degrees for a thousand GPUs. Default: drawn.")
 @click.option("--model", "model", default=None, metavar="PRESET",
               callback=_preset("model", lambda p: p.MODELS, "model preset"),
               help="Pin the model: GPT-3-XL-like, Llama-2-7B-like, Llama-2-13B-like, Llama-2-70B-like, Llama-3.1-405B-like.")

@@ -91,16 +91,19 @@ def _numbered(items: list[Step]) -> tuple[Step, ...]:
     return tuple(replace(step, id=str(number)) for number, step in enumerate(items, start=1))
 
 
-# The families a seed drew from before the pipeline family joined; the pipeline family takes its share of
-# seeds by a draw of its own, so every other seed keeps the scenario it always gave. The plan family is
-# asked for by name (--family plan), so no seed's scenario changed when it came.
+# The families a seed drew from before the pipeline family joined. The pipeline family, then the plan
+# family, each take their share of seeds by a draw of their own, so every other seed keeps the scenario it
+# always gave.
 FIRST_FAMILIES = ("faster", "fit", "scale")
 PIPELINE_SHARE = 1 / 4
+PLAN_SHARE = 1 / 5  # of the seeds the pipeline family leaves: 15% of all
 
 
 def _draw_family(seed: int, rng: random.Random) -> Family:
     if random.Random(f"pipeline:{seed}").random() < PIPELINE_SHARE:
         return FAMILIES["pipeline"]
+    if random.Random(f"plan:{seed}").random() < PLAN_SHARE:
+        return FAMILIES["plan"]
     return FAMILIES[rng.choice(FIRST_FAMILIES)]
 
 
