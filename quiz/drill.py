@@ -43,6 +43,7 @@ from ddpfsdp.quiz import grading
 from ddpfsdp.quiz.drill_context import context_parallel_problem
 from ddpfsdp.quiz.drill_experts import expert_parallel_problem
 from ddpfsdp.quiz.drill_pipeline import pipeline_problem
+from ddpfsdp.quiz.drill_scale import checkpoint_problem, hierarchical_problem, straggler_problem
 from ddpfsdp.quiz.grading import Grade, QuantityError
 from ddpfsdp.quiz.loader import BYTE_UNITS, UNITS
 
@@ -132,6 +133,8 @@ class Problem:
             return f"type a size such as 12.5 {self.unit}, 14.9GiB or 1.5e10 (bytes); a bare small number is read in {self.unit}"
         if self.unit == "x":
             return "type a fraction or a ratio, such as 0.25 or 1.5"
+        if self.tolerance:  # a figure graded within a tolerance (milliseconds, minutes) need not be whole
+            return "type a number, such as 12 or 12.5"
         return "type a whole number, such as 12"
 
     def to_dict(self) -> dict[str, Any]:
@@ -554,6 +557,9 @@ KINDS: dict[str, Kind] = {
              context_parallel_problem),
         Kind("expert-parallel", "Experts: capacity, drops, all-to-all, aux loss", "expert-parallel",
              expert_parallel_problem),
+        Kind("stragglers", "Slow steps at scale", "at-scale", straggler_problem),
+        Kind("checkpoint", "Checkpoint size and interval", "at-scale", checkpoint_problem),
+        Kind("hier-allreduce", "Hierarchical all-reduce time", "at-scale", hierarchical_problem),
     )
 }
 

@@ -19,7 +19,7 @@ from ddpfsdp.quiz.loader import load_bank
 
 TOPICS = ("ddp", "sampler", "collectives", "memory", "fsdp-mechanics", "fsdp-wrap", "sharding", "comm",
           "precision", "fsdp2-debug", "dtensor", "operations", "debugging", "two-d",
-          "pipeline", "context-parallel", "expert-parallel")
+          "pipeline", "context-parallel", "expert-parallel", "at-scale")
 KINDS = ("single", "multi", "numeric", "order", "explain")
 SECTIONS = ("## Why", "## Common mistake", "## Evidence")
 # Each distinct linked demo configuration is run once by tests/test_bank_evidence.py; this keeps that
@@ -205,6 +205,23 @@ HAND_COMPUTED: dict[str, float] = {
     "ep-all-to-all-bytes": 4 * 32 * 16384 * 4096 * 2 * 7 // 8,
     # FSDP: (2 + 2 + 4) x 7/8 bytes per expert parameter; EP: 4 x 16,384 x 4096 x 2 x 7/8 per layer: E·P_e / (T·k·d).
     "ep-vs-fsdp": 64 * (8 * 4096**2 + 5 * 4096) / (16384 * 4096),
+    # At scale. A step is fast only if every rank is: 1 - (1 - p)^N.
+    "scale-straggler-probability": 1 - (1 - 0.001) ** 10_000,
+    # One 300 ms delay whenever any of 1,000 ranks is late.
+    "scale-straggler-expected-step": 1000 + 300 * (1 - (1 - 0.001) ** 1000),
+    # bf16 params 2 + fp32 master 4 + two fp32 moments 8 = 14 bytes, no gradients, over 512 ranks.
+    "scale-checkpoint-175b-shard": 175e9 * 14 / 512,
+    # The slower of 4.79 GB at 2 GB/s per rank and 2.45 TB at 500 GB/s for the file system.
+    "scale-checkpoint-175b-write": max(175e9 * 14 / 512 / 2e9, 175e9 * 14 / 500e9),
+    # Young: sqrt(2 C M) with C = 5 min, M = 60 min.
+    "scale-young-interval": (2 * 5 * 60) ** 0.5,
+    "scale-scaling-efficiency": 1.1 / 2,
+    # The all-reduce across 128 nodes of each GPU's 1/8: 2 x 127/128 x 28 GB / 8.
+    "scale-hierarchical-nic-bytes": 2 * 127 / 128 * 28e9 / 8,
+    # 2 x 7/8 x 14 GB at 450 GB/s (reduce-scatter and all-gather) + 2 x 63/64 x 14 GB/8 at 50 GB/s, in ms.
+    "scale-hierarchical-time": (2 * 7 / 8 * 14e9 / 450e9 + 2 * 63 / 64 * 14e9 / 8 / 50e9) * 1e3,
+    # 875M params a shard: fp32 params and grads 8 bytes each, 8-bit Adam 2 bytes + 2 fp32 absmax per 2,048.
+    "scale-8bit-adam-zero3": 875_000_000 * 8 + 2 * (875_000_000 + 4 * -(-875_000_000 // 2048)),
 }
 
 

@@ -76,6 +76,25 @@ CONFIGS: dict[str, tuple[str, ...]] = {
     ),
     "expert-parallel-large-64": (
         "--model", "large", "--gpus", "16", "--ep", "8", "--experts", "64", "--top-k", "2", "--capacity-factor", "1.25",
+    # At cluster scale: stragglers and scaling need no model; checkpoints, topology, the 3-D plan, 8-bit Adam, LoRA.
+    "stragglers-10000": ("--gpus", "10000", "--stragglers", "0.001", "--straggler-delay", "300ms", "--step-time", "1s"),
+    "scaling-512-to-1024": ("--gpus", "512", "--scaled-to", "1024", "--throughput-gain", "1.1"),
+    "checkpoint-175b-512": (
+        "--params", "175B", "--gpus", "512", "--precision", "bf16-master", "--optimizer", "adam", "--checkpoint-bw",
+        "2GB/s", "--storage-bw", "500GB/s", "--gpu-mtbf-hours", "50000", "--checkpoint-every", "1h", "--restart-time",
+        "10min",
+    ),
+    "topology-70b-1024-oversubscribed": (
+        "--params", "70B", "--gpus", "1024", "--topology", "--intra-bw", "450GB/s", "--inter-bw", "400Gbps",
+        "--oversubscription", "2", "--rack-nodes", "4",
+    ),
+    "plan-175b-1024": (
+        "--params", "175B", "--gpus", "1024", "--plan", "--cluster", "DGX A100 80GB", "--precision", "bf16-master",
+        "--optimizer", "adam", "--global-batch", "1536", "--mfu", "0.5", "--plan-dp", "zero1",
+    ),
+    "adam-8bit-lora-70b": (
+        "--params", "70B", "--gpus", "8", "--adam-8bit", "--lora-rank", "16", "--lora-base", "nf4", "--lora-targets",
+        "all",
     ),
 }
 

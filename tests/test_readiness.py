@@ -82,12 +82,14 @@ def test_readiness_grows_with_the_evidence_and_reaches_full_only_with_enough(ban
     shown = []
     for day in range(8):
         at = T0 + timedelta(days=day * 3)
-        _step(store, "model-state", "ddp", "memory", True, at)
+        # Each kind of step the memory skill asks: the model state under DDP, a 3-D plan's memory per GPU.
+        _step(store, "model-state", "memory", "memory", True, at)
+        _step(store, "plan-memory", "at-scale", "memory", True, at)
         shown.append({r.name: r for r in readiness.report(bank, store, at)["skills"]}["memory"].readiness)
-    assert shown == sorted(shown) and shown[0] < shown[3]
-    for answers, ready in enumerate(shown, start=1):
-        assert ready <= answers / readiness.EVIDENCE_ANSWERS + 1e-9
-    assert shown[-1] > 0.75  # eight right answers over three weeks: well on the way
+    assert shown == sorted(shown) and shown[0] < shown[2]
+    for days, ready in enumerate(shown, start=1):
+        assert ready <= 2 * days / readiness.EVIDENCE_ANSWERS + 1e-9
+    assert shown[-1] > 0.75  # eight right answers to each over three weeks: well on the way
 
 
 def test_each_thing_to_study_comes_with_its_command(bank):

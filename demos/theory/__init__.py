@@ -30,6 +30,15 @@
     planning       the plans an interview asks for: the lowest stage that fits, checkpointing, HSDP's group
     presets        the models, GPUs, links and clusters interviews quote, each figure with its source
     arguments      counts and flags as people write them ("7B", "yes")
+    bandwidth      bandwidths and durations as people write them ("400Gbps", "5min")
+    stragglers     a synchronous step waits for its slowest rank: 1 - (1 - p)^N, the expected step
+    checkpointing  checkpoint size and write time, the job's MTBF, Young's and Daly's interval, goodput lost
+    topology       links inside and between nodes, oversubscription, flat and hierarchical all-reduce,
+                   HSDP by link, scaling efficiency
+    plan3d         tensor, pipeline and data-parallel degrees for a model on a cluster, ranked
+    optimizer_8bit bitsandbytes' 8-bit Adam state per GPU
+    lora           LoRA and QLoRA: a frozen (quantized) base and trained adapters per GPU
+    at_scale       the numeric quiz functions of the seven above, gathered
 
 A new strategy is named, titled and given what it shards in `sharding`, then its working set
 (`working_set`) and its traffic (`comm`); `rows` puts it in the table. Everything here is computed from counts and

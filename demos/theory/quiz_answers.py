@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from ddpfsdp.demos.base.collectives import wire_factor
 from ddpfsdp.demos.theory.accounting import accounting_refusal
+from ddpfsdp.demos.theory.at_scale import QUIZ_FUNCTIONS as AT_SCALE_FUNCTIONS
 from ddpfsdp.demos.theory.activations import gpt_activation_bytes, transformer_activation_bytes
 from ddpfsdp.demos.theory.implementations import implementation
 from ddpfsdp.demos.theory.arguments import read_count, read_flag
@@ -259,4 +260,5 @@ QUIZ_FUNCTIONS: dict[str, Callable[..., int | float]] = {
     **PIPELINE_FUNCTIONS,
     **CONTEXT_PARALLEL_FUNCTIONS,
     **EXPERT_PARALLEL_FUNCTIONS,
+    **AT_SCALE_FUNCTIONS,
 }

@@ -15,6 +15,7 @@ from ddpfsdp.demos.theory.precision import OPTIMIZER_STATES, PRECISIONS
 from ddpfsdp.demos.base.units import parse_bytes, parse_count
 from ddpfsdp.quiz.commands.calc_cp_ep import cp_ep_options, cp_ep_sections, render_cp_ep, take_cp_ep_options
 from ddpfsdp.quiz.commands.calc_pipeline import pipeline_options, pipeline_section, render_pipeline, take_pipeline_options
+from ddpfsdp.quiz.commands.calc_scale import model_free, scale_options, scale_sections, take_scale_options
 
 # What the analytic model is asked about: models from a thousand parameters to 100 trillion (today's
 # largest are a few trillion), on one GPU to a million (today's largest jobs use about 100,000).
@@ -161,6 +162,7 @@ def _with_calc_options(command: Any) -> Any:
 @_with_calc_options
 @pipeline_options
 @cp_ep_options
+@scale_options
 def calc(as_json: bool, explain: bool, display_unit: str, **values: Any) -> None:
     """Theory: per-GPU memory and per-step traffic of DDP, ZeRO-1/2/3, FSDP and HSDP, side by side.
 
@@ -194,11 +196,25 @@ def calc(as_json: bool, explain: bool, display_unit: str, **values: Any) -> None
       ddpfsdp calc --params 70B --gpus 64 --tp 8 --pp 4 --microbatches 16 --schedule interleaved
       ddpfsdp calc --params 7B --gpus 8 --seq-len 131072 --cp 8 --checkpoint-activations
       ddpfsdp calc --params 7B --gpus 64 --ep 8 --experts 64 --top-k 2 --capacity-factor 1.25
+
+    At cluster scale, each option group adds a section (stragglers and scaling need no model):
+
+    \b
+      ddpfsdp calc --gpus 10000 --stragglers 0.001 --straggler-delay 300ms --step-time 1s
+      ddpfsdp calc --gpus 512 --scaled-to 1024 --throughput-gain 1.1
+      ddpfsdp calc --params 175B --gpus 512 --precision bf16-master --optimizer adam --checkpoint-bw 2GB/s
+      ddpfsdp calc --params 70B --gpus 1024 --topology --oversubscription 2
+      ddpfsdp calc --params 175B --gpus 1024 --plan --cluster "DGX A100 80GB" --precision bf16-master
+      ddpfsdp calc --params 70B --gpus 8 --adam-8bit --lora-rank 16
     """
     from ddpfsdp.demos.theory.estimate import estimate_for
 
     pipeline = take_pipeline_options(values)
     cp_ep = take_cp_ep_options(values)
+    scale = take_scale_options(values)
+    if values["params"] is None and values["model"] is None and model_free(scale):
+        _print_scale_only(scale, values["gpus"], as_json, display_unit)
+        return
     options = _calc_options(values)
     _check_combinations(options)
     try:
@@ -210,6 +226,7 @@ def calc(as_json: bool, explain: bool, display_unit: str, **values: Any) -> None
         result["pipeline"] = section
     cp_ep_figures = cp_ep_sections(cp_ep, result)
     result.update(cp_ep_figures)
+    result.update(scale_sections(scale, result, values["params"]))
 
     if as_json:
         click.echo(json.dumps(result, indent=2))
@@ -218,7 +235,22 @@ def calc(as_json: bool, explain: bool, display_unit: str, **values: Any) -> None
     if section is not None:
         render_pipeline(section, result, display_unit)
     render_cp_ep(cp_ep_figures, display_unit)
+    from ddpfsdp.quiz.commands.calc_scale_view import render_scale
+
+    render_scale(result, display_unit)
     click.echo(_simulate_hint(options, result["inputs"]["precision"]))
+
+
+def _print_scale_only(scale: dict, gpus: int, as_json: bool, unit: str) -> None:
+    """Stragglers and scaling need no model: their sections alone."""
+    from ddpfsdp.quiz.commands.calc_scale import model_free_document
+    from ddpfsdp.quiz.commands.calc_scale_view import render_scale
+
+    document = model_free_document(scale, gpus)
+    if as_json:
+        click.echo(json.dumps(document, indent=2))
+    else:
+        render_scale(document, unit)
 
 
 def _calc_options(values: dict[str, Any]) -> CalcOptions:

@@ -7,7 +7,7 @@ import json
 import click
 
 KIND_NAMES = ("model-state", "fit-stage", "min-gpus", "wire-bytes", "ddp-buckets", "sampler-index", "activations",
-              "tp-comm", "pipeline", "context-parallel", "expert-parallel")
+              "tp-comm", "pipeline", "context-parallel", "expert-parallel", "stragglers", "checkpoint", "hier-allreduce")
 
 
 @click.command()
@@ -20,7 +20,7 @@ KIND_NAMES = ("model-state", "fit-stage", "min-gpus", "wire-bytes", "ddp-buckets
 @click.option("--kind", "kinds", multiple=True, type=click.Choice(KIND_NAMES), metavar="KIND",
               help=f"Only this kind of problem; repeat for several. Kinds: {', '.join(KIND_NAMES)}.")
 def drill(plain: bool, as_json: bool, count: int | None, seed: int | None, kinds: tuple[str, ...]) -> None:
-    """Napkin-math sizing drills: per-GPU memory, what fits, traffic, buckets, sampler indices.
+    """Napkin-math sizing drills: per-GPU memory, what fits, traffic, buckets, sampler indices, at scale.
 
     Every problem is drawn from named presets (Llama-2-7B-like, H100-80GB, 2 nodes of 8, ...) and
     answered by the analytic model (`ddpfsdp calc`); a miss shows the working. Answers take units:

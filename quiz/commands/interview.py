@@ -6,7 +6,7 @@ import json
 
 import click
 
-FAMILY_NAMES = ("fit", "faster", "scale", "pipeline")
+FAMILY_NAMES = ("fit", "faster", "scale", "pipeline", "plan")
 
 
 class Seed(click.ParamType):
@@ -46,7 +46,8 @@ def _preset(kind: str, presets_of, what: str):
               help="Fix the scenario: the same seed gives the same scenario (--json uses 0 when none is given).")
 @click.option("--family", type=click.Choice(FAMILY_NAMES, case_sensitive=False), default=None,
               help="fit: make a model fit; faster: make a step faster; scale: from one node to many; "
-              "pipeline: past one node, pipeline across slow links. Default: drawn.")
+              "pipeline: past one node, pipeline across slow links; plan: tensor, pipeline and data-parallel "
+              "degrees for a thousand GPUs. Default: drawn.")
 @click.option("--model", "model", default=None, metavar="PRESET",
               callback=_preset("model", lambda p: p.MODELS, "model preset"),
               help="Pin the model: GPT-3-XL-like, Llama-2-7B-like, Llama-2-13B-like, Llama-2-70B-like, Llama-3.1-405B-like.")
@@ -68,6 +69,7 @@ def interview(plain: bool, as_json: bool, seed: int | None, family: str | None, 
       ddpfsdp interview                          the app, on the interview screen
       ddpfsdp interview --plain --family faster  line by line; s skips, q stops
       ddpfsdp interview --json --seed 1          the scenario with every answer, as JSON
+      ddpfsdp interview --family plan            tensor, pipeline and data-parallel degrees
     """
     if as_json and plain:
         raise click.UsageError("choose one of --json and --plain")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from ddpfsdp.demos.theory import planning, presets
 from ddpfsdp.demos.theory.sharding import ZERO_STAGES
-from ddpfsdp.quiz.interview import followups, pipeline_followups, steps
+from ddpfsdp.quiz.interview import followups, pipeline_followups, plan_followups, steps
 from ddpfsdp.quiz.interview.scenario import Scenario, Setup, Step
 
 MFUS = (0.35, 0.40, 0.45, 0.50, 0.55)
@@ -33,6 +33,7 @@ class Family:
     followups: tuple[followups.FollowUp, followups.FollowUp]
     explain: object  # (Setup, plan) -> Step
     lowest_stage: int = 0  # draw again (most of the time) when a lower stage already fits
+    accepts: object = None  # (Setup) -> bool: draw again when the family's own steps cannot be asked of a setup
 
 
 FAMILIES: dict[str, Family] = {
@@ -48,6 +49,9 @@ FAMILIES: dict[str, Family] = {
                (1,), (followups.more_nodes, followups.batch_doubles), followups.explain_scale),
         Family("pipeline", "Past one node: pipeline", ("Llama-2-70B-like", "Llama-3.1-405B-like"), (2, 4, 8),
                (pipeline_followups.across_nodes, pipeline_followups.step_time), pipeline_followups.explain),
+        Family("plan", "A 3-D plan", ("Llama-2-70B-like", "Llama-3.1-405B-like"), (16, 32, 64, 128),
+               (plan_followups.choose_degrees, plan_followups.plan_memory), plan_followups.explain,
+               accepts=plan_followups.has_plan),
     )
 }
 
@@ -72,8 +76,13 @@ def draw_setup(rng: random.Random, family: Family, model: str | None = None, clu
             continue
         if stage < family.lowest_stage and rng.random() < 0.8 and not (model and cluster):
             continue
+        if family.accepts is not None and not family.accepts(setup):
+            continue
         return setup
     pinned = ", ".join(f"{what} {name!r}" for what, name in (("model", model), ("cluster", cluster)) if name)
+    if family.accepts is not None:
+        raise ValueError(f"no {family.name!r} scenario fits with {pinned or 'these presets'}: its steps need a job "
+                         f"where {family.title.lower()} is a real choice; pin another model or cluster")
     raise ValueError(f"no {family.name!r} scenario fits with {pinned or 'these presets'}: even ZeRO-3 cannot hold "
                      "the model state; pin a smaller model or a cluster with more memory")
 
@@ -82,14 +91,19 @@ def _numbered(items: list[Step]) -> tuple[Step, ...]:
     return tuple(replace(step, id=str(number)) for number, step in enumerate(items, start=1))
 
 
-# The families a seed drew from before the pipeline family joined; the pipeline family takes its share of
-# seeds by a draw of its own, so every other seed keeps the scenario it always gave.
+# The families a seed drew from before the pipeline family joined. The pipeline family, then the plan
+# family, each take their share of seeds by a draw of their own, so every other seed keeps the scenario it
+# always gave.
 FIRST_FAMILIES = ("faster", "fit", "scale")
+PIPELINE_SHARE = 1 / 4
+PLAN_SHARE = 1 / 5  # of the seeds the pipeline family leaves: 15% of all
 
 
 def _draw_family(seed: int, rng: random.Random) -> Family:
-    if random.Random(f"pipeline:{seed}").random() < 1 / len(FAMILIES):
+    if random.Random(f"pipeline:{seed}").random() < PIPELINE_SHARE:
         return FAMILIES["pipeline"]
+    if random.Random(f"plan:{seed}").random() < PLAN_SHARE:
+        return FAMILIES["plan"]
     return FAMILIES[rng.choice(FIRST_FAMILIES)]
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, NotRequired, TypedDict
 
-from ddpfsdp.demos.theory import planning, steptime
+from ddpfsdp.demos.theory import plan3d, planning, steptime
 from ddpfsdp.demos.theory.quiz_answers import QUIZ_FUNCTIONS
 from ddpfsdp.demos.theory.presets import Cluster, ModelPreset
 from ddpfsdp.quiz.drill import OPTIMIZER_TEXT, PRECISION_TEXT
@@ -41,11 +41,14 @@ STEP_KINDS: dict[str, tuple[str, str]] = {
     "pipeline-microbatches": ("strategy", "pipeline"),
     "pipeline-step-time": ("time", "pipeline"),
     "explain-pipeline": ("explanation", "pipeline"),
+    "plan-3d": ("strategy", "at-scale"),
+    "plan-memory": ("memory", "at-scale"),
+    "explain-plan": ("explanation", "at-scale"),
 }
 """Every kind of step: (its skill, the quiz topic its answers count toward). Each kind is one card."""
 
-FUNCTIONS = {**QUIZ_FUNCTIONS, **steptime.QUIZ_FUNCTIONS, **planning.QUIZ_FUNCTIONS}
-"""Every function a step may name: the analytic model's quiz functions, step time, and plans."""
+FUNCTIONS = {**QUIZ_FUNCTIONS, **steptime.QUIZ_FUNCTIONS, **planning.QUIZ_FUNCTIONS, **plan3d.QUIZ_FUNCTIONS}
+"""Every function a step may name: the analytic model's quiz functions, step time, plans and 3-D plans."""
 
 
 def compute(fn: str, args: dict[str, Any]) -> Any:
