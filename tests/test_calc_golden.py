@@ -76,6 +76,7 @@ CONFIGS: dict[str, tuple[str, ...]] = {
     ),
     "expert-parallel-large-64": (
         "--model", "large", "--gpus", "16", "--ep", "8", "--experts", "64", "--top-k", "2", "--capacity-factor", "1.25",
+    ),
     # At cluster scale: stragglers and scaling need no model; checkpoints, topology, the 3-D plan, 8-bit Adam, LoRA.
     "stragglers-10000": ("--gpus", "10000", "--stragglers", "0.001", "--straggler-delay", "300ms", "--step-time", "1s"),
     "scaling-512-to-1024": ("--gpus", "512", "--scaled-to", "1024", "--throughput-gain", "1.1"),

@@ -147,7 +147,9 @@ def test_drill_miss_shows_the_working(snap_compare, quiz_bank, history, size):
     async def miss(pilot):
         await pilot.pause()
         problem = pilot.app.screen.problem
-        pilot.app.screen.query_one("#drill-input").value = "3" if problem.unit == "" and problem.answer != 3 else "1 bytes"
+        # a wrong answer in the problem's own unit: a count, or a size
+        wrong = "3" if problem.answer != 3 else "4"
+        pilot.app.screen.query_one("#drill-input").value = wrong if problem.base_unit == "count" else "1 bytes"
         await pilot.press("enter")
         await pilot.pause()
 
