@@ -140,6 +140,8 @@ class QuizApp(App):
                 self.start_interview(self.interview)
             elif self.start_mode == "drill":
                 self.start_drill()
+            elif self.start_mode == "bookmarked":
+                self.study_bookmarks()
             elif self.start_mode is not None:
                 self.start_session(self.start_mode, topic=self.start_topic)
         self.call_after_refresh(self._first_screen_up)
@@ -168,6 +170,17 @@ class QuizApp(App):
         if mode == "mock":
             self.session.deadline_s = self.session.started_s + scheduler.MOCK_MINUTES * 60
         self._show_question(push=True)
+
+    def bookmarked_questions(self) -> list[Question]:
+        """The bookmarked questions still in the bank, oldest mark first."""
+        return [self.bank.questions[q] for q in self.store.bookmarks() if q in self.bank.questions]
+
+    def study_bookmarks(self) -> None:
+        questions = self.bookmarked_questions()
+        if not questions:
+            self.notify("No bookmarked questions yet: press b on a question to bookmark it.", title="Bookmarks")
+            return
+        self.start_session("practice", questions=questions)
 
     def _questions_for(self, mode: str, topic: str | None) -> list[Question]:
         """What a session of `mode` asks; empty (and said why) when there is nothing."""
@@ -387,6 +400,7 @@ def make_app(
     drill: bool = False,
     drill_kinds: tuple[str, ...] | None = None,
     interview: Any = None,
+    bookmarked: bool = False,
 ) -> QuizApp:
     """The app as the CLI runs it; tests pass a fixture bank, a fixed clock and a seed."""
     problem = None
@@ -408,7 +422,8 @@ def make_app(
                 str(error),
                 "Nothing was changed. Close other programs using it, or point DDPFSDP_HOME at a writable folder.",
             )
-    start = "drill" if drill else "mock" if mock else "review" if review else "practice" if topic else None
+    start = ("drill" if drill else "mock" if mock else "review" if review else "bookmarked" if bookmarked
+             else "practice" if topic else None)
     return QuizApp(
         bank=bank,
         store=store,

@@ -46,6 +46,7 @@ def run_plain(
     console: Console | None = None,
     store: Store | None = None,
     clock: Callable[[], datetime] = utc_now,
+    bookmarked: bool = False,
 ) -> int:
     console = console or plain_console()
     store = open_store(console, store)
@@ -53,7 +54,13 @@ def run_plain(
         return 1
     rng = random.Random(seed)
     now = clock()
-    if review:
+    if bookmarked:
+        questions, mode = [bank.questions[q] for q in store.bookmarks() if q in bank.questions], "practice"
+        if not questions:
+            console.print("No bookmarked questions yet. Bookmark one with b on a question in the app, or with "
+                          "`ddpfsdp quiz --bookmark ID` (find ids with `ddpfsdp quiz --search WORDS`).")
+            return 0
+    elif review:
         questions, mode = scheduler.due_questions(bank, store, now), "review"
     elif mock:
         questions, mode = scheduler.mock_interview(bank, rng), "mock"

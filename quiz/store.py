@@ -1,7 +1,7 @@
 """The progress store: one SQLite file in the data directory.
 
-It holds every attempt, each question's FSRS card, and saved demo results with a fingerprint of the
-machine that produced them. Each answer is committed in its own transaction the moment it is given,
+It holds every attempt, each question's FSRS card, the questions bookmarked, and saved demo results
+with a fingerprint of the machine that produced them. Each answer is committed in its own transaction the moment it is given,
 so a crash loses nothing already answered. The file is in WAL mode with a busy timeout, so two app
 instances (or the app and `ddpfsdp demo`) can write at once without corrupting it. A file that is
 not a readable database is moved aside, never deleted, and a fresh one is started with a warning.
@@ -71,7 +71,14 @@ CREATE TABLE IF NOT EXISTS demo_results (
     hostname TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS demo_results_key ON demo_results (demo, args_json, id);
+CREATE TABLE IF NOT EXISTS bookmarks (
+    question_id TEXT PRIMARY KEY,
+    marked_at TEXT NOT NULL
+);
 """
+
+
+TABLES = ("attempts", "cards", "demo_results", "bookmarks")
 
 
 class StoreError(Exception):
@@ -258,7 +265,7 @@ class Store:
                 raise
             db.execute("COMMIT")
             # Any table we rely on must be readable; a page-level fault often shows only here.
-            for table in ("attempts", "cards", "demo_results"):
+            for table in TABLES:
                 db.execute(f"SELECT count(*) FROM {table}").fetchone()
         except BaseException:
             db.close()
@@ -381,6 +388,25 @@ class Store:
     def due_question_ids(self, now: datetime) -> list[str]:
         rows = self._query("SELECT question_id FROM cards WHERE due <= ? ORDER BY due", (_iso(now),))
         return [row["question_id"] for row in rows]
+
+    # --- bookmarks ---------------------------------------------------------------------------------
+
+    def add_bookmark(self, question_id: str, marked_at: datetime) -> bool:
+        """Mark a question; False when it was already marked (its first mark's time is kept)."""
+        with self.transaction() as db:
+            cursor = db.execute("INSERT OR IGNORE INTO bookmarks (question_id, marked_at) VALUES (?, ?)",
+                                (question_id, _iso(marked_at)))
+            return cursor.rowcount > 0
+
+    def remove_bookmark(self, question_id: str) -> bool:
+        """Unmark a question; False when it was not marked."""
+        with self.transaction() as db:
+            return db.execute("DELETE FROM bookmarks WHERE question_id = ?", (question_id,)).rowcount > 0
+
+    def bookmarks(self) -> dict[str, datetime]:
+        """question id -> when it was marked, oldest mark first."""
+        rows = self._query("SELECT question_id, marked_at FROM bookmarks ORDER BY marked_at, question_id")
+        return {row["question_id"]: datetime.fromisoformat(row["marked_at"]) for row in rows}
 
     # --- demo results ------------------------------------------------------------------------------
 
