@@ -27,6 +27,7 @@ from textual.screen import ModalScreen, Screen  # noqa: E402
 
 from ddpfsdp.quiz import scheduler  # noqa: E402
 from ddpfsdp.quiz.bank_cache import load_bank_cached  # noqa: E402
+from ddpfsdp.quiz.levels import LevelRange  # noqa: E402
 from ddpfsdp.quiz.loader import Bank, BankError, Question  # noqa: E402
 from ddpfsdp.quiz.store import Store, StoreError, utc_now  # noqa: E402
 
@@ -89,8 +90,10 @@ class QuizApp(App):
         drill_seed: int | None = None,
         drill_kinds: tuple[str, ...] | None = None,
         interview: Any = None,
+        levels: LevelRange | None = None,
     ):
         super().__init__()
+        self.levels = levels or LevelRange()  # the levels a session asks; the home screen changes them
         self.interview = interview  # the scenario to start on, from `ddpfsdp interview`
         self.drill_seed = drill_seed
         self.drill_kinds = drill_kinds
@@ -173,29 +176,32 @@ class QuizApp(App):
 
     def bookmarked_questions(self) -> list[Question]:
         """The bookmarked questions still in the bank, oldest mark first."""
-        return [self.bank.questions[q] for q in self.store.bookmarks() if q in self.bank.questions]
+        return self.levels.keep([self.bank.questions[q] for q in self.store.bookmarks() if q in self.bank.questions])
 
     def study_bookmarks(self) -> None:
         questions = self.bookmarked_questions()
         if not questions:
-            self.notify("No bookmarked questions yet: press b on a question to bookmark it.", title="Bookmarks")
+            said = "" if self.levels.everything else f" at {self.levels.label()}"
+            self.notify(f"No bookmarked questions{said} yet: press b on a question to bookmark it.", title="Bookmarks")
             return
         self.start_session("practice", questions=questions)
 
     def _questions_for(self, mode: str, topic: str | None) -> list[Question]:
         """What a session of `mode` asks; empty (and said why) when there is nothing."""
         now = self.now()
+        bank = self.levels.restrict(self.bank)
+        at = "" if self.levels.everything else f" at {self.levels.label()}"
         if mode == "review":
-            questions = scheduler.due_questions(self.bank, self.store, now, topic)
+            questions = scheduler.due_questions(bank, self.store, now, topic)
             if not questions:
-                self.notify("Nothing is due for review now. Pick a topic to learn something new.", title="Review")
+                self.notify(f"Nothing is due for review{at} now. Pick a topic to learn something new.", title="Review")
                 return []
         elif mode == "mock":
-            questions = scheduler.mock_interview(self.bank, self.rng)
+            questions = scheduler.mock_interview(bank, self.rng)
         else:
-            questions = scheduler.practice_queue(self.bank, self.store, now, topic)
+            questions = scheduler.practice_queue(bank, self.store, now, topic)
         if not questions:
-            self.notify("No questions here yet.")
+            self.notify(f"No questions here{at} yet." if at else "No questions here yet.")
         return questions
 
     def start_drill(self) -> None:
@@ -401,6 +407,7 @@ def make_app(
     drill_kinds: tuple[str, ...] | None = None,
     interview: Any = None,
     bookmarked: bool = False,
+    levels: LevelRange | None = None,
 ) -> QuizApp:
     """The app as the CLI runs it; tests pass a fixture bank, a fixed clock and a seed."""
     problem = None
@@ -437,4 +444,5 @@ def make_app(
         drill_seed=seed if drill else None,
         drill_kinds=drill_kinds,
         interview=interview,
+        levels=levels,
     )

@@ -7,9 +7,9 @@ A question's level (quiz/loader.py's LEVELS) says how deep it goes, from 1 (fund
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from ddpfsdp.quiz.loader import LEVELS, Question
+from ddpfsdp.quiz.loader import LEVELS, Bank, Question
 
 LOWEST, HIGHEST = min(LEVELS), max(LEVELS)
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:(?:-|\.\.|–)\s*(\d+))?\s*$")
@@ -33,6 +33,15 @@ class LevelRange:
 
     def keep(self, questions: list[Question]) -> list[Question]:
         return [q for q in questions if q.level in self]
+
+    def restrict(self, bank: Bank) -> Bank:
+        """The bank with only this range's questions; every topic stays, some perhaps empty."""
+        if self.everything:
+            return bank
+        questions = {qid: q for qid, q in bank.questions.items() if q.level in self}
+        topics = {tid: replace(t, question_ids=tuple(q for q in t.question_ids if q in questions))
+                  for tid, t in bank.topics.items()}
+        return Bank(topics=topics, questions=questions)
 
     def label(self) -> str:
         """'level 3 (in depth)', 'levels 2–3' or 'all levels'."""

@@ -18,6 +18,7 @@ from rich.rule import Rule
 from ddpfsdp.quiz import evidence as ev
 from ddpfsdp.quiz import grading, scheduler
 from ddpfsdp.quiz.grading import Grade
+from ddpfsdp.quiz.levels import LevelRange
 from ddpfsdp.quiz.loader import Bank, Question
 from ddpfsdp.quiz.plain_console import plain_console
 from ddpfsdp.quiz.plain_input import Quit, Skip, read
@@ -47,7 +48,10 @@ def run_plain(
     store: Store | None = None,
     clock: Callable[[], datetime] = utc_now,
     bookmarked: bool = False,
+    levels: LevelRange | None = None,
 ) -> int:
+    if levels is not None:
+        bank = levels.restrict(bank)
     console = console or plain_console()
     store = open_store(console, store)
     if store is None:

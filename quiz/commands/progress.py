@@ -10,7 +10,8 @@ import click
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def progress(as_json: bool) -> None:
-    """Show attempts, accuracy, mastery and cards due by topic, weakest first, and sizing drills by kind;
+    """Show attempts, accuracy, mastery and cards due by topic, weakest first, mastery by question level,
+    and sizing drills by kind;
     then readiness per interview skill and per topic, and the three things to study next.
 
     Each drill kind and each kind of interview step you have tried counts as one more card of its
@@ -34,6 +35,7 @@ def progress(as_json: bool) -> None:
     with store:
         now = utc_now()
         report = scheduler.progress(bank, store, now)
+        by_level = scheduler.level_progress(bank, store, now)
         drill_report = scheduler.drill_progress(store, now)
         ready = readiness.report(bank, store, now)
         attempts = store.attempts()
@@ -48,6 +50,7 @@ def progress(as_json: bool) -> None:
             "accuracy": correct / total if total else None,
             "due": due,
             "topics": [p.to_dict() for p in report],
+            "levels": [p.to_dict() for p in by_level],
             "drills": [d.to_dict() for d in drill_report],
             "readiness": readiness.to_dict(ready),
         }, indent=2))
@@ -77,6 +80,7 @@ def progress(as_json: bool) -> None:
         )
     console = Console()
     console.print(table)
+    console.print(_level_table(by_level))
     if drill_report:
         console.print(_drill_table(drill_report))
     console.print(readiness.render(ready))
@@ -86,6 +90,21 @@ def progress(as_json: bool) -> None:
     elif not drill_report:
         summary += " Try the sizing drills: `ddpfsdp drill`."
     console.print(summary)
+
+
+def _level_table(by_level):
+    """Mastery by question level: how far up, from fundamentals to staff-level trade-offs, it holds."""
+    from rich.table import Table
+
+    table = Table(title="Progress by level (ddpfsdp quiz --level N studies one)", title_justify="left")
+    table.add_column("level")
+    for column in ("mastery", "", "accuracy", "attempts", "seen"):
+        table.add_column(column, justify="right", no_wrap=not column)
+    for p in by_level:
+        bar = "█" * round(p.mastery * 10) + "░" * (10 - round(p.mastery * 10))
+        table.add_row(f"{p.level} {p.name}", f"{p.mastery:.0%}", bar,
+                      "–" if p.accuracy is None else f"{p.accuracy:.0%}", str(p.attempts), f"{p.seen}/{p.questions}")
+    return table
 
 
 def _drill_table(drill_report):

@@ -28,6 +28,9 @@ class LevelOption(click.ParamType):
 @click.argument("more_words", nargs=-1, metavar="")
 @click.option("--topic", metavar="TOPIC", help="Go straight to one topic (e.g. fsdp-wrap).")
 @click.option("--review", is_flag=True, help="Only the questions that are due for review.")
+@click.option("--level", "levels", type=LevelOption(), metavar="N|A-B",
+              help="Only questions of level N, or levels A to B: 1 fundamentals, 2 working knowledge, 3 in depth, "
+                   "4 staff-level trade-offs (e.g. --level 3, --level 2-3).")
 @click.option("--mock", is_flag=True, help="Start a timed mock interview: a mixed set, explain questions included.")
 @click.option("--plain", is_flag=True, help="Line by line on plain stdin/stdout, for small terminals and screen readers.")
 @click.option("--search", metavar="WORDS",
@@ -40,7 +43,7 @@ class LevelOption(click.ParamType):
 @click.option("--bank", "bank_dir", type=click.Path(path_type=Path, file_okay=False), hidden=True)
 @click.option("--answers", "answers_dir", type=click.Path(path_type=Path, file_okay=False), hidden=True)
 @click.option("--seed", type=int, hidden=True, help="Fix the shuffling of choices (for reproducible runs).")
-def quiz(more_words, topic, review, mock, plain, search, bookmarked, to_mark, to_unmark, check, cues, bank_dir,
+def quiz(more_words, topic, review, levels, mock, plain, search, bookmarked, to_mark, to_unmark, check, cues, bank_dir,
          answers_dir, seed) -> None:
     """Practise DDP and FSDP interview questions, with evidence from real runs.
 
@@ -49,6 +52,7 @@ def quiz(more_words, topic, review, mock, plain, search, bookmarked, to_mark, to
       ddpfsdp quiz                    topics, mastery and what is due
       ddpfsdp quiz --topic fsdp-wrap  straight into one topic
       ddpfsdp quiz --review           only what is due
+      ddpfsdp quiz --level 3-4        only in-depth and staff-level questions
       ddpfsdp quiz --plain            line by line, no full-screen app
       ddpfsdp quiz --search bucket cap   find questions by any words in them
       ddpfsdp quiz --bookmark ddp-bucket-rebuild   bookmark a question
@@ -66,9 +70,9 @@ def quiz(more_words, topic, review, mock, plain, search, bookmarked, to_mark, to
     if cues and not check:
         raise click.UsageError("--cues lists each question's text cues; use it with --check")
     if search is not None or to_mark or to_unmark:
-        if review or mock or topic is not None or bookmarked or check or plain:
+        if review or mock or topic is not None or bookmarked or check or plain or levels is not None:
             raise click.UsageError("--search, --bookmark and --unbookmark print and exit; use them without "
-                                   "--topic, --review, --mock, --bookmarked, --check or --plain")
+                                   "--topic, --level, --review, --mock, --bookmarked, --check or --plain")
         bank = _cached_bank(bank_dir, answers_dir)
         if to_mark or to_unmark:
             _mark(bank, to_mark, to_unmark)
@@ -76,6 +80,8 @@ def quiz(more_words, topic, review, mock, plain, search, bookmarked, to_mark, to
             _search(bank, " ".join((search, *more_words)))
         return
     if check:
+        if levels is not None:
+            raise click.UsageError("--check validates the whole bank; leave out --level")
         _check_bank(bank_dir, answers_dir, cues)
         return
 
@@ -86,15 +92,16 @@ def quiz(more_words, topic, review, mock, plain, search, bookmarked, to_mark, to
             bank = load_bank(bank_dir, answers_dir)
         except BankError as error:
             raise click.ClickException(f"the question bank has a problem: {error}") from None
-        _check_topic(bank, topic)
-        raise SystemExit(run_plain(bank, topic=topic, review=review, mock=mock, seed=seed, bookmarked=bookmarked))
+        _check_topic(bank, topic, levels)
+        raise SystemExit(run_plain(bank, topic=topic, review=review, mock=mock, seed=seed, bookmarked=bookmarked,
+                                   levels=levels))
 
     from ddpfsdp.quiz.app import make_app
 
     app = make_app(bank_dir=bank_dir, answers_dir=answers_dir, topic=topic, review=review, mock=mock, seed=seed,
-                   bookmarked=bookmarked)
+                   bookmarked=bookmarked, levels=levels)
     if app.bank is not None:
-        _check_topic(app.bank, topic)
+        _check_topic(app.bank, topic, levels)
     try:
         app.run()
     finally:
@@ -189,6 +196,13 @@ def _check_bank(bank_dir, answers_dir, show_cues: bool) -> None:
     click.echo(textwrap.fill(f"The question bank is sound: {len(bank.questions)} questions in {len(bank.topics)} topics ({shown}).", 80))
 
 
-def _check_topic(bank, topic: str | None) -> None:
+def _check_topic(bank, topic: str | None, levels=None) -> None:
     if topic is not None and topic not in bank.topics:
         raise click.BadParameter(f"no topic {topic!r}; choose one of {', '.join(bank.topics)}", param_hint="'--topic'")
+    if levels is not None:
+        asked = bank.in_topic(topic) if topic is not None else list(bank.questions.values())
+        if not levels.keep(asked):
+            where = f"topic {topic!r}" if topic is not None else "the bank"
+            have = sorted({q.level for q in asked})
+            raise click.BadParameter(f"{where} has no question at {levels.label()}; its levels are "
+                                     f"{', '.join(map(str, have))}", param_hint="'--level'")
