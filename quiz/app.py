@@ -137,8 +137,6 @@ class QuizApp(App):
 
     def on_mount(self) -> None:
         if self.problem is None:
-            if self.store is not None and self.store.warning:
-                self.notify(self.store.warning, title="Progress file damaged", severity="warning", timeout=20)
             if self.interview is not None:
                 self.start_interview(self.interview)
             elif self.start_mode == "drill":
@@ -147,6 +145,11 @@ class QuizApp(App):
                 self.study_bookmarks()
             elif self.start_mode is not None:
                 self.start_session(self.start_mode, topic=self.start_topic)
+            if self.store is not None and self.store.warning:
+                from ddpfsdp.quiz.screens.message import NoticeScreen
+
+                # Over whatever screen comes first, so it is read before anything else.
+                self.push_screen(NoticeScreen("The progress file was damaged", self.store.warning))
         self.call_after_refresh(self._first_screen_up)
 
     def _first_screen_up(self) -> None:

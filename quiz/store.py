@@ -85,6 +85,30 @@ class StoreError(Exception):
     """The store cannot be opened or written; the message says what to do."""
 
 
+class DamagedStore(StoreError):
+    """The progress file is not a readable database, and whoever opened it asked that it stay where it is."""
+
+    def __init__(self, path: Path, reason: str):
+        self.path = path
+        self.reason = reason
+        super().__init__(f"the progress file {path} is damaged ({reason})")
+
+
+RECOVER_COMMAND = "ddpfsdp progress --recover"
+
+
+@dataclass(frozen=True)
+class Merged:
+    """What a merge added: rows new to this store, and rows it already had (or held newer)."""
+
+    attempts: int = 0
+    attempts_known: int = 0
+    cards: int = 0
+    cards_kept: int = 0  # this store's card was as new or newer
+    bookmarks: int = 0
+    demo_results: int = 0
+
+
 @dataclass(frozen=True)
 class Attempt:
     id: int
@@ -208,8 +232,12 @@ class Store:
     # --- opening ---------------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: Path | str | None = None) -> Store:
-        """Open (or create) the store; a damaged file is moved aside with a warning, never deleted."""
+    def open(cls, path: Path | str | None = None, *, move_damaged: bool = True) -> Store:
+        """Open (or create) the store; a damaged file is moved aside with a warning, never deleted.
+
+        A command that only reads (`ddpfsdp progress`) passes `move_damaged=False`: a damaged file then
+        stays where it is and DamagedStore is raised, so reading never changes what is on disk.
+        """
         path = Path(path) if path is not None else data_dir() / FILENAME
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -221,6 +249,8 @@ class Store:
                 # A file that cannot be written is not damaged: moving it aside would hide every answer in it.
                 raise StoreError(f"the progress file {path} is read-only ({error}); nothing was changed. Make it "
                                  "writable, or set DDPFSDP_HOME to a folder you can write to") from None
+            if not move_damaged:
+                raise DamagedStore(path, str(error)) from None
             try:
                 moved = cls._move_aside(path)
             except OSError as failure:
@@ -230,7 +260,8 @@ class Store:
             # Said once, by whoever opened the store (the CLI, the plain modes, the app), not logged as well.
             warning = (
                 f"The progress file {path} was damaged ({error}). It was moved to {moved.name} "
-                "and a fresh one was started; your earlier attempts are in the moved file."
+                "and a fresh one was started; your earlier attempts are in the moved file. Bring back the "
+                f"ones that can still be read with:\n  {RECOVER_COMMAND}"
             )
             try:
                 return cls(cls._connect(path), path, warning)
@@ -355,10 +386,12 @@ class Store:
             return int(cursor.lastrowid)
 
     def attempts(self, question_id: str | None = None) -> list[Attempt]:
+        """Attempts in the order they were answered (imported ones among them, by their own times)."""
+        # ISO times in UTC sort as text in time order; the id orders answers given in the same instant.
         if question_id is None:
-            rows = self._query("SELECT * FROM attempts ORDER BY id")
+            rows = self._query("SELECT * FROM attempts ORDER BY answered_at, id")
         else:
-            rows = self._query("SELECT * FROM attempts WHERE question_id = ? ORDER BY id", (question_id,))
+            rows = self._query("SELECT * FROM attempts WHERE question_id = ? ORDER BY answered_at, id", (question_id,))
         return [
             Attempt(
                 id=row["id"],
@@ -388,6 +421,71 @@ class Store:
     def due_question_ids(self, now: datetime) -> list[str]:
         rows = self._query("SELECT question_id FROM cards WHERE due <= ? ORDER BY due", (_iso(now),))
         return [row["question_id"] for row in rows]
+
+    # --- moving progress between stores ------------------------------------------------------------
+
+    def rows(self, table: str) -> list[dict[str, Any]]:
+        """Every row of `table` as stored (attempts and demo results without their local ids)."""
+        if table not in TABLES:
+            raise ValueError(f"unknown table {table!r}; the store has {', '.join(TABLES)}")
+        order = {"attempts": "answered_at, id", "cards": "question_id", "demo_results": "id",
+                 "bookmarks": "marked_at, question_id"}[table]
+        rows = [dict(row) for row in self._query(f"SELECT * FROM {table} ORDER BY {order}")]
+        for row in rows:
+            row.pop("id", None)
+        return rows
+
+    def merge(self, attempts: Sequence[Mapping[str, Any]] = (), cards: Sequence[Mapping[str, Any]] = (),
+              bookmarks: Sequence[Mapping[str, Any]] = (), demo_results: Sequence[Mapping[str, Any]] = ()) -> Merged:
+        """Add rows from another store (their columns as `rows` gives them), in one transaction.
+
+        An attempt is the same attempt when its question and the instant it was answered match: it is
+        never added twice. A card is replaced only by a newer one (its `updated_at`); a bookmark keeps
+        its first mark; a demo result is the same when its demo, key, time and machine match.
+        """
+        counts = dict.fromkeys(("attempts", "attempts_known", "cards", "cards_kept", "bookmarks", "demo_results"), 0)
+        with self.transaction() as db:
+            for row in attempts:
+                known = db.execute("SELECT 1 FROM attempts WHERE question_id = ? AND answered_at = ?",
+                                   (row["question_id"], row["answered_at"])).fetchone()
+                if known:
+                    counts["attempts_known"] += 1
+                    continue
+                db.execute(
+                    "INSERT INTO attempts (question_id, topic, kind, answer_json, correct, score, time_s, rating, mode,"
+                    " answered_at) VALUES (:question_id, :topic, :kind, :answer_json, :correct, :score, :time_s, :rating,"
+                    " :mode, :answered_at)", dict(row))
+                counts["attempts"] += 1
+            for row in cards:
+                here = db.execute("SELECT updated_at FROM cards WHERE question_id = ?", (row["question_id"],)).fetchone()
+                if here is not None and datetime.fromisoformat(here[0]) >= datetime.fromisoformat(row["updated_at"]):
+                    counts["cards_kept"] += 1
+                    continue
+                db.execute("INSERT INTO cards (question_id, card_json, due, updated_at) VALUES (:question_id,"
+                           " :card_json, :due, :updated_at) ON CONFLICT (question_id) DO UPDATE SET card_json ="
+                           " excluded.card_json, due = excluded.due, updated_at = excluded.updated_at", dict(row))
+                counts["cards"] += 1
+            for row in bookmarks:
+                here = db.execute("SELECT marked_at FROM bookmarks WHERE question_id = ?", (row["question_id"],)).fetchone()
+                if here is None or datetime.fromisoformat(here[0]) > datetime.fromisoformat(row["marked_at"]):
+                    counts["bookmarks"] += here is None
+                    db.execute("INSERT OR REPLACE INTO bookmarks (question_id, marked_at) VALUES (:question_id,"
+                               " :marked_at)", dict(row))
+            for row in demo_results:
+                known = db.execute("SELECT 1 FROM demo_results WHERE demo = ? AND args_json = ? AND saved_at = ? AND"
+                                   " fingerprint = ?", (row["demo"], row["args_json"], row["saved_at"],
+                                                        row["fingerprint"])).fetchone()
+                if not known:
+                    db.execute("INSERT INTO demo_results (demo, args_json, result_json, saved_at, fingerprint, hostname)"
+                               " VALUES (:demo, :args_json, :result_json, :saved_at, :fingerprint, :hostname)", dict(row))
+                    counts["demo_results"] += 1
+        return Merged(**counts)
+
+    def reset(self) -> None:
+        """Forget every attempt, card and bookmark, in one transaction; saved demo results stay."""
+        with self.transaction() as db:
+            for table in ("attempts", "cards", "bookmarks"):
+                db.execute(f"DELETE FROM {table}")
 
     # --- bookmarks ---------------------------------------------------------------------------------
 
