@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "calc": "ddpfsdp.quiz.commands.calc:calc",
     "drill": "ddpfsdp.quiz.commands.drill:drill",
     "interview": "ddpfsdp.quiz.commands.interview:interview",
+    "export": "ddpfsdp.quiz.commands.export:export",
 }
 
 
@@ -60,7 +61,8 @@ def cli() -> None:
       ddpfsdp calc --params 7B --gpus 8    per-GPU memory and traffic for every strategy
       ddpfsdp drill                        napkin-math sizing problems, graded by the model
       ddpfsdp interview                    a design scenario, step by step, with a debrief
-      ddpfsdp progress                     mastery by topic, weakest first
+      ddpfsdp progress                     mastery by topic and level, weakest first
+      ddpfsdp export anki ddpfsdp.apkg     the questions as an Anki deck
       ddpfsdp doctor                       what this machine can run
     """
 

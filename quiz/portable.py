@@ -75,11 +75,11 @@ def write_json(path: Path, document: Any, *, overwrite: bool) -> None:
     write_file(path, json.dumps(document, indent=1, ensure_ascii=False).encode("utf-8") + b"\n", overwrite=overwrite)
 
 
-def check_writable(path: Path, *, overwrite: bool) -> None:
+def check_writable(path: Path, *, overwrite: bool, example: str = "progress.json") -> None:
     """Raise PortableError, saying what to do, when `path` cannot take a new file."""
     path = Path(path)
     if path.is_dir():
-        raise PortableError(f"{path} is a folder; give a file name inside it, such as {path / 'progress.json'}")
+        raise PortableError(f"{path} is a folder; give a file name inside it, such as {path / example}")
     folder = path.parent
     if not folder.is_dir():
         raise PortableError(f"the folder {folder} does not exist; create it first, or choose a file in a folder that does")
@@ -89,14 +89,22 @@ def check_writable(path: Path, *, overwrite: bool) -> None:
         raise PortableError(f"{path} already exists; choose another name, or add --yes to replace it")
 
 
-def write_file(path: Path, data: bytes, *, overwrite: bool) -> None:
+def usual_mode() -> int:
+    """The permissions a new file gets from the umask (a temporary file is made private, 0600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def write_file(path: Path, data: bytes, *, overwrite: bool, example: str = "progress.json") -> None:
     path = Path(path)
-    check_writable(path, overwrite=overwrite)
+    check_writable(path, overwrite=overwrite, example=example)
     try:
         handle, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
         try:
             with os.fdopen(handle, "wb") as out:
                 out.write(data)
+            os.chmod(partial, usual_mode())
             os.replace(partial, path)
         except BaseException:
             Path(partial).unlink(missing_ok=True)
