@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "drill": "ddpfsdp.quiz.commands.drill:drill",
     "interview": "ddpfsdp.quiz.commands.interview:interview",
     "export": "ddpfsdp.quiz.commands.export:export",
+    "numbers": "ddpfsdp.quiz.commands.numbers:numbers",
 }
 
 
@@ -63,6 +64,7 @@ def cli() -> None:
       ddpfsdp interview                    a design scenario, step by step, with a debrief
       ddpfsdp progress                     mastery by topic and level, weakest first
       ddpfsdp export anki ddpfsdp.apkg     the questions as an Anki deck
+      ddpfsdp numbers                      the figures to know, each with its source
       ddpfsdp doctor                       what this machine can run
     """
 
