@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "interview": "ddpfsdp.quiz.commands.interview:interview",
     "export": "ddpfsdp.quiz.commands.export:export",
     "numbers": "ddpfsdp.quiz.commands.numbers:numbers",
+    "glossary": "ddpfsdp.quiz.commands.glossary:glossary",
 }
 
 
@@ -65,6 +66,7 @@ def cli() -> None:
       ddpfsdp progress                     mastery by topic and level, weakest first
       ddpfsdp export anki ddpfsdp.apkg     the questions as an Anki deck
       ddpfsdp numbers                      the figures to know, each with its source
+      ddpfsdp glossary reshard             a term defined, and the questions that use it
       ddpfsdp doctor                       what this machine can run
     """
 
