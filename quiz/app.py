@@ -29,6 +29,7 @@ from ddpfsdp.quiz import scheduler  # noqa: E402
 from ddpfsdp.quiz.bank_cache import load_bank_cached  # noqa: E402
 from ddpfsdp.quiz.levels import LevelRange  # noqa: E402
 from ddpfsdp.quiz.loader import Bank, BankError, Question  # noqa: E402
+from ddpfsdp.quiz.messages import BookmarkToggled, LevelsChosen, SessionRequested  # noqa: E402
 from ddpfsdp.quiz.store import Store, StoreError, utc_now  # noqa: E402
 
 if TYPE_CHECKING:  # grading is imported with the first question, not for home
@@ -334,6 +335,37 @@ class QuizApp(App):
 
         while len(self.screen_stack) > 1 and not isinstance(self.screen, HomeScreen):
             self.pop_screen()
+
+    # --- what screens ask for: sessions, levels, bookmarks ------------------------------------------
+
+    def on_session_requested(self, message: SessionRequested) -> None:
+        self.start_session(message.mode, topic=message.topic, questions=message.questions)
+
+    def on_levels_chosen(self, message: LevelsChosen) -> None:
+        self.levels = message.levels
+        self.notify(f"Sessions now ask {message.levels.label()}.", title="Levels")
+        self._refresh_home()
+
+    def on_bookmark_toggled(self, message: BookmarkToggled) -> None:
+        qid = message.question_id
+        try:
+            if self.store.remove_bookmark(qid):
+                said = "Bookmark removed."
+            else:
+                self.store.add_bookmark(qid, self.now())
+                said = "Bookmarked: study the marked questions with b on home, or ddpfsdp quiz --bookmarked."
+        except (StoreError, sqlite3.Error, OSError) as error:
+            self.notify(f"The bookmark could not be saved ({error}).", severity="error", timeout=10)
+            return
+        self.notify(said, title="Bookmarks")
+        self._refresh_home()
+
+    def _refresh_home(self) -> None:
+        from ddpfsdp.quiz.screens.home import HomeScreen
+
+        home = self.screen_stack[0] if self.screen_stack else None
+        if isinstance(home, HomeScreen) and home.is_mounted:
+            home.refresh_menu()
 
     # --- screens -----------------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ terms to it. No torch or textual here.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,21 +73,40 @@ def load(path: Path = GLOSSARY_FILE) -> dict[str, Term]:
     return terms
 
 
+@functools.cache
+def terms() -> dict[str, Term]:
+    """The glossary file's terms, read once per process."""
+    return load()
+
+
 def question_text(question, answer: str) -> str:
     return "\n".join(field.text for field in question_fields(question, answer))
 
 
-def uses(bank: Bank, terms: dict[str, Term] | None = None) -> dict[str, list[str]]:
-    """For each term, the ids of the questions whose text uses it, in bank order."""
+_TEXTS: dict[int, tuple[Bank, dict[str, str]]] = {}
+
+
+def texts(bank: Bank) -> dict[str, str]:
+    """Each question's searchable text (prompt, choices, reasons, steps, points, model answer), read once per
+    bank and kept for the life of the process."""
+    kept = _TEXTS.get(id(bank))
+    if kept is None or kept[0] is not bank:
+        read = {}
+        for question in bank.questions.values():
+            try:
+                answer = question.model_answer()
+            except OSError:
+                answer = ""
+            read[question.id] = question_text(question, answer)
+        kept = _TEXTS[id(bank)] = (bank, read)
+    return kept[1]
+
+
+def uses(bank: Bank, terms: dict[str, Term] | None = None, names: list[str] | None = None) -> dict[str, list[str]]:
+    """For each term (or each of `names`), the ids of the questions whose text uses it, in bank order."""
     terms = terms or load()
-    texts = {}
-    for question in bank.questions.values():
-        try:
-            answer = question.model_answer()
-        except OSError:
-            answer = ""
-        texts[question.id] = question_text(question, answer)
-    return {name: [qid for qid, text in texts.items() if term.found_in(text)] for name, term in terms.items()}
+    read = texts(bank)
+    return {name: [qid for qid, text in read.items() if terms[name].found_in(text)] for name in (names or terms)}
 
 
 def lookup(terms: dict[str, Term], asked: str) -> Term:
@@ -131,8 +151,13 @@ def link_terms(markdown: str, terms: dict[str, Term] | None = None) -> str:
             if name in linked:
                 continue
             match = term.first_match(piece)
-            if match and not any(a < match.end() and match.start() < b for a, b, _ in spans):
-                spans.append((match.start(), match.end(), name))
+            if match is None:
+                continue
+            end = match.end()
+            while end < len(piece) and piece[end].isalnum():  # the whole word: "all-reduces", not "all-reduce"s
+                end += 1
+            if not any(a < end and match.start() < b for a, b, _ in spans):
+                spans.append((match.start(), end, name))
                 linked.add(name)
         for start, end, name in sorted(spans, reverse=True):
             piece = f"{piece[:start]}[{piece[start:end]}]({LINK_SCHEME}{name.replace(' ', '%20')}){piece[end:]}"

@@ -7,11 +7,15 @@ thread-safe), so no widget is touched from outside the event loop.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
 from ddpfsdp.demos.launch.events import Event
+
+if TYPE_CHECKING:  # named in annotations only
+    from ddpfsdp.quiz.levels import LevelRange
+    from ddpfsdp.quiz.loader import Question
 
 
 @dataclass
@@ -55,3 +59,32 @@ class DemoFinished(Message):
     cancelled: bool
     elapsed_s: float
 
+
+
+# --- to the app: what a person asked for ------------------------------------------------------------
+
+
+@dataclass
+class SessionRequested(Message):
+    """Ask the questions of `mode` (practice, review or mock), of one topic, or exactly `questions`."""
+
+    mode: str
+    topic: str | None = None
+    questions: list[Question] | None = None
+
+
+# --- to the app: levels and bookmarks -------------------------------------------------------------------
+
+
+@dataclass
+class LevelsChosen(Message):
+    """Sessions from now on ask only questions of these levels."""
+
+    levels: LevelRange
+
+
+@dataclass
+class BookmarkToggled(Message):
+    """Mark the question, or unmark it if it is marked."""
+
+    question_id: str

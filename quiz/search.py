@@ -198,7 +198,11 @@ class SearchIndex:
         hits = []
         for q in candidates:
             start, end = self._span(q)
-            field_index = start + int(np.argmax(field_score[start:end]))
+            # The id is shown with every result: where else it matched says more, when it did.
+            shown = field_score[start:end].copy()
+            if shown[1:].max() > 0:
+                shown[0] = 0
+            field_index = start + int(np.argmax(shown))
             closeness = fuzz.partial_ratio(phrase, self.fields[field_index].text.lower()) / 100 if len(terms) > 1 else 0
             # A field that holds the query as it was typed (a phrase remembered) ranks above the same words apart.
             hits.append((float(score[q]) * (1 + PHRASE_WEIGHT * closeness**4), q, field_index))

@@ -39,9 +39,15 @@ def matched_line(hit: Hit) -> Text:
     return line
 
 
-def hit_lines(bank: Bank, hit: Hit) -> Group:
+def hit_lines(bank: Bank, hit: Hit, one_line_each: bool = False) -> Group:
+    """The title, the prompt's start and where it matched; `one_line_each` cuts each to one line (a list
+    in the app, whose rows keep one height at any width)."""
     prompt = shorten(plain_text(bank.questions[hit.question_id].prompt), PROMPT_CHARS)
-    return Group(title(bank, hit), Text(prompt), matched_line(hit))
+    lines = [title(bank, hit), Text(prompt), matched_line(hit)]
+    if one_line_each:
+        for line in lines:
+            line.no_wrap, line.overflow = True, "ellipsis"
+    return Group(*lines)
 
 
 def render_hits(bank: Bank, query: str, hits: list[Hit]) -> Group:

@@ -31,7 +31,6 @@ def glossary(term: tuple[str, ...], as_json: bool) -> None:
         bank = load_bank_cached()
     except (terms_module.GlossaryError, BankError) as error:
         raise click.ClickException(str(error)) from None
-    used = terms_module.uses(bank, terms)
     asked = " ".join(term).strip()
     if asked:
         try:
@@ -40,6 +39,7 @@ def glossary(term: tuple[str, ...], as_json: bool) -> None:
             raise click.BadParameter(str(error), param_hint="TERM") from None
     else:
         chosen = list(terms.values())
+    used = terms_module.uses(bank, terms, [t.name for t in chosen])
     if as_json:
         click.echo(json.dumps({"schema": "ddpfsdp.glossary/1", "terms": [
             {"name": t.name, "definition": t.definition, "see": list(t.see), "questions": used[t.name]}
