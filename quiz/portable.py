@@ -21,9 +21,9 @@ import tempfile
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-from ddpfsdp.quiz.store import TABLES, Merged, Store, utc_now
+from ddpfsdp.quiz.store import TABLES, BookmarkRow, Merged, Store, StoreRows, utc_now
 
 SCHEMA_NAME = "ddpfsdp.progress-export"
 VERSION = 1
@@ -43,6 +43,19 @@ RESULT_FIELDS: dict[str, tuple[type, ...]] = {
 _TIMES = ("answered_at", "due", "updated_at", "marked_at", "saved_at")
 
 
+class ExportDocument(TypedDict):
+    """`ddpfsdp progress --export`'s file; each list holds the store's rows with their JSON decoded (an
+    attempt's answer, a card's FSRS state, a demo's result) and a demo result's key named `key`."""
+
+    schema: str
+    exported_at: str
+    hostname: str
+    attempts: list[Mapping[str, Any]]
+    cards: list[Mapping[str, Any]]
+    bookmarks: list[Mapping[str, Any]]
+    demo_results: list[Mapping[str, Any]]
+
+
 class PortableError(Exception):
     """A progress file that cannot be written or read; the message says what to do."""
 
@@ -50,7 +63,7 @@ class PortableError(Exception):
 # --- export -------------------------------------------------------------------------------------
 
 
-def export_document(store: Store, now: datetime | None = None) -> dict[str, Any]:
+def export_document(store: Store, now: datetime | None = None) -> ExportDocument:
     """Everything the store holds, as the export's JSON document."""
     return {
         "schema": SCHEMA,
@@ -117,7 +130,7 @@ def write_file(path: Path, data: bytes, *, overwrite: bool, example: str = "prog
 # --- import -------------------------------------------------------------------------------------
 
 
-def read_document(path: Path) -> dict[str, Any]:
+def read_document(path: Path) -> ExportDocument:
     """Read and validate an export, naming the first problem; nothing is written here."""
     path = Path(path)
     try:
@@ -159,7 +172,7 @@ def check_schema(document: Any, path: Path | str) -> None:
         raise PortableError(f"{path} has schema {schema}, which no ddpfsdp wrote")
 
 
-def _check_rows(document: Mapping[str, Any], part: str, fields: dict[str, tuple[type, ...]], path) -> list[dict]:
+def _check_rows(document: Mapping[str, Any], part: str, fields: dict[str, tuple[type, ...]], path) -> list[Mapping[str, Any]]:
     rows = document.get(part, [])
     if not isinstance(rows, list):
         raise PortableError(f"{path}: \"{part}\" must be a list")
@@ -196,7 +209,7 @@ def _utc_text(value: str, where: str) -> str:
     return moment.astimezone(timezone.utc).isoformat()
 
 
-def store_rows(document: Mapping[str, Any], path: Path | str = "the export") -> dict[str, list[dict[str, Any]]]:
+def store_rows(document: Mapping[str, Any], path: Path | str = "the export") -> StoreRows:
     """A validated export as the store's rows, for `Store.merge`; PortableError names the first problem."""
     from fsrs import Card
 
@@ -210,21 +223,21 @@ def store_rows(document: Mapping[str, Any], path: Path | str = "the export") -> 
             Card.from_dict(row["card"])
         except (KeyError, TypeError, ValueError) as error:
             raise PortableError(f"{path}: cards[{number}].card is not an FSRS card ({error})") from None
-    return {
-        "attempts": [{**{k: row[k] for k in ATTEMPT_FIELDS if k not in ("answer", "correct")},
-                      "answer_json": json.dumps(row["answer"]), "correct": int(row["correct"])} for row in attempts],
-        "cards": [{"question_id": row["question_id"], "card_json": json.dumps(row["card"]), "due": row["due"],
-                   "updated_at": row["updated_at"]} for row in cards],
-        "bookmarks": [dict(row) for row in bookmarks],
-        "demo_results": [{"demo": row["demo"], "args_json": row["key"], "result_json": json.dumps(row["result"]),
-                          "saved_at": row["saved_at"], "fingerprint": row["fingerprint"], "hostname": row["hostname"]}
-                         for row in results],
-    }
+    return StoreRows(
+        attempts=[{**{k: row[k] for k in ATTEMPT_FIELDS if k not in ("answer", "correct")},
+                   "answer_json": json.dumps(row["answer"]), "correct": int(row["correct"])} for row in attempts],
+        cards=[{"question_id": row["question_id"], "card_json": json.dumps(row["card"]), "due": row["due"],
+                "updated_at": row["updated_at"]} for row in cards],
+        bookmarks=[BookmarkRow(question_id=row["question_id"], marked_at=row["marked_at"]) for row in bookmarks],
+        demo_results=[{"demo": row["demo"], "args_json": row["key"], "result_json": json.dumps(row["result"]),
+                       "saved_at": row["saved_at"], "fingerprint": row["fingerprint"], "hostname": row["hostname"]}
+                      for row in results],
+    )
 
 
 def import_file(store: Store, path: Path) -> Merged:
     """Merge an export into `store`: all of it or, on any problem, nothing."""
-    return store.merge(**store_rows(read_document(path), path))
+    return store.merge(store_rows(read_document(path), path))
 
 
 # --- reset --------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ddpfsdp.quiz.store import FILENAME, TABLES
+from ddpfsdp.quiz.store import FILENAME, TABLES, AttemptRow, Row, StoreRows
 
 DAMAGED_GLOB = f"{FILENAME}.damaged-*"
 PROBE_GAP = 50_000  # ids looked up past the last readable one when the table's largest id cannot be read
@@ -49,12 +49,12 @@ class Readable:
     """What could be read from one damaged file."""
 
     path: Path
-    rows: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {table: [] for table in TABLES})
+    rows: StoreRows = field(default_factory=StoreRows)
     how: dict[str, str] = field(default_factory=dict)  # table -> "SQLite", "pages", or why nothing could be read
 
     @property
-    def attempts(self) -> list[dict[str, Any]]:
-        return self.rows["attempts"]
+    def attempts(self) -> list[AttemptRow]:
+        return self.rows.attempts
 
 
 def damaged_files(folder: Path) -> list[Path]:
@@ -83,20 +83,20 @@ def read_damaged(path: Path) -> Readable:
                 found.how[table] = "pages"
             else:
                 found.how[table] = "SQLite"
-            found.rows[table] = _unique(table, rows)
+            setattr(found.rows, table, _unique(table, rows))
     return found
 
 
 # --- through SQLite ------------------------------------------------------------------------------
 
 
-def _read_with_sqlite(path: Path) -> dict[str, list[dict[str, Any]]]:
+def _read_with_sqlite(path: Path) -> dict[str, list[Row]]:
     """table -> its readable rows; a table SQLite cannot read at all is left out."""
     try:
         db = sqlite3.connect(str(path), isolation_level=None)
     except sqlite3.Error:
         return {}
-    read: dict[str, list[dict[str, Any]]] = {}
+    read: dict[str, list[Row]] = {}
     try:
         for table in TABLES:
             try:
@@ -109,7 +109,7 @@ def _read_with_sqlite(path: Path) -> dict[str, list[dict[str, Any]]]:
     return read
 
 
-def _walk(db: sqlite3.Connection, table: str) -> list[dict[str, Any]]:
+def _walk(db: sqlite3.Connection, table: str) -> list[Row]:
     """The readable rows of `table` in id order: ranges while they read, single ids around damage."""
     columns = COLUMNS[table]
     select = f"SELECT rowid, {', '.join(columns)} FROM {table}"
@@ -118,7 +118,7 @@ def _walk(db: sqlite3.Connection, table: str) -> list[dict[str, Any]]:
         largest = db.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0]
     except sqlite3.DatabaseError:
         largest = None
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
     last = 0
     while True:
         read_any = False
@@ -150,7 +150,7 @@ def _walk(db: sqlite3.Connection, table: str) -> list[dict[str, Any]]:
 # --- from the pages ------------------------------------------------------------------------------
 
 
-def _read_pages(path: Path) -> dict[str, list[dict[str, Any]]]:
+def _read_pages(path: Path) -> dict[str, list[Row]]:
     """Rows of each table found in the file's table-leaf pages and in its write-ahead log's frames."""
     data = path.read_bytes()
     wal = path.with_name(path.name + "-wal")
@@ -158,12 +158,12 @@ def _read_pages(path: Path) -> dict[str, list[dict[str, Any]]]:
     header_ok = data[:16] == b"SQLite format 3\x00"
     sizes = [_page_size(data)] if header_ok and _page_size(data) else [4096, 1024, 2048, 8192, 16384, 32768, 65536, 512]
     reserved = data[20] if header_ok else 0
-    best: dict[str, list[dict[str, Any]]] = {}
+    best: dict[str, list[Row]] = {}
     for page_size in sizes:
         free = _free_pages(data, page_size) if header_ok else set()
         pages = [(number, data[(number - 1) * page_size: number * page_size])
                  for number in range(1, len(data) // page_size + 1) if number not in free]
-        found: dict[str, list[dict[str, Any]]] = {table: [] for table in TABLES}
+        found: dict[str, list[Row]] = {table: [] for table in TABLES}
         for number, page in [*pages, *_wal_pages(wal_data)]:
             if len(page) != page_size:
                 continue
@@ -320,7 +320,7 @@ def _is_json(value: Any, kind: type | None = None) -> bool:
     return kind is None or isinstance(decoded, kind)
 
 
-def _recognise(values: list[Any]) -> tuple[str | None, dict[str, Any]]:
+def _recognise(values: list[Any]) -> tuple[str | None, Row | None]:
     """Which table a record is a row of, by its shape; (None, {}) for the rest (schema, meta, indexes)."""
     number = (int, float)
     if (len(values) == 11 and values[0] is None and all(isinstance(v, str) for v in values[1:5])
@@ -337,21 +337,21 @@ def _recognise(values: list[Any]) -> tuple[str | None, dict[str, Any]]:
     if (len(values) == 7 and values[0] is None and all(isinstance(v, str) for v in values[1:])
             and _is_json(values[3], dict) and _is_time(values[4])):
         return "demo_results", dict(zip(COLUMNS["demo_results"], values[1:]))
-    return None, {}
+    return None, None
 
 
-def _unique(table: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _unique(table: str, rows: list[Row]) -> list[Row]:
     """One row per attempt, card, bookmark or result (a page can be in the file and in its log): the
     newest card, the first mark."""
     if table == "cards":
-        newest: dict[str, dict[str, Any]] = {}
+        newest: dict[str, Row] = {}
         for row in rows:
             kept = newest.get(row["question_id"])
             if kept is None or datetime.fromisoformat(row["updated_at"]) > datetime.fromisoformat(kept["updated_at"]):
                 newest[row["question_id"]] = row
         return list(newest.values())
     if table == "bookmarks":
-        first: dict[str, dict[str, Any]] = {}
+        first: dict[str, Row] = {}
         for row in rows:
             kept = first.get(row["question_id"])
             if kept is None or datetime.fromisoformat(row["marked_at"]) < datetime.fromisoformat(kept["marked_at"]):

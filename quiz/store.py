@@ -20,10 +20,10 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, TypedDict
 
 from ddpfsdp.demos.result.schema import RENAMED, Env, upgraded
 from ddpfsdp.quiz.paths import data_dir
@@ -95,6 +95,58 @@ class DamagedStore(StoreError):
 
 
 RECOVER_COMMAND = "ddpfsdp progress --recover"
+
+
+class AttemptRow(TypedDict):
+    """An attempt as its table holds it (without its local id)."""
+
+    question_id: str
+    topic: str
+    kind: str
+    answer_json: str
+    correct: int
+    score: float
+    time_s: float
+    rating: int
+    mode: str
+    answered_at: str  # ISO 8601 in UTC, as every time in the store
+
+
+class CardRow(TypedDict):
+    question_id: str
+    card_json: str
+    due: str
+    updated_at: str
+
+
+class BookmarkRow(TypedDict):
+    question_id: str
+    marked_at: str
+
+
+class ResultRow(TypedDict):
+    """A saved demo result as its table holds it (without its local id)."""
+
+    demo: str
+    args_json: str
+    result_json: str
+    saved_at: str
+    fingerprint: str
+    hostname: str
+
+
+Row = AttemptRow | CardRow | BookmarkRow | ResultRow
+
+
+@dataclass
+class StoreRows:
+    """Rows of the store's tables, as `Store.rows` gives them and `Store.merge` takes them; a table by
+    name is `getattr(rows, table)`."""
+
+    attempts: list[AttemptRow] = field(default_factory=list)
+    cards: list[CardRow] = field(default_factory=list)
+    demo_results: list[ResultRow] = field(default_factory=list)
+    bookmarks: list[BookmarkRow] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -424,7 +476,7 @@ class Store:
 
     # --- moving progress between stores ------------------------------------------------------------
 
-    def rows(self, table: str) -> list[dict[str, Any]]:
+    def rows(self, table: str) -> list[Row]:
         """Every row of `table` as stored (attempts and demo results without their local ids)."""
         if table not in TABLES:
             raise ValueError(f"unknown table {table!r}; the store has {', '.join(TABLES)}")
@@ -435,8 +487,10 @@ class Store:
             row.pop("id", None)
         return rows
 
-    def merge(self, attempts: Sequence[Mapping[str, Any]] = (), cards: Sequence[Mapping[str, Any]] = (),
-              bookmarks: Sequence[Mapping[str, Any]] = (), demo_results: Sequence[Mapping[str, Any]] = ()) -> Merged:
+    def all_rows(self) -> StoreRows:
+        return StoreRows(**{table: self.rows(table) for table in TABLES})
+
+    def merge(self, rows: StoreRows) -> Merged:
         """Add rows from another store (their columns as `rows` gives them), in one transaction.
 
         An attempt is the same attempt when its question and the instant it was answered match: it is
@@ -445,7 +499,7 @@ class Store:
         """
         counts = dict.fromkeys(("attempts", "attempts_known", "cards", "cards_kept", "bookmarks", "demo_results"), 0)
         with self.transaction() as db:
-            for row in attempts:
+            for row in rows.attempts:
                 known = db.execute("SELECT 1 FROM attempts WHERE question_id = ? AND answered_at = ?",
                                    (row["question_id"], row["answered_at"])).fetchone()
                 if known:
@@ -456,7 +510,7 @@ class Store:
                     " answered_at) VALUES (:question_id, :topic, :kind, :answer_json, :correct, :score, :time_s, :rating,"
                     " :mode, :answered_at)", dict(row))
                 counts["attempts"] += 1
-            for row in cards:
+            for row in rows.cards:
                 here = db.execute("SELECT updated_at FROM cards WHERE question_id = ?", (row["question_id"],)).fetchone()
                 if here is not None and datetime.fromisoformat(here[0]) >= datetime.fromisoformat(row["updated_at"]):
                     counts["cards_kept"] += 1
@@ -465,13 +519,13 @@ class Store:
                            " :card_json, :due, :updated_at) ON CONFLICT (question_id) DO UPDATE SET card_json ="
                            " excluded.card_json, due = excluded.due, updated_at = excluded.updated_at", dict(row))
                 counts["cards"] += 1
-            for row in bookmarks:
+            for row in rows.bookmarks:
                 here = db.execute("SELECT marked_at FROM bookmarks WHERE question_id = ?", (row["question_id"],)).fetchone()
                 if here is None or datetime.fromisoformat(here[0]) > datetime.fromisoformat(row["marked_at"]):
                     counts["bookmarks"] += here is None
                     db.execute("INSERT OR REPLACE INTO bookmarks (question_id, marked_at) VALUES (:question_id,"
                                " :marked_at)", dict(row))
-            for row in demo_results:
+            for row in rows.demo_results:
                 known = db.execute("SELECT 1 FROM demo_results WHERE demo = ? AND args_json = ? AND saved_at = ? AND"
                                    " fingerprint = ?", (row["demo"], row["args_json"], row["saved_at"],
                                                         row["fingerprint"])).fetchone()

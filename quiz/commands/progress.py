@@ -128,7 +128,7 @@ def _import(path: Path) -> None:
     except portable.PortableError as error:
         raise click.ClickException(f"{error}. Nothing was imported") from None
     with _open_for_writing() as store:
-        merged = store.merge(**rows)
+        merged = store.merge(rows)
     say(f"Imported from {path}: {_n(merged.attempts, 'new attempt')} ({merged.attempts_known} already here), "
         f"{_n(merged.cards, 'card')} newer than this machine's ({merged.cards_kept} kept as they were), "
         f"{_n(merged.bookmarks, 'new bookmark')}, {_n(merged.demo_results, 'saved result')}.")
@@ -174,11 +174,11 @@ def _recover(path: Path | None) -> None:
                 raise click.BadParameter("that is the progress file in use; give a damaged copy",
                                          param_hint="'--recover'")
             readable = read_damaged(source)
-            merged = store.merge(**readable.rows)
+            merged = store.merge(readable.rows)
             rows = readable.rows
             how = "through SQLite" if set(readable.how.values()) == {"SQLite"} else "from its pages"
-            say(f"{source.name}: read {_n(len(rows['attempts']), 'attempt')}, {_n(len(rows['cards']), 'card')}, "
-                f"{_n(len(rows['bookmarks']), 'bookmark')} and {_n(len(rows['demo_results']), 'saved result')} "
+            say(f"{source.name}: read {_n(len(rows.attempts), 'attempt')}, {_n(len(rows.cards), 'card')}, "
+                f"{_n(len(rows.bookmarks), 'bookmark')} and {_n(len(rows.demo_results), 'saved result')} "
                 f"({how}). Brought back {_n(merged.attempts, 'attempt')} ({merged.attempts_known} already here), "
                 f"{_n(merged.cards, 'card')}, {_n(merged.bookmarks, 'bookmark')} and "
                 f"{_n(merged.demo_results, 'saved result')}.")
@@ -204,7 +204,7 @@ def _report(as_json: bool) -> None:
         readable = read_damaged(error.path)
         notice = _damaged_notice(error, readable)
         store = Store.memory()
-        store.merge(**readable.rows)
+        store.merge(readable.rows)
     except StoreError as error:
         raise click.ClickException(str(error)) from None
     if notice:
