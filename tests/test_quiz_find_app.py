@@ -159,3 +159,14 @@ async def test_a_model_answers_terms_open_the_glossary(quiz_bank):
         await pilot.press("escape", "g")
         await pilot.pause()
         assert isinstance(app.screen, GlossaryScreen) and app.screen.shown == "all-reduce"  # the answer's first term
+
+
+async def test_quiz_bookmarked_starts_on_the_marked_questions(quiz_bank):
+    with Store.open() as store:
+        store.add_bookmark("wrap-peak-vs-units", T0)
+        store.add_bookmark("ddp-grad-sync", T0)
+    app = _app(quiz_bank, bookmarked=True, levels=LevelRange(1, 1))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        # Both marked, but only the level-1 one is asked at --level 1.
+        assert [q.id for q in app.session.questions] == ["ddp-grad-sync"]

@@ -133,7 +133,7 @@ def test_no_match_says_what_to_try():
     assert outcome.exit_code == 0 and "No question matches 'zzzqqqxxy'" in outcome.stdout
 
 
-def test_bookmark_then_study_the_bookmarked_set_in_plain_mode():
+def test_bookmark_then_study_the_bookmarked_set_in_plain_mode(bank):
     outcome = run_cli("quiz", "--bookmark", "ddp-bucket-rebuild", "--bookmark", "sampler-padding")
     assert outcome.exit_code == 0, outcome.stderr
     assert "2 questions bookmarked" in outcome.stdout
@@ -141,7 +141,8 @@ def test_bookmark_then_study_the_bookmarked_set_in_plain_mode():
     outcome = run_cli("quiz", "--plain", "--bookmarked", stdin="q\n")
     assert outcome.exit_code == 0, outcome.stderr
     assert "(practice): 1 question" in outcome.stdout
-    assert "DDP assigns parameters to buckets" in outcome.stdout
+    marked = bank.questions["ddp-bucket-rebuild"]
+    assert f"1/1 · {marked.topic} · level {marked.level} · {marked.kind}" in outcome.stdout
 
 
 def test_studying_bookmarks_without_any_says_how_to_make_one():
