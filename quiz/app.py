@@ -32,10 +32,12 @@ from textual.screen import ModalScreen, Screen  # noqa: E402
 
 from ddpfsdp.quiz import scheduler  # noqa: E402
 from ddpfsdp.quiz.bank_cache import load_bank_cached  # noqa: E402
+from ddpfsdp.quiz.levels import LevelRange  # noqa: E402
 from ddpfsdp.quiz.loader import Bank, BankError, Question  # noqa: E402
-from ddpfsdp.quiz.messages import (AnswerGiven, DrillAnswered, DrillRequested, ExplanationGraded,  # noqa: E402
-                                   ExplanationRevealed, InterviewRequested, InterviewStepAnswered, NextQuestion,
-                                   RunEnded, RunStopRequested, SessionEnded, SessionLeft, SessionRequested)
+from ddpfsdp.quiz.messages import (AnswerGiven, BookmarksRequested, BookmarkToggled, DrillAnswered, DrillRequested, ExplanationGraded,  # noqa: E402
+                                   ExplanationRevealed, InterviewRequested, InterviewStepAnswered, LevelsChosen,
+                                   NextQuestion, RunEnded, RunStopRequested, SessionEnded, SessionLeft,
+                                   SessionRequested)
 from ddpfsdp.quiz.store import Store, StoreError, utc_now  # noqa: E402
 
 if TYPE_CHECKING:  # grading is imported with the first question, not for home
@@ -108,8 +110,10 @@ class QuizApp(App):
         drill_seed: int | None = None,
         drill_kinds: tuple[str, ...] | None = None,
         interview: Any = None,
+        levels: LevelRange | None = None,
     ):
         super().__init__()
+        self.levels = levels or LevelRange()  # the levels a session asks; the home screen changes them
         self.interview = interview  # the scenario to start on, from `ddpfsdp interview`
         self.drill_seed = drill_seed
         self.drill_kinds = drill_kinds
@@ -153,14 +157,19 @@ class QuizApp(App):
 
     def on_mount(self) -> None:
         if self.problem is None:
-            if self.store is not None and self.store.warning:
-                self.notify(self.store.warning, title="Progress file damaged", severity="warning", timeout=20)
             if self.interview is not None:
                 self.start_interview(self.interview)
             elif self.start_mode == "drill":
                 self.start_drill()
+            elif self.start_mode == "bookmarked":
+                self.study_bookmarks()
             elif self.start_mode is not None:
                 self.start_session(self.start_mode, topic=self.start_topic)
+            if self.store is not None and self.store.warning:
+                from ddpfsdp.quiz.screens.message import NoticeScreen
+
+                # Over whatever screen comes first, so it is read before anything else.
+                self.push_screen(NoticeScreen("The progress file was damaged", self.store.warning))
         self.call_after_refresh(self._first_screen_up)
 
     def _first_screen_up(self) -> None:
@@ -188,20 +197,34 @@ class QuizApp(App):
             self.session.deadline_s = self.session.started_s + scheduler.MOCK_MINUTES * 60
         self._show_question(push=True)
 
+    def bookmarked_questions(self) -> list[Question]:
+        """The bookmarked questions still in the bank, oldest mark first."""
+        return self.levels.keep([self.bank.questions[q] for q in self.store.bookmarks() if q in self.bank.questions])
+
+    def study_bookmarks(self) -> None:
+        questions = self.bookmarked_questions()
+        if not questions:
+            said = "" if self.levels.everything else f" at {self.levels.label()}"
+            self.notify(f"No bookmarked questions{said} yet: press b on a question to mark it.", title="Bookmarks")
+            return
+        self.start_session("practice", questions=questions)
+
     def _questions_for(self, mode: str, topic: str | None) -> list[Question]:
         """What a session of `mode` asks; empty (and said why) when there is nothing."""
         now = self.now()
+        bank = self.levels.restrict(self.bank)
+        at = "" if self.levels.everything else f" at {self.levels.label()}"
         if mode == "review":
-            questions = scheduler.due_questions(self.bank, self.store, now, topic)
+            questions = scheduler.due_questions(bank, self.store, now, topic)
             if not questions:
-                self.notify("Nothing is due for review now. Pick a topic to learn something new.", title="Review")
+                self.notify(f"Nothing is due for review{at} now. Pick a topic to learn something new.", title="Review")
                 return []
         elif mode == "mock":
-            questions = scheduler.mock_interview(self.bank, self.rng)
+            questions = scheduler.mock_interview(bank, self.rng)
         else:
-            questions = scheduler.practice_queue(self.bank, self.store, now, topic)
+            questions = scheduler.practice_queue(bank, self.store, now, topic)
         if not questions:
-            self.notify("No questions here yet.")
+            self.notify(f"No questions here{at} yet." if at else "No questions here yet.")
         return questions
 
     def start_drill(self) -> None:
@@ -348,6 +371,35 @@ class QuizApp(App):
         self.session = None
         self._back_home()
 
+    def on_bookmarks_requested(self, message: BookmarksRequested) -> None:
+        self.study_bookmarks()
+
+    def on_levels_chosen(self, message: LevelsChosen) -> None:
+        self.levels = message.levels
+        self.notify(f"Sessions now ask {message.levels.label()}.", title="Levels")
+        self._refresh_home()
+
+    def on_bookmark_toggled(self, message: BookmarkToggled) -> None:
+        qid = message.question_id
+        try:
+            if self.store.remove_bookmark(qid):
+                said = "Bookmark removed."
+            else:
+                self.store.add_bookmark(qid, self.now())
+                said = "Bookmarked: study the marked questions with b on home, or ddpfsdp quiz --bookmarked."
+        except (StoreError, sqlite3.Error, OSError) as error:
+            self.notify(f"The bookmark could not be saved ({error}).", severity="error", timeout=10)
+            return
+        self.notify(said, title="Bookmarks")
+        self._refresh_home()
+
+    def _refresh_home(self) -> None:
+        from ddpfsdp.quiz.screens.home import HomeScreen
+
+        home = self.screen_stack[0] if self.screen_stack else None
+        if isinstance(home, HomeScreen) and home.is_mounted:
+            home.refresh_menu()
+
     # --- screens -----------------------------------------------------------------------------------
 
     # A toast speaks of the screen it was raised on; a new screen clears what is left of it. A modal
@@ -426,6 +478,8 @@ def make_app(
     drill: bool = False,
     drill_kinds: tuple[str, ...] | None = None,
     interview: Any = None,
+    bookmarked: bool = False,
+    levels: LevelRange | None = None,
 ) -> QuizApp:
     """The app as the CLI runs it; tests pass a fixture bank, a fixed clock and a seed."""
     problem = None
@@ -447,7 +501,8 @@ def make_app(
                 str(error),
                 "Nothing was changed. Close other programs using it, or point DDPFSDP_HOME at a writable folder.",
             )
-    start = "drill" if drill else "mock" if mock else "review" if review else "practice" if topic else None
+    start = ("drill" if drill else "mock" if mock else "review" if review else "bookmarked" if bookmarked
+             else "practice" if topic else None)
     return QuizApp(
         bank=bank,
         store=store,
@@ -461,4 +516,5 @@ def make_app(
         drill_seed=seed if drill else None,
         drill_kinds=drill_kinds,
         interview=interview,
+        levels=levels,
     )

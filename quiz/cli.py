@@ -20,6 +20,9 @@ COMMANDS: dict[str, str] = {
     "calc": "ddpfsdp.quiz.commands.calc:calc",
     "drill": "ddpfsdp.quiz.commands.drill:drill",
     "interview": "ddpfsdp.quiz.commands.interview:interview",
+    "export": "ddpfsdp.quiz.commands.export:export",
+    "numbers": "ddpfsdp.quiz.commands.numbers:numbers",
+    "glossary": "ddpfsdp.quiz.commands.glossary:glossary",
 }
 
 
@@ -60,7 +63,10 @@ def cli() -> None:
       ddpfsdp calc --params 7B --gpus 8    per-GPU memory and traffic for every strategy
       ddpfsdp drill                        napkin-math sizing problems, graded by the model
       ddpfsdp interview                    a design scenario, step by step, with a debrief
-      ddpfsdp progress                     mastery by topic, weakest first
+      ddpfsdp progress                     mastery by topic and level, weakest first
+      ddpfsdp export anki ddpfsdp.apkg     the questions as an Anki deck
+      ddpfsdp numbers                      the figures to know, each with its source
+      ddpfsdp glossary reshard             a term defined, and the questions that use it
       ddpfsdp doctor                       what this machine can run
     """
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # named in annotations only: home posts these before any ques
     from ddpfsdp.quiz.drill import Problem
     from ddpfsdp.quiz.grading import Grade
     from ddpfsdp.quiz.interview.scenario import Scenario, Step
+    from ddpfsdp.quiz.levels import LevelRange
     from ddpfsdp.quiz.loader import Question
 
 
@@ -165,3 +166,25 @@ class RunStopRequested(Message):
     """Stop a run's ranks (a cancel, or its screen going away); the app does it off the UI thread."""
 
     run: Any
+
+
+# --- to the app: levels and bookmarks -------------------------------------------------------------------
+
+
+@dataclass
+class LevelsChosen(Message):
+    """Sessions from now on ask only questions of these levels."""
+
+    levels: LevelRange
+
+
+@dataclass
+class BookmarksRequested(Message):
+    """Study the bookmarked questions (of the chosen levels)."""
+
+
+@dataclass
+class BookmarkToggled(Message):
+    """Mark the question, or unmark it if it is marked."""
+
+    question_id: str

@@ -18,6 +18,7 @@ from rich.rule import Rule
 from ddpfsdp.quiz import evidence as ev
 from ddpfsdp.quiz import grading, scheduler
 from ddpfsdp.quiz.grading import Grade
+from ddpfsdp.quiz.levels import LevelRange
 from ddpfsdp.quiz.loader import Bank, Question
 from ddpfsdp.quiz.plain_console import plain_console
 from ddpfsdp.quiz.plain_input import Quit, Skip, read
@@ -46,14 +47,24 @@ def run_plain(
     console: Console | None = None,
     store: Store | None = None,
     clock: Callable[[], datetime] = utc_now,
+    bookmarked: bool = False,
+    levels: LevelRange | None = None,
 ) -> int:
+    if levels is not None:
+        bank = levels.restrict(bank)
     console = console or plain_console()
     store = open_store(console, store)
     if store is None:
         return 1
     rng = random.Random(seed)
     now = clock()
-    if review:
+    if bookmarked:
+        questions, mode = [bank.questions[q] for q in store.bookmarks() if q in bank.questions], "practice"
+        if not questions:
+            console.print("No bookmarked questions yet. Bookmark one with b on a question in the app, or with "
+                          "`ddpfsdp quiz --bookmark ID` (find ids with `ddpfsdp quiz --search WORDS`).")
+            return 0
+    elif review:
         questions, mode = scheduler.due_questions(bank, store, now), "review"
     elif mock:
         questions, mode = scheduler.mock_interview(bank, rng), "mock"

@@ -274,6 +274,50 @@ def progress(bank: Bank, store: Store, now: datetime) -> list[TopicProgress]:
 
 
 @dataclass(frozen=True)
+class LevelProgress:
+    level: int
+    name: str  # loader.LEVELS: fundamentals ... staff-level trade-offs
+    questions: int
+    seen: int
+    attempts: int
+    correct: int
+    accuracy: float | None  # None before the first attempt
+    mastery: float  # 0..1, the mean over the level's questions, unseen ones 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def level_progress(bank: Bank, store: Store, now: datetime) -> list[LevelProgress]:
+    """Per question level, 1 to 4, mastery and accuracy as `progress` counts them for a topic.
+
+    Only the bank's questions have a level: drills and interview steps count toward their topics, not here.
+    """
+    from ddpfsdp.quiz.loader import LEVELS
+
+    cards = store.cards()
+    last_correct: dict[str, bool] = {}
+    results: dict[int, list[bool]] = {}
+    for attempt in store.attempts():
+        question = bank.questions.get(attempt.question_id)
+        if question is not None:
+            last_correct[question.id] = attempt.correct
+            results.setdefault(question.level, []).append(attempt.correct)
+    report = []
+    for level, name in LEVELS.items():
+        ids = [q.id for q in bank.questions.values() if q.level == level]
+        masteries = [question_mastery(Card.from_json(cards[q][0]) if q in cards else None, last_correct.get(q, False), now)
+                     for q in ids]
+        answers = results.get(level, [])
+        report.append(LevelProgress(
+            level=level, name=name, questions=len(ids), seen=sum(1 for q in ids if q in last_correct),
+            attempts=len(answers), correct=sum(answers), accuracy=sum(answers) / len(answers) if answers else None,
+            mastery=sum(masteries) / len(masteries) if masteries else 0.0,
+        ))
+    return report
+
+
+@dataclass(frozen=True)
 class DrillProgress:
     kind: str
     topic: str

@@ -1,7 +1,7 @@
 """The progress store: one SQLite file in the data directory.
 
-It holds every attempt, each question's FSRS card, and saved demo results with a fingerprint of the
-machine that produced them. Each answer is committed in its own transaction the moment it is given,
+It holds every attempt, each question's FSRS card, the questions bookmarked, and saved demo results
+with a fingerprint of the machine that produced them. Each answer is committed in its own transaction the moment it is given,
 so a crash loses nothing already answered. The file is in WAL mode with a busy timeout, so two app
 instances (or the app and `ddpfsdp demo`) can write at once without corrupting it. A file that is
 not a readable database is moved aside, never deleted, and a fresh one is started with a warning.
@@ -20,10 +20,10 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, TypedDict
 
 from ddpfsdp.demos.result.schema import RENAMED, DemoResult, Env, upgraded
 from ddpfsdp.quiz.paths import data_dir
@@ -71,11 +71,94 @@ CREATE TABLE IF NOT EXISTS demo_results (
     hostname TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS demo_results_key ON demo_results (demo, args_json, id);
+CREATE TABLE IF NOT EXISTS bookmarks (
+    question_id TEXT PRIMARY KEY,
+    marked_at TEXT NOT NULL
+);
 """
+
+
+TABLES = ("attempts", "cards", "demo_results", "bookmarks")
 
 
 class StoreError(Exception):
     """The store cannot be opened or written; the message says what to do."""
+
+
+class DamagedStore(StoreError):
+    """The progress file is not a readable database, and whoever opened it asked that it stay where it is."""
+
+    def __init__(self, path: Path, reason: str):
+        self.path = path
+        self.reason = reason
+        super().__init__(f"the progress file {path} is damaged ({reason})")
+
+
+RECOVER_COMMAND = "ddpfsdp progress --recover"
+
+
+class AttemptRow(TypedDict):
+    """An attempt as its table holds it (without its local id)."""
+
+    question_id: str
+    topic: str
+    kind: str
+    answer_json: str
+    correct: int
+    score: float
+    time_s: float
+    rating: int
+    mode: str
+    answered_at: str  # ISO 8601 in UTC, as every time in the store
+
+
+class CardRow(TypedDict):
+    question_id: str
+    card_json: str
+    due: str
+    updated_at: str
+
+
+class BookmarkRow(TypedDict):
+    question_id: str
+    marked_at: str
+
+
+class ResultRow(TypedDict):
+    """A saved demo result as its table holds it (without its local id)."""
+
+    demo: str
+    args_json: str
+    result_json: str
+    saved_at: str
+    fingerprint: str
+    hostname: str
+
+
+Row = AttemptRow | CardRow | BookmarkRow | ResultRow
+
+
+@dataclass
+class StoreRows:
+    """Rows of the store's tables, as `Store.rows` gives them and `Store.merge` takes them; a table by
+    name is `getattr(rows, table)`."""
+
+    attempts: list[AttemptRow] = field(default_factory=list)
+    cards: list[CardRow] = field(default_factory=list)
+    demo_results: list[ResultRow] = field(default_factory=list)
+    bookmarks: list[BookmarkRow] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Merged:
+    """What a merge added: rows new to this store, and rows it already had (or held newer)."""
+
+    attempts: int = 0
+    attempts_known: int = 0
+    cards: int = 0
+    cards_kept: int = 0  # this store's card was as new or newer
+    bookmarks: int = 0
+    demo_results: int = 0
 
 
 @dataclass(frozen=True)
@@ -201,8 +284,12 @@ class Store:
     # --- opening ---------------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: Path | str | None = None) -> Store:
-        """Open (or create) the store; a damaged file is moved aside with a warning, never deleted."""
+    def open(cls, path: Path | str | None = None, *, move_damaged: bool = True) -> Store:
+        """Open (or create) the store; a damaged file is moved aside with a warning, never deleted.
+
+        A command that only reads (`ddpfsdp progress`) passes `move_damaged=False`: a damaged file then
+        stays where it is and DamagedStore is raised, so reading never changes what is on disk.
+        """
         path = Path(path) if path is not None else data_dir() / FILENAME
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -214,6 +301,8 @@ class Store:
                 # A file that cannot be written is not damaged: moving it aside would hide every answer in it.
                 raise StoreError(f"the progress file {path} is read-only ({error}); nothing was changed. Make it "
                                  "writable, or set DDPFSDP_HOME to a folder you can write to") from None
+            if not move_damaged:
+                raise DamagedStore(path, str(error)) from None
             try:
                 moved = cls._move_aside(path)
             except OSError as failure:
@@ -223,7 +312,8 @@ class Store:
             # Said once, by whoever opened the store (the CLI, the plain modes, the app), not logged as well.
             warning = (
                 f"The progress file {path} was damaged ({error}). It was moved to {moved.name} "
-                "and a fresh one was started; your earlier attempts are in the moved file."
+                "and a fresh one was started; your earlier attempts are in the moved file. Bring back the "
+                f"ones that can still be read with:\n  {RECOVER_COMMAND}"
             )
             try:
                 return cls(cls._connect(path), path, warning)
@@ -258,7 +348,7 @@ class Store:
                 raise
             db.execute("COMMIT")
             # Any table we rely on must be readable; a page-level fault often shows only here.
-            for table in ("attempts", "cards", "demo_results"):
+            for table in TABLES:
                 db.execute(f"SELECT count(*) FROM {table}").fetchone()
         except BaseException:
             db.close()
@@ -355,10 +445,12 @@ class Store:
             return int(cursor.lastrowid)
 
     def attempts(self, question_id: str | None = None) -> list[Attempt]:
+        """Attempts in the order they were answered (imported ones among them, by their own times)."""
+        # ISO times in UTC sort as text in time order; the id orders answers given in the same instant.
         if question_id is None:
-            rows = self._query("SELECT * FROM attempts ORDER BY id")
+            rows = self._query("SELECT * FROM attempts ORDER BY answered_at, id")
         else:
-            rows = self._query("SELECT * FROM attempts WHERE question_id = ? ORDER BY id", (question_id,))
+            rows = self._query("SELECT * FROM attempts WHERE question_id = ? ORDER BY answered_at, id", (question_id,))
         return [
             Attempt(
                 id=row["id"],
@@ -388,6 +480,92 @@ class Store:
     def due_question_ids(self, now: datetime) -> list[str]:
         rows = self._query("SELECT question_id FROM cards WHERE due <= ? ORDER BY due", (_iso(now),))
         return [row["question_id"] for row in rows]
+
+    # --- moving progress between stores ------------------------------------------------------------
+
+    def rows(self, table: str) -> list[Row]:
+        """Every row of `table` as stored (attempts and demo results without their local ids)."""
+        if table not in TABLES:
+            raise ValueError(f"unknown table {table!r}; the store has {', '.join(TABLES)}")
+        order = {"attempts": "answered_at, id", "cards": "question_id", "demo_results": "id",
+                 "bookmarks": "marked_at, question_id"}[table]
+        rows = [dict(row) for row in self._query(f"SELECT * FROM {table} ORDER BY {order}")]
+        for row in rows:
+            row.pop("id", None)
+        return rows
+
+    def all_rows(self) -> StoreRows:
+        return StoreRows(**{table: self.rows(table) for table in TABLES})
+
+    def merge(self, rows: StoreRows) -> Merged:
+        """Add rows from another store (their columns as `rows` gives them), in one transaction.
+
+        An attempt is the same attempt when its question and the instant it was answered match: it is
+        never added twice. A card is replaced only by a newer one (its `updated_at`); a bookmark keeps
+        its first mark; a demo result is the same when its demo, key, time and machine match.
+        """
+        counts = dict.fromkeys(("attempts", "attempts_known", "cards", "cards_kept", "bookmarks", "demo_results"), 0)
+        with self.transaction() as db:
+            for row in rows.attempts:
+                known = db.execute("SELECT 1 FROM attempts WHERE question_id = ? AND answered_at = ?",
+                                   (row["question_id"], row["answered_at"])).fetchone()
+                if known:
+                    counts["attempts_known"] += 1
+                    continue
+                db.execute(
+                    "INSERT INTO attempts (question_id, topic, kind, answer_json, correct, score, time_s, rating, mode,"
+                    " answered_at) VALUES (:question_id, :topic, :kind, :answer_json, :correct, :score, :time_s, :rating,"
+                    " :mode, :answered_at)", dict(row))
+                counts["attempts"] += 1
+            for row in rows.cards:
+                here = db.execute("SELECT updated_at FROM cards WHERE question_id = ?", (row["question_id"],)).fetchone()
+                if here is not None and datetime.fromisoformat(here[0]) >= datetime.fromisoformat(row["updated_at"]):
+                    counts["cards_kept"] += 1
+                    continue
+                db.execute("INSERT INTO cards (question_id, card_json, due, updated_at) VALUES (:question_id,"
+                           " :card_json, :due, :updated_at) ON CONFLICT (question_id) DO UPDATE SET card_json ="
+                           " excluded.card_json, due = excluded.due, updated_at = excluded.updated_at", dict(row))
+                counts["cards"] += 1
+            for row in rows.bookmarks:
+                here = db.execute("SELECT marked_at FROM bookmarks WHERE question_id = ?", (row["question_id"],)).fetchone()
+                if here is None or datetime.fromisoformat(here[0]) > datetime.fromisoformat(row["marked_at"]):
+                    counts["bookmarks"] += here is None
+                    db.execute("INSERT OR REPLACE INTO bookmarks (question_id, marked_at) VALUES (:question_id,"
+                               " :marked_at)", dict(row))
+            for row in rows.demo_results:
+                known = db.execute("SELECT 1 FROM demo_results WHERE demo = ? AND args_json = ? AND saved_at = ? AND"
+                                   " fingerprint = ?", (row["demo"], row["args_json"], row["saved_at"],
+                                                        row["fingerprint"])).fetchone()
+                if not known:
+                    db.execute("INSERT INTO demo_results (demo, args_json, result_json, saved_at, fingerprint, hostname)"
+                               " VALUES (:demo, :args_json, :result_json, :saved_at, :fingerprint, :hostname)", dict(row))
+                    counts["demo_results"] += 1
+        return Merged(**counts)
+
+    def reset(self) -> None:
+        """Forget every attempt, card and bookmark, in one transaction; saved demo results stay."""
+        with self.transaction() as db:
+            for table in ("attempts", "cards", "bookmarks"):
+                db.execute(f"DELETE FROM {table}")
+
+    # --- bookmarks ---------------------------------------------------------------------------------
+
+    def add_bookmark(self, question_id: str, marked_at: datetime) -> bool:
+        """Mark a question; False when it was already marked (its first mark's time is kept)."""
+        with self.transaction() as db:
+            cursor = db.execute("INSERT OR IGNORE INTO bookmarks (question_id, marked_at) VALUES (?, ?)",
+                                (question_id, _iso(marked_at)))
+            return cursor.rowcount > 0
+
+    def remove_bookmark(self, question_id: str) -> bool:
+        """Unmark a question; False when it was not marked."""
+        with self.transaction() as db:
+            return db.execute("DELETE FROM bookmarks WHERE question_id = ?", (question_id,)).rowcount > 0
+
+    def bookmarks(self) -> dict[str, datetime]:
+        """question id -> when it was marked, oldest mark first."""
+        rows = self._query("SELECT question_id, marked_at FROM bookmarks ORDER BY marked_at, question_id")
+        return {row["question_id"]: datetime.fromisoformat(row["marked_at"]) for row in rows}
 
     # --- demo results ------------------------------------------------------------------------------
 

@@ -159,19 +159,22 @@ def test_an_answer_of_1e400_is_asked_again_and_not_counted(quiz_bank):
             answers.grade(step, "1e400")
 
 
-@pytest.mark.parametrize("command", [["progress"], ["quiz", "--plain"]])
-def test_a_damaged_progress_file_is_reported_once(ddpfsdp_home, command, caplog):
-    """The store leaves the telling to whoever opened it: one warning, not a log line and a warning.
+@pytest.mark.parametrize("command, words, moved", [(["progress"], "is damaged", False),
+                                                    (["quiz", "--plain"], "was damaged", True)])
+def test_a_damaged_progress_file_is_reported_once(ddpfsdp_home, command, words, moved, caplog):
+    """The store leaves the telling to whoever opened it: one warning, not a log line and a warning, and
+    before anything else. A command that only reads leaves the file where it is.
 
     (Outside pytest a logged warning goes to the terminal through logging's last-resort handler.)"""
     ddpfsdp_home.mkdir(parents=True, exist_ok=True)
     (ddpfsdp_home / "ddpfsdp.sqlite3").write_bytes(b"not a database, just bytes " * 100)
     outcome = run_cli(*command, stdin="q\n")
     assert outcome.exception is None, repr(outcome.exception)
-    said = outcome.stdout + outcome.stderr
-    assert said.count("was damaged") == 1, said
+    said = " ".join((outcome.stdout + outcome.stderr).split())
+    assert said.count(words) == 1, said
+    assert outcome.stdout.startswith("warning:") and "ddpfsdp progress --recover" in said
     assert [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()] == []
-    assert list(ddpfsdp_home.glob("ddpfsdp.sqlite3.damaged-*"))
+    assert bool(list(ddpfsdp_home.glob("ddpfsdp.sqlite3.damaged-*"))) is moved
 
 
 def _read_only(path, monkeypatch) -> None:

@@ -85,6 +85,12 @@ PATHS: dict[str, tuple[str, tuple[str, ...]]] = {
         "    Console(width=80, record=True).print(Group(*load(entry.evidence_view)(as_result({'demo': name}), 80)))\n",
         TORCH_TEXTUAL),
     "progress, as text and as --json": (CLI + _invoke("progress") + _invoke("progress", "--json"), TORCH_TEXTUAL),
+    "search, numbers, glossary and the csv export": (
+        CLI + _invoke("quiz", "--search", "bucket", "cap") + _invoke("numbers") + _invoke("glossary", "reshard")
+        + "import tempfile, os\n"
+          "r = CliRunner().invoke(cli, ['export', 'csv', os.path.join(tempfile.mkdtemp(), 'c.csv')])\n"
+          "assert r.exit_code == 0, r.output\n",
+        TORCH_TEXTUAL),
     "interview --json": (CLI + _invoke("interview", "--json", "--seed", "1"), TORCH_TEXTUAL),
     "the interview screens imported and a plain interview taken to its debrief": (
         "import io, sys\n"

@@ -12,12 +12,13 @@ import textwrap
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from conftest import widget_text
 from rich.text import Text
 
 from ddpfsdp.quiz.app import make_app
 from ddpfsdp.quiz.screens.feedback import FeedbackScreen
 from ddpfsdp.quiz.screens.home import HomeScreen
-from ddpfsdp.quiz.screens.message import ProblemScreen
+from ddpfsdp.quiz.screens.message import NoticeScreen, ProblemScreen
 from ddpfsdp.quiz.screens.question import QuestionScreen
 from ddpfsdp.quiz.store import Store
 
@@ -471,14 +472,18 @@ async def test_a_damaged_store_is_moved_aside_with_a_warning_and_answers_still_s
     ddpfsdp_home.mkdir(parents=True, exist_ok=True)
     (ddpfsdp_home / "ddpfsdp.sqlite3").write_bytes(b"not a database at all" * 200)
     app = _app(quiz_bank)
-    notes = []
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        notes = [n.message for n in app._notifications]
+        # Said first, over the home screen, with the way to bring the answers back; Enter goes on.
+        notice = app.screen
+        assert isinstance(notice, NoticeScreen)
+        said = widget_text(notice.query_one("#notice-message"))
+        assert "damaged" in said and "moved to" in said and "ddpfsdp progress --recover" in said
+        await pilot.press("enter")
+        assert isinstance(app.screen, HomeScreen)
         app.start_session("practice", topic="ddp")
         await pilot.pause()
         await _answer_current(pilot, True)
-    assert any("damaged" in n and "moved to" in n for n in notes)
     assert len(Store.open().attempts()) == 1
     assert list(ddpfsdp_home.glob("ddpfsdp.sqlite3.damaged-*"))
 

@@ -37,6 +37,7 @@ class FeedbackScreen(Screen):
         Binding("escape", "cancel_demo", "Cancel demo"),
         Binding("escape", "escape", "Home"),
         Binding("?", "app.help", "Help"),
+        Binding("g", "glossary", "Glossary", show=False),
         *(Binding(str(i), f"self_grade({i})", show=False) for i in range(1, 5)),
     ]
 
@@ -77,7 +78,7 @@ class FeedbackScreen(Screen):
                 if q.kind == "numeric":
                     yield Static(id="predict-measure")
                 yield Static(Text("Model answer", style="bold underline"), classes="section-title")
-                yield Markdown(self._model_answer(), id="model-answer")
+                yield Markdown(self._linked_answer(), id="model-answer", open_links=False)
                 if q.demo is not None:
                     from ddpfsdp.quiz.widgets.evidence import EvidencePanel
 
@@ -251,3 +252,34 @@ class FeedbackScreen(Screen):
         if self._cancel_demo():
             return
         self.app.post_message(SessionLeft())
+
+    # --- the glossary, from the model answer's terms --------------------------------------------------
+
+    def _linked_answer(self) -> str:
+        """The model answer with each glossary term's first use a link to its definition."""
+        from ddpfsdp.quiz import glossary
+
+        try:
+            return glossary.link_terms(self._model_answer(), glossary.terms())
+        except glossary.GlossaryError:
+            return self._model_answer()
+
+    def action_glossary(self, term: str | None = None) -> None:
+        from ddpfsdp.quiz import glossary
+        from ddpfsdp.quiz.screens.glossary import GlossaryScreen
+
+        if term is None:
+            found = glossary.terms_in(self._model_answer(), glossary.terms())
+            term = found[0] if found else None
+        self.app.push_screen(GlossaryScreen(term))
+
+    def on_markdown_link_clicked(self, event: Markdown.LinkClicked) -> None:
+        from ddpfsdp.quiz.glossary import term_of_link
+
+        event.stop()
+        term = term_of_link(event.href)
+        if term is None:
+            self.app.open_url(event.href)
+        else:
+            self.action_glossary(term)
+

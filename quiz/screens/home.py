@@ -10,7 +10,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from ddpfsdp.quiz import scheduler
-from ddpfsdp.quiz.messages import DrillRequested, InterviewRequested, SessionRequested
+from ddpfsdp.quiz.messages import BookmarksRequested, DrillRequested, InterviewRequested, SessionRequested
 from ddpfsdp.quiz.widgets.menu_rows import ActionRow, Menu, TopicRow
 from ddpfsdp.quiz.widgets.key_bar import KeyBar
 
@@ -23,6 +23,11 @@ class HomeScreen(Screen):
         Binding("s", "drill", "Drill"),
         Binding("i", "interview", "Interview"),
         Binding("p", "progress", "Progress"),
+        Binding("slash", "search", "Find"),
+        Binding("l", "levels", "Levels", show=False),
+        Binding("b", "bookmarked", "Bookmarked", show=False),
+        Binding("n", "numbers", "Numbers", show=False),
+        Binding("g", "glossary", "Glossary", show=False),
         Binding("?", "app.help", "Help"),
         Binding("q", "app.quit", "Quit"),
     ]
@@ -37,6 +42,7 @@ class HomeScreen(Screen):
                                         "step time, follow-ups, a debrief"),
             **{f"topic-{t.id}": TopicRow(t.title, t.description) for t in bank.topics.values()},
             "item-progress": ActionRow("Progress by topic", "mastery, accuracy and what is due, weakest first"),
+            **self._more_rows(),
         }
         # Filled in before the first render, so the first screen is drawn once.
         summary = self._update_rows()
@@ -79,7 +85,8 @@ class HomeScreen(Screen):
             row.mastery, row.seen, row.questions, row.due = p.mastery, p.seen, p.questions, p.due
         attempts = sum(p.attempts for p in report.values())
         correct = sum(p.correct for p in report.values())
-        return f"{attempts} answers so far" + (f", {correct / attempts:.0%} right" if attempts else "; pick a topic to start") + "."
+        summary = f"{attempts} answers so far" + (f", {correct / attempts:.0%} right" if attempts else "; pick a topic to start") + "."
+        return summary + self._update_more_rows()
 
     def row_text(self, key: str, width: int = 96) -> str:
         """What a row of the menu shows at `width`, as plain text."""
@@ -92,6 +99,8 @@ class HomeScreen(Screen):
 
     def on_menu_chosen(self, event: Menu.Chosen) -> None:
         item_id = event.key
+        if self._chose_more(item_id):
+            return
         if item_id == "item-review":
             self.action_review()
         elif item_id == "item-mock":
@@ -121,3 +130,54 @@ class HomeScreen(Screen):
         from ddpfsdp.quiz.screens.progress import ProgressScreen
 
         self.app.push_screen(ProgressScreen())
+
+    # --- finding, levels, bookmarks, the numbers and the glossary -------------------------------------
+
+    def _more_rows(self) -> dict[str, ActionRow]:
+        return {
+            "item-bookmarked": ActionRow("Bookmarked"),
+            "item-search": ActionRow("Find a question", "by any words in its prompt, choices, reasons or answer (/)"),
+            "item-numbers": ActionRow("The numbers", "bytes per parameter, GPUs, links, collectives, bubbles, MFU (n)"),
+            "item-glossary": ActionRow("Glossary", "every term the questions use, and the questions that use it (g)"),
+        }
+
+    def _update_more_rows(self) -> str:
+        """Bookmarks' count into its row; mastery by level and the levels asked, for the summary."""
+        app = self.app
+        marked = sum(1 for q in app.store.bookmarks() if q in app.bank.questions)
+        self.rows["item-bookmarked"].detail = (f"{marked} question{'s' if marked != 1 else ''} you marked (b)" if marked
+                                               else "none yet: b on a question marks it")
+        by_level = scheduler.level_progress(app.bank, app.store, app.now())
+        mastery = " · ".join(f"{p.level}: {p.mastery:.0%}" for p in by_level)
+        return f" Mastery by level {mastery}. Asking {app.levels.label()} (l to change)."
+
+    def _chose_more(self, item_id: str) -> bool:
+        actions = {"item-bookmarked": self.action_bookmarked, "item-search": self.action_search,
+                   "item-numbers": self.action_numbers, "item-glossary": self.action_glossary}
+        if item_id in actions:
+            actions[item_id]()
+            return True
+        return False
+
+    def action_search(self) -> None:
+        from ddpfsdp.quiz.screens.search import SearchScreen
+
+        self.app.push_screen(SearchScreen())
+
+    def action_levels(self) -> None:
+        from ddpfsdp.quiz.screens.levels import LevelScreen
+
+        self.app.push_screen(LevelScreen())
+
+    def action_bookmarked(self) -> None:
+        self.app.post_message(BookmarksRequested())
+
+    def action_numbers(self) -> None:
+        from ddpfsdp.quiz.screens.numbers import NumbersScreen
+
+        self.app.push_screen(NumbersScreen())
+
+    def action_glossary(self) -> None:
+        from ddpfsdp.quiz.screens.glossary import GlossaryScreen
+
+        self.app.push_screen(GlossaryScreen())

@@ -1,4 +1,5 @@
-"""A screen that explains a problem the app cannot work around (a broken bank, an unusable store)."""
+"""A screen that explains a problem the app cannot work around (a broken bank, an unusable store), and a
+notice shown over the first screen before anything else (a damaged progress file moved aside)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import Screen
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 from ddpfsdp.quiz.widgets.key_bar import KeyBar
 
@@ -27,3 +29,21 @@ class ProblemScreen(Screen):
             yield Static(Text(self.message), id="problem-message")
             yield Static(Text(self.advice, style="italic"), id="problem-advice")
         yield KeyBar()
+
+
+class NoticeScreen(ModalScreen[None]):
+    """Something to read before going on, over the first screen; Enter or Escape closes it."""
+
+    CSS_PATH = "pages.tcss"
+    BINDINGS = [Binding("enter,escape", "dismiss", "Continue")]
+
+    def __init__(self, title: str, message: str):
+        super().__init__()
+        self.title_text = title
+        self.message = message
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="notice"):
+            yield Static(Text(self.title_text, style="bold yellow"), id="notice-title")
+            yield Static(Text(self.message), id="notice-message")
+            yield Static(Text("Enter to go on", style="dim"), id="notice-keys")

@@ -47,6 +47,9 @@ class QuestionScreen(Screen):
         Binding("d", "evidence", "Evidence"),
         # d is a letter in a text box; ctrl+o opens the evidence from there (the footer shows whichever works).
         Binding("ctrl+o", "evidence_from_text", "Evidence", priority=True),
+        Binding("b", "bookmark", "Mark"),
+        # b is a letter in a text box; ctrl+b marks from there.
+        Binding("ctrl+b", "bookmark_from_text", "Mark", priority=True),
         Binding("escape", "leave", "Home"),
         Binding("?", "app.help", "Help"),
         *(Binding(str(i), f"digit({i})", show=False) for i in range(1, 10)),
@@ -168,7 +171,19 @@ class QuestionScreen(Screen):
             return not self._typed
         if action == "evidence_from_text":
             return self._typed
+        if action == "bookmark":
+            return not self._typed
+        if action == "bookmark_from_text":
+            return self._typed
         return True
+
+    def action_bookmark(self) -> None:
+        from ddpfsdp.quiz.messages import BookmarkToggled
+
+        self.app.post_message(BookmarkToggled(self.question.id))
+
+    def action_bookmark_from_text(self) -> None:
+        self.action_bookmark()
 
     def action_evidence_from_text(self) -> None:
         self.action_evidence()
