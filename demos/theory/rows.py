@@ -3,7 +3,7 @@ PCIe traffic under offload, its collectives, and whether it fits."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NotRequired
+from typing import NotRequired
 
 from ddpfsdp.demos.theory.activations import gpt_activation_bytes
 from ddpfsdp.demos.theory.comm import OpFigures, step_comm, total_wire_bytes
@@ -13,10 +13,8 @@ from ddpfsdp.demos.theory.offload import OFFLOAD_SUPPORT, OffloadedState, Pcie, 
 from ddpfsdp.demos.theory.precision import BytesPerParam
 from ddpfsdp.demos.theory.sharding import STRATEGY_SHARDS, STRATEGY_TITLES
 from ddpfsdp.demos.theory.state import ModelState, bytes_per_param
+from ddpfsdp.demos.theory.tensor_parallel import TwoDColumn
 from ddpfsdp.demos.theory.working_set import working_set
-
-if TYPE_CHECKING:
-    from ddpfsdp.demos.theory.tensor_parallel import Mesh, TpTerm
 
 _STATE_KEYS = ("params_bytes", "grads_bytes", "optimizer_bytes", "model_state_bytes")
 
@@ -63,18 +61,8 @@ class StrategyRow(ColumnMemory):
     wire_bytes_per_rank: int
 
 
-class TwoDRow(StrategyRow):
+class TwoDRow(StrategyRow, TwoDColumn):
     """The 2-D column: FSDP over dp (`comm`) of each TP shard, TP over tp (`tp_comm`)."""
-
-    mesh: Mesh
-    sequence_parallel: bool
-    tp_local_params: int
-    tp_replicated_params: int | None
-    shape_activation_bytes: int | None
-    tp_comm: dict[str, OpFigures] | None
-    tp_terms: list[TpTerm] | None
-    dp_wire_bytes_per_rank: int
-    tp_wire_bytes_per_rank: int | None
 
 
 def strategy_row(inputs: CalcInputs, strategy: str) -> StrategyRow:

@@ -49,7 +49,6 @@ from ddpfsdp.demos.theory.working_set import working_set
 
 if TYPE_CHECKING:
     from ddpfsdp.demos.base.shapes import GPTShape
-    from ddpfsdp.demos.theory.rows import TwoDRow
 
 TITLE = "2-D: FSDP x TP"
 SHARDS = "all sharded over dp x tp: blocks split by TP, then FSDP"
@@ -105,6 +104,20 @@ class TwoDFigures(ModelState):
     activations: ActivationBytes | None  # needs a block shape
     dp_comm: dict[str, OpFigures]
     tp_comm: TpStepComm | None  # needs a block shape
+
+
+class TwoDColumn(TypedDict):
+    """What the 2-D column of calc's table (`rows.TwoDRow`) adds to every column's figures."""
+
+    mesh: Mesh
+    sequence_parallel: bool
+    tp_local_params: int
+    tp_replicated_params: int | None
+    shape_activation_bytes: int | None  # from the block shape, even where the table leaves activations out
+    tp_comm: dict[str, OpFigures] | None  # these need a block shape
+    tp_terms: list[TpTerm] | None
+    dp_wire_bytes_per_rank: int
+    tp_wire_bytes_per_rank: int | None
 
 
 class TwoDRunTheory(ModelState):
@@ -308,7 +321,7 @@ def node_rule(tp: int, gpus_per_node: int, tp_wire_bytes: int | None, dp_wire_by
     )
 
 
-def two_d_notes(row: TwoDRow, gpus_per_node: int, shape: GPTShape | None, batch_size: int) -> list[str]:
+def two_d_notes(row: TwoDColumn, gpus_per_node: int, shape: GPTShape | None, batch_size: int) -> list[str]:
     """The 2-D column's prose: its mesh, what TP sends and why, the rule of thumb."""
     dp, tp = row["mesh"]["dp"], row["mesh"]["tp"]
     sp = row["sequence_parallel"]
