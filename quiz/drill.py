@@ -19,7 +19,7 @@ import math
 import random
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from ddpfsdp.demos.theory.activations import transformer_activation_bytes
 from ddpfsdp.demos.theory.buckets import DDP_BUCKET_CAP_MB, ddp_bucket_bytes
@@ -102,6 +102,29 @@ def strategy_text(strategy: str, precision: str) -> str:
 # --- problems --------------------------------------------------------------------------------------
 
 
+class CalcCall(TypedDict):
+    """The analytic model's function that computes an answer, and its arguments: anyone can recompute it."""
+
+    fn: str
+    args: dict[str, Any]  # the function's keyword arguments, its own names
+
+
+class ProblemDocument(TypedDict):
+    """A drill problem as `ddpfsdp drill --json` prints it."""
+
+    id: str
+    kind: str
+    topic: str
+    prompt: str
+    answer: float
+    unit: str
+    asked_in: str
+    answer_text: str
+    tolerance: float
+    calc: CalcCall
+    working: str
+
+
 @dataclass(frozen=True)
 class Problem:
     id: str
@@ -137,7 +160,7 @@ class Problem:
             return "type a number, such as 12 or 12.5"
         return "type a whole number, such as 12"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ProblemDocument:
         return {
             "id": self.id,
             "kind": self.kind,

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ddpfsdp.demos.result.checks import Check
 from ddpfsdp.demos.result.schema import PEAK_CATEGORY_NAMES, STATE_KINDS, CommOp, DemoResult, Memory, RankMemory, as_result
 from ddpfsdp.quiz.loader import Question
+
+if TYPE_CHECKING:
+    from ddpfsdp.demos.theory.comm import OpFigures
 
 # A result as the store, the launcher or a test hands it over (its JSON form), or already typed.
 Result = DemoResult | Mapping[str, Any]
@@ -193,6 +196,6 @@ def comm_per_step(run: Result) -> dict[str, CommOp]:
     return {op: v for op, v in comm.per_step.items() if isinstance(v, CommOp)} if comm else {}
 
 
-def theory_comm(run: Result) -> dict[str, Any]:
+def theory_comm(run: Result) -> dict[str, OpFigures]:
     """The analytic model's traffic per op for the run's configuration (its JSON form); empty when none."""
     return (as_result(run).theory or {}).get("comm") or {}

@@ -17,6 +17,7 @@ from ddpfsdp.demos.launch.events import Event
 
 if TYPE_CHECKING:  # named in annotations only: home posts these before any question or drill is loaded
     from ddpfsdp.quiz.drill import Problem
+    from ddpfsdp.quiz.evidence import Result
     from ddpfsdp.quiz.grading import Grade
     from ddpfsdp.quiz.interview.scenario import Scenario, Step
     from ddpfsdp.quiz.levels import LevelRange
@@ -59,7 +60,7 @@ class DemoFinished(Message):
 
     demo: str
     args: tuple[str, ...]
-    result: dict[str, Any] | None
+    result: Result | None  # a DemoResult from the launcher
     error: Event | None
     cancelled: bool
     elapsed_s: float

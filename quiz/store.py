@@ -178,7 +178,7 @@ class Attempt:
 
 @dataclass(frozen=True)
 class SavedResult:
-    result: dict[str, Any]
+    result: dict[str, Any]  # the result's JSON as saved, upgraded to this schema (`schema.as_result` types it)
     saved_at: datetime
     fingerprint: str
     hostname: str

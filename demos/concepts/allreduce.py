@@ -14,7 +14,7 @@ the code that sends them, and the result is compared with dist.all_reduce on the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import click
 
@@ -30,13 +30,26 @@ OPTIONS = [
 SHOW_VALUES_UP_TO = 64
 
 
+class RingMove(TypedDict):
+    """One chunk a rank sent to the next in one step of a ring phase."""
+
+    phase: str
+    step: int
+    src: int
+    dst: int
+    chunk: int
+    received_chunk: int
+    bytes: int
+    values: NotRequired[list[float]]  # the chunk's values, for a buffer small enough to show
+
+
 @dataclass
 class RingTrace:
     """What one rank sent and held during ring phases."""
 
     sent_bytes: int = 0
     received_bytes: int = 0
-    moves: list[dict[str, Any]] = field(default_factory=list)  # one per step this rank sent in
+    moves: list[RingMove] = field(default_factory=list)  # one per step this rank sent in
     snapshots: list[list[float]] = field(default_factory=list)  # the buffer after each step (small ones)
 
 
@@ -94,7 +107,7 @@ def _record(trace: RingTrace, buffer: Any, phase: str, step: int, rank: int, wor
     chunk_bytes = sent.numel() * sent.element_size()
     trace.sent_bytes += chunk_bytes
     trace.received_bytes += chunks_of(buffer, world_size)[recv_index].numel() * sent.element_size()
-    move = {"phase": phase, "step": step, "src": rank, "dst": (rank + 1) % world_size, "chunk": send_index,
+    move: RingMove = {"phase": phase, "step": step, "src": rank, "dst": (rank + 1) % world_size, "chunk": send_index,
             "received_chunk": recv_index, "bytes": chunk_bytes}
     if buffer.numel() <= SHOW_VALUES_UP_TO:
         move["values"] = sent.tolist()

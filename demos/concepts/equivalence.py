@@ -10,13 +10,16 @@ batch; FSDP's sharded weights are gathered in full to compare.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ddpfsdp.demos.result.checks import Check
 from ddpfsdp.demos.result.schema import DemoResult
 from ddpfsdp.demos.concepts.trial import model_option
+
+if TYPE_CHECKING:
+    import torch
 
 OPTIONS = [
     model_option(),
@@ -58,7 +61,7 @@ def _global_losses(ctx: Any, local_losses: list[Any]) -> list[float]:
 
 
 def _distributed(ctx: Any, strategy: str, *, model: str, steps: int, batch_size: int, optimizer: str, lr: float,
-                 seed: int, step_offset: int, total_steps: int) -> tuple[list[float], dict[str, Any] | None]:
+                 seed: int, step_offset: int, total_steps: int) -> tuple[list[float], dict[str, torch.Tensor] | None]:
     from ddpfsdp.demos.concepts import trial
 
     s = trial.setup(ctx, model=model, strategy=strategy, sharding="full", wrap="block", batch_size=batch_size,
@@ -80,7 +83,7 @@ def _distributed(ctx: Any, strategy: str, *, model: str, steps: int, batch_size:
 
 
 def _single_process(ctx: Any, *, model: str, steps: int, batch_size: int, optimizer: str, lr: float,
-                    seed: int) -> tuple[list[float], dict[str, Any], dict[str, Any]]:
+                    seed: int) -> tuple[list[float], dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """One process, the whole global batch per step; also the initial weights."""
     from types import SimpleNamespace
 
@@ -105,7 +108,7 @@ def _single_process(ctx: Any, *, model: str, steps: int, batch_size: int, optimi
     return losses, weights, initial
 
 
-def _weight_diff(weights: dict[str, Any], reference: dict[str, Any]) -> tuple[float, str | None]:
+def _weight_diff(weights: dict[str, torch.Tensor], reference: dict[str, torch.Tensor]) -> tuple[float, str | None]:
     worst, where = 0.0, None
     for name, ref in reference.items():
         if name not in weights:

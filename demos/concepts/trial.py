@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import gc
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypedDict
 
 import click
+
+if TYPE_CHECKING:
+    from ddpfsdp.demos.measure.comm import PerOp
 
 WARMUP_STEPS = 2
 PRESETS = ("tiny", "small", "base", "large", "xl")
@@ -108,7 +111,17 @@ def warmup_steps(s: Setup) -> int:
     return WARMUP_STEPS if s.prepared.strategy in ("ddp", "zro") else 1
 
 
-def measure(ctx: Any, s: Setup, *, timed_steps: int = 2, memory: bool = True) -> dict[str, Any]:
+class TrialFigures(TypedDict):
+    """What `measure` found of one trial's steady-state step, on this rank."""
+
+    comm: PerOp
+    peak_bytes: int | None  # None without `memory`
+    peak_kind: str | None
+    model_state: dict[str, int]  # bytes by kind: params, grads, optimizer
+    step_time_s: dict[str, float] | None  # median, min, max; None without timed steps
+
+
+def measure(ctx: Any, s: Setup, *, timed_steps: int = 2, memory: bool = True) -> TrialFigures:
     """Warm up, then count one step's collectives, track one forward/backward's peak, time the rest."""
     from ddpfsdp.demos.measure.comm import CommCounter
     from ddpfsdp.demos.measure.memory import PeakMemory, StepTimer, model_state_bytes

@@ -10,12 +10,15 @@ which line issued each collective.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ddpfsdp.demos.result.checks import Check
 from ddpfsdp.demos.faults import verdicts
 from ddpfsdp.demos.faults.fault import Fault, FaultBlock, FaultContext, PhaseBlock, measured
 from ddpfsdp.demos.faults.steps import mesh_for, straggle, train_step
+
+if TYPE_CHECKING:
+    import torch
 
 DESYNC_STEPS = 3
 LOG_EVERY = 2  # the loss is logged at steps 1, 3, ...
@@ -108,7 +111,7 @@ DESYNC = Fault(
 # --- rank0-gather: a sharded state dict gathered on rank 0 only -----------------------------------------
 
 
-def _full_state_dict(model: Any) -> dict[str, Any]:
+def _full_state_dict(model: Any) -> dict[str, torch.Tensor]:
     """What get_model_state_dict(full_state_dict=True) does for FSDP2: all-gather every DTensor shard."""
     state = {}
     for name, tensor in model.state_dict().items():

@@ -35,6 +35,7 @@ ANALYZER_LOGGER = "Flight Recorder"  # torch/distributed/flight_recorder/compone
 
 
 def _dump() -> dict[str, Any]:
+    """torch's flight-recorder dump as it pickles it: its own keys, which change between versions."""
     import torch
 
     return pickle.loads(torch._C._distributed_c10d._dump_fr_trace(True, True, False))

@@ -19,7 +19,7 @@ import json
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, TypedDict
 
 import click
 
@@ -34,12 +34,39 @@ from ddpfsdp.demos.train.spec import TRAINING_DEMOS, RunSpec, command_flags, opt
 from ddpfsdp.demos.registry import DATA_PARALLEL_MIN_RANKS
 from ddpfsdp.demos.base.units import format_bytes
 
+if TYPE_CHECKING:
+    from ddpfsdp.demos.theory.run import RunTheory
+    from ddpfsdp.demos.theory.tensor_parallel import TwoDRunTheory
+
 SAFETY_MARGIN = 0.10
 """Fraction of the free memory kept back for the allocator's fragmentation and what we do not model."""
 
 PROCESS_OVERHEAD_BYTES = {"cuda": 2**30, "cpu": 512 * 2**20}
 """Per process, beyond tensors: CUDA context and NCCL buffers on a GPU; the interpreter and torch on CPU."""
 
+
+
+class EstimateParts(TypedDict):
+    """A rank's estimated bytes by what holds them."""
+
+    model_state: int
+    working_set: int
+    activations: int
+    process_overhead: int
+
+
+class _RunEstimate(TypedDict):
+    total_bytes: int
+    parts: EstimateParts
+    strategy: str
+
+
+class RankEstimate(_RunEstimate):
+    """The per-rank estimate of a demo's fullest run (compare's runs differ in strategy only)."""
+
+    arch: str
+    model: str | None
+    params: int
 
 
 @dataclass(frozen=True)
@@ -83,7 +110,7 @@ def _activations(spec: RunSpec, shape: Any, strategy: str) -> int:
                                   spec.precision, cast=cast)
 
 
-def _run_theory(spec: RunSpec, shape: Any, world_size: int) -> tuple[dict[str, Any], int]:
+def _run_theory(spec: RunSpec, shape: Any, world_size: int) -> tuple[RunTheory | TwoDRunTheory, int]:
     """The analytic model's figures for one run on `world_size` ranks, and its activations per rank:
     a --tp run's are the 2-D model's (one TP rank's share of the parameters and activations)."""
     if spec.tp:
@@ -104,7 +131,7 @@ def _spec(demo: str, spec: RunSpec | Mapping[str, Any]) -> RunSpec:
 
 
 def estimate_rank_bytes(demo: str, spec: RunSpec | Mapping[str, Any], *, device: str,
-                        world_size: int) -> dict[str, Any]:
+                        world_size: int) -> RankEstimate:
     """The per-rank estimate for a training demo's spec (or the options that make it): {"total_bytes",
     "parts", "model", ...}.
 
@@ -114,10 +141,10 @@ def estimate_rank_bytes(demo: str, spec: RunSpec | Mapping[str, Any], *, device:
     first = runs[0]  # compare's runs differ in strategy only
     shape = shapes.shape_for(first.arch, first.model, **first.overrides)
     overhead = PROCESS_OVERHEAD_BYTES["cpu" if device == "cpu" else "cuda"]
-    worst: dict[str, Any] | None = None
+    worst: _RunEstimate | None = None
     for each in runs:
         theory, activations = _run_theory(each, shape, world_size)
-        parts = {
+        parts: EstimateParts = {
             "model_state": theory["model_state_bytes"],
             "working_set": theory["working_set_bytes"],
             "activations": activations,

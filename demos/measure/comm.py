@@ -131,6 +131,7 @@ def _dtensor_types() -> tuple[type, ...]:
 
 
 def _bind(func: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
+    """An op's arguments by the names its schema gives them (each collective's own)."""
     bound = {arg.name: value for arg, value in zip(func._schema.arguments, args)}
     bound.update(kwargs)
     return bound

@@ -27,7 +27,7 @@ import socket
 import statistics
 import time
 import warnings
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, TypedDict
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -107,6 +107,29 @@ def optimizer_state_tensors(optimizer: Any) -> Iterator[torch.Tensor]:
     for opt in state_optimizers(optimizer):
         for state in opt.state.values():
             yield from (value for value in state.values() if isinstance(value, torch.Tensor))
+
+
+class PeakRecord(TypedDict):
+    """What `PeakMemory` measured of one step (bytes; None where its device does not say)."""
+
+    peak: int | None
+    peak_kind: str
+    reserved: int | None
+    start: int | None
+    untracked_free: int | None
+    found: int | None
+    blas_workspaces: int | None
+
+
+class Environment(TypedDict):
+    """A rank's machine, as the result's env records it."""
+
+    torch: str
+    python: str
+    device_names: list[str]
+    cpu_count: int
+    hostname: str
+    torch_threads: int
 
 
 def model_state_bytes(model: torch.nn.Module, optimizer: Any) -> dict[str, int]:
@@ -284,7 +307,7 @@ class PeakMemory:
         self._profiler = None
         self._collectives = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> PeakRecord:
         return {
             "peak": self.peak_bytes,
             "peak_kind": self.peak_kind,
@@ -440,7 +463,7 @@ def peak_flops_per_s(device: Any, precision: str) -> float | None:
     return None
 
 
-def environment(ctx: Any = None) -> dict[str, Any]:
+def environment(ctx: Any = None) -> Environment:
     """torch and python versions, device names, CPU count and hostname of this rank's machine."""
     from ddpfsdp.demos.base.host import cpu_count
 

@@ -29,7 +29,7 @@ import os
 import re
 import shutil
 from collections import Counter
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypedDict
 
 from ddpfsdp.demos.result.checks import Check
 
@@ -68,6 +68,31 @@ def parameter_name(source: Any) -> str | None:
     if "_parameters[" not in text:
         return None
     return ".".join(re.findall(r"\['([^']+)'\]", text)[1:])
+
+
+class GraphBreak(TypedDict):
+    reason: str
+    count: int
+
+
+class CompileReport(TypedDict):
+    """What a compiled run's result says of the compile, as torch recorded it."""
+
+    backend: str
+    backend_reason: str
+    compiled_modules: list[str]
+    compile_s: float
+    compile_s_after_warmup: float
+    warmup_step_s: list[float]
+    graphs: int
+    graphs_in_timed_steps: int
+    graphs_after_warmup: int
+    dynamo_graphs: int
+    graph_breaks: int
+    graph_break_reasons: list[GraphBreak]
+    graph_params: list[list[str]]
+    ddp_buckets: list[list[str]] | None
+    param_bytes: dict[str, int] | None
 
 
 class Compiled:
@@ -127,7 +152,7 @@ class Compiled:
         return diff, seconds, after_graphs - before_graphs
 
     def report(self, warmup_steps_s: Sequence[float], ddp_buckets: list[list[str]] | None,
-               param_bytes: dict[str, int] | None) -> dict[str, Any]:
+               param_bytes: dict[str, int] | None) -> CompileReport:
         """What the run's result says of the compile (marks "warm-up", "timed" and "end" made)."""
         warm, warm_s, warm_graphs = self._between("start", "warm-up")
         timed, _, timed_graphs = self._between("warm-up", "timed")

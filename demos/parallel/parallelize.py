@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 import torch
 from torch import nn
@@ -40,6 +40,18 @@ from torch import nn
 from ddpfsdp.demos.train.spec import RunSpec
 from ddpfsdp.demos.parallel.degrees import ParallelDims
 from ddpfsdp.demos.parallel.strategies import Prepared, build_optimizer, optimizer_impl, shard, wrap_ddp
+
+
+class Wrapping(TypedDict, total=False):
+    """What `Prepared` reports of the data-parallel wrap: FSDP's fields, or DDP's bucket size."""
+
+    sharding: str
+    wrap: str
+    fsdp_api: int
+    mesh: Any  # the DeviceMesh FSDP shards over
+    units: list[str]
+    unit_params: list[int]
+    bucket_mb: float
 
 
 @dataclass(frozen=True)
@@ -97,7 +109,7 @@ def parallelize(model: nn.Module, run: RunSpec, world: World, device: torch.devi
         compiled = Compiled(run.compile_backend, device.type)
         if run.strategy == "fsdp":
             compiled.compile_blocks(model)
-    wrapping: dict[str, Any] = {}  # what Prepared reports of the data-parallel wrap
+    wrapping: Wrapping = {}
     wrapped = model
     if sharded:
         wrapped, fsdp_mesh, units, unit_params = shard(model, run, device, dims, mesh)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
+    from torch.distributed.tensor.parallel import ParallelStyle
 
     from ddpfsdp.demos.parallel.degrees import ParallelDims
     from ddpfsdp.demos.measure.comm import PerOp
@@ -60,7 +61,7 @@ def check_tp_shape(shape: Any, tp: int, world_size: int, sequence_parallel: bool
                          f"divide it; change --seq-len or --tp, or drop --sequence-parallel")
 
 
-def block_plan(sequence_parallel: bool) -> dict[str, Any]:
+def block_plan(sequence_parallel: bool) -> dict[str, ParallelStyle]:
     """One transformer block's plan: column-wise then row-wise in attention and in the MLP."""
     from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.parallel import ColwiseParallel, PrepareModuleInput, RowwiseParallel, SequenceParallel
@@ -81,12 +82,12 @@ def block_plan(sequence_parallel: bool) -> dict[str, Any]:
     }
 
 
-def ends_plan(sequence_parallel: bool) -> dict[str, Any]:
+def ends_plan(sequence_parallel: bool) -> dict[str, ParallelStyle]:
     """The embeddings and the head: both split by vocabulary."""
     from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.parallel import ColwiseParallel, PrepareModuleOutput, RowwiseParallel, SequenceParallel
 
-    plan: dict[str, Any] = {"embeddings.token": RowwiseParallel(input_layouts=Replicate())}
+    plan: dict[str, ParallelStyle] = {"embeddings.token": RowwiseParallel(input_layouts=Replicate())}
     if sequence_parallel:
         # The token and position embeddings are added whole, then each rank keeps its slice of the sequence.
         plan["embeddings"] = PrepareModuleOutput(output_layouts=Replicate(), desired_output_layouts=Shard(1))

@@ -3,7 +3,7 @@ backward, with and without activation checkpointing. Data parallelism does not s
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from ddpfsdp.demos.theory.gpt_layout import gpt_shape_of
 from ddpfsdp.demos.theory.precision import Precision, precision_for, residual_bytes
@@ -41,6 +41,16 @@ def _transformer_block_bytes(
     return residual + 2 * spec.compute_bytes * elements + 12 * spec.compute_bytes * elements // tp
 
 
+class ActivationBytes(TypedDict):
+    """A transformer's activations per GPU (bytes): the peak early in backward, what forward leaves saved,
+    one block's and the head's."""
+
+    activation_bytes: int
+    saved_bytes: int
+    block_bytes: int
+    head_bytes: int
+
+
 def transformer_activation_bytes(
     *,
     layers: int,
@@ -54,7 +64,7 @@ def transformer_activation_bytes(
     tp: int = 1,
     sequence_parallel: bool = False,
     cast: str = "autocast",
-) -> dict[str, int]:
+) -> ActivationBytes:
     """Estimated bytes of activations per GPU: what autograd holds at the end of forward
     (`saved_bytes`) and the peak early in backward (`activation_bytes`).
 
@@ -103,7 +113,7 @@ def gpt_activation_bytes(
     precision: str = "fp32",
     cast: str = "autocast",
     **overrides: int | None,
-) -> dict[str, int]:
+) -> ActivationBytes:
     """Activations of a GPT preset (or shape) for a micro-batch of `batch_size` sequences."""
     shape = gpt_shape_of(model, seq_len, **overrides)
     return transformer_activation_bytes(

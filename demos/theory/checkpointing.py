@@ -38,7 +38,7 @@ Torch-free: the quiz and calc import it.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypedDict
 
 from ddpfsdp.demos.theory.arguments import read_count
 from ddpfsdp.demos.theory.precision import bytes_per_param_breakdown
@@ -112,27 +112,60 @@ def daly_interval_s(checkpoint_s: float, mtbf_s: float) -> float:
     return young_interval_s(c, m) * (1 + math.sqrt(ratio) / 3 + ratio / 9) - c
 
 
-def lost_shares(interval_s: float, checkpoint_s: float, mtbf_s: float, restart_s: float = 0.0) -> dict[str, float]:
+class LostShares(TypedDict):
+    """Shares of wall time lost to each cause, in all, and what is left for training."""
+
+    checkpoint: float
+    rework: float
+    restart: float
+    total: float
+    goodput: float
+
+
+class CheckpointSection(TypedDict):
+    """The `checkpoint` section of the `ddpfsdp.calc/1` document; the write times on are None without a
+    bandwidth, `at_interval` without an interval to price."""
+
+    theory: bool
+    bytes_per_param: int
+    total_bytes: int
+    sharded_bytes_per_rank: int
+    gathered_rank0_bytes: int
+    gpu_mtbf_hours: float
+    job_mtbf_s: float
+    rank_bytes_per_s: float | None
+    storage_bytes_per_s: float | None
+    sharded_write_s: float | None
+    gathered_write_s: float | None
+    young_interval_s: float | None
+    daly_interval_s: float | None
+    at_young: LostShares | None
+    interval_s: float | None
+    at_interval: LostShares | None
+    restart_s: float
+
+
+def lost_shares(interval_s: float, checkpoint_s: float, mtbf_s: float, restart_s: float = 0.0) -> LostShares:
     """First-order shares of wall time lost: checkpointing C/tau, rework tau/(2M), restarts R/M."""
     tau = check_positive(interval_s, "the checkpoint interval", "give the compute time between checkpoints")
     c = check_positive(checkpoint_s, "the checkpoint time", "give the seconds one checkpoint pauses training")
     m = check_positive(mtbf_s, "the job's MTBF", "give a positive MTBF")
     if restart_s < 0:
         raise ValueError(f"a restart cannot take negative time (got {restart_s!r} s)")
-    shares = {"checkpoint": c / tau, "rework": tau / (2 * m), "restart": restart_s / m}
-    shares["total"] = sum(shares.values())
-    shares["goodput"] = max(0.0, 1 - shares["total"])
-    return shares
+    checkpoint, rework, restart = c / tau, tau / (2 * m), restart_s / m
+    total = sum((checkpoint, rework, restart))
+    return {"checkpoint": checkpoint, "rework": rework, "restart": restart, "total": total,
+            "goodput": max(0.0, 1 - total)}
 
 
 def checkpoint_figures(*, params: int, gpus: int, precision: str, optimizer: str,
                        rank_bytes_per_s: float | None = None, storage_bytes_per_s: float | None = None,
                        gpu_mtbf_hours: float = GPU_MTBF_HOURS, interval_s: float | None = None,
-                       restart_s: float = 0.0) -> dict[str, Any]:
+                       restart_s: float = 0.0) -> CheckpointSection:
     """The `checkpoint` section of `ddpfsdp calc --json`: size, write time, the interval and what is lost."""
     total = checkpoint_bytes(params, precision, optimizer)
     per_rank = math.ceil(total / gpus)
-    figures: dict[str, Any] = {
+    figures: CheckpointSection = {
         "theory": True,
         "bytes_per_param": checkpoint_bytes_per_param(precision, optimizer),
         "total_bytes": total,

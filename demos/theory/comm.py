@@ -12,7 +12,7 @@ differ by implementation: see `implementations`.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from typing import Iterable, Mapping, TypedDict
 
 from ddpfsdp.demos.base.collectives import wire_factor
 from ddpfsdp.demos.theory.arguments import read_choice
@@ -27,7 +27,15 @@ def check_collective(op: str) -> str:
     return read_choice(op, COMM_OPS, "collective")
 
 
-def op_figures(count: int | None, logical_bytes: int, factor: float) -> dict[str, int | None]:
+class OpFigures(TypedDict):
+    """One collective's figures per step: calls (None: unknown), logical bytes, bytes one rank sends."""
+
+    count: int | None
+    bytes: int
+    wire_bytes_per_rank: int
+
+
+def op_figures(count: int | None, logical_bytes: int, factor: float) -> OpFigures:
     """One op's row: calls (None: unknown), logical bytes, and the bytes one rank sends at `factor`."""
     return {"count": count, "bytes": int(logical_bytes), "wire_bytes_per_rank": round(logical_bytes * factor)}
 
@@ -40,7 +48,7 @@ def step_comm(
     group_size: int | None = None,
     unit_params: Iterable[int] | None = None,
     offload: str = "none",
-) -> dict[str, dict[str, int | None]]:
+) -> dict[str, OpFigures]:
     """Collectives per training step, per rank: {op: {count, bytes, wire_bytes_per_rank}}.
 
     `bytes` is the logical buffer size summed over calls (all-gather: the gathered output;
@@ -91,6 +99,6 @@ def step_comm(
     return ops
 
 
-def total_wire_bytes(ops: dict[str, dict[str, Any]]) -> int:
+def total_wire_bytes(ops: Mapping[str, OpFigures]) -> int:
     return sum(op["wire_bytes_per_rank"] for op in ops.values())
 

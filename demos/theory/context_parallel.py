@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ddpfsdp.demos.theory.activations import transformer_activation_bytes
 from ddpfsdp.demos.theory.arguments import read_choice, read_count, read_flag
@@ -130,7 +130,27 @@ def kv_block_bytes(batch_size: int, seq_len: int, cp: int, kv_dim: int, element_
     return 2 * batch_size * (seq_len // cp) * kv_dim * element_bytes
 
 
-def ring_sends(cp: int, block_bytes: int, grad_block_bytes: int, *, recompute: bool = False) -> dict[str, int]:
+class RingSends(TypedDict):
+    """What one rank sends per attention layer per step on the ring: blocks, and bytes each way."""
+
+    forward_kv_blocks: int
+    backward_kv_blocks: int
+    backward_dkv_blocks: int
+    forward_bytes: int
+    backward_bytes: int
+    bytes: int
+
+
+class UlyssesSends(TypedDict):
+    """What one rank sends per attention layer per step with Ulysses' all-to-alls."""
+
+    all_to_alls: int
+    forward_bytes: int
+    backward_bytes: int
+    bytes: int
+
+
+def ring_sends(cp: int, block_bytes: int, grad_block_bytes: int, *, recompute: bool = False) -> RingSends:
     """What one rank sends per attention layer per step on the ring (torch's counts):
     forward cp-1 K/V blocks (twice with the forward recomputed), backward cp-1 K/V blocks and cp dK/dV."""
     forward_blocks = (cp - 1) * (2 if recompute else 1)
@@ -143,7 +163,7 @@ def ring_sends(cp: int, block_bytes: int, grad_block_bytes: int, *, recompute: b
 
 
 def ulysses_sends(cp: int, batch_size: int, seq_len: int, d_model: int, kv_dim: int, element_bytes: int,
-                  *, recompute: bool = False) -> dict[str, int]:
+                  *, recompute: bool = False) -> UlyssesSends:
     """What one rank sends per attention layer per step with Ulysses' all-to-alls: q, k, v and the
     output forward, their gradients backward, each (P-1)/P of the rank's b·(S/P)·width slice."""
     width = 2 * d_model + 2 * kv_dim  # q and the output are d_model wide, k and v kv_dim
@@ -232,10 +252,28 @@ def min_tokens_per_rank(d_model: int, kv_dim: int, element_bytes: int, peak_flop
     return kv_dim * sent * peak_flops_per_s / (2 * d_model * float(work) * bytes_per_s)
 
 
+class RingOverlap(TypedDict):
+    """One ring step's compute and transfer (s), forward and backward, and what shows per layer."""
+
+    forward_compute_s: float
+    forward_transfer_s: float
+    backward_compute_s: float
+    backward_transfer_s: float
+    hidden: bool
+    exposed_s_per_layer: float
+    min_tokens_per_rank: float
+
+
+class RingPays(RingOverlap):
+    """`RingOverlap` on one link, with what shows over the whole step."""
+
+    exposed_s_per_step: float
+
+
 def ring_overlap(batch_size: int, seq_len: int, cp: int, d_model: int, kv_dim: int, element_bytes: int,
                  peak_flops_per_s: float, bytes_per_s: float, *, causal: bool = True, efficiency: float = 1.0,
                  latency_s: float = 0.0, grad_element_bytes: int = GRAD_ELEMENT_BYTES,
-                 recompute: bool = False) -> dict[str, Any]:
+                 recompute: bool = False) -> RingOverlap:
     """One ring step forward and backward at `efficiency` of the GPU's peak over one link: the
     compute, the transfer, and what shows per layer (cp-1 steps forward, twice when the forward is
     recomputed; backward's cp-1 K/V hops, its dK/dV's last hop shown whole)."""
@@ -267,7 +305,16 @@ def ring_overlap(batch_size: int, seq_len: int, cp: int, d_model: int, kv_dim: i
 # ----------------------------------------------------------------------------- placement
 
 
-def ring_links(cp: int, tp: int, gpus_per_node: int) -> dict[str, Any]:
+class RingLinks(TypedDict):
+    """Where a CP ring runs: the nodes it spans, its hops, those over the network, what paces it."""
+
+    nodes: int
+    hops: int
+    network_hops: int
+    paced_by: str
+
+
+def ring_links(cp: int, tp: int, gpus_per_node: int) -> RingLinks:
     """Where the ring runs: a CP group's ranks are tp apart (tp innermost, as torchtitan lays out its
     mesh), so it spans ceil(cp·tp / gpus_per_node) nodes; a ring over k > 1 nodes crosses the network
     on k of its cp hops, and the slowest hop paces every step."""
@@ -279,10 +326,40 @@ def ring_links(cp: int, tp: int, gpus_per_node: int) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- calc's section
 
 
+class ContextParallelSection(TypedDict):
+    """The `context_parallel` section of the `ddpfsdp.calc/1` document (bytes, seconds, shares)."""
+
+    theory: bool
+    cp: int
+    tp: int
+    gpus: int
+    seq_len: int
+    tokens_per_rank: int
+    batch_size: int
+    chunks: int
+    chunks_by_rank: list[list[int]]
+    compute_share_balanced: list[float]
+    compute_share_unbalanced: list[float]
+    unbalanced_step_over_balanced: float
+    activation_bytes: int
+    activation_bytes_allgather: int
+    activation_bytes_cp1: int
+    kv_block_bytes: int
+    dkv_block_bytes: int
+    ring_per_layer: RingSends
+    ring_bytes_per_step: int
+    ring_links: RingLinks
+    ulysses_per_layer: UlyssesSends
+    ulysses_bytes_per_step: int
+    ulysses_link_shares: dict[str, float]
+    ulysses_refusal: str | None
+    pays: dict[str, RingPays]  # by link name
+
+
 def context_parallel_figures(shape: GPTShape, cp: int, *, gpus: int, batch_size: int = 1,
                              precision: str = "bf16-mixed", checkpoint_activations: bool = False, tp: int = 1,
                              sequence_parallel: bool = False, gpus_per_node: int = 8,
-                             links: dict[str, tuple[float, float, float]] | None = None) -> dict[str, Any]:
+                             links: dict[str, tuple[float, float, float]] | None = None) -> ContextParallelSection:
     """The `context_parallel` section of `ddpfsdp calc --json`: activations per GPU against cp = 1, the
     ring's and Ulysses' bytes per rank per step, the compute shares, and when the ring hides on each
     of `links` (name -> (peak FLOP/s, bytes per second, latency per hop)); every figure theory. Under
@@ -306,7 +383,7 @@ def context_parallel_figures(shape: GPTShape, cp: int, *, gpus: int, batch_size:
     held = {"checkpoint_activations": checkpoint_activations, "tp": tp, "sequence_parallel": sequence_parallel}
     memory = {rotation: activation_bytes(shape, b, cp, precision, rotation=rotation, **held) for rotation in ROTATIONS}
     whole = activation_bytes(shape, b, 1, precision, **held)
-    pays = {}
+    pays: dict[str, RingPays] = {}
     for name, (flops, rate, latency) in (links or {}).items():
         overlap = ring_overlap(b, s, cp, d, d, c, flops, rate, latency_s=latency, recompute=checkpoint_activations)
         pays[name] = {**overlap, "exposed_s_per_step": overlap["exposed_s_per_layer"] * shape.layers}

@@ -3,17 +3,49 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
-from ddpfsdp.demos.theory.inputs import CalcOptions, read_options
+from ddpfsdp.demos.theory.inputs import CalcOptions, InputsDocument, read_options
 from ddpfsdp.demos.theory.notes import estimate_notes
-from ddpfsdp.demos.theory.precision import bytes_per_param_breakdown
-from ddpfsdp.demos.theory.rows import strategy_row, two_d_row
+from ddpfsdp.demos.theory.precision import BytesPerParam, bytes_per_param_breakdown
+from ddpfsdp.demos.theory.rows import StrategyRow, strategy_row, two_d_row
+
+if TYPE_CHECKING:
+    from ddpfsdp.demos.theory.checkpointing import CheckpointSection
+    from ddpfsdp.demos.theory.context_parallel import ContextParallelSection
+    from ddpfsdp.demos.theory.expert_parallel import ExpertParallelSection
+    from ddpfsdp.demos.theory.lora import LoraSection
+    from ddpfsdp.demos.theory.optimizer_8bit import Adam8bitSection
+    from ddpfsdp.demos.theory.pipeline import PipelineSection
+    from ddpfsdp.demos.theory.plan3d import PlanSection
+    from ddpfsdp.demos.theory.stragglers import StragglerSection
+    from ddpfsdp.demos.theory.topology import ScalingSection, TopologySection
 
 SCHEMA = "ddpfsdp.calc/1"
 
 
-def estimate(**options: Any) -> dict[str, Any]:
+class CalcDocument(TypedDict):
+    """The `ddpfsdp.calc/1` document: the table's estimate, and the section each option group adds."""
+
+    schema: str
+    theory: bool
+    inputs: InputsDocument
+    bytes_per_param: BytesPerParam
+    strategies: dict[str, StrategyRow]  # by strategy, in table order; "2d" a `rows.TwoDRow`
+    notes: list[str]
+    pipeline: NotRequired[PipelineSection]
+    context_parallel: NotRequired[ContextParallelSection]
+    expert_parallel: NotRequired[ExpertParallelSection]
+    stragglers: NotRequired[StragglerSection]
+    checkpoint: NotRequired[CheckpointSection]
+    topology: NotRequired[TopologySection]
+    scaling: NotRequired[ScalingSection]
+    plan: NotRequired[PlanSection]
+    adam_8bit: NotRequired[Adam8bitSection]
+    lora: NotRequired[LoraSection]
+
+
+def estimate(**options: Any) -> CalcDocument:
     """Every strategy side by side for one configuration: the `ddpfsdp.calc/1` document (bytes).
 
     `options` are the fields of `CalcOptions`, each with its default there.
@@ -39,7 +71,7 @@ def estimate(**options: Any) -> dict[str, Any]:
     return estimate_for(CalcOptions(**options))
 
 
-def estimate_for(options: CalcOptions) -> dict[str, Any]:
+def estimate_for(options: CalcOptions) -> CalcDocument:
     """`estimate` of a configuration already gathered in a `CalcOptions`."""
     inputs = read_options(options)
     table = {strategy: strategy_row(inputs, strategy) for strategy in inputs.strategies}
@@ -47,8 +79,8 @@ def estimate_for(options: CalcOptions) -> dict[str, Any]:
     if inputs.tp:
         from ddpfsdp.demos.theory.tensor_parallel import two_d_notes
 
-        table["2d"] = two_d_row(inputs)
-        notes.extend(two_d_notes(table["2d"], inputs.gpus_per_node, inputs.tp_shape, inputs.batch_size))
+        two_d = table["2d"] = two_d_row(inputs)
+        notes.extend(two_d_notes(two_d, inputs.gpus_per_node, inputs.tp_shape, inputs.batch_size))
     return {
         "schema": SCHEMA,
         "theory": True,

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, TypedDict
 
 from ddpfsdp.demos.theory.arguments import read_count, read_flag
 from ddpfsdp.demos.theory.comm import step_comm, total_wire_bytes
@@ -179,9 +179,24 @@ def all_to_all_link_shares(ranks: int, ranks_per_node: int) -> dict[str, Fractio
     return {"intra": Fraction(local - 1, ranks - 1), "inter": Fraction(ranks - local, ranks - 1)}
 
 
+class AllToAll(TypedDict):
+    """The MoE layers' all-to-alls one rank runs per step: calls, bytes per call, bytes."""
+
+    calls: int
+    bytes_per_call: int
+    bytes: int
+
+
+class AllToAllByLink(AllToAll):
+    """`AllToAll`, split into what stays in the node and what crosses the network."""
+
+    intra_bytes: int
+    inter_bytes: int
+
+
 def moe_step_all_to_all(tokens: int, top_k: int, d_model: int, element_bytes: int, ep: int, layers: int, *,
                         recompute: bool = False, experts: int | None = None,
-                        capacity: int | None = None) -> dict[str, int]:
+                        capacity: int | None = None) -> AllToAll:
     """Bytes one rank sends in the MoE layers' all-to-alls per step: four per layer (six when the
     forward is recomputed under checkpointing)."""
     calls = (ALL_TO_ALLS_PER_LAYER + (2 if recompute else 0)) * layers
@@ -198,7 +213,40 @@ def fsdp_expert_bytes(expert_count_params: int, ranks: int, precision: str) -> i
 # ----------------------------------------------------------------------------- calc's section
 
 
-def _memory(shape: GPTShape, experts: int, ep: int, precision: str, optimizer: str) -> dict[str, int]:
+class ExpertMemory(TypedDict):
+    """Parameters and model state per rank under expert parallelism."""
+
+    expert_params: int
+    experts_per_rank: int
+    expert_params_per_rank: int
+    expert_params_total: int
+    dense_params: int
+    params_per_rank: int
+    expert_state_bytes_per_rank: int
+    model_state_bytes_per_rank: int
+
+
+class ExpertParallelSection(ExpertMemory):
+    """The `expert_parallel` section of the `ddpfsdp.calc/1` document."""
+
+    theory: bool
+    ep: int
+    experts: int
+    top_k: int
+    capacity_factor: float | None  # None: dropless
+    tokens_per_rank: int
+    routed_slots_per_rank: int
+    capacity_per_expert: int | None
+    padded_slots_per_expert_share: float | None
+    all_to_all: AllToAllByLink
+    all_to_all_padded: AllToAll | None
+    link_shares: dict[str, float]  # intra, inter
+    fsdp_expert_bytes_per_step: int
+    fsdp_over_ep: float | None
+    fsdp_gathered_experts_bytes: int
+
+
+def _memory(shape: GPTShape, experts: int, ep: int, precision: str, optimizer: str) -> ExpertMemory:
     """Parameters and model state per rank: the dense part whole, E/ep experts per MoE layer."""
     per_expert = expert_params(shape.d_model)  # the block's own MLP, which the MoE layer replaces
     router = shape.d_model * experts
@@ -215,7 +263,7 @@ def _memory(shape: GPTShape, experts: int, ep: int, precision: str, optimizer: s
 def expert_parallel_figures(shape: GPTShape, ep: int, experts: int, top_k: int, capacity_factor: Any = None, *,
                             gpus: int, batch_size: int = 1, precision: str = "bf16-mixed", optimizer: str = "adamw",
                             checkpoint_activations: bool = False, cp: int = 1, gpus_per_node: int = 8,
-                            ) -> dict[str, Any]:
+                            ) -> ExpertParallelSection:
     """The `expert_parallel` section of `ddpfsdp calc --json`: every block's MLP an MoE of `experts`
     experts shaped like it, over `ep` ranks; memory per rank, capacity, the all-to-alls per step by
     link (routed evenly, and capacity-padded), and FSDP's traffic for the same experts beside it."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, NotRequired, TypedDict
 
 from ddpfsdp.demos.theory.accounting import (
     DEEPSPEED_OPTIMIZERS,
@@ -18,7 +18,7 @@ from ddpfsdp.demos.theory.accounting import (
     accounting_refusal,
     check_accounting,
 )
-from ddpfsdp.demos.theory.activations import gpt_activation_bytes
+from ddpfsdp.demos.theory.activations import ActivationBytes, gpt_activation_bytes
 from ddpfsdp.demos.theory.arguments import read_count, read_flag
 from ddpfsdp.demos.theory.gpt_layout import gpt_largest_layer_params, gpt_shape_of, gpt_unit_params
 from ddpfsdp.demos.theory.offload import (
@@ -62,6 +62,39 @@ class CalcOptions:
     sequence_parallel: bool = False
 
 
+class InputsDocument(TypedDict):
+    """The `inputs` of the `ddpfsdp.calc/1` document: the configuration as the model read it."""
+
+    params: int
+    model: str | None
+    gpus: int
+    group_size: int
+    precision: str
+    optimizer: str
+    batch_size: int
+    seq_len: int | None
+    checkpoint_activations: bool
+    gpu_mem_bytes: int | None
+    units: int
+    offload: str
+    accounting: str
+    gpus_per_node: int
+    nodes: int
+    largest_layer_params: int | None
+    zero_init: bool | None
+    tp: NotRequired[int]  # with the 2-D configuration
+    dp: NotRequired[int]
+    sequence_parallel: NotRequired[bool]
+
+
+class _TwoD(TypedDict, total=False):
+    """The 2-D configuration's fields of `CalcInputs`, all or none."""
+
+    tp: int
+    sequence_parallel: bool
+    tp_shape: GPTShape | None
+
+
 @dataclass(frozen=True)
 class CalcInputs:
     """A configuration read and checked: what every row and note of the table is computed from."""
@@ -78,7 +111,7 @@ class CalcInputs:
     checkpoint_activations: bool
     gpu_mem_bytes: int | None
     unit_params: list[int]  # parameters per FSDP unit, root last
-    activations: dict[str, int] | None  # known only for a preset's shape
+    activations: ActivationBytes | None  # known only for a preset's shape
     offload: str
     accounting: str
     gpus_per_node: int
@@ -94,7 +127,7 @@ class CalcInputs:
     def deepspeed(self) -> bool:
         return self.accounting == "deepspeed"
 
-    def document(self) -> dict[str, Any]:
+    def document(self) -> InputsDocument:
         """The `inputs` of the `ddpfsdp.calc/1` document."""
         return {
             "params": self.params,
@@ -154,7 +187,7 @@ def read_options(options: CalcOptions) -> CalcInputs:
     )
 
 
-def _two_d(options: CalcOptions, gpus: int, shape: GPTShape | None, accounting: str, offload: str) -> dict[str, Any]:
+def _two_d(options: CalcOptions, gpus: int, shape: GPTShape | None, accounting: str, offload: str) -> _TwoD:
     """The 2-D configuration's TP degree and the block shape its traffic needs (`tensor_parallel`)."""
     sequence_parallel = read_flag(options.sequence_parallel)
     if options.tp is None:

@@ -23,7 +23,7 @@ Torch-free: the quiz and calc import it.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypedDict
 
 from ddpfsdp.demos.base.shapes import GPTShape
 from ddpfsdp.demos.theory.arguments import read_choice, read_count
@@ -60,8 +60,29 @@ def quantized_params(shape: GPTShape) -> int:
     return 12 * shape.d_model * shape.d_model * shape.layers
 
 
+class LoraSection(TypedDict):
+    """The `lora` section of the `ddpfsdp.calc/1` document: per-GPU bytes of the frozen base and the
+    adapters' state under DDP and FSDP, against full fine-tuning."""
+
+    theory: bool
+    base: str
+    double_quant: bool
+    rank: int
+    targets: str
+    params: int
+    quantized_params: int
+    adapter_params: int
+    adapter_share: float
+    base_bytes: float  # the quantized weights' bytes are fractional per parameter
+    adapter_state_bytes: int
+    ddp_bytes_per_gpu: float
+    fsdp_bytes_per_gpu: int
+    full_finetune_ddp_bytes_per_gpu: int
+    full_finetune_fsdp_bytes_per_gpu: int
+
+
 def lora_memory(shape: GPTShape, *, rank: int, gpus: int, base: str = "nf4", targets: str = "all",
-                double_quant: bool = True) -> dict[str, Any]:
+                double_quant: bool = True) -> LoraSection:
     """Per-GPU bytes of the frozen base and the adapters' state, under DDP and under FSDP over `gpus`."""
     world = read_count(gpus, "gpus")
     quantized = quantized_params(shape)

@@ -5,12 +5,12 @@ RAM is shared by the processes of one node."""
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from typing import Iterable, TypedDict
 
 from ddpfsdp.demos.theory.arguments import read_choice
 from ddpfsdp.demos.theory.precision import precision_for
 from ddpfsdp.demos.theory.sharding import STRATEGIES, STRATEGY_TITLES, canonical_strategy, resolve_group_size
-from ddpfsdp.demos.theory.state import model_state
+from ddpfsdp.demos.theory.state import ModelState, model_state
 
 OFFLOADS: tuple[str, ...] = ("none", "optimizer", "all")
 """What lives in host RAM between steps: nothing; the optimizer state (and the gradient shard the
@@ -89,6 +89,21 @@ def node_layout(gpus: int, gpus_per_node: int) -> tuple[int, int]:
     return gpus_per_node, gpus // gpus_per_node
 
 
+class Pcie(TypedDict):
+    """Bytes one GPU copies over PCIe per step, each way."""
+
+    host_to_device_bytes: int
+    device_to_host_bytes: int
+
+
+class OffloadedState(ModelState):
+    """Model state left on the GPU under an offload, what its process holds on the host, and the copies."""
+
+    host_bytes_per_gpu: int
+    pcie: Pcie
+    pcie_bytes_per_step: int
+
+
 def offloaded_state(
     params: int,
     gpus: int,
@@ -98,7 +113,7 @@ def offloaded_state(
     offload: str,
     group_size: int | None = None,
     unit_params: Iterable[int] | None = None,
-) -> dict[str, Any]:
+) -> OffloadedState:
     """Per-GPU model state with `offload` applied, the host bytes each GPU's process holds, and the
     bytes each crosses PCIe per step.
 

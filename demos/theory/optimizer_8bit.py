@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypedDict
 
 from ddpfsdp.demos.theory.arguments import read_count
 from ddpfsdp.demos.theory.sharding import canonical_strategy, resolve_group_size, shard_ways
-from ddpfsdp.demos.theory.state import bytes_per_param
+from ddpfsdp.demos.theory.state import ModelState, bytes_per_param
 
 BLOCK = 2048  # elements per absmax (bitsandbytes' block_wise=True)
 MIN_8BIT_SIZE = 4096  # smaller tensors keep fp32 states
@@ -49,7 +49,29 @@ def state_bytes_per_param() -> float:
     return STATES * (1 + ABSMAX_BYTES / BLOCK)
 
 
-def model_state_8bit(params: int, gpus: int, strategy: str, precision: str, group_size: int | None = None) -> dict[str, Any]:
+class Adam8bitState(ModelState):
+    """One strategy's per-GPU model state with 8-bit Adam, against 32-bit Adam."""
+
+    strategy: str
+    adam32_optimizer_bytes: int
+    adam32_model_state_bytes: int
+    saved_bytes: int
+
+
+class Adam8bitSection(TypedDict):
+    """The `adam_8bit` section of the `ddpfsdp.calc/1` document: each strategy of the table but the 2-D one."""
+
+    theory: bool
+    strategies: dict[str, Adam8bitState]
+
+
+def adam_8bit_section(params: int, gpus: int, strategies: Iterable[str], precision: str,
+                      group_size: int | None) -> Adam8bitSection:
+    return {"theory": True, "strategies": {
+        name: model_state_8bit(params, gpus, name, precision, group_size) for name in strategies if name != "2d"}}
+
+
+def model_state_8bit(params: int, gpus: int, strategy: str, precision: str, group_size: int | None = None) -> Adam8bitState:
     """Per-GPU params, grads and optimizer state with 8-bit Adam (a large tensor's rate), against 32-bit Adam."""
     name = canonical_strategy(strategy)
     group = resolve_group_size(name, gpus, group_size)

@@ -46,13 +46,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from ddpfsdp.demos.theory.activations import transformer_activation_bytes
 from ddpfsdp.demos.theory.arguments import read_choice, read_count
-from ddpfsdp.demos.theory.comm import step_comm, total_wire_bytes
+from ddpfsdp.demos.theory.comm import OpFigures, step_comm, total_wire_bytes
 from ddpfsdp.demos.theory.precision import precision_for
-from ddpfsdp.demos.theory.state import model_state
+from ddpfsdp.demos.theory.state import ModelState, model_state
 
 if TYPE_CHECKING:
     from ddpfsdp.demos.base.shapes import GPTShape
@@ -154,7 +154,16 @@ def _at_least(value: Any, what: str, least: int, advice: str) -> int:
 # ----------------------------------------------------------------------------- the schedule
 
 
-def bubble(pp: int, microbatches: int, schedule: str, stages_per_rank: int = 1) -> dict[str, float]:
+class Bubble(TypedDict):
+    """A step's work and idle time in units of t, and the idle share two ways."""
+
+    useful_t: float
+    bubble_t: float
+    bubble_ratio: float
+    bubble_fraction: float
+
+
+def bubble(pp: int, microbatches: int, schedule: str, stages_per_rank: int = 1) -> Bubble:
     """Idle time of a step, in units of t (one micro-batch's forward + backward through a rank's layers).
 
     useful_t = m; bubble_t = (pp-1)/V (GPipe, 1F1B: V = 1; zero bubble: ZB-H1's claimed third of 1F1B's);
@@ -237,7 +246,17 @@ def boundary_bytes(batch_size: int, seq_len: int, d_model: int, precision: str) 
     return batch_size * seq_len * d_model * precision_for(precision).compute_bytes
 
 
-def p2p_sends(pipeline: Pipeline, rank: int, boundary: int) -> dict[str, int]:
+class P2PSends(TypedDict):
+    """What one pipeline rank sends point to point per step."""
+
+    forward_sends: int
+    backward_sends: int
+    forward_bytes: int
+    backward_bytes: int
+    bytes: int
+
+
+def p2p_sends(pipeline: Pipeline, rank: int, boundary: int) -> P2PSends:
     """What rank `rank` sends per step: activations forward from every chunk but the last stage,
     gradients backward from every chunk but the first."""
     m, v, pp = pipeline.microbatches, pipeline.stages_per_rank, pipeline.pp
@@ -261,7 +280,61 @@ def step_time_s(bubble_free_s: float, bubble_ratio: float, *, stages: int = 1, b
 # ----------------------------------------------------------------------------- 3-D: pp x tp x FSDP over dp
 
 
-def mesh(gpus: int, pp: int, tp: int = 1) -> dict[str, int]:
+class PipelineMesh(TypedDict):
+    """The 3-D mesh's degrees."""
+
+    pp: int
+    dp: int
+    tp: int
+
+
+class StageRow(ModelState):
+    """One pipeline rank's figures (each of its dp x tp GPUs holds the same), in bytes."""
+
+    rank: int
+    layers: int
+    chunk_layers: list[int]
+    params: int
+    local_params: int
+    activation_bytes_per_microbatch: int
+    in_flight_chunks: float
+    in_flight_microbatches: float
+    activation_bytes: int
+    total_bytes: int
+    p2p: P2PSends
+    dp_comm: dict[str, OpFigures]
+    dp_wire_bytes_per_rank: int
+    fits: NotRequired[bool | None]  # set by `pipeline_figures` (None: no GPU size given)
+
+
+class ZeroBubbleClaims(TypedDict):
+    """What the zero-bubble paper claims, stated beside the model's figures."""
+
+    zb_h1_bubble_share_of_1f1b: float
+    zb_h2_bubble_ratio: float
+    zb_h2_in_flight_first_stage: int
+
+
+class PipelineSection(Bubble):
+    """The `pipeline` section of the `ddpfsdp.calc/1` document."""
+
+    theory: bool
+    mesh: PipelineMesh
+    schedule: str
+    torch_schedule: str
+    microbatches: int
+    stages_per_rank: int
+    stages: int
+    microbatch_size: int
+    global_batch: int
+    step_over_bubble_free: float
+    zero_bubble_claims: ZeroBubbleClaims | None  # the zero-bubble schedule's only
+    boundary_bytes: int
+    p2p_bytes_per_step: int
+    ranks: list[StageRow]
+
+
+def mesh(gpus: int, pp: int, tp: int = 1) -> PipelineMesh:
     """The (pp, dp, tp) degrees: dp = gpus / (pp x tp), which must be whole."""
     if gpus % (pp * tp):
         fitting = ", ".join(str(p) for p in range(2, gpus + 1) if gpus % (p * tp) == 0) or "none with this tp"
@@ -272,7 +345,7 @@ def mesh(gpus: int, pp: int, tp: int = 1) -> dict[str, int]:
 
 def stage_rows(shape: GPTShape, pipeline: Pipeline, *, gpus: int, tp: int = 1, batch_size: int = 1,
                precision: str = "bf16-mixed", optimizer: str = "adamw",
-               checkpoint_activations: bool = False) -> list[dict[str, Any]]:
+               checkpoint_activations: bool = False) -> list[StageRow]:
     """Per rank of the pipeline (each of its dp x tp GPUs holds the same): its blocks and parameters,
     model state sharded over dp after TP's split, saved activations per micro-batch and in flight,
     the point-to-point bytes it sends and FSDP's traffic over dp."""
@@ -281,7 +354,7 @@ def stage_rows(shape: GPTShape, pipeline: Pipeline, *, gpus: int, tp: int = 1, b
     layers = stage_layers(shape.layers, pipeline.pp, pipeline.stages_per_rank)
     params = stage_params(shape, pipeline.pp, pipeline.stages_per_rank)
     boundary = boundary_bytes(batch_size, shape.seq_len, shape.d_model, precision)
-    rows = []
+    rows: list[StageRow] = []
     for rank in range(pipeline.pp):
         local = math.ceil(params[rank] / tp)
         state = model_state(local, dp, "zero3", precision, optimizer)
@@ -314,7 +387,7 @@ def stage_rows(shape: GPTShape, pipeline: Pipeline, *, gpus: int, tp: int = 1, b
 
 def pipeline_figures(shape: GPTShape, pipeline: Pipeline, *, gpus: int, tp: int = 1, batch_size: int = 1,
                      precision: str = "bf16-mixed", optimizer: str = "adamw", checkpoint_activations: bool = False,
-                     gpu_mem_bytes: int | None = None) -> dict[str, Any]:
+                     gpu_mem_bytes: int | None = None) -> PipelineSection:
     """The `pipeline` section of `ddpfsdp calc --json`: the mesh, the schedule, the bubble and one row per rank."""
     degrees = mesh(gpus, pipeline.pp, tp)
     rows = stage_rows(shape, pipeline, gpus=gpus, tp=tp, batch_size=batch_size, precision=precision,

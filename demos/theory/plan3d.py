@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from ddpfsdp.demos.base.shapes import GPT_PRESETS, GPT_SIZES, GPTShape
 from ddpfsdp.demos.theory.activations import transformer_activation_bytes
@@ -49,7 +49,7 @@ from ddpfsdp.demos.theory.pipeline import in_flight, stage_layers, stage_params
 from ddpfsdp.demos.theory.precision import precision_for
 from ddpfsdp.demos.theory.state import model_state
 from ddpfsdp.demos.theory.steptime import FLOPS_PER_PARAM_TOKEN, collective_time_s
-from ddpfsdp.demos.theory.topology import Topology
+from ddpfsdp.demos.theory.topology import LinksDocument, Topology
 
 PLAN_SHAPES: dict[str, GPTShape] = {
     # GPT-3 175B (Brown et al., 2020, Table 2.1): 96 layers, d_model 12,288, 96 heads of 128, context 2,048,
@@ -87,6 +87,129 @@ def plan_shape(name: str) -> GPTShape:
                      f"preset) or a named size, --params {known}")
 
 
+class JobDocument(TypedDict):
+    """The `job` of the plan section: the shape, the cluster's size and the training set-up."""
+
+    params: int
+    layers: int
+    d_model: int
+    heads: int
+    seq_len: int
+    vocab: int
+    gpus: int
+    gpus_per_node: int
+    gpu_mem_bytes: int
+    peak_flops_per_s: float
+    mfu: float
+    precision: str
+    optimizer: str
+    global_batch: int
+    micro_batch: int
+    dp_mode: str
+    schedule: str
+
+
+class Degrees(TypedDict):
+    tp: int
+    pp: int
+    dp: int
+
+
+class StageMemory(TypedDict):
+    """The fullest pipeline rank's bytes per GPU."""
+
+    rank: int
+    local_params: int
+    model_state_bytes: int
+    working_bytes: int
+    activation_bytes: int
+    in_flight: float
+    total_bytes: int
+
+
+class TpTraffic(TypedDict):
+    link: str
+    calls: int
+    wire_bytes: float
+    time_s: float
+
+
+class PpTraffic(TypedDict):
+    link: str
+    boundary_bytes: int
+    wire_bytes: int
+    time_s: float
+
+
+class DpTraffic(TypedDict):
+    link: str
+    ops: list[str]
+    wire_bytes: float
+    time_s: float
+
+
+class PlanComm(TypedDict, total=False):
+    """Each parallel dimension's traffic per step per GPU; a dimension of degree 1 has none."""
+
+    tp: TpTraffic
+    pp: PpTraffic
+    dp: DpTraffic
+
+
+class Terms(TypedDict):
+    """The seconds a step spends on each term."""
+
+    compute_s: float
+    recompute_s: float
+    bubble_s: float
+    tp_s: float
+    pp_s: float
+    dp_s: float
+
+
+class Candidate(Degrees):
+    """One (tp, pp, dp) weighed: why it cannot run, or its memory, traffic, bubble and step."""
+
+    valid: bool
+    reason: str | None
+    microbatches: NotRequired[int]  # these only when valid
+    checkpoint_activations: NotRequired[bool]
+    fits: NotRequired[bool]
+    memory: NotRequired[StageMemory]
+    comm: NotRequired[PlanComm]
+    bubble_ratio: NotRequired[float]
+    bubble_fraction: NotRequired[float]
+    terms: NotRequired[Terms]
+    step_s: NotRequired[float]
+
+
+class Loser(Degrees):
+    """A candidate left out of the plan's first ones, and what it loses by."""
+
+    fits: bool
+    step_s: float
+    total_bytes: int
+    loses_by: str
+    reason: str
+
+
+class Invalid(Degrees):
+    reason: str
+
+
+class PlanSection(TypedDict):
+    """The `plan` section of the `ddpfsdp.calc/1` document."""
+
+    theory: bool
+    job: JobDocument
+    topology: LinksDocument
+    candidates: list[Candidate]
+    others: list[Loser]
+    invalid: list[Invalid]
+    loses_by: dict[str, int]  # candidates by the kind of reason they lose
+    cluster: NotRequired[str]  # calc's cluster preset
+
+
 @dataclass(frozen=True)
 class Job:
     """A model to train on a cluster: everything a plan is computed from."""
@@ -102,7 +225,7 @@ class Job:
     micro_batch: int = 1
     dp_mode: str = "zero1"
 
-    def document(self) -> dict[str, Any]:
+    def document(self) -> JobDocument:
         return {"params": self.shape.params, "layers": self.shape.layers, "d_model": self.shape.d_model,
                 "heads": self.shape.heads, "seq_len": self.shape.seq_len, "vocab": self.shape.vocab,
                 "gpus": self.topo.gpus, "gpus_per_node": self.topo.gpus_per_node, "gpu_mem_bytes": self.gpu_mem_bytes,
@@ -129,10 +252,10 @@ def check_job(*, shape: GPTShape, topo: Topology, gpu_mem_bytes: int, peak_flops
 # ----------------------------------------------------------------------------- one candidate
 
 
-def degrees(job: Job) -> list[dict[str, int]]:
+def degrees(job: Job) -> list[Degrees]:
     """Every (tp, pp, dp) the planner weighs: tp a power of two up to two nodes, pp dividing what is left."""
     gpus, per_node = job.topo.gpus, job.topo.gpus_per_node
-    found = []
+    found: list[Degrees] = []
     tp = 1
     while tp <= min(gpus, 2 * per_node):
         if gpus % tp == 0:
@@ -157,12 +280,12 @@ def refusal(job: Job, tp: int, pp: int, dp: int) -> str | None:
     return None
 
 
-def _memory(job: Job, tp: int, pp: int, dp: int, m: int, checkpoint: bool) -> dict[str, Any]:
+def _memory(job: Job, tp: int, pp: int, dp: int, m: int, checkpoint: bool) -> StageMemory:
     """The fullest pipeline rank: model state, working set and activations in flight (bytes)."""
     shape, held = job.shape, implementation(DP_MODES[job.dp_mode], job.precision)
     layers = stage_layers(shape.layers, pp)
     params = stage_params(shape, pp)
-    worst: dict[str, Any] = {}
+    worst: StageMemory | None = None
     for rank in range(pp):
         local = math.ceil(params[rank] / tp)
         state = model_state(local, dp, DP_MODES[job.dp_mode], job.precision, job.optimizer)["model_state_bytes"]
@@ -174,18 +297,19 @@ def _memory(job: Job, tp: int, pp: int, dp: int, m: int, checkpoint: bool) -> di
         per_microbatch = saved["saved_bytes"] - (0 if rank == pp - 1 else saved["head_bytes"])
         flight = in_flight(pp, m, "1f1b", 1, rank)["microbatches"]
         total = state + working + round(per_microbatch * flight)
-        if not worst or total > worst["total_bytes"]:
+        if worst is None or total > worst["total_bytes"]:
             worst = {"rank": rank, "local_params": local, "model_state_bytes": state, "working_bytes": working,
                      "activation_bytes": round(per_microbatch * flight), "in_flight": flight, "total_bytes": total}
+    assert worst is not None  # pp >= 1 ranks
     return worst
 
 
-def _comm(job: Job, tp: int, pp: int, dp: int, m: int, checkpoint: bool, local: int) -> dict[str, Any]:
+def _comm(job: Job, tp: int, pp: int, dp: int, m: int, checkpoint: bool, local: int) -> PlanComm:
     """Each dimension's traffic per step per GPU: the link, wire bytes and seconds on the critical path."""
     topo, shape = job.topo, job.shape
     boundary = job.micro_batch * shape.seq_len * shape.d_model * precision_for(job.precision).compute_bytes
     lat = {"intra_latency_s": topo.intra_latency_s, "inter_latency_s": topo.inter_latency_s}
-    out: dict[str, Any] = {}
+    out: PlanComm = {}
     if tp > 1:
         nodes = math.ceil(tp / topo.gpus_per_node)
         link, bandwidth = topo.link_for(nodes)
@@ -213,10 +337,10 @@ def _comm(job: Job, tp: int, pp: int, dp: int, m: int, checkpoint: bool, local: 
     return out
 
 
-def evaluate(job: Job, tp: int, pp: int, dp: int) -> dict[str, Any]:
+def evaluate(job: Job, tp: int, pp: int, dp: int) -> Candidate:
     """One candidate: memory, activation checkpointing, traffic by link, bubble and the step's terms."""
     reason = refusal(job, tp, pp, dp)
-    row: dict[str, Any] = {"tp": tp, "pp": pp, "dp": dp, "valid": reason is None, "reason": reason}
+    row: Candidate = {"tp": tp, "pp": pp, "dp": dp, "valid": reason is None, "reason": reason}
     if reason:
         return row
     m = job.global_batch // (dp * job.micro_batch)
@@ -230,8 +354,10 @@ def evaluate(job: Job, tp: int, pp: int, dp: int) -> dict[str, Any]:
     compute = FLOPS_PER_PARAM_TOKEN * job.shape.params * tokens / (job.topo.gpus * job.peak_flops_per_s * job.mfu)
     recompute = compute * (RECOMPUTE_FLOPS - 1) if checkpoint else 0.0
     bubble_ratio = (pp - 1) / m
-    terms = {"compute_s": compute, "recompute_s": recompute, "bubble_s": (compute + recompute) * bubble_ratio,
-             **{f"{dim}_s": comm[dim]["time_s"] if dim in comm else 0.0 for dim in ("tp", "pp", "dp")}}
+    terms: Terms = {"compute_s": compute, "recompute_s": recompute, "bubble_s": (compute + recompute) * bubble_ratio,
+                    "tp_s": comm["tp"]["time_s"] if "tp" in comm else 0.0,
+                    "pp_s": comm["pp"]["time_s"] if "pp" in comm else 0.0,
+                    "dp_s": comm["dp"]["time_s"] if "dp" in comm else 0.0}
     row.update(microbatches=m, checkpoint_activations=checkpoint, fits=fits, memory=memory, comm=comm,
                bubble_ratio=bubble_ratio, bubble_fraction=(pp - 1) / (m + pp - 1), terms=terms,
                step_s=sum(terms.values()))
@@ -241,7 +367,7 @@ def evaluate(job: Job, tp: int, pp: int, dp: int) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- the plan
 
 
-def _loses(row: dict[str, Any], best: dict[str, Any], job: Job, tie_s: float) -> tuple[str, str]:
+def _loses(row: Candidate, best: Candidate, job: Job, tie_s: float) -> tuple[str, str]:
     """(kind, why) this candidate loses to the best: memory; a tie (a step within `tie_s`, the fastest's
     plus `TIE_SHARE`) lost on the number of stages; or the term it spends most time on beyond the best."""
     from ddpfsdp.demos.base.units import format_bytes
@@ -271,7 +397,7 @@ def _loses(row: dict[str, Any], best: dict[str, Any], job: Job, tie_s: float) ->
     return kind, f"{why} ({slower})"
 
 
-def ranked(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def ranked(rows: list[Candidate]) -> list[Candidate]:
     """Fastest first; but steps within `TIE_SHARE` of the fastest tie, and the tied go fewest stages first."""
     by_time = sorted(rows, key=lambda row: (row["step_s"], row["pp"], row["tp"]))
     if not by_time:
@@ -281,7 +407,7 @@ def ranked(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return tied + [row for row in by_time if row["step_s"] > limit]
 
 
-def plan(job: Job, top: int = DEFAULT_TOP) -> dict[str, Any]:
+def plan(job: Job, top: int = DEFAULT_TOP) -> PlanSection:
     """The `plan` section of `ddpfsdp calc --json`: the best candidates, ranked, and why the others lose."""
     rows = [evaluate(job, **chosen) for chosen in degrees(job)]
     valid = [row for row in rows if row["valid"]]
@@ -294,7 +420,7 @@ def plan(job: Job, top: int = DEFAULT_TOP) -> dict[str, Any]:
                          + ": add GPUs, use larger ones, or shard more of the model state over dp (zero1, or fsdp)")
     best = fitting[0]
     tie_s = min(row["step_s"] for row in fitting) * (1 + TIE_SHARE)
-    others = []
+    others: list[Loser] = []
     for row in valid:
         if row in fitting[:top]:
             continue

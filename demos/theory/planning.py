@@ -6,7 +6,7 @@ Each is a decision an interviewer asks for, made from the model's own figures (`
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from ddpfsdp.demos.theory import steptime
 from ddpfsdp.demos.theory.gpt_layout import gpt_unit_params
@@ -38,10 +38,33 @@ def gpt_units(layers: int, d_model: int, vocab: int, seq_len: int) -> list[int]:
     return gpt_unit_params(GPTShape(layers=layers, d_model=d_model, heads=1, seq_len=seq_len, vocab=vocab))
 
 
+class MemoryPlan(TypedDict):
+    """Per-GPU bytes with activations kept and checkpointed, against the GPU, and the plan they give."""
+
+    model_state_bytes: int
+    working_set_bytes: int
+    activations_kept_bytes: int
+    activations_checkpointed_bytes: int
+    kept_total_bytes: int
+    checkpointed_total_bytes: int
+    gpu_mem_bytes: int
+    plan: str  # one of CHECKPOINT_PLANS
+
+
+class HsdpGroup(TypedDict):
+    """One HSDP shard-group size: its model state per GPU, whether that fits, and its step."""
+
+    group_size: int
+    model_state_bytes: int
+    fits: bool
+    comm_s: float
+    step_s: float
+
+
 def memory_plan(
     *, params: int, gpus: int, strategy: str, precision: str, optimizer: str, gpu_mem: int, layers: int,
     d_model: int, vocab: int, seq_len: int, micro_batch: int, group_size: int | None = None,
-) -> dict[str, Any]:
+) -> MemoryPlan:
     """Per-GPU model state, working set and activations (kept or checkpointed) against the GPU's memory."""
     state = model_state(params, gpus, strategy, precision, optimizer, group_size)["model_state_bytes"]
     working = working_set(strategy, params, precision, gpt_units(layers, d_model, vocab, seq_len))["working_set_bytes"]
@@ -77,9 +100,9 @@ def q_checkpoint_plan(
 def hsdp_groups(
     *, params: int, gpus: int, precision: str, optimizer: str, gpu_mem: int, tokens: int, peak_flops_per_s: float,
     mfu: float, units: int, **links: Any,
-) -> list[dict[str, Any]]:
+) -> list[HsdpGroup]:
     """Every HSDP shard-group size (powers of two from 2 to all GPUs): its model state and step time."""
-    rows = []
+    rows: list[HsdpGroup] = []
     size = 2
     while size <= gpus:
         if gpus % size == 0:

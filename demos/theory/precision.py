@@ -8,6 +8,7 @@ the precision (`PRECISIONS`) and the optimizer (`OPTIMIZER_STATES`): fp32 with A
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
 
 from ddpfsdp.demos.theory.arguments import read_choice
 
@@ -84,7 +85,16 @@ def check_optimizer(name: str) -> str:
     return read_choice(name, OPTIMIZER_STATES, "optimizer")
 
 
-def bytes_per_param_breakdown(precision: str, optimizer: str) -> dict[str, int]:
+class BytesPerParam(TypedDict):
+    """Bytes held per parameter of each kind, and their sum."""
+
+    params: int
+    grads: int
+    optimizer: int
+    total: int
+
+
+def bytes_per_param_breakdown(precision: str, optimizer: str) -> BytesPerParam:
     spec = precision_for(precision)
     optimizer_bytes = spec.optimizer_bytes_per_param(check_optimizer(optimizer))
     return {

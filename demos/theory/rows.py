@@ -3,21 +3,69 @@ PCIe traffic under offload, its collectives, and whether it fits."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NotRequired
 
 from ddpfsdp.demos.theory.activations import gpt_activation_bytes
-from ddpfsdp.demos.theory.comm import step_comm, total_wire_bytes
+from ddpfsdp.demos.theory.comm import OpFigures, step_comm, total_wire_bytes
 from ddpfsdp.demos.theory.implementations import implementation
 from ddpfsdp.demos.theory.inputs import CalcInputs
-from ddpfsdp.demos.theory.offload import OFFLOAD_SUPPORT, offload_refusal, offloaded_state
+from ddpfsdp.demos.theory.offload import OFFLOAD_SUPPORT, OffloadedState, Pcie, offload_refusal, offloaded_state
+from ddpfsdp.demos.theory.precision import BytesPerParam
 from ddpfsdp.demos.theory.sharding import STRATEGY_SHARDS, STRATEGY_TITLES
-from ddpfsdp.demos.theory.state import bytes_per_param
+from ddpfsdp.demos.theory.state import ModelState, bytes_per_param
+from ddpfsdp.demos.theory.tensor_parallel import TwoDColumn
 from ddpfsdp.demos.theory.working_set import working_set
 
 _STATE_KEYS = ("params_bytes", "grads_bytes", "optimizer_bytes", "model_state_bytes")
 
 
-def strategy_row(inputs: CalcInputs, strategy: str) -> dict[str, Any]:
+class ColumnMemory(ModelState):
+    """A column's per-GPU memory under either accounting, and its host RAM (bytes)."""
+
+    working_set_bytes: int
+    working_set: dict[str, int]  # bytes by part, as the accounting names them
+    host_bytes: int  # per node
+    host_bytes_per_gpu: int
+
+
+class DdpfsdpMemory(ColumnMemory):
+    """Memory as this project counts it."""
+
+    bytes_per_param: BytesPerParam
+
+
+class DeepSpeedMemory(ColumnMemory):
+    """Memory as DeepSpeed 0.19's estimator counts it."""
+
+    deepspeed_gpu_bytes: int
+    deepspeed_options: str
+
+
+class StrategyRow(ColumnMemory):
+    """One column of the `strategies` table of the `ddpfsdp.calc/1` document (bytes)."""
+
+    title: str
+    shards: str
+    implementation: str
+    bytes_per_param: NotRequired[BytesPerParam]  # the ddpfsdp accounting's columns and the 2-D one
+    deepspeed_gpu_bytes: NotRequired[int]  # the deepspeed accounting's columns
+    deepspeed_options: NotRequired[str]
+    activation_bytes: int | None
+    total_bytes: int
+    fits: bool | None
+    offload: str
+    offloaded_by: str | None
+    pcie: Pcie
+    pcie_bytes_per_step: int
+    comm: dict[str, OpFigures]
+    wire_bytes_per_rank: int
+
+
+class TwoDRow(StrategyRow, TwoDColumn):
+    """The 2-D column: FSDP over dp (`comm`) of each TP shard, TP over tp (`tp_comm`)."""
+
+
+def strategy_row(inputs: CalcInputs, strategy: str) -> StrategyRow:
     """`strategy`'s figures for the configuration, in bytes; see `estimate` for what each means."""
     size = inputs.group_size if strategy == "hsdp" else None
     comm = step_comm(strategy, inputs.params, inputs.gpus, inputs.precision.name, size, inputs.unit_params,
@@ -63,7 +111,7 @@ def _implementation_name(inputs: CalcInputs, strategy: str) -> str:
     return implementation(strategy, inputs.precision.name, inputs.offload).name
 
 
-def _ddpfsdp_row(inputs: CalcInputs, strategy: str, state: dict[str, Any]) -> dict[str, Any]:
+def _ddpfsdp_row(inputs: CalcInputs, strategy: str, state: OffloadedState) -> DdpfsdpMemory:
     """Memory as this project counts it: model state (offload applied), working set, host RAM."""
     work = working_set(strategy, inputs.params, inputs.precision.name, inputs.unit_params)
     return {
@@ -76,7 +124,7 @@ def _ddpfsdp_row(inputs: CalcInputs, strategy: str, state: dict[str, Any]) -> di
     }
 
 
-def deepspeed_row(inputs: CalcInputs, strategy: str) -> dict[str, Any]:
+def deepspeed_row(inputs: CalcInputs, strategy: str) -> DeepSpeedMemory:
     """Memory as DeepSpeed 0.19's estimator counts it: its per-GPU and per-node figures, its parts."""
     from ddpfsdp.demos.theory import deepspeed_accounting as ds
 
@@ -105,7 +153,7 @@ def deepspeed_row(inputs: CalcInputs, strategy: str) -> dict[str, Any]:
     }
 
 
-def two_d_row(inputs: CalcInputs) -> dict[str, Any]:
+def two_d_row(inputs: CalcInputs) -> TwoDRow:
     """The 2-D configuration's column (`tensor_parallel`): FSDP over dp of each rank's TP shard.
 
     `comm` is FSDP's traffic over dp, `tp_comm` TP's over tp; `wire_bytes_per_rank` adds both.

@@ -4,22 +4,35 @@ the run's measurements."""
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from ddpfsdp.demos.base.collectives import wire_factor
-from ddpfsdp.demos.theory.comm import op_figures, step_comm, total_wire_bytes
+from ddpfsdp.demos.theory.comm import OpFigures, op_figures, step_comm, total_wire_bytes
 from ddpfsdp.demos.theory.implementations import implementation
 from ddpfsdp.demos.theory.precision import Precision, check_optimizer, precision_for
 from ddpfsdp.demos.theory.sharding import canonical_sharding
-from ddpfsdp.demos.theory.state import model_state
+from ddpfsdp.demos.theory.state import ModelState, model_state
 from ddpfsdp.demos.theory.working_set import working_set
 from ddpfsdp.demos.base.units import format_bytes
+
 
 class _Plan(NamedTuple):
     """How a run maps onto the model: the strategy it is, and its collectives per step."""
 
     name: str
-    comm: dict[str, dict[str, int | None]]
+    comm: dict[str, OpFigures]
+
+
+class RunTheory(ModelState):
+    """The analytic model's per-rank figures for a demo's own configuration (bytes), shown beside its
+    measurements."""
+
+    strategy: str
+    implementation: str
+    working_set_bytes: int
+    comm: dict[str, OpFigures]
+    wire_bytes_per_rank: int
+    notes: list[str]
 
 
 def theory_for_run(
@@ -35,7 +48,7 @@ def theory_for_run(
     bucket_bytes: int | None = None,
     gradient_as_bucket_view: bool = False,
     buffer_bytes: int = 0,
-) -> dict[str, Any]:
+) -> RunTheory:
     """The model's per-rank figures for a demo's own configuration, as PyTorch runs it.
 
     strategy: ddp (DistributedDataParallel), zro (the `zro` demo: DDP + PyTorch's

@@ -9,13 +9,23 @@ shard is rounded up, never down.
 from __future__ import annotations
 
 import math
+from typing import TypedDict
 
 from ddpfsdp.demos.theory.implementations import implementation
-from ddpfsdp.demos.theory.precision import OPTIMIZER_STATES, check_optimizer
+from ddpfsdp.demos.theory.precision import OPTIMIZER_STATES, BytesPerParam, check_optimizer
 from ddpfsdp.demos.theory.sharding import canonical_strategy, resolve_group_size, shard_ways
 
 
-def bytes_per_param(strategy: str, precision: str, optimizer: str, offload: str = "none") -> dict[str, int]:
+class ModelState(TypedDict):
+    """Per-GPU bytes of each kind of model state, and their sum."""
+
+    params_bytes: int
+    grads_bytes: int
+    optimizer_bytes: int
+    model_state_bytes: int
+
+
+def bytes_per_param(strategy: str, precision: str, optimizer: str, offload: str = "none") -> BytesPerParam:
     """What `strategy`'s implementation holds per parameter under `precision`, before sharding."""
     held = implementation(strategy, precision, offload)
     optimizer_bytes = held.optimizer_bytes_per_param(OPTIMIZER_STATES[check_optimizer(optimizer)])
@@ -30,7 +40,7 @@ def bytes_per_param(strategy: str, precision: str, optimizer: str, offload: str 
 def model_state(
     params: int, gpus: int, strategy: str, precision: str, optimizer: str, group_size: int | None = None,
     offload: str = "none",
-) -> dict[str, int]:
+) -> ModelState:
     """Per-GPU bytes of parameters, gradients and optimizer state held between steps."""
     strategy = canonical_strategy(strategy)
     group_size = resolve_group_size(strategy, gpus, group_size)

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from ddpfsdp.demos.base.collectives import wire_factor
 from ddpfsdp.demos.theory.buckets import ddp_bucket_bytes
@@ -74,6 +74,47 @@ def ring_steps(op: str, ranks: int, nodes: int = 1) -> tuple[int, int]:
     return total - inter, inter
 
 
+class CollectiveTime(TypedDict):
+    """The alpha-beta model's time for `calls` ring collectives: latency, bandwidth, their sum."""
+
+    latency_s: float
+    bandwidth_s: float
+    time_s: float
+    wire_bytes: float
+    intra_steps: int
+    inter_steps: int
+    calls: int
+
+
+class TimedOp(CollectiveTime):
+    """One collective of a step on the link its group runs over."""
+
+    bytes: int
+    ranks: int
+    nodes: int
+    bytes_per_s: float
+
+
+class Exposure(TypedDict):
+    """What shows of a step's communication, with the strategy's overlap and without any."""
+
+    exposed_s: float
+    exposed_by_window_s: dict[str, float]  # by overlap window
+    step_s: float
+    exposed_share: float
+    step_no_overlap_s: float
+    exposed_share_no_overlap: float
+
+
+class StepTimes(Exposure):
+    """One step's compute, each collective's time, and the seconds in each overlap window."""
+
+    compute_s: float
+    ops: dict[str, TimedOp]
+    comm_s: float
+    comm_by_window_s: dict[str, float]
+
+
 def collective_time_s(
     op: str,
     logical_bytes: float,
@@ -84,7 +125,7 @@ def collective_time_s(
     inter_latency_s: float = 0.0,
     nodes: int = 1,
     calls: int = 1,
-) -> dict[str, float]:
+) -> CollectiveTime:
     """The latency and bandwidth terms of `calls` ring collectives moving `logical_bytes` in all."""
     if bytes_per_s <= 0:
         raise ValueError("a link's bandwidth must be positive")
@@ -96,7 +137,7 @@ def collective_time_s(
             "intra_steps": intra, "inter_steps": inter, "calls": calls}
 
 
-def exposed(compute_s: float, comm_s: Mapping[str, float]) -> dict[str, Any]:
+def exposed(compute_s: float, comm_s: Mapping[str, float]) -> Exposure:
     """What shows of the communication in each overlap window (`overlap.WINDOWS`: seconds in forward,
     in backward, in none), with that overlap and without any."""
     unknown = set(comm_s) - set(WINDOWS)
@@ -163,7 +204,7 @@ def step_comm_times(
     d_model: int | None = None,
     vocab: int | None = None,
     seq_len: int | None = None,
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, TimedOp]:
     """Each collective of one step (step_comm) timed on the link its group runs over.
 
     A group inside one node (HSDP's shard group of at most a node) runs over the intra-node link;
@@ -179,7 +220,7 @@ def step_comm_times(
     ops = step_comm(strategy, params, gpus, precision, group)
     shape = (layers, d_model, vocab, seq_len)
     numels = gpt_param_numels(*shape) if None not in shape else None
-    timed = {}
+    timed: dict[str, TimedOp] = {}
     for op, figures in ops.items():
         if strategy == "hsdp" and op != "all_reduce":
             ranks = group
@@ -212,7 +253,7 @@ def q_comm_time_s(**kwargs: Any) -> float:
     return sum(op["time_s"] for op in step_comm_times(**kwargs).values())
 
 
-def step_times(*, tokens: Any, peak_flops_per_s: float, mfu: float, **comm: Any) -> dict[str, Any]:
+def step_times(*, tokens: Any, peak_flops_per_s: float, mfu: float, **comm: Any) -> StepTimes:
     """One step's compute, each collective's time, the seconds in each overlap window, and what shows."""
     compute_s = q_compute_time_s(params=comm["params"], tokens=tokens, gpus=comm["gpus"],
                                  peak_flops_per_s=peak_flops_per_s, mfu=mfu)

@@ -30,7 +30,7 @@ Torch-free: the quiz and calc import it.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypedDict
 
 NCCL_DEFAULT_TIMEOUT_S = 600.0
 """`init_process_group`'s default time-out for NCCL in torch 2.13 (10 minutes; 30 for other backends)."""
@@ -115,11 +115,26 @@ def jitter_bound_s(mean_s: float, std_s: float, ranks: int) -> float:
     return mean + std_s * math.sqrt(2 * math.log(check_ranks(ranks)))
 
 
+class StragglerSection(TypedDict):
+    """The `stragglers` section of the `ddpfsdp.calc/1` document; the times are None where not given."""
+
+    theory: bool
+    ranks: int
+    p_rank: float
+    p_slow_step: float
+    slow_steps_per_1000: float
+    steps_between_slow_steps: float
+    delay_s: float | None
+    step_s: float | None
+    expected_step_s: float | None
+    slowdown: float | None
+
+
 def straggler_figures(*, ranks: int, p: float, delay_s: float | None = None, step_s: float | None = None,
-                      timeout_s: float = NCCL_DEFAULT_TIMEOUT_S) -> dict[str, Any]:
+                      timeout_s: float = NCCL_DEFAULT_TIMEOUT_S) -> StragglerSection:
     """The `stragglers` section of `ddpfsdp calc --json`."""
     probability = slow_step_probability(p, ranks)
-    figures: dict[str, Any] = {
+    figures: StragglerSection = {
         "theory": True,
         "ranks": check_ranks(ranks),
         "p_rank": check_probability(p),

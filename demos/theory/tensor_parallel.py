@@ -36,15 +36,15 @@ across nodes.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ddpfsdp.demos.base.collectives import wire_factor
-from ddpfsdp.demos.theory.activations import transformer_activation_bytes
+from ddpfsdp.demos.theory.activations import ActivationBytes, transformer_activation_bytes
 from ddpfsdp.demos.theory.arguments import read_count, read_flag
-from ddpfsdp.demos.theory.comm import op_figures, step_comm
+from ddpfsdp.demos.theory.comm import OpFigures, op_figures, step_comm
 from ddpfsdp.demos.theory.implementations import implementation
 from ddpfsdp.demos.theory.precision import precision_for
-from ddpfsdp.demos.theory.state import model_state
+from ddpfsdp.demos.theory.state import ModelState, model_state
 from ddpfsdp.demos.theory.working_set import working_set
 
 if TYPE_CHECKING:
@@ -58,6 +58,85 @@ LOSS_ALL_REDUCES = 3
 """`loss_parallel`'s forward all-reduces over tp: the row max, the sum of exponentials, the picked logits."""
 
 LOSS_BYTES = 4  # the loss runs in fp32 (`train.data.compute_loss`)
+
+
+class Mesh(TypedDict):
+    """The 2-D mesh's degrees."""
+
+    dp: int
+    tp: int
+
+
+class TpTerm(TypedDict):
+    """One kind of TP collective at one place in the step: calls, and bytes per call."""
+
+    where: str
+    op: str
+    count: int
+    bytes_each: int
+
+
+class TpSplit(TypedDict):
+    """Parameters one TP rank holds: per FSDP unit (root last), in all, and left whole by TP."""
+
+    units: list[int]
+    local_params: int
+    replicated_params: int
+
+
+class TpStepComm(TypedDict):
+    """TP's collectives per step per rank: by op, by term, and the b*s*d bytes of one block's collective."""
+
+    ops: dict[str, OpFigures]
+    terms: list[TpTerm]
+    block_bytes_each: int
+
+
+class TwoDFigures(ModelState):
+    """The 2-D configuration's memory and traffic per GPU, before `rows.two_d_row` makes its column."""
+
+    mesh: Mesh
+    sequence_parallel: bool
+    tp_local_params: int
+    tp_replicated_params: int | None  # counted only with a preset's exact layout
+    working_set_bytes: int
+    working_set: dict[str, int]
+    activations: ActivationBytes | None  # needs a block shape
+    dp_comm: dict[str, OpFigures]
+    tp_comm: TpStepComm | None  # needs a block shape
+
+
+class TwoDColumn(TypedDict):
+    """What the 2-D column of calc's table (`rows.TwoDRow`) adds to every column's figures."""
+
+    mesh: Mesh
+    sequence_parallel: bool
+    tp_local_params: int
+    tp_replicated_params: int | None
+    shape_activation_bytes: int | None  # from the block shape, even where the table leaves activations out
+    tp_comm: dict[str, OpFigures] | None  # these need a block shape
+    tp_terms: list[TpTerm] | None
+    dp_wire_bytes_per_rank: int
+    tp_wire_bytes_per_rank: int | None
+
+
+class TwoDRunTheory(ModelState):
+    """The analytic model's figures for a 2-D demo run, per rank (bytes), shown beside its measurements."""
+
+    strategy: str
+    mesh: Mesh
+    held_params: int
+    ideal_params_per_rank: float
+    replicated_params: int
+    working_set_bytes: int
+    comm: dict[str, OpFigures]  # both groups' collectives merged by op
+    dp_comm: dict[str, OpFigures]
+    tp_comm: dict[str, OpFigures]
+    tp_terms: list[TpTerm]
+    block_terms: list[TpTerm]
+    block_activation_bytes: int
+    activation_bytes: int
+    wire_bytes_per_rank: int
 
 
 def implementation_name(precision: str, sequence_parallel: bool) -> str:
@@ -101,7 +180,7 @@ def tp_local_tensors(shape: GPTShape, tp: int) -> list[tuple[str, int, int]]:
     return tensors + [("head", d, 1), ("head", d, 1), ("head", split(vocab), d)]
 
 
-def tp_param_split(shape: GPTShape, tp: int) -> dict[str, Any]:
+def tp_param_split(shape: GPTShape, tp: int) -> TpSplit:
     """Parameters one TP rank holds of a GPT shape under this plan, per FSDP unit (root last, empty)."""
     units: dict[str, int] = {}
     for unit, rows, cols in tp_local_tensors(shape, tp):
@@ -128,7 +207,7 @@ def block_terms(layers: int, activation_bytes: int, sequence_parallel: bool) -> 
 
 
 def tp_step_comm(shape: GPTShape, batch_size: int, tp: int, precision: str,
-                 sequence_parallel: bool = False) -> dict[str, Any]:
+                 sequence_parallel: bool = False) -> TpStepComm:
     """TP's collectives per step, per rank, on its ring of tp: {"ops": {op: figures}, "terms": [...]}.
 
     Each term is one kind of collective at one place: where, op, calls, bytes per call.
@@ -151,7 +230,7 @@ def tp_step_comm(shape: GPTShape, batch_size: int, tp: int, precision: str,
             (1, "all_reduce", activation, "head input gradient, backward"),
         ]
     terms.append((LOSS_ALL_REDUCES, "all_reduce", batch_size * shape.seq_len * LOSS_BYTES, "loss, forward"))
-    ops: dict[str, dict[str, int | None]] = {}
+    ops: dict[str, OpFigures] = {}
     for count, op, size, _ in terms:
         before = ops.get(op, {"count": 0, "bytes": 0})
         ops[op] = op_figures(before["count"] + count, before["bytes"] + count * size, wire_factor(op, tp))
@@ -185,7 +264,7 @@ def two_d_figures(
     sequence_parallel: bool = False,
     checkpoint_activations: bool = False,
     exact_layout: bool = False,
-) -> dict[str, Any]:
+) -> TwoDFigures:
     """Per-GPU memory and per-step traffic of the 2-D configuration (bytes).
 
     Model state: what each TP rank holds, split dp ways by FSDP. With `exact_layout` (a preset's
@@ -242,7 +321,7 @@ def node_rule(tp: int, gpus_per_node: int, tp_wire_bytes: int | None, dp_wire_by
     )
 
 
-def two_d_notes(row: dict[str, Any], gpus_per_node: int, shape: GPTShape | None, batch_size: int) -> list[str]:
+def two_d_notes(row: TwoDColumn, gpus_per_node: int, shape: GPTShape | None, batch_size: int) -> list[str]:
     """The 2-D column's prose: its mesh, what TP sends and why, the rule of thumb."""
     dp, tp = row["mesh"]["dp"], row["mesh"]["tp"]
     sp = row["sequence_parallel"]
@@ -277,7 +356,7 @@ def two_d_notes(row: dict[str, Any], gpus_per_node: int, shape: GPTShape | None,
 
 
 def two_d_run_theory(*, shape: GPTShape, world_size: int, tp: int, precision: str, optimizer: str,
-                     batch_size: int, sequence_parallel: bool = False) -> dict[str, Any]:
+                     batch_size: int, sequence_parallel: bool = False) -> TwoDRunTheory:
     """The analytic model's figures for a 2-D demo run, as PyTorch runs it, per rank (bytes).
 
     Model state: each parameter as TP rank 0 holds it (`tp_local_tensors`), its dim 0 split over dp
@@ -299,7 +378,7 @@ def two_d_run_theory(*, shape: GPTShape, world_size: int, tp: int, precision: st
     state = {f"{kind}_bytes": held * size for kind, size in kinds.items()}
     dp_comm = step_comm("zero3", sum(padded_units), dp, precision, unit_params=padded_units)
     tp_comm = tp_step_comm(shape, batch_size, tp, precision, sequence_parallel)
-    merged: dict[str, dict[str, int | None]] = {}
+    merged: dict[str, OpFigures] = {}
     for ops in (dp_comm, tp_comm["ops"]):
         for op, figures in ops.items():
             before = merged.get(op, {"count": 0, "bytes": 0, "wire_bytes_per_rank": 0})

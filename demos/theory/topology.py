@@ -38,15 +38,106 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from ddpfsdp.demos.base.units import parse_bytes
 from ddpfsdp.demos.theory.arguments import read_count
 from ddpfsdp.demos.theory.comm import step_comm
+from ddpfsdp.demos.theory.implementations import implementation
 from ddpfsdp.demos.theory.presets import LINKS, NETWORK_STEP_S, NVLINK_STEP_S
 from ddpfsdp.demos.theory.steptime import collective_calls, collective_time_s
 
 LINK_NAMES = {"intra": "inside a node", "inter": "between nodes"}
+
+
+class LinksDocument(TypedDict):
+    """A topology as the `ddpfsdp.calc/1` document gives it (`links` of the topology section, `topology` of
+    the plan)."""
+
+    gpus: int
+    gpus_per_node: int
+    nodes: int
+    intra_bytes_per_s: float
+    inter_bytes_per_s: float
+    oversubscription: float
+    rack_nodes: int
+    inter_bytes_per_s_across_racks: float
+    intra_latency_s: float
+    inter_latency_s: float
+
+
+class TimedCollective(TypedDict):
+    """One collective (or `calls` of it) on one link: its group, bytes and the alpha-beta model's time."""
+
+    op: str
+    link: str  # intra or inter
+    ranks: int
+    nodes: int
+    bytes: float
+    bytes_per_s: float
+    wire_bytes_per_gpu: float
+    latency_s: float
+    bandwidth_s: float
+    time_s: float
+    calls: int
+
+
+class LinkLoad(TypedDict):
+    """What one link carries per GPU, and for how long."""
+
+    wire_bytes_per_gpu: float
+    time_s: float
+
+
+class FlatRing(TimedCollective):
+    """One ring all-reduce over every GPU."""
+
+    by_link: dict[str, LinkLoad]
+
+
+class Hierarchical(TypedDict):
+    """The hierarchical all-reduce: its phases, each on its link."""
+
+    phases: list[TimedCollective]
+    by_link: dict[str, LinkLoad]
+    time_s: float
+
+
+class HsdpByLink(TypedDict):
+    """HSDP's collectives per step, each on the link its group runs over."""
+
+    group_size: int
+    replicas: int
+    ops: list[TimedCollective]
+    by_link: dict[str, LinkLoad]
+    time_s: float
+
+
+class TopologySection(TypedDict):
+    """The `topology` section of the `ddpfsdp.calc/1` document: the gradients' all-reduce, flat and
+    hierarchical, and HSDP in groups of a node (None on one node)."""
+
+    theory: bool
+    links: LinksDocument
+    all_reduce_bytes: int
+    flat_ring: FlatRing
+    hierarchical: Hierarchical
+    hsdp: HsdpByLink | None
+
+
+class ScalingSection(TypedDict):
+    """The `scaling` section of the `ddpfsdp.calc/1` document: what a throughput gain says under strong and
+    under weak scaling."""
+
+    theory: bool
+    gpus_before: int
+    gpus_after: int
+    gpu_ratio: float
+    throughput_ratio: float
+    efficiency: float
+    strong_fixed_share_before: float
+    strong_explained: bool
+    weak_step_ratio: float
 
 
 @dataclass(frozen=True)
@@ -76,7 +167,7 @@ class Topology:
             return "intra", self.intra_bytes_per_s
         return "inter", min(self.intra_bytes_per_s, self.inter_for(nodes))
 
-    def document(self) -> dict[str, Any]:
+    def document(self) -> LinksDocument:
         return {"gpus": self.gpus, "gpus_per_node": self.gpus_per_node, "nodes": self.nodes,
                 "intra_bytes_per_s": self.intra_bytes_per_s, "inter_bytes_per_s": self.inter_bytes_per_s,
                 "oversubscription": self.oversubscription, "rack_nodes": self.rack_nodes,
@@ -111,7 +202,7 @@ def check_topology(*, gpus: Any, gpus_per_node: Any, intra_bytes_per_s: float = 
 
 
 def _timed(op: str, logical_bytes: float, ranks: int, nodes: int, link: str, bytes_per_s: float,
-           topo: Topology, calls: int = 1) -> dict[str, Any]:
+           topo: Topology, calls: int = 1) -> TimedCollective:
     timing = collective_time_s(op, logical_bytes, ranks, bytes_per_s=bytes_per_s,
                                intra_latency_s=topo.intra_latency_s, inter_latency_s=topo.inter_latency_s,
                                nodes=nodes, calls=calls)
@@ -120,25 +211,25 @@ def _timed(op: str, logical_bytes: float, ranks: int, nodes: int, link: str, byt
             "bandwidth_s": timing["bandwidth_s"], "time_s": timing["time_s"], "calls": calls}
 
 
-def _by_link(parts: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    links = {name: {"wire_bytes_per_gpu": 0.0, "time_s": 0.0} for name in LINK_NAMES}
+def _by_link(parts: list[TimedCollective]) -> dict[str, LinkLoad]:
+    links: dict[str, LinkLoad] = {name: {"wire_bytes_per_gpu": 0.0, "time_s": 0.0} for name in LINK_NAMES}
     for part in parts:
         links[part["link"]]["wire_bytes_per_gpu"] += part["wire_bytes_per_gpu"]
         links[part["link"]]["time_s"] += part["time_s"]
     return links
 
 
-def flat_ring_all_reduce(size_bytes: float, topo: Topology) -> dict[str, Any]:
+def flat_ring_all_reduce(size_bytes: float, topo: Topology) -> FlatRing:
     """One ring over every GPU, paced by its slowest hop."""
     link, bandwidth = topo.link_for(topo.nodes)
     part = _timed("all_reduce", size_bytes, topo.gpus, topo.nodes, link, bandwidth, topo)
     return {**part, "by_link": _by_link([part])}
 
 
-def hierarchical_all_reduce(size_bytes: float, topo: Topology) -> dict[str, Any]:
+def hierarchical_all_reduce(size_bytes: float, topo: Topology) -> Hierarchical:
     """Reduce-scatter in the node, all-reduce of 1/g across the nodes (g rings, a NIC each), all-gather in the node."""
     g, k = topo.gpus_per_node, topo.nodes
-    phases = []
+    phases: list[TimedCollective] = []
     if g > 1:
         phases.append(_timed("reduce_scatter", size_bytes, g, 1, "intra", topo.intra_bytes_per_s, topo))
     if k > 1:
@@ -150,14 +241,14 @@ def hierarchical_all_reduce(size_bytes: float, topo: Topology) -> dict[str, Any]
 
 
 def hsdp_by_link(params: int, topo: Topology, precision: str, group_size: int | None = None,
-                 units: int = 1) -> dict[str, Any]:
+                 units: int = 1) -> HsdpByLink:
     """HSDP's collectives per step (`comm.step_comm`), each on the link its group runs over, with the calls
     FSDP issues per unit (`steptime.collective_calls`)."""
     group = group_size or topo.gpus_per_node
     if group > topo.gpus or topo.gpus % group:
         raise ValueError(f"the shard group {group} must divide the {topo.gpus} GPUs")
     ops = step_comm("hsdp", params, topo.gpus, precision, group)
-    parts = []
+    parts: list[TimedCollective] = []
     for op, figures in ops.items():
         if op == "all_reduce":
             ranks = topo.gpus // group
@@ -171,10 +262,27 @@ def hsdp_by_link(params: int, topo: Topology, precision: str, group_size: int | 
             "time_s": sum(part["time_s"] for part in parts)}
 
 
+def topology_section(topo: Topology, params: int, precision: str, units: int) -> TopologySection:
+    """The gradients' all-reduce (as DDP reduces them under `precision`) flat and hierarchical, and HSDP in
+    shard groups of a node across more than one node, over `units` FSDP units."""
+    gradient_bytes = params * implementation("ddp", precision).reduce_bytes
+    section: TopologySection = {
+        "theory": True,
+        "links": topo.document(),
+        "all_reduce_bytes": gradient_bytes,
+        "flat_ring": flat_ring_all_reduce(gradient_bytes, topo),
+        "hierarchical": hierarchical_all_reduce(gradient_bytes, topo),
+        "hsdp": None,
+    }
+    if topo.nodes > 1:
+        section["hsdp"] = hsdp_by_link(params, topo, precision, topo.gpus_per_node, max(1, units))
+    return section
+
+
 # ----------------------------------------------------------------------------- scaling
 
 
-def scaling(gpus_before: Any, gpus_after: Any, throughput_ratio: Any) -> dict[str, Any]:
+def scaling(gpus_before: Any, gpus_after: Any, throughput_ratio: Any) -> ScalingSection:
     """What "from N1 to N2 GPUs, throughput x s" says, under strong and under weak scaling.
 
     efficiency = s / (N2/N1). Strong scaling (the same global batch): compute per step falls as N1/N2 and

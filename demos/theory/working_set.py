@@ -8,7 +8,7 @@ full's few unsharded units, alive at once with prefetching.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from typing import Iterable, TypedDict
 
 from ddpfsdp.demos.theory.implementations import implementation
 from ddpfsdp.demos.theory.precision import precision_for
@@ -24,6 +24,15 @@ DEEPSPEED_REDUCE_BUCKET_ELEMENTS = 500_000_000
 """DeepSpeed's `reduce_bucket_size` default (`runtime/zero/config.py`, 5e8 elements)."""
 
 
+class WorkingSet(TypedDict):
+    """The working set's bytes, in all and by part, and the FSDP units it was sized from."""
+
+    working_set_bytes: int
+    largest_unit_params: int
+    units_alive: int
+    parts: dict[str, int]  # bytes by what they hold: gradient_buckets, unsharded_unit_params, ...
+
+
 def working_set(
     strategy: str,
     params: int,
@@ -32,7 +41,7 @@ def working_set(
     *,
     prefetch_units: int = PREFETCH_UNITS,
     gradient_as_bucket_view: bool = False,
-) -> dict[str, Any]:
+) -> WorkingSet:
     """Per-GPU bytes that exist only during the step, beyond the model state (an estimate).
 
     - ddp, zro (PyTorch DDP underneath): the gradient buckets. DDP copies gradients into flat
@@ -74,7 +83,7 @@ def working_set(
     return _figures({"unsharded_unit_params": gathered, "unsharded_unit_grads": grads}, largest, alive)
 
 
-def _figures(parts: dict[str, int], largest_unit_params: int, units_alive: int) -> dict[str, Any]:
+def _figures(parts: dict[str, int], largest_unit_params: int, units_alive: int) -> WorkingSet:
     return {
         "working_set_bytes": sum(parts.values()),
         "largest_unit_params": largest_unit_params,

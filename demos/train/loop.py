@@ -22,7 +22,7 @@ import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -42,6 +42,9 @@ from ddpfsdp.demos.measure.timeline import TimelineRecorder
 from ddpfsdp.demos.result.schema import GLOO_CAVEAT, Comm, Config, DemoResult, Memory, RankMemory, Throughput, Timeline
 from ddpfsdp.demos.result.step_record import RankStep
 from ddpfsdp.demos.train.spec import RunSpec
+
+if TYPE_CHECKING:
+    from ddpfsdp.demos.parallel.compiled import CompileReport
 
 SAMPLES_PER_RANK_STEPS = 8  # the dataset holds this many steps of batches; epochs repeat it reshuffled
 
@@ -230,7 +233,7 @@ class _Trainer:
         if self.prepared.compiled is not None:
             self.prepared.compiled.mark(phase)
 
-    def compile_report(self) -> dict[str, Any] | None:
+    def compile_report(self) -> CompileReport | None:
         """What torch recorded of the compile, and DDP's buckets to set beside the compiled pieces."""
         compiled = self.prepared.compiled
         if compiled is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,6 +16,12 @@ from ddpfsdp.demos.base.units import parse_bytes, parse_count
 from ddpfsdp.quiz.commands.calc_cp_ep import cp_ep_options, cp_ep_sections, render_cp_ep, take_cp_ep_options
 from ddpfsdp.quiz.commands.calc_pipeline import pipeline_options, pipeline_section, render_pipeline, take_pipeline_options
 from ddpfsdp.quiz.commands.calc_scale import model_free, scale_options, scale_sections, take_scale_options
+
+if TYPE_CHECKING:
+    from ddpfsdp.demos.theory.estimate import CalcDocument
+    from ddpfsdp.demos.theory.inputs import InputsDocument
+    from ddpfsdp.demos.theory.rows import StrategyRow
+    from ddpfsdp.quiz.commands.calc_scale import ScaleOptions
 
 # What the analytic model is asked about: models from a thousand parameters to 100 trillion (today's
 # largest are a few trillion), on one GPU to a million (today's largest jobs use about 100,000).
@@ -241,7 +247,7 @@ def calc(as_json: bool, explain: bool, display_unit: str, **values: Any) -> None
     click.echo(_simulate_hint(options, result["inputs"]["precision"]))
 
 
-def _print_scale_only(scale: dict, gpus: int, as_json: bool, unit: str) -> None:
+def _print_scale_only(scale: ScaleOptions, gpus: int, as_json: bool, unit: str) -> None:
     """Stragglers and scaling need no model: their sections alone."""
     from ddpfsdp.quiz.commands.calc_scale import model_free_document
     from ddpfsdp.quiz.commands.calc_scale_view import render_scale
@@ -382,14 +388,14 @@ SHORT_SHARDS = {"ddp": "no shards", "zro": "opt", "zero1": "opt", "zero2": "+ gr
 REPLICATED = ("ddp", "zro", "zero1", "zero2")
 
 
-def _header(name: str, inputs: dict) -> tuple[str, str]:
+def _header(name: str, inputs: InputsDocument) -> tuple[str, str]:
     """A column's short title and what it shards, each at most 9 characters."""
     if name == "2d":
         return f"2-D tp={inputs['tp']}", "tp + SP" if inputs["sequence_parallel"] else SHORT_SHARDS[name]
     return SHORT_TITLES[name] + (f" G={inputs['group_size']}" if name == "hsdp" else ""), SHORT_SHARDS[name]
 
 
-def _labelled_ops(row: dict) -> list[tuple[str, dict]]:
+def _labelled_ops(row: StrategyRow) -> list[tuple[str, dict]]:
     """A column's collectives; the 2-D one's by group (FSDP over dp, TP over tp; TP's need a block shape)."""
     if "tp_comm" not in row:
         return list(row["comm"].items())
@@ -403,7 +409,7 @@ def _divisors(number: int) -> list[int]:
     return [d for d in range(1, number + 1) if number % d == 0][:8]
 
 
-def _render(result: dict, unit: str, explain: bool) -> None:
+def _render(result: CalcDocument, unit: str, explain: bool) -> None:
     from rich.console import Console
 
     from ddpfsdp.demos.base.units import format_bytes, format_count
@@ -457,7 +463,7 @@ def _render(result: dict, unit: str, explain: bool) -> None:
         console.print(f"• {note}", highlight=False)
 
 
-def _memory_table(title: str, rows: dict, inputs: dict, size) -> Any:
+def _memory_table(title: str, rows: dict[str, StrategyRow], inputs: InputsDocument, size) -> Any:
     from rich.table import Table
 
     memory = Table(title=title, title_justify="left")
@@ -486,7 +492,7 @@ def _memory_table(title: str, rows: dict, inputs: dict, size) -> Any:
     return memory
 
 
-def _implementation_table(strategies: dict, precision: str) -> Any:
+def _implementation_table(strategies: dict[str, StrategyRow], precision: str) -> Any:
     from rich.table import Table
 
     table = Table(title=f"What each column follows ({precision})", title_justify="left", show_header=False)
@@ -497,7 +503,7 @@ def _implementation_table(strategies: dict, precision: str) -> Any:
     return table
 
 
-def _comm_table(strategies: dict, unit: str, size, inputs: dict) -> Any:
+def _comm_table(strategies: dict[str, StrategyRow], unit: str, size, inputs: InputsDocument) -> Any:
     from rich.table import Table
 
     comm = Table(title=f"Communication per step, per rank, {unit} (theory; ring)", title_justify="left")

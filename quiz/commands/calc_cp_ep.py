@@ -8,9 +8,19 @@ with `render_cp_ep`.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, TypedDict
 
 import click
+
+if TYPE_CHECKING:
+    from ddpfsdp.demos.base.shapes import GPTShape
+    from ddpfsdp.demos.theory.context_parallel import ContextParallelSection
+    from ddpfsdp.demos.theory.estimate import CalcDocument
+    from ddpfsdp.demos.theory.expert_parallel import ExpertParallelSection
+    from ddpfsdp.demos.theory.inputs import InputsDocument
+
+    Size = Callable[[float | None], str]
 
 CP_EP_FIELDS = ("cp", "ep", "experts", "top_k", "capacity_factor")
 DEFAULT_TOP_K = 2
@@ -30,6 +40,25 @@ CP_EP_OPTIONS = (
 )
 
 
+@dataclass(frozen=True)
+class CpEpOptions:
+    """The context- and expert-parallel options as given (None: not given), and --params as typed."""
+
+    cp: int | None
+    ep: int | None
+    experts: int | None
+    top_k: int | None  # the default filled in once --ep is given
+    capacity_factor: float | None
+    params_text: str | None  # a named size ("7B") has a block shape; a bare count has none
+
+
+class CpEpSections(TypedDict, total=False):
+    """The sections of the `ddpfsdp.calc/1` document these options add, each where asked for."""
+
+    context_parallel: ContextParallelSection
+    expert_parallel: ExpertParallelSection
+
+
 def cp_ep_options(command: Any) -> Any:
     """Add the context- and expert-parallel options to a click command (after its own, in --help)."""
     for option in reversed(CP_EP_OPTIONS):
@@ -37,7 +66,7 @@ def cp_ep_options(command: Any) -> Any:
     return command
 
 
-def take_cp_ep_options(values: dict[str, Any]) -> dict[str, Any]:
+def take_cp_ep_options(values: dict[str, Any]) -> CpEpOptions:
     """Remove these options from `values` (the command's keyword arguments), checked; return them."""
     taken = {name: values.pop(name, None) for name in CP_EP_FIELDS}
     taken["params_text"] = values.get("params")
@@ -46,7 +75,7 @@ def take_cp_ep_options(values: dict[str, Any]) -> dict[str, Any]:
         if given:
             raise click.UsageError(f"--{given.replace('_', '-')} describes a mixture of experts: add --ep N (its "
                                    "expert-parallel degree), e.g. --ep 8 --experts 64 --top-k 2")
-        return taken
+        return CpEpOptions(**taken)
     if taken["experts"] is None:
         raise click.UsageError("--ep spreads experts over ranks: add --experts E (experts per MoE layer), "
                                "e.g. --ep 8 --experts 64")
@@ -66,28 +95,28 @@ def take_cp_ep_options(values: dict[str, Any]) -> dict[str, Any]:
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--ep") from None
     taken["top_k"] = top_k
-    return taken
+    return CpEpOptions(**taken)
 
 
-def cp_ep_sections(taken: dict[str, Any], result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def cp_ep_sections(taken: CpEpOptions, result: CalcDocument) -> CpEpSections:
     """The document's `context_parallel` and `expert_parallel` sections for the options taken (either may
     be absent). A value the configuration refuses is a UsageError naming the option to change."""
-    if taken["cp"] is None and taken["ep"] is None:
+    if taken.cp is None and taken.ep is None:
         return {}
     inputs = result["inputs"]
     if inputs["accounting"] != "ddpfsdp" or inputs["offload"] != "none":
         raise click.UsageError("--cp and --ep are counted with the ddpfsdp accounting and no offload: drop "
                                "--accounting deepspeed and --offload to add them")
-    shape = _block_shape(inputs, taken["params_text"], "--cp" if taken["cp"] else "--ep")
-    sections = {}
-    if taken["cp"] is not None:
-        sections["context_parallel"] = _context_section(taken["cp"], shape, inputs)
-    if taken["ep"] is not None:
-        sections["expert_parallel"] = _expert_section(taken, shape, inputs)
+    shape = _block_shape(inputs, taken.params_text, "--cp" if taken.cp else "--ep")
+    sections: CpEpSections = {}
+    if taken.cp is not None:
+        sections["context_parallel"] = _context_section(taken.cp, shape, inputs)
+    if taken.ep is not None:
+        sections["expert_parallel"] = _expert_section(taken, taken.ep, shape, inputs)
     return sections
 
 
-def _context_section(cp: int, shape: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+def _context_section(cp: int, shape: GPTShape, inputs: InputsDocument) -> ContextParallelSection:
     from ddpfsdp.demos.theory.context_parallel import check_cp, context_parallel_figures
 
     tp = inputs.get("tp") or 1
@@ -110,14 +139,14 @@ def _context_section(cp: int, shape: Any, inputs: dict[str, Any]) -> dict[str, A
         raise click.BadParameter(str(error), param_hint="--cp") from None
 
 
-def _expert_section(taken: dict[str, Any], shape: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+def _expert_section(taken: CpEpOptions, ep: int, shape: GPTShape, inputs: InputsDocument) -> ExpertParallelSection:
     from ddpfsdp.demos.theory.expert_parallel import expert_parallel_figures
 
     try:
         return expert_parallel_figures(
-            shape, taken["ep"], taken["experts"], taken["top_k"], taken["capacity_factor"], gpus=inputs["gpus"],
+            shape, ep, taken.experts, taken.top_k, taken.capacity_factor, gpus=inputs["gpus"],
             batch_size=inputs["batch_size"], precision=inputs["precision"], optimizer=inputs["optimizer"],
-            checkpoint_activations=inputs["checkpoint_activations"], cp=taken["cp"] or 1,
+            checkpoint_activations=inputs["checkpoint_activations"], cp=taken.cp or 1,
             gpus_per_node=inputs["gpus_per_node"],
         )
     except ValueError as error:
@@ -138,7 +167,7 @@ def ring_links_to_compare() -> dict[str, tuple[float, float, float]]:
     return links
 
 
-def _block_shape(inputs: dict[str, Any], params_text: str | None, option: str) -> Any:
+def _block_shape(inputs: InputsDocument, params_text: str | None, option: str) -> GPTShape:
     """The GPT shape the sections need: the preset's, or a named size's (7B, 70B), at --seq-len if given."""
     from dataclasses import replace
 
@@ -157,7 +186,7 @@ def _block_shape(inputs: dict[str, Any], params_text: str | None, option: str) -
 # ----------------------------------------------------------------------------- rendering
 
 
-def render_cp_ep(sections: dict[str, dict[str, Any]], unit: str) -> None:
+def render_cp_ep(sections: CpEpSections, unit: str) -> None:
     """Each section's prose, and the ring's table of links."""
     from rich.console import Console
 
@@ -185,7 +214,7 @@ def render_cp_ep(sections: dict[str, dict[str, Any]], unit: str) -> None:
             console.print(f"• {line}", highlight=False)
 
 
-def context_lines(section: dict[str, Any], size: Any) -> list[str]:
+def context_lines(section: ContextParallelSection, size: Size) -> list[str]:
     """The context-parallel section's prose: memory, balance, the ring, Ulysses."""
     cp, ring, links = section["cp"], section["ring_per_layer"], section["ring_links"]
     last = section["compute_share_unbalanced"][-1]
@@ -212,7 +241,7 @@ def context_lines(section: dict[str, Any], size: Any) -> list[str]:
     ]
 
 
-def _pays_table(section: dict[str, Any]) -> Any:
+def _pays_table(section: ContextParallelSection) -> Any:
     from rich.table import Table
 
     table = Table(title=f"When the ring hides its transfer (theory, at each GPU's peak): {section['tokens_per_rank']:,} "
@@ -225,7 +254,7 @@ def _pays_table(section: dict[str, Any]) -> Any:
     return table
 
 
-def expert_lines(section: dict[str, Any], size: Any) -> list[str]:
+def expert_lines(section: ExpertParallelSection, size: Size) -> list[str]:
     """The expert-parallel section's prose: memory, capacity, the all-to-alls, FSDP beside them."""
     from ddpfsdp.demos.base.units import format_count
 

@@ -7,11 +7,20 @@ table's estimate, and prints the section with `render_pipeline`.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
 from ddpfsdp.demos.theory.pipeline import SCHEDULES
+
+if TYPE_CHECKING:
+    from ddpfsdp.demos.base.shapes import GPTShape
+    from ddpfsdp.demos.theory.estimate import CalcDocument
+    from ddpfsdp.demos.theory.inputs import InputsDocument
+    from ddpfsdp.demos.theory.pipeline import PipelineSection
+
+    Size = Callable[[float | None], str]
 
 PIPELINE_FIELDS = ("pp", "microbatches", "schedule", "stages_per_rank")
 
@@ -28,6 +37,17 @@ PIPELINE_OPTIONS = (
 )
 
 
+@dataclass(frozen=True)
+class PipelineOptions:
+    """The pipeline's options as given (None: not given), and --params as typed."""
+
+    pp: int | None
+    microbatches: int | None
+    schedule: str | None
+    stages_per_rank: int | None
+    params_text: str | None  # a named size ("70B") has a block shape; a bare count has none
+
+
 def pipeline_options(command: Any) -> Any:
     """Add the pipeline's options to a click command (after its own, in --help)."""
     for option in reversed(PIPELINE_OPTIONS):
@@ -35,22 +55,22 @@ def pipeline_options(command: Any) -> Any:
     return command
 
 
-def take_pipeline_options(values: dict[str, Any]) -> dict[str, Any]:
+def take_pipeline_options(values: dict[str, Any]) -> PipelineOptions:
     """Remove the pipeline's options from `values` (the command's keyword arguments) and return them."""
     taken = {name: values.pop(name, None) for name in PIPELINE_FIELDS}
-    taken["params_text"] = values.get("params")  # a named size ("70B") has a block shape; a bare count has none
     if taken["pp"] is None and any(taken[name] is not None for name in PIPELINE_FIELDS[1:]):
         given = next(name for name in PIPELINE_FIELDS[1:] if taken[name] is not None)
         raise click.UsageError(f"--{given.replace('_', '-')} describes a pipeline: add --pp P (its stages), "
                                "e.g. --pp 4 --microbatches 16")
-    return taken
+    return PipelineOptions(**taken, params_text=values.get("params"))
 
 
-def pipeline_section(pipeline: dict[str, Any], result: dict[str, Any]) -> dict[str, Any] | None:
+def pipeline_section(pipeline: PipelineOptions, result: CalcDocument) -> PipelineSection | None:
     """The document's `pipeline` section for the options `take_pipeline_options` took, or None without --pp.
 
     A bad value (micro-batches, stages, schedule, degrees) is a UsageError saying what to change."""
-    if pipeline["pp"] is None:
+    pp = pipeline.pp
+    if pp is None:
         return None
     from ddpfsdp.demos.theory.pipeline import check_pipeline, pipeline_figures
 
@@ -58,17 +78,16 @@ def pipeline_section(pipeline: dict[str, Any], result: dict[str, Any]) -> dict[s
     from ddpfsdp.demos.theory.pipeline import check_schedule
 
     try:
-        check_schedule(pipeline["schedule"] or "1f1b")
+        check_schedule(pipeline.schedule or "1f1b")
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--schedule") from None
     if inputs["accounting"] != "ddpfsdp" or inputs["offload"] != "none":
         raise click.UsageError("--pp is counted with the ddpfsdp accounting and no offload: drop --accounting "
                                "deepspeed and --offload to add a pipeline")
     try:
-        shape = _block_shape(inputs, pipeline["params_text"])
-        pp = pipeline["pp"]
-        microbatches = pipeline["microbatches"] if pipeline["microbatches"] is not None else 4 * max(pp, 1)
-        checked = check_pipeline(pp, microbatches, pipeline["schedule"] or "1f1b", pipeline["stages_per_rank"],
+        shape = _block_shape(inputs, pipeline.params_text)
+        microbatches = pipeline.microbatches if pipeline.microbatches is not None else 4 * max(pp, 1)
+        checked = check_pipeline(pp, microbatches, pipeline.schedule or "1f1b", pipeline.stages_per_rank,
                                  layers=shape.layers)
         return pipeline_figures(
             shape, checked, gpus=inputs["gpus"], tp=inputs.get("tp") or 1, batch_size=inputs["batch_size"],
@@ -79,7 +98,7 @@ def pipeline_section(pipeline: dict[str, Any], result: dict[str, Any]) -> dict[s
         raise click.UsageError(f"--pp: {error}") from None
 
 
-def _block_shape(inputs: dict[str, Any], params_text: str | None) -> Any:
+def _block_shape(inputs: InputsDocument, params_text: str | None) -> GPTShape:
     """The GPT shape the stages split: the preset's, or a named size's (7B, 70B), at --seq-len if given."""
     from dataclasses import replace
 
@@ -95,7 +114,7 @@ def _block_shape(inputs: dict[str, Any], params_text: str | None) -> Any:
     return replace(size, seq_len=inputs["seq_len"]) if inputs["seq_len"] else size
 
 
-def render_pipeline(section: dict[str, Any], result: dict[str, Any], unit: str) -> None:
+def render_pipeline(section: PipelineSection, result: CalcDocument, unit: str) -> None:
     """The pipeline's per-stage table, its bubble and what it sends, and the other strategies' per-GPU state."""
     from rich.console import Console
     from rich.table import Table
@@ -121,7 +140,7 @@ def render_pipeline(section: dict[str, Any], result: dict[str, Any], unit: str) 
         console.print(f"• {line}", highlight=False)
 
 
-def pipeline_lines(section: dict[str, Any], result: dict[str, Any], size: Any) -> list[str]:
+def pipeline_lines(section: PipelineSection, result: CalcDocument, size: Size) -> list[str]:
     """The pipeline's prose: the bubble, the step, activations, point to point, and the other strategies beside it."""
     pp, m, v = section["mesh"]["pp"], section["microbatches"], section["stages_per_rank"]
     fill = _fill_expression(section["schedule"], pp, v)

@@ -9,11 +9,24 @@ model: with only those, `calc` prints them without the table (`model_free`).
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 import click
 
 from ddpfsdp.demos.theory.presets import CLUSTERS
+
+if TYPE_CHECKING:
+    from ddpfsdp.demos.theory.checkpointing import CheckpointSection
+    from ddpfsdp.demos.theory.estimate import CalcDocument
+    from ddpfsdp.demos.theory.inputs import InputsDocument
+    from ddpfsdp.demos.theory.lora import LoraSection
+    from ddpfsdp.demos.theory.optimizer_8bit import Adam8bitSection
+    from ddpfsdp.demos.theory.plan3d import PlanSection
+    from ddpfsdp.demos.theory.presets import Cluster
+    from ddpfsdp.demos.theory.stragglers import StragglerSection
+    from ddpfsdp.demos.theory.topology import ScalingSection, Topology, TopologySection
+    from ddpfsdp.demos.base.shapes import GPTShape
 
 PLAN_DP_MODES = ("zero1", "ddp", "fsdp")
 LORA_BASES = ("bf16", "int8", "nf4")
@@ -71,6 +84,62 @@ def _field_names() -> tuple[str, ...]:
 
 SCALE_FIELDS = _field_names()
 
+
+@dataclass(frozen=True)
+class ScaleOptions:
+    """The at-scale options as given (None: not given), one field per option of `SCALE_OPTIONS`."""
+
+    straggler_p: float | None
+    straggler_delay: str | None
+    step_time: str | None
+    checkpoint_bw: str | None
+    storage_bw: str | None
+    gpu_mtbf_hours: float | None
+    checkpoint_every: str | None
+    restart_time: str | None
+    topology: bool | None
+    cluster: str | None
+    intra_bw: str | None
+    inter_bw: str | None
+    oversubscription: float | None
+    rack_nodes: int | None
+    scaled_to: int | None
+    throughput_gain: float | None
+    plan: bool | None
+    global_batch: int | None
+    mfu: float | None
+    plan_dp: str | None
+    adam_8bit: bool | None
+    lora_rank: int | None
+    lora_base: str | None
+    lora_targets: str | None
+
+
+class ScaleSections(TypedDict, total=False):
+    """The sections of the `ddpfsdp.calc/1` document these options add, each where asked for."""
+
+    stragglers: StragglerSection
+    checkpoint: CheckpointSection
+    topology: TopologySection
+    scaling: ScalingSection
+    plan: PlanSection
+    adam_8bit: Adam8bitSection
+    lora: LoraSection
+
+
+class ModelFreeInputs(TypedDict):
+    gpus: int
+
+
+class ModelFreeDocument(TypedDict):
+    """The `ddpfsdp.calc/1` document of stragglers and scaling alone, given no model."""
+
+    schema: str
+    theory: bool
+    inputs: ModelFreeInputs
+    stragglers: NotRequired[StragglerSection]
+    scaling: NotRequired[ScalingSection]
+
 MODEL_FREE = {"stragglers", "scaling"}
 """Sections computed without a model: calc prints them alone when no --params or --model is given."""
 
@@ -82,7 +151,7 @@ def scale_options(command: Any) -> Any:
     return command
 
 
-def take_scale_options(values: dict[str, Any]) -> dict[str, Any]:
+def take_scale_options(values: dict[str, Any]) -> ScaleOptions:
     """Remove the at-scale options from `values` (the command's keyword arguments) and return them,
     refusing a partner option given without the option that starts its section."""
     taken = {name: values.pop(name, None) for name in SCALE_FIELDS}
@@ -104,25 +173,25 @@ def take_scale_options(values: dict[str, Any]) -> dict[str, Any]:
                                "or --storage-bw (aggregate, e.g. 500GB/s)")
     if taken["scaled_to"] is not None and taken["throughput_gain"] is None:
         raise click.UsageError("--scaled-to needs --throughput-gain (throughput after / before, e.g. 1.1 for +10%)")
-    return taken
+    return ScaleOptions(**taken)
 
 
-def wanted(scale: dict[str, Any]) -> set[str]:
+def wanted(scale: ScaleOptions) -> set[str]:
     """The sections these options ask for."""
+    links = (scale.intra_bw, scale.inter_bw, scale.oversubscription, scale.rack_nodes)
     asked = {
-        "stragglers": scale["straggler_p"] is not None,
-        "checkpoint": scale["checkpoint_bw"] is not None or scale["storage_bw"] is not None,
-        "topology": bool(scale["topology"]) or any(scale[name] is not None for name in
-                                                   ("intra_bw", "inter_bw", "oversubscription", "rack_nodes")),
-        "scaling": scale["scaled_to"] is not None,
-        "plan": bool(scale["plan"]),
-        "adam_8bit": bool(scale["adam_8bit"]),
-        "lora": scale["lora_rank"] is not None,
+        "stragglers": scale.straggler_p is not None,
+        "checkpoint": scale.checkpoint_bw is not None or scale.storage_bw is not None,
+        "topology": bool(scale.topology) or any(link is not None for link in links),
+        "scaling": scale.scaled_to is not None,
+        "plan": bool(scale.plan),
+        "adam_8bit": bool(scale.adam_8bit),
+        "lora": scale.lora_rank is not None,
     }
     return {name for name, on in asked.items() if on}
 
 
-def model_free(scale: dict[str, Any]) -> bool:
+def model_free(scale: ScaleOptions) -> bool:
     """Only sections that need no model were asked for (and at least one was)."""
     sections = wanted(scale)
     return bool(sections) and sections <= MODEL_FREE
@@ -135,34 +204,34 @@ def _read(reader: Any, text: Any, option: str) -> Any:
         raise click.BadParameter(str(error), param_hint=option) from None
 
 
-def model_free_document(scale: dict[str, Any], gpus: int) -> dict[str, Any]:
+def model_free_document(scale: ScaleOptions, gpus: int) -> ModelFreeDocument:
     """The `ddpfsdp.calc/1` document of stragglers and scaling alone: no model, no table."""
     from ddpfsdp.demos.theory.estimate import SCHEMA
 
     return {"schema": SCHEMA, "theory": True, "inputs": {"gpus": gpus}, **_model_free_sections(scale, gpus)}
 
 
-def _model_free_sections(scale: dict[str, Any], gpus: int) -> dict[str, Any]:
+def _model_free_sections(scale: ScaleOptions, gpus: int) -> ScaleSections:
     from ddpfsdp.demos.theory.bandwidth import parse_duration_s
 
-    sections: dict[str, Any] = {}
-    if scale["straggler_p"] is not None:
+    sections: ScaleSections = {}
+    if scale.straggler_p is not None:
         from ddpfsdp.demos.theory.stragglers import straggler_figures
 
-        delay = None if scale["straggler_delay"] is None else _read(parse_duration_s, scale["straggler_delay"],
-                                                                     "--straggler-delay")
-        step = None if scale["step_time"] is None else _read(parse_duration_s, scale["step_time"], "--step-time")
+        delay = None if scale.straggler_delay is None else _read(parse_duration_s, scale.straggler_delay,
+                                                                  "--straggler-delay")
+        step = None if scale.step_time is None else _read(parse_duration_s, scale.step_time, "--step-time")
         sections["stragglers"] = _read(lambda p: straggler_figures(ranks=gpus, p=p, delay_s=delay, step_s=step),
-                                       scale["straggler_p"], "--stragglers")
-    if scale["scaled_to"] is not None:
+                                       scale.straggler_p, "--stragglers")
+    if scale.scaled_to is not None:
         from ddpfsdp.demos.theory.topology import scaling
 
-        sections["scaling"] = _read(lambda after: scaling(gpus, after, scale["throughput_gain"]), scale["scaled_to"],
+        sections["scaling"] = _read(lambda after: scaling(gpus, after, scale.throughput_gain), scale.scaled_to,
                                     "--scaled-to")
     return sections
 
 
-def scale_sections(scale: dict[str, Any], result: dict[str, Any], params_text: str | None) -> dict[str, Any]:
+def scale_sections(scale: ScaleOptions, result: CalcDocument, params_text: str | None) -> ScaleSections:
     """The sections asked for, beside the table's estimate `result` (its inputs give the model and GPUs);
     `params_text` is --params as typed, whose name (70B, 175B) gives the plan and LoRA a shape."""
     inputs = result["inputs"]
@@ -173,90 +242,73 @@ def scale_sections(scale: dict[str, Any], result: dict[str, Any], params_text: s
     if "topology" in asked or "plan" in asked:
         topo = _topology(scale, inputs)
         if "topology" in asked:
-            sections["topology"] = _topology_section(topo, inputs)
+            from ddpfsdp.demos.theory.topology import topology_section
+
+            sections["topology"] = topology_section(topo, inputs["params"], inputs["precision"], inputs["units"])
         if "plan" in asked:
             sections["plan"] = _plan(scale, inputs, topo, _shape(inputs, params_text, "--plan"))
     if "adam_8bit" in asked:
-        from ddpfsdp.demos.theory.optimizer_8bit import model_state_8bit
+        from ddpfsdp.demos.theory.optimizer_8bit import adam_8bit_section
 
-        sections["adam_8bit"] = {"theory": True, "strategies": {
-            name: model_state_8bit(inputs["params"], inputs["gpus"], name, inputs["precision"], inputs["group_size"])
-            for name in result["strategies"] if name != "2d"}}
+        sections["adam_8bit"] = adam_8bit_section(inputs["params"], inputs["gpus"], result["strategies"],
+                                                  inputs["precision"], inputs["group_size"])
     if "lora" in asked:
         from ddpfsdp.demos.theory.lora import lora_memory
 
         shape = _shape(inputs, params_text, "--lora-rank")
         sections["lora"] = _read(lambda rank: lora_memory(shape, rank=rank, gpus=inputs["gpus"],
-                                                          base=(scale["lora_base"] or "nf4").lower(),
-                                                          targets=(scale["lora_targets"] or "all").lower()),
-                                 scale["lora_rank"], "--lora-rank")
+                                                          base=(scale.lora_base or "nf4").lower(),
+                                                          targets=(scale.lora_targets or "all").lower()),
+                                 scale.lora_rank, "--lora-rank")
     return sections
 
 
-def _checkpoint(scale: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
+def _checkpoint(scale: ScaleOptions, inputs: InputsDocument) -> CheckpointSection:
     from ddpfsdp.demos.theory.bandwidth import parse_duration_s, parse_rate
     from ddpfsdp.demos.theory.checkpointing import GPU_MTBF_HOURS, checkpoint_figures
 
-    rate = lambda name: None if scale[name] is None else _read(parse_rate, scale[name], f"--{name.replace('_', '-')}")  # noqa: E731
-    interval = None if scale["checkpoint_every"] is None else _read(parse_duration_s, scale["checkpoint_every"],
-                                                                    "--checkpoint-every")
-    restart = 0.0 if scale["restart_time"] is None else _read(parse_duration_s, scale["restart_time"], "--restart-time")
-    mtbf = GPU_MTBF_HOURS if scale["gpu_mtbf_hours"] is None else scale["gpu_mtbf_hours"]
+    rate = lambda text, option: None if text is None else _read(parse_rate, text, option)  # noqa: E731
+    interval = None if scale.checkpoint_every is None else _read(parse_duration_s, scale.checkpoint_every,
+                                                                 "--checkpoint-every")
+    restart = 0.0 if scale.restart_time is None else _read(parse_duration_s, scale.restart_time, "--restart-time")
+    mtbf = GPU_MTBF_HOURS if scale.gpu_mtbf_hours is None else scale.gpu_mtbf_hours
     return _read(lambda hours: checkpoint_figures(
         params=inputs["params"], gpus=inputs["gpus"], precision=inputs["precision"], optimizer=inputs["optimizer"],
-        rank_bytes_per_s=rate("checkpoint_bw"), storage_bytes_per_s=rate("storage_bw"), gpu_mtbf_hours=hours,
+        rank_bytes_per_s=rate(scale.checkpoint_bw, "--checkpoint-bw"),
+        storage_bytes_per_s=rate(scale.storage_bw, "--storage-bw"), gpu_mtbf_hours=hours,
         interval_s=interval, restart_s=restart), mtbf, "--gpu-mtbf-hours")
 
 
-def _topology(scale: dict[str, Any], inputs: dict[str, Any]) -> Any:
+def _topology(scale: ScaleOptions, inputs: InputsDocument) -> Topology:
     from ddpfsdp.demos.theory.bandwidth import parse_rate
     from ddpfsdp.demos.theory.topology import check_topology
 
     cluster = _cluster(scale)
-    intra = cluster.intra.bytes_per_s if scale["intra_bw"] is None else _read(parse_rate, scale["intra_bw"], "--intra-bw")
-    inter = cluster.inter.bytes_per_s if scale["inter_bw"] is None else _read(parse_rate, scale["inter_bw"], "--inter-bw")
+    intra = cluster.intra.bytes_per_s if scale.intra_bw is None else _read(parse_rate, scale.intra_bw, "--intra-bw")
+    inter = cluster.inter.bytes_per_s if scale.inter_bw is None else _read(parse_rate, scale.inter_bw, "--inter-bw")
     try:
         return check_topology(gpus=inputs["gpus"], gpus_per_node=inputs["gpus_per_node"], intra_bytes_per_s=intra,
-                              inter_bytes_per_s=inter, oversubscription=scale["oversubscription"] or 1,
-                              rack_nodes=scale["rack_nodes"] or 1, intra_latency_s=cluster.intra.latency_s,
+                              inter_bytes_per_s=inter, oversubscription=scale.oversubscription or 1,
+                              rack_nodes=scale.rack_nodes or 1, intra_latency_s=cluster.intra.latency_s,
                               inter_latency_s=cluster.inter.latency_s)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--gpus / --gpus-per-node / the links") from None
 
 
-def _cluster(scale: dict[str, Any]) -> Any:
+def _cluster(scale: ScaleOptions) -> Cluster:
     from ddpfsdp.demos.theory.presets import find
 
-    name = (scale["cluster"] or DEFAULT_CLUSTER).replace("-", " ")
+    name = (scale.cluster or DEFAULT_CLUSTER).replace("-", " ")
     return _read(lambda text: find(CLUSTERS, text, "cluster"), name, "--cluster")
 
 
-def _topology_section(topo: Any, inputs: dict[str, Any]) -> dict[str, Any]:
-    from ddpfsdp.demos.theory.implementations import implementation
-    from ddpfsdp.demos.theory.topology import flat_ring_all_reduce, hierarchical_all_reduce, hsdp_by_link
-
-    gradient_bytes = inputs["params"] * implementation("ddp", inputs["precision"]).reduce_bytes
-    section = {
-        "theory": True,
-        "links": topo.document(),
-        "all_reduce_bytes": gradient_bytes,
-        "flat_ring": flat_ring_all_reduce(gradient_bytes, topo),
-        "hierarchical": hierarchical_all_reduce(gradient_bytes, topo),
-        "hsdp": None,
-    }
-    if topo.nodes > 1:
-        section["hsdp"] = hsdp_by_link(inputs["params"], topo, inputs["precision"], topo.gpus_per_node,
-                                       max(1, inputs["units"]))
-    return section
-
-
-def _shape(inputs: dict[str, Any], params_text: str | None, option: str) -> Any:
+def _shape(inputs: InputsDocument, params_text: str | None, option: str) -> GPTShape:
     from ddpfsdp.demos.theory.plan3d import plan_shape
 
     return _read(plan_shape, inputs["model"] or params_text, option)
 
 
-def _plan(scale: dict[str, Any], inputs: dict[str, Any], topo: Any, shape: Any) -> dict[str, Any]:
+def _plan(scale: ScaleOptions, inputs: InputsDocument, topo: Topology, shape: GPTShape) -> PlanSection:
     from dataclasses import replace
 
     from ddpfsdp.demos.theory import plan3d
@@ -267,10 +319,10 @@ def _plan(scale: dict[str, Any], inputs: dict[str, Any], topo: Any, shape: Any) 
     try:
         job = plan3d.check_job(
             shape=shape, topo=topo, gpu_mem_bytes=inputs["gpu_mem_bytes"] or cluster.gpu.memory_bytes,
-            peak_flops_per_s=cluster.gpu.bf16_flops_per_s, mfu=scale["mfu"] or plan3d.DEFAULT_MFU,
+            peak_flops_per_s=cluster.gpu.bf16_flops_per_s, mfu=scale.mfu or plan3d.DEFAULT_MFU,
             precision=inputs["precision"], optimizer=inputs["optimizer"],
-            global_batch=scale["global_batch"] or plan3d.DEFAULT_GLOBAL_BATCH, micro_batch=inputs["batch_size"],
-            dp_mode=(scale["plan_dp"] or "zero1").lower())
+            global_batch=scale.global_batch or plan3d.DEFAULT_GLOBAL_BATCH, micro_batch=inputs["batch_size"],
+            dp_mode=(scale.plan_dp or "zero1").lower())
         section = plan3d.plan(job)
     except ValueError as error:
         raise click.UsageError(f"--plan: {error}") from None

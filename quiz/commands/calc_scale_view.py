@@ -3,23 +3,48 @@ every figure from the section's own fields, so the table and `--json` cannot dis
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ddpfsdp.demos.base.units import format_bytes, format_count
 from ddpfsdp.demos.theory.bandwidth import format_duration, format_rate
 
+if TYPE_CHECKING:
+    from ddpfsdp.demos.theory.checkpointing import CheckpointSection
+    from ddpfsdp.demos.theory.estimate import CalcDocument
+    from ddpfsdp.demos.theory.inputs import InputsDocument
+    from ddpfsdp.demos.theory.lora import LoraSection
+    from ddpfsdp.demos.theory.optimizer_8bit import Adam8bitSection
+    from ddpfsdp.demos.theory.plan3d import Candidate, PlanSection
+    from ddpfsdp.demos.theory.stragglers import StragglerSection
+    from ddpfsdp.demos.theory.topology import ScalingSection, TopologySection
+    from ddpfsdp.quiz.commands.calc_scale import ModelFreeDocument
+
+    Size = Callable[[float], str]
+
 LINK_TEXT = {"intra": "inside a node", "inter": "between nodes"}
 
 
-def render_scale(result: dict[str, Any], unit: str) -> None:
+def render_scale(result: CalcDocument | ModelFreeDocument, unit: str) -> None:
     """Print every at-scale section the document holds, in a fixed order."""
     from rich.console import Console
 
     console = Console()
-    for name, render in (("stragglers", _stragglers), ("checkpoint", _checkpoint), ("topology", _topology),
-                         ("scaling", _scaling), ("plan", _plan), ("adam_8bit", _adam_8bit), ("lora", _lora)):
-        if result.get(name) is not None:
-            render(console, result[name], result.get("inputs", {}), lambda n: format_bytes(n, unit))
+    size = lambda n: format_bytes(n, unit)  # noqa: E731
+    if "stragglers" in result:
+        _stragglers(console, result["stragglers"])
+    model = result if "strategies" in result else None  # the sections only a model gives
+    if model is not None and "checkpoint" in model:
+        _checkpoint(console, model["checkpoint"], model["inputs"], size)
+    if model is not None and "topology" in model:
+        _topology(console, model["topology"], size)
+    if "scaling" in result:
+        _scaling(console, result["scaling"])
+    if model is not None and "plan" in model:
+        _plan(console, model["plan"], size)
+    if model is not None and "adam_8bit" in model:
+        _adam_8bit(console, model["adam_8bit"], size)
+    if model is not None and "lora" in model:
+        _lora(console, model["lora"], model["inputs"], size)
 
 
 def _bullets(console: Any, title: str, lines: list[str]) -> None:
@@ -32,7 +57,7 @@ def _pct(share: float) -> str:
     return f"{share:.3%}" if 0.9999 < share < 1 or 0 < share < 0.001 else f"{share:.1%}"
 
 
-def _stragglers(console: Any, s: dict[str, Any], inputs: dict[str, Any], size: Any) -> None:
+def _stragglers(console: Any, s: StragglerSection) -> None:
     n, p = s["ranks"], s["p_rank"]
     lines = [f"P(slow step) = 1 - (1 - {p:g})^{n:,} = {_pct(s['p_slow_step'])}: {s['slow_steps_per_1000']:,.5g} of "
              "every 1,000 steps wait for a straggler, since a step ends only when its slowest rank joins the "
@@ -47,7 +72,7 @@ def _stragglers(console: Any, s: dict[str, Any], inputs: dict[str, Any], size: A
     _bullets(console, f"Stragglers (theory): {n:,} ranks, each slow in {_pct(p)} of its steps", lines)
 
 
-def _checkpoint(console: Any, c: dict[str, Any], inputs: dict[str, Any], size: Any) -> None:
+def _checkpoint(console: Any, c: CheckpointSection, inputs: InputsDocument, size: Size) -> None:
     from ddpfsdp.demos.theory.checkpointing import MTBF_SOURCE
 
     gpus = inputs["gpus"]
@@ -82,7 +107,7 @@ def _checkpoint(console: Any, c: dict[str, Any], inputs: dict[str, Any], size: A
     _bullets(console, f"Checkpoints (theory): {inputs['precision']} with {inputs['optimizer']}", lines)
 
 
-def _topology(console: Any, t: dict[str, Any], inputs: dict[str, Any], size: Any) -> None:
+def _topology(console: Any, t: TopologySection, size: Size) -> None:
     from rich.table import Table
 
     links = t["links"]
@@ -113,7 +138,7 @@ def _topology(console: Any, t: dict[str, Any], inputs: dict[str, Any], size: Any
                   "all-reduces each 1/g gradient shard between nodes.", highlight=False)
 
 
-def _scaling(console: Any, s: dict[str, Any], inputs: dict[str, Any], size: Any) -> None:
+def _scaling(console: Any, s: ScalingSection) -> None:
     factor, ratio = s["gpu_ratio"], s["throughput_ratio"]
     strong = (f"Strong scaling (the same global batch): compute per GPU falls to 1/{factor:g}; a {ratio:g}x throughput "
               f"means what did not shrink (exposed communication, input, the optimizer) was "
@@ -128,7 +153,7 @@ def _scaling(console: Any, s: dict[str, Any], inputs: dict[str, Any], size: Any)
                       f"efficiency {_pct(s['efficiency'])}", lines)
 
 
-def _plan(console: Any, p: dict[str, Any], inputs: dict[str, Any], size: Any) -> None:
+def _plan(console: Any, p: PlanSection, size: Size) -> None:
     from rich.table import Table
 
     job = p["job"]
@@ -155,7 +180,7 @@ def _plan(console: Any, p: dict[str, Any], inputs: dict[str, Any], size: Any) ->
                       f"{p['invalid'][0]['dp']}: {p['invalid'][0]['reason']}", highlight=False)
 
 
-def candidate_line(row: dict[str, Any], size: Any) -> str:
+def candidate_line(row: Candidate, size: Size) -> str:
     """One candidate's traffic by link and the step's terms, in words."""
     parts = []
     comm = row["comm"]
@@ -174,7 +199,7 @@ def candidate_line(row: dict[str, Any], size: Any) -> str:
             + f". Compute {compute} + bubble {format_duration(terms['bubble_s'])}.")
 
 
-def _adam_8bit(console: Any, a: dict[str, Any], inputs: dict[str, Any], size: Any) -> None:
+def _adam_8bit(console: Any, a: Adam8bitSection, size: Size) -> None:
     from rich.table import Table
 
     from ddpfsdp.demos.theory.optimizer_8bit import state_bytes_per_param
@@ -189,7 +214,7 @@ def _adam_8bit(console: Any, a: dict[str, Any], inputs: dict[str, Any], size: An
     console.print(table)
 
 
-def _lora(console: Any, lora: dict[str, Any], inputs: dict[str, Any], size: Any) -> None:
+def _lora(console: Any, lora: LoraSection, inputs: InputsDocument, size: Size) -> None:
     base = "NF4 with double quantization" if lora["base"] == "nf4" and lora["double_quant"] else lora["base"]
     gpus = inputs["gpus"]
     lines = [

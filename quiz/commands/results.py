@@ -26,7 +26,7 @@ def check_table(checks: Sequence[Check]):
     return table
 
 
-def save_result(demo: registry.Demo, asked: Any, result: DemoResult | dict[str, Any], console) -> None:
+def save_result(demo: registry.Demo, asked: Any, result: DemoResult, console) -> None:
     """Save the result under what the demo was asked (its RunSpec, its options, or its words)."""
     try:
         from ddpfsdp.quiz.store import Store

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markdown import Markdown
@@ -23,6 +23,9 @@ from ddpfsdp.quiz.interview.scenario import Scenario, Step
 from ddpfsdp.quiz.plain import open_store
 from ddpfsdp.quiz.plain_input import Quit, Skip, read
 from ddpfsdp.quiz.store import Store, utc_now
+
+if TYPE_CHECKING:
+    from ddpfsdp.demos.result.schema import DemoResult
 
 
 def _ask(console: Console, step: Step) -> Grade:
@@ -117,7 +120,7 @@ def _debrief(console: Console, scenario: Scenario, grades: dict[str, Grade], run
             console.print(render.comparison_table(scenario, grades, result))
 
 
-def _simulate(console: Console, runner, sim: debrief.Simulation) -> dict[str, Any] | None:
+def _simulate(console: Console, runner, sim: debrief.Simulation) -> DemoResult | None:
     console.print(f"Running {sim.command} … (Ctrl+C stops it)")
     run = runner(sim.demo, list(sim.args))
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import random
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from ddpfsdp.demos.theory import plan3d
 from ddpfsdp.quiz.interview import steps
@@ -26,8 +26,35 @@ LOSERS = ("memory", "tp-across-nodes", "bubble", "recompute", "dp", "tp", "pp")
 CLEAR_MARGIN = 0.05
 """A loser offered as a choice fails to fit, or is at least 5% slower than the first: no near tie to split hairs."""
 
+if TYPE_CHECKING:
+    from ddpfsdp.demos.theory.plan3d import Candidate, Degrees, Loser, PlanSection
 
-def job_args(setup: Setup) -> dict[str, Any]:
+
+class JobArgs(TypedDict):
+    """The planner's job as `plan3d.job_from_args` takes it: the steps' `args`, saved with each step."""
+
+    layers: int
+    d_model: int
+    heads: int
+    vocab: int
+    seq_len: int
+    gpus: int
+    gpus_per_node: int
+    gpu_mem: int
+    peak_flops_per_s: float
+    intra_bytes_per_s: float
+    inter_bytes_per_s: float
+    intra_latency_s: float
+    inter_latency_s: float
+    global_batch: int
+    micro_batch: int
+    precision: str
+    optimizer: str
+    mfu: float
+    dp_mode: str
+
+
+def job_args(setup: Setup) -> JobArgs:
     """The planner's job for this scenario, as `plan3d.q_plan_degrees` and `q_plan_memory_bytes` take it."""
     return {"layers": setup.layers, "d_model": setup.d_model, "heads": setup.d_model // HEAD_DIM, "vocab": setup.vocab,
             "seq_len": setup.seq_len, "gpus": setup.gpus, "gpus_per_node": setup.gpus_per_node,
@@ -39,7 +66,7 @@ def job_args(setup: Setup) -> dict[str, Any]:
 
 
 @functools.cache
-def the_plan(setup: Setup) -> dict[str, Any]:
+def the_plan(setup: Setup) -> PlanSection:
     """The planner's answer for this setup (computed once: the steps and the draw all read it)."""
     return plan3d.plan(plan3d.job_from_args(**job_args(setup)), top=1)
 
@@ -53,22 +80,22 @@ def has_plan(setup: Setup) -> bool:
         return False
 
 
-def _text(row: dict[str, Any]) -> str:
+def _text(row: Degrees) -> str:
     return plan3d.degrees_text(row["tp"], row["pp"], row["dp"])
 
 
-def _options(plan: dict[str, Any], order_seed: str = "") -> tuple[Option, ...]:
+def _options(plan: PlanSection, order_seed: str = "") -> tuple[Option, ...]:
     """The first candidate and up to three that lose clearly, each for a different reason."""
     best = plan["candidates"][0]
     clear = [other for other in plan["others"]
              if not other["fits"] or other["step_s"] >= best["step_s"] * (1 + CLEAR_MARGIN)]
-    losers = []
+    losers: list[Loser] = []
     for kind in LOSERS:
         row = next((other for other in clear if other["loses_by"] == kind), None)
         if row is not None and len(losers) < 3:
             losers.append(row)
     # In an order drawn from the job, so where the first lands tells nothing.
-    rows = [best, *losers]
+    rows: list[Candidate | Loser] = [best, *losers]
     random.Random(f"plan-options:{order_seed}").shuffle(rows)
     return tuple(
         Option(_text(row), _text(row),

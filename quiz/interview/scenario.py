@@ -12,7 +12,7 @@ from typing import Any, NotRequired, TypedDict
 from ddpfsdp.demos.theory import plan3d, planning, steptime
 from ddpfsdp.demos.theory.quiz_answers import QUIZ_FUNCTIONS
 from ddpfsdp.demos.theory.presets import Cluster, ModelPreset
-from ddpfsdp.quiz.drill import OPTIMIZER_TEXT, PRECISION_TEXT
+from ddpfsdp.quiz.drill import OPTIMIZER_TEXT, PRECISION_TEXT, CalcCall
 
 SCHEMA = "ddpfsdp.interview/1"
 
@@ -93,6 +93,36 @@ class TimeArgs(CommArgs):
     mfu: float
 
 
+class SetupDocument(TypedDict):
+    """A Setup as `ddpfsdp interview --json` prints it: its fields, and what follows from them."""
+
+    model: str
+    params: int
+    layers: int
+    d_model: int
+    vocab: int
+    cluster: str
+    gpu: str
+    gpu_mem_bytes: int
+    peak_flops_per_s: float
+    gpus_per_node: int
+    nodes: int
+    intra: str
+    intra_bytes_per_s: float
+    intra_latency_s: float
+    inter: str
+    inter_bytes_per_s: float
+    inter_latency_s: float
+    seq_len: int
+    micro_batch: int
+    precision: str
+    optimizer: str
+    mfu: float
+    gpus: int
+    units: int
+    global_batch_tokens: int
+
+
 @dataclass(frozen=True)
 class Setup:
     """The job an interviewer sets up: a model, a cluster, a batch, a precision and an optimizer."""
@@ -166,7 +196,7 @@ class Setup:
         return TimeArgs(**self.comm_args(strategy, group_size), tokens=self.global_batch_tokens,
                         peak_flops_per_s=self.peak_flops_per_s, mfu=self.mfu)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> SetupDocument:
         return {**asdict(self), "gpus": self.gpus, "units": self.units, "global_batch_tokens": self.global_batch_tokens}
 
     def summary(self) -> str:
@@ -197,6 +227,36 @@ class Option:
     value: Any  # what the analytic model's function returns when this option is right
     reason: str
     detail: str = ""  # what the option stands for where its text is short, e.g. the implementation graded
+
+
+class OptionDocument(TypedDict):
+    text: str
+    value: Any
+    reason: str
+    detail: NotRequired[str]
+
+
+class StepDocument(TypedDict):
+    """A Step as `ddpfsdp interview --json` prints it; `calc` where a function computes the answer."""
+
+    id: str
+    kind: str
+    skill: str
+    topic: str
+    title: str
+    prompt: str
+    unit: str | None  # the answer's base unit (None: self-graded)
+    asked_in: str
+    answer: float | None
+    answer_text: str
+    tolerance: float
+    tolerance_kind: str
+    tolerance_floor: NotRequired[float]  # "%" only
+    working: str
+    calc: NotRequired[CalcCall]
+    options: NotRequired[list[OptionDocument]]
+    talking_points: NotRequired[list[str]]
+    change: NotRequired[str]
 
 
 @dataclass(frozen=True)
@@ -248,8 +308,8 @@ class Step:
             return "by you"
         return f"within {self.tolerance:.0%}"
 
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+    def to_dict(self) -> StepDocument:
+        data: StepDocument = {
             "id": self.id, "kind": self.kind, "skill": self.skill, "topic": self.topic, "title": self.title,
             "prompt": self.prompt, "unit": BASE_UNITS[self.unit], "asked_in": self.unit, "answer": self.answer,
             "answer_text": self.answer_text, "tolerance": self.tolerance, "tolerance_kind": TOLERANCE_KINDS[self.unit],
@@ -280,6 +340,19 @@ TOLERANCE_KINDS = {"GB": "relative", "GiB": "relative", "s": "relative", "%": "r
                    "choice": "exact", "explain": "self"}
 
 
+class ScenarioDocument(TypedDict):
+    """A Scenario as `ddpfsdp interview --json` prints it (`schema` ddpfsdp.interview/1)."""
+
+    schema: str
+    id: str
+    seed: int
+    family: str
+    title: str
+    setup: SetupDocument
+    plan: str
+    steps: list[StepDocument]
+
+
 @dataclass(frozen=True)
 class Scenario:
     seed: int
@@ -293,7 +366,7 @@ class Scenario:
     def id(self) -> str:
         return f"{self.family}-{self.seed}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ScenarioDocument:
         return {
             "schema": SCHEMA, "id": self.id, "seed": self.seed, "family": self.family, "title": self.title,
             "setup": self.setup.to_dict(), "plan": self.plan, "steps": [step.to_dict() for step in self.steps],

@@ -174,7 +174,7 @@ class FeedbackScreen(Screen):
         parts.append("? help")
         return Text(" · ".join(parts), style="dim")
 
-    def _update_predict_measure(self, result: dict[str, Any] | None = None) -> None:
+    def _update_predict_measure(self, result: ev.Result | None = None) -> None:
         q = self.question
         grade = self.grade
         table = Table(title="Predict, then measure", title_justify="left", show_edge=False, expand=False, pad_edge=False)
