@@ -19,7 +19,7 @@ import re
 import socket
 import tempfile
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -67,7 +67,7 @@ def export_document(store: Store, now: datetime | None = None) -> ExportDocument
     """Everything the store holds, as the export's JSON document."""
     return {
         "schema": SCHEMA,
-        "exported_at": (now or utc_now()).astimezone(timezone.utc).isoformat(),
+        "exported_at": (now or utc_now()).astimezone(UTC).isoformat(),
         "hostname": socket.gethostname(),
         "attempts": [
             {**{k: row[k] for k in ATTEMPT_FIELDS if k not in ("answer", "correct")},
@@ -206,7 +206,7 @@ def _utc_text(value: str, where: str) -> str:
         raise PortableError(f"{where}: {value!r} is not an ISO 8601 time") from None
     if moment.tzinfo is None:
         raise PortableError(f"{where}: {value!r} has no timezone; write it in UTC, e.g. 2025-01-06T09:00:00+00:00")
-    return moment.astimezone(timezone.utc).isoformat()
+    return moment.astimezone(UTC).isoformat()
 
 
 def store_rows(document: Mapping[str, Any], path: Path | str = "the export") -> StoreRows:
@@ -244,7 +244,7 @@ def import_file(store: Store, path: Path) -> Merged:
 
 
 def backup_path(folder: Path, now: datetime) -> Path:
-    stamp = now.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
     path, counter = folder / f"progress-backup-{stamp}.json", 1
     while path.exists():
         path, counter = folder / f"progress-backup-{stamp}-{counter}.json", counter + 1

@@ -3,7 +3,7 @@ with units, the working shown on a miss, every answer saved and counted in progr
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 
 from ddpfsdp.quiz import drill as drills
 from ddpfsdp.quiz import scheduler
@@ -13,7 +13,7 @@ from ddpfsdp.quiz.screens.drill import DrillScreen
 from ddpfsdp.quiz.screens.home import HomeScreen
 from ddpfsdp.quiz.store import Store
 
-T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 SIZE = (100, 40)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 import pytest
@@ -20,7 +20,7 @@ from ddpfsdp.quiz.interview import answers, debrief, followups, generate
 from ddpfsdp.quiz.interview.scenario import FUNCTIONS, STEP_KINDS, Setup
 from ddpfsdp.quiz.store import Store
 
-T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 OPENING = ["model-state", "fit-strategy", "wire-bytes", "compute-time", "comm-time", "exposed-share", "activations",
            "checkpoint"]
 STORED_SIMULATION = Path(__file__).parent / "data" / "interview_sim_13b_world8.json"

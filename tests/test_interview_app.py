@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 import pytest
@@ -28,7 +28,7 @@ from ddpfsdp.quiz.screens.home import HomeScreen
 from ddpfsdp.quiz.screens.interview import InterviewScreen
 from ddpfsdp.quiz.store import Store
 
-T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 SIZE = (100, 40)
 STORED = json.loads((Path(__file__).parent / "data" / "interview_sim_13b_world8.json").read_text())
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 
 import pytest
 from rich.console import Console
@@ -12,7 +12,7 @@ from ddpfsdp.quiz.interview import generate
 from ddpfsdp.quiz.interview.plain import run_interview_plain
 from ddpfsdp.quiz.store import Store
 
-T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 
 
 def _words(text: str) -> list[str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 
 import pytest
 from conftest import run_cli
@@ -16,7 +16,7 @@ from ddpfsdp.quiz.levels import LevelError, LevelRange, parse_levels
 from ddpfsdp.quiz.loader import load_bank
 from ddpfsdp.quiz.store import Store
 
-T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 
 
 @pytest.mark.parametrize("text, expected", [("3", (3, 3)), ("2-3", (2, 3)), (" 1..4 ", (1, 4)), ("2–4", (2, 4))])

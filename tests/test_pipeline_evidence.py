@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from pathlib import Path
 
 import pytest
@@ -99,7 +99,7 @@ async def test_a_pipeline_question_shows_its_saved_run(tmp_path):
     assert "1f1b, the recorded step" in shown and "rank 0" in shown and "rank 1" in shown
 
 
-T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 
 import pytest
 from conftest import run_cli
@@ -17,7 +17,7 @@ from ddpfsdp.quiz.loader import load_bank
 from ddpfsdp.quiz.recovery import damaged_files, read_damaged
 from ddpfsdp.quiz.store import FILENAME, Store
 
-T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 
 
 def _answer(store, bank, qid: str, right: bool, at: datetime) -> None:

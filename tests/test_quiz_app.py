@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import textwrap
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 
 import pytest
 from conftest import widget_text
@@ -22,7 +22,7 @@ from ddpfsdp.quiz.screens.message import NoticeScreen, ProblemScreen
 from ddpfsdp.quiz.screens.question import QuestionScreen
 from ddpfsdp.quiz.store import Store
 
-T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 SIZE = (100, 40)
 
 

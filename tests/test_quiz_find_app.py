@@ -3,7 +3,7 @@ and the app acts on them."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 
 from textual.widgets import Markdown
 
@@ -20,7 +20,7 @@ from ddpfsdp.quiz.screens.question import QuestionScreen
 from ddpfsdp.quiz.screens.search import SearchScreen
 from ddpfsdp.quiz.store import Store
 
-T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 SIZE = (100, 30)
 
 

@@ -3,7 +3,7 @@ a number; the home menu works by keys and by mouse; an input's placeholder fits 
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 
 import pytest
 from rich.cells import cell_len
@@ -18,7 +18,7 @@ from ddpfsdp.quiz.widgets.fitting import ellipsize
 from ddpfsdp.quiz.widgets.menu_rows import ActionRow, Menu, TopicRow
 from ddpfsdp.quiz.widgets.room import Room
 
-T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(

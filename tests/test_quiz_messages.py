@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 
 from textual.widget import Widget
 
@@ -16,7 +16,7 @@ from ddpfsdp.quiz.screens.feedback import FeedbackScreen
 from ddpfsdp.quiz.screens.home import HomeScreen
 from ddpfsdp.quiz.store import Store, StoreError
 
-T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 SIZE = (100, 40)
 BUSY = "the progress file is busy (database is locked); try again in a moment"
 

@@ -10,7 +10,7 @@ Update them only after looking at the report: pytest tests/test_quiz_snapshots.p
 from __future__ import annotations
 
 import io
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 
 import pytest
 from rich.console import Console
@@ -23,7 +23,7 @@ from ddpfsdp.quiz.grading import grade_multi, grade_order, grade_single
 from ddpfsdp.quiz.loader import load_bank
 from ddpfsdp.quiz.store import Store
 
-T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 SIZES = pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
 KINDS = {
     "single": "ddp-grad-sync",

@@ -4,7 +4,7 @@ the three things to study next; and `ddpfsdp progress --json`'s `readiness`."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 
 import pytest
 from click.testing import CliRunner
@@ -14,7 +14,7 @@ from ddpfsdp.quiz.grading import Grade, grade_single
 from ddpfsdp.quiz.loader import load_bank
 from ddpfsdp.quiz.store import Store
 
-T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -114,7 +114,7 @@ def test_progress_json_carries_readiness(quiz_bank, monkeypatch):
     monkeypatch.setattr(loader, "default_bank_dir", lambda: bank_dir)
     monkeypatch.setattr(loader, "default_answers_dir", lambda: answers_dir)
     with Store.open() as store:
-        _step(store, "model-state", "ddp", "memory", True, datetime.now(timezone.utc))
+        _step(store, "model-state", "ddp", "memory", True, datetime.now(UTC))
     result = CliRunner().invoke(cli, ["progress", "--json"])
     assert result.exit_code == 0, result.output
     ready = json.loads(result.output)["readiness"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import random
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 
 import pytest
 from click.testing import CliRunner
@@ -16,7 +16,7 @@ from ddpfsdp.quiz.grading import grade_explain, grade_multi, grade_order, grade_
 from ddpfsdp.quiz.loader import load_bank
 from ddpfsdp.quiz.store import Store
 
-T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -173,7 +173,7 @@ def test_progress_command_json(quiz_bank, monkeypatch):
     bank = load_bank()
     with Store.open() as store:
         single = bank.questions["ddp-grad-sync"]
-        scheduler.record_answer(store, single, grade_single(single, single.answer), time_s=10, now=datetime.now(timezone.utc))
+        scheduler.record_answer(store, single, grade_single(single, single.answer), time_s=10, now=datetime.now(UTC))
     result = CliRunner().invoke(cli, ["progress", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 
 import pytest
 from conftest import run_cli
@@ -11,7 +11,7 @@ from ddpfsdp.quiz.bank_cache import load_bank_cached
 from ddpfsdp.quiz.search import SearchError, SearchIndex, index_for, plain_text, words
 from ddpfsdp.quiz.store import Store
 
-T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")

@@ -7,13 +7,13 @@ import json
 import sqlite3
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 
 import pytest
 
 from ddpfsdp.quiz.store import FILENAME, Store, canonical_args, fingerprint
 
-T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 
 
 def _attempt(store, qid="q-one", correct=True, at=T0, **extra):
