@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
-
-import tomllib
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 # setuptools 77.0.0 added PEP 639 license expressions (`license = "MIT"`): its changelog, "Added initial
