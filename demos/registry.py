@@ -17,6 +17,9 @@ Optional hooks, each "module:function" in a module importable without torch:
                                                      does so before it places the run, since placing
                                                      imports torch)
   render(result: dict, console) -> None              prints the result for a person (rich)
+  preload(asked: dict) -> tuple[str, ...]             the modules its ranks import before the agent forks
+                                                     them (default: the agent's PRELOAD, torch._dynamo
+                                                     included, which every optimizer step imports)
 
 A demo that starts its own ranks rather than the worker's (the failure lab, whose ranks are meant to
 fail; `ddpfsdp demo fault` is its own command) names instead:
@@ -74,6 +77,7 @@ class Demo:
     render: str | None = None
     min_world_size: int = DATA_PARALLEL_MIN_RANKS  # fewer are refused before launch, with commands that give enough
     runner: str | None = None  # set: the demo starts its own ranks (see above), not the worker's
+    preload: str | None = None  # "module:function": what its ranks import before they are forked (see above)
 
     def __post_init__(self) -> None:
         if not self.options:
@@ -322,6 +326,15 @@ DEMOS: dict[str, Demo] = {
             validate="ddpfsdp.demos.train.pipeline_options:validate",
             render="ddpfsdp.demos.measure.pipeline_report:render",
             checks=PIPELINE_CHECKS,
+        ),
+        Demo(
+            "kata",
+            "your own code for a kata, run on real ranks and judged against torch's (`ddpfsdp kata` is its command)",
+            "ddpfsdp.demos.katas.rank:run",
+            "kata",
+            checks=LoadedChecks("ddpfsdp.demos.katas.catalog:ALL_CHECKS"),
+            options="ddpfsdp.demos.katas.rank:OPTIONS",
+            preload="ddpfsdp.demos.katas.catalog:preload",
         ),
         Demo(
             "fault",
