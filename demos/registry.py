@@ -334,6 +334,7 @@ DEMOS: dict[str, Demo] = {
             "kata",
             checks=LoadedChecks("ddpfsdp.demos.katas.catalog:ALL_CHECKS"),
             options="ddpfsdp.demos.katas.rank:OPTIONS",
+            render="ddpfsdp.demos.katas.render:render",
             preload="ddpfsdp.demos.katas.catalog:preload",
         ),
         Demo(

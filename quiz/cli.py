@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "calc": "ddpfsdp.quiz.commands.calc:calc",
     "drill": "ddpfsdp.quiz.commands.drill:drill",
     "interview": "ddpfsdp.quiz.commands.interview:interview",
+    "kata": "ddpfsdp.quiz.commands.kata:kata",
 }
 
 
@@ -60,6 +61,7 @@ def cli() -> None:
       ddpfsdp calc --params 7B --gpus 8    per-GPU memory and traffic for every strategy
       ddpfsdp drill                        napkin-math sizing problems, graded by the model
       ddpfsdp interview                    a design scenario, step by step, with a debrief
+      ddpfsdp kata list                    write a ring all-reduce, an FSDP unit...: checked on real ranks
       ddpfsdp progress                     mastery by topic, weakest first
       ddpfsdp doctor                       what this machine can run
     """

@@ -278,7 +278,8 @@ KATAS_LIST: list[Kata] = [
             "The seed must be the same on every rank, or the shards overlap and miss samples.",
         ),
         checks={"equals_distributed_sampler": "the indices equal torch's DistributedSampler's for every generated case"},
-        forbidden_names=("DistributedSampler",), uses_comm=False, questions=("sampler-padding", "sampler-set-epoch",
+        forbidden_names=("DistributedSampler",), uses_comm=False, preload=("torch.utils.data.distributed",),
+        questions=("sampler-padding", "sampler-set-epoch",
                                                                               "sampler-partition", "sampler-drop-last"),
     ),
     Kata(
@@ -441,9 +442,10 @@ KATAS_LIST: list[Kata] = [
         "one_f_one_b", "one_f_one_b(stage, num_stages, num_microbatches) -> list[str]   e.g. ['F0', 'F1', 'B0', ...]",
         "ddpfsdp.demos.katas.pipeline_order:ONE_F_ONE_B",
         hints=(
-            "Warm-up: stage s runs num_stages - 1 - s forwards first (F0, F1, ...); the last stage none.",
-            "Steady state: alternate one forward and one backward until every forward is issued (F, B, F, B, ...).",
-            "Cool-down: the backwards left, in micro-batch order.",
+            "Warm-up: stage s runs min(m, num_stages - s) forwards first (F0, F1, ...): the first stage fills the "
+            "pipeline, the last stage runs one.",
+            "Then alternate one backward and one forward (B0, F.., B1, F..) until every forward has run.",
+            "Finish with the backwards left, in micro-batch order.",
         ),
         talking_points=(
             "Stage s holds at most num_stages - s micro-batches' activations, not all m as GPipe does: that is 1F1B's "
@@ -460,6 +462,7 @@ KATAS_LIST: list[Kata] = [
                                            "yet backward",
         },
         forbidden_names=("Schedule1F1B", "_get_pipeline_order"), uses_comm=False,
+        preload=("torch.distributed.pipelining.schedules",),
         questions=("pipe-1f1b-order", "pipe-1f1b-vs-gpipe", "pipe-in-flight-stage"),
     ),
     Kata(
@@ -470,12 +473,12 @@ KATAS_LIST: list[Kata] = [
         "'optimizer_bytes'}",
         "ddpfsdp.demos.katas.memory:MEMORY",
         hints=(
-            "Bytes per parameter: fp32 and bf16-mixed hold 4 for parameters and 4 for gradients; bf16-master 2 and 2; "
-            "bf16 2 and 2. Each optimizer state tensor is 4 bytes per parameter (bf16: 2), and bf16-master adds a "
-            "4-byte fp32 master copy.",
-            "AdamW keeps 2 state tensors, SGD with momentum 1, plain SGD 0.",
-            "ZeRO-1 splits the optimizer state N ways, ZeRO-2 also the gradients, ZeRO-3 also the parameters: each "
-            "split part is ceil(params / N) parameters' worth.",
+            "Bytes per parameter: fp32 and bf16-mixed hold 4 for parameters and 4 for gradients, bf16-master 2 and 2. "
+            "Each optimizer state tensor is 4 bytes per parameter: AdamW keeps 2, SGD with momentum 1, plain SGD 0.",
+            "The optimizer's own fp32 master copy adds 4 bytes per parameter under bf16-master, and for ZeRO-1 and "
+            "ZeRO-2 always: DeepSpeed's optimizer steps a copy of its partition even when the parameters are fp32.",
+            "ZeRO-1 splits the optimizer state over the GPUs, ZeRO-2 also the gradients, ZeRO-3 also the parameters: "
+            "each split part is ceil(params / gpus) parameters' worth.",
         ),
         talking_points=(
             "Mixed-precision Adam holds 16 bytes per parameter (2 + 2 + 12) before sharding: 7.5B parameters are 120 GB.",

@@ -73,3 +73,72 @@ def first_mismatch(got: Any, expected: Any, rtol: float = 1e-6, atol: float = 1e
 def flat_measured(measured: list[list[tuple[int, dict[str, Any]]]]) -> list[tuple[int, int, dict[str, Any]]]:
     """(rank, case index, numbers) over every rank, in rank then case order."""
     return [(rank, index, numbers) for rank, runs in enumerate(measured) for index, numbers in runs]
+
+
+class PureJudge(Judge):
+    """A kata whose learner function is pure (no comm): each case is a call with keyword arguments, compared
+    with what torch (or the analytic model) returns for the same arguments. Subclasses give the cases,
+    `answer` (the oracle) and `compare` (None when equal, else a mismatch)."""
+
+    check_name = ""
+    oracle = ""
+
+    def answer(self, params: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def compare(self, got: Any, expected: Any) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def arguments(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The learner function's keyword arguments of a case (the case's params less bookkeeping)."""
+        return {key: value for key, value in params.items() if not key.startswith("_")}
+
+    def prepare(self, case: Case, rank: int, world_size: int, device: Any) -> dict[str, Any]:
+        return {"case": case, "expected": self.answer(case.params), "got": None}
+
+    def forbid(self) -> Any:
+        """A context in which the oracle itself refuses to run (the answer the learner must not call)."""
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def call(self, prepared: dict[str, Any], learner: Any, comm: Any) -> None:
+        with self.forbid():
+            prepared["got"] = learner(**self.arguments(prepared["case"].params))
+
+    def measure(self, prepared: dict[str, Any], ledger: Any) -> dict[str, Any]:
+        return {"mismatch": self.compare(prepared["got"], prepared["expected"]), "got": _jsonable(prepared["got"])}
+
+    def checks(self, cases: list[Case], measured: list, world_size: int) -> list[Check]:
+        from ddpfsdp.demos.katas import claims
+
+        runs = flat_measured(measured)
+        mismatches = [(None, cases[i].label, m["mismatch"]) for _, i, m in runs if m["mismatch"] is not None]
+        return [claims.equals_oracle(self.check_name, self.oracle, mismatches, len(runs))]
+
+
+def _jsonable(value: Any) -> Any:
+    import json
+
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)[:200]
+    return value
+
+
+def compare_lists(got: Any, expected: list, what: str = "position") -> dict[str, Any] | None:
+    """Where a returned list first differs from the expected one (a length or a type counts)."""
+    if hasattr(got, "tolist"):
+        got = got.tolist()
+    if not isinstance(got, (list, tuple)):
+        return {"index": None, "got": f"a {type(got).__name__}", "expected": f"a list of {len(expected)}",
+                "why": "not a list"}
+    got = list(got)
+    for index, (mine, theirs) in enumerate(zip(got, expected)):
+        if mine != theirs:
+            return {"index": [index], "got": mine, "expected": theirs, "why": f"{what} {index} differs"}
+    if len(got) != len(expected):
+        return {"index": None, "got": f"{len(got)} items", "expected": f"{len(expected)}",
+                "why": "the lengths differ"}
+    return None

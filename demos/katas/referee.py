@@ -19,6 +19,7 @@ from ddpfsdp.demos.katas.board import describe_wait
 from ddpfsdp.demos.result.checks import Check
 
 FAILED = ("raised", "forbidden", "deadline")
+LEARNER_STATES = ("importing", "running", "waiting")  # the learner's code is running: the deadline applies
 
 
 def collect(board: Any, world_size: int, deadline_s: float, limit_s: float, grace_s: float = 0.5,
@@ -34,7 +35,8 @@ def collect(board: Any, world_size: int, deadline_s: float, limit_s: float, grac
         if first_failure is None and any(o.get("status") in FAILED for o in outcomes.values()):
             first_failure = now
         states = {rank: state for rank, state in board.states().items() if rank not in outcomes}
-        overdue = [rank for rank, state in states.items() if time.time() - state.get("since", time.time()) > deadline_s + 1.0]
+        overdue = [rank for rank, state in states.items() if state.get("what") in LEARNER_STATES
+                   and time.time() - state.get("since", time.time()) > deadline_s + 1.0]
         if (first_failure is not None and now - first_failure >= grace_s) or overdue or now - started > limit_s:
             outcomes = board.outcomes()  # a last look: an outcome may have landed meanwhile
             return outcomes, {rank: state for rank, state in board.states().items() if rank not in outcomes}

@@ -268,7 +268,7 @@ def fewer_steps_than_ring(receives: list[tuple[int, str, int, list[list[int]]]],
     trade = (f"measured {steps} steps and {received / numel:.2f} x the buffer per rank ({case}, rank {rank}); a ring "
              f"takes {ring_steps} steps and {ring_elements / numel:.2f} x")
     if passed and received > ring_elements:
-        crossover = (ring_steps - steps) / ((received - ring_elements) * ELEMENT_BYTES / numel)
+        crossover = (ring_steps - steps) / ((received - ring_elements) / numel)
         trade += (f": with alpha seconds per step and beta per byte, doubling is faster for buffers below "
                   f"{crossover:.3g} x alpha/beta bytes")
     elif passed:
