@@ -142,3 +142,41 @@ def compare_lists(got: Any, expected: list, what: str = "position") -> dict[str,
         return {"index": None, "got": f"{len(got)} items", "expected": f"{len(expected)}",
                 "why": "the lengths differ"}
     return None
+
+
+def held_tensor_bytes(obj: Any, exclude: tuple[Any, ...] = (), depth: int = 6) -> int:
+    """Bytes of tensor storage an object holds, through its attributes, containers and an optimizer's state:
+    each storage once, those of `exclude` (tensors) not at all, a storage resized to nothing as 0, and no
+    tensor's .grad."""
+    import torch
+
+    skip = {t.untyped_storage().data_ptr() for t in exclude if isinstance(t, torch.Tensor)}
+    seen_objects: set[int] = set()
+    storages: dict[int, int] = {}
+
+    def visit(value: Any, level: int) -> None:
+        if level > depth or id(value) in seen_objects:
+            return
+        seen_objects.add(id(value))
+        if isinstance(value, torch.Tensor):
+            storage = value.untyped_storage()
+            if storage.data_ptr() not in skip and storage.nbytes():
+                storages[storage.data_ptr()] = storage.nbytes()
+            return  # not its .grad: gradients are not what the object keeps between steps
+        if isinstance(value, dict):
+            for key, item in value.items():
+                visit(key, level + 1)
+                visit(item, level + 1)
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            for item in value:
+                visit(item, level + 1)
+        elif hasattr(value, "__dict__") and not isinstance(value, type) and not callable(value) \
+                and type(value).__module__.split(".")[0] not in ("ddpfsdp", "builtins"):
+            for item in vars(value).values():
+                visit(item, level + 1)
+        elif isinstance(value, torch.nn.Module) or isinstance(value, torch.optim.Optimizer):
+            for item in vars(value).values():
+                visit(item, level + 1)
+
+    visit(obj, 0)
+    return sum(storages.values())
