@@ -47,7 +47,7 @@ def test_every_reference_solution_passes_every_check(kata_ranks, world_size):
 
 
 def test_every_kata_has_two_planted_wrong_solutions():
-    per_kata = {name: 0 for name in KATAS}
+    per_kata = dict.fromkeys(KATAS, 0)
     for kata, check, _, _ in planted(PLANTED):
         assert check in KATAS[kata].all_checks, (kata, check)
         per_kata[kata] += 1

@@ -285,7 +285,7 @@ def _check_once(entry: Kata, path: Path, store: Any, *, procs: int | None, gpus:
     except LaunchError as error:
         raise click.UsageError(str(error)) from None
     started = time.perf_counter()
-    status.print(f"[bold]{entry.name}[/] on {run.placement.describe()}: {path}")
+    status.print(f"[bold]{entry.name}[/]: {_shown(path)} on {run.placement.describe()}")
     try:
         for _ in run.events():
             pass
@@ -302,6 +302,14 @@ def _check_once(entry: Kata, path: Path, store: Any, *, procs: int | None, gpus:
             lines += ["", error["traceback"]]
         raise click.ClickException("\n".join(lines))
     return _show(entry, result, store, status, as_json, reference, time.perf_counter() - started)
+
+
+def _shown(path: Path) -> str:
+    """The file as the learner named it: relative to where they are when it is below, else in full."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def _show(entry: Kata, result: dict, store: Any, status: Any, as_json: bool, reference: bool, elapsed_s: float) -> bool:
@@ -347,7 +355,7 @@ def _refused_before_launch(entry: Kata, path: Path, reading: Any, store: Any, st
         click.echo(json.dumps({"schema": "ddpfsdp.demo/1", "demo": "kata", "config": {"kata": entry.name, "file": str(path)},
                                "checks": [c.to_dict() for c in checks], "launched": False}, indent=2))
         return False
-    status.print(f"[bold]{entry.name}[/]: {path} (nothing was launched)")
+    status.print(f"[bold]{entry.name}[/]: {_shown(path)} (nothing was launched)")
     status.print(check_table(checks))
     status.print(f"[red]✘ the file uses what {entry.name} asks you to write or forbids[/]")
     return False
