@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
-from ddpfsdp.demos.result.schema import RENAMED, Env, upgraded
+from ddpfsdp.demos.result.schema import RENAMED, Env, JsonObject, upgraded
 from ddpfsdp.quiz.paths import data_dir
 
 log = logging.getLogger(__name__)
@@ -115,7 +115,7 @@ class KataEvent:
     kata: str
     event: str  # one of KATA_EVENTS
     passed: bool | None  # a check's verdict; None for the other events
-    detail: dict[str, Any]
+    detail: JsonObject
     at: datetime
 
 

@@ -12,6 +12,7 @@ import torch
 
 from ddpfsdp.demos.katas.judge import Case, Judge, first_mismatch, flat_measured
 from ddpfsdp.demos.result.checks import Check
+from ddpfsdp.demos.result.schema import JsonObject
 
 IN, HIDDEN, OUT = 5, 4, 3
 
@@ -31,7 +32,7 @@ class Prepared:
     case: Case
     micro_batches: list[tuple[torch.Tensor, torch.Tensor]]
     expected: dict[str, torch.Tensor]
-    got: dict[str, Any] | None = None
+    got: dict[str, torch.Tensor | None] | None = None  # each parameter's .grad after the learner's code
     losses: int = 0
 
 
@@ -62,7 +63,7 @@ class Accumulation(Judge):
         learner(comm, model, [(x.clone(), y.clone()) for x, y in prepared.micro_batches], loss_fn)
         prepared.got = {name: None if p.grad is None else p.grad.detach().clone() for name, p in model.named_parameters()}
 
-    def measure(self, prepared: Prepared, ledger: Any) -> dict[str, Any]:
+    def measure(self, prepared: Prepared, ledger: Any) -> JsonObject:
         mismatch = None
         for name, expected in prepared.expected.items():
             got = (prepared.got or {}).get(name)

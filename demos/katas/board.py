@@ -15,7 +15,47 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, TypedDict
+
+from ddpfsdp.demos.result.schema import JsonObject
+
+
+class Wait(TypedDict, total=False):
+    """What a rank waits on: a message from or to a peer, or a collective; where in the learner's code."""
+
+    rank: int
+    op: str  # "recv", "send", or a collective's name ("all_reduce")
+    peer: int | None
+    step: int  # messages this rank has received in the case so far
+    call: int  # which call of a collective (0: its first in the case)
+    case: int
+    case_label: str
+    direct: bool  # called through torch.distributed, not comm
+
+
+class State(TypedDict, total=False):
+    """A rank's latest word on the board: what it is doing, and since when (time.time())."""
+
+    what: str  # "importing", "preparing", "running" or "waiting" (the learner's code is running in all but one)
+    since: float
+    case: int
+    case_label: str
+    wait: Wait
+
+
+class Outcome(TypedDict, total=False):
+    """How a rank's run of the learner's code ended, posted once."""
+
+    status: str  # "finished", "raised", "forbidden" or "deadline"
+    elapsed_s: float
+    output: str  # what the learner's code printed on this rank
+    measured: list[list[Any]]  # finished: [case index, the judge's numbers] per case it ran
+    pending: list[Wait]  # finished: requests never waited on
+    error: JsonObject  # raised: type, message, traceback, where, case
+    op: str  # forbidden: the operation refused
+    message: str  # forbidden: the refusal
+    where: str  # forbidden: the line in the learner's file
+    wait: Wait  # deadline: what it waited on
 
 PREFIX = "ddpfsdp-kata"
 
@@ -26,7 +66,7 @@ class Board:
         self._prefix = f"{PREFIX}/{run_key}"
         self.rank = rank
         self.world_size = world_size
-        self.last_wait: dict[str, Any] | None = None
+        self.last_wait: Wait | None = None
 
     @classmethod
     def of_default_group(cls, run_key: str) -> Board:
@@ -37,10 +77,10 @@ class Board:
     def _key(self, name: str) -> str:
         return f"{self._prefix}/{name}"
 
-    def _set(self, name: str, value: dict[str, Any]) -> None:
+    def _set(self, name: str, value: Any) -> None:
         self._store.set(self._key(name), json.dumps(value))
 
-    def _read(self, name: str) -> dict[str, Any] | None:
+    def _read(self, name: str) -> Any:
         key = self._key(name)
         if not self._store.check([key]):
             return None
@@ -54,16 +94,16 @@ class Board:
     def running(self, case: int, case_label: str = "") -> None:
         self.state("running", case=case, case_label=case_label)
 
-    def waiting(self, wait: dict[str, Any]) -> None:
+    def waiting(self, wait: Wait) -> None:
         self.last_wait = wait
         self.state("waiting", wait=wait)
 
-    def post_outcome(self, outcome: dict[str, Any]) -> None:
+    def post_outcome(self, outcome: Outcome) -> None:
         self._set(f"outcome/{self.rank}", outcome)
 
     # --- rank 0 reads --------------------------------------------------------------------------------
 
-    def outcomes(self) -> dict[int, dict[str, Any]]:
+    def outcomes(self) -> dict[int, Outcome]:
         found = {}
         for rank in range(self.world_size):
             outcome = self._read(f"outcome/{rank}")
@@ -71,7 +111,7 @@ class Board:
                 found[rank] = outcome
         return found
 
-    def states(self) -> dict[int, dict[str, Any]]:
+    def states(self) -> dict[int, State]:
         found = {}
         for rank in range(self.world_size):
             state = self._read(f"state/{rank}")
@@ -94,7 +134,7 @@ class Board:
         return self._store.get(key) == b"clean"
 
 
-def describe_wait(wait: dict[str, Any], with_case: bool = True) -> str:
+def describe_wait(wait: Wait, with_case: bool = True) -> str:
     """A wait as a reviewer says it: "rank 0 waits to receive from 1 in step 0"."""
     who = f"rank {wait.get('rank')}"
     op, peer, step = wait.get("op"), wait.get("peer"), wait.get("step")

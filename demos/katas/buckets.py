@@ -10,7 +10,8 @@ import random
 import sys
 from typing import Any
 
-from ddpfsdp.demos.katas.judge import Case, PureJudge
+from ddpfsdp.demos.result.schema import JsonObject
+from ddpfsdp.demos.katas.judge import Mismatch, Case, PureJudge
 
 GENERATED_CASES = 48
 MIB = 1 << 20
@@ -42,7 +43,7 @@ class Buckets(PureJudge):
                  f"limits_bytes=[{', '.join(shown)}]" + (f", ready_order={order}" if order is not None else ""))
         return Case(label, {"sizes_bytes": sizes, "dtypes": dtypes, "limits_bytes": limits, "ready_order": order})
 
-    def answer(self, params: dict[str, Any]) -> list[list[int]]:
+    def answer(self, params: JsonObject) -> list[list[int]]:
         import torch
         import torch.distributed as dist
 
@@ -56,7 +57,7 @@ class Buckets(PureJudge):
                                                                  [], order)
         return [list(bucket) for bucket in buckets]
 
-    def compare(self, got: Any, expected: list[list[int]]) -> dict[str, Any] | None:
+    def compare(self, got: Any, expected: list[list[int]]) -> Mismatch | None:
         try:
             mine = [list(bucket) for bucket in got]
         except TypeError:

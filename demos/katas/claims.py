@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ddpfsdp.demos.katas.judge import Mismatch
 from ddpfsdp.demos.result.checks import Check
 
 
@@ -17,7 +18,7 @@ def _value(value: Any) -> str:
     return str(value)
 
 
-def describe_mismatch(rank: int | None, case: str, mismatch: dict[str, Any], oracle: str, what: str = "") -> str:
+def describe_mismatch(rank: int | None, case: str, mismatch: Mismatch, oracle: str, what: str = "") -> str:
     """"rank 2, 13 elements: element [7] is 3, dist.all_reduce gives 5 (4 of 13 differ)"."""
     who = f"rank {rank}, " if rank is not None else ""
     where = f"{what} " if what else ""
@@ -31,7 +32,7 @@ def describe_mismatch(rank: int | None, case: str, mismatch: dict[str, Any], ora
             f"{_value(mismatch.get('expected'))}{of}")
 
 
-def equals_oracle(name: str, oracle: str, mismatches: list[tuple[int | None, str, dict[str, Any]]], compared: int,
+def equals_oracle(name: str, oracle: str, mismatches: list[tuple[int | None, str, Mismatch]], compared: int,
                   what: str = "") -> Check:
     """Passed when no comparison found a difference; the detail names the first: rank, case, index, the two values."""
     if not compared:

@@ -38,8 +38,9 @@ import torch
 import torch.distributed as dist
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ddpfsdp.demos.katas.board import describe_wait
+from ddpfsdp.demos.katas.board import Wait, describe_wait
 from ddpfsdp.demos.katas.catalog import P2P, Kata
+from ddpfsdp.demos.result.schema import JsonObject
 
 # The process group's ops, as the dispatch mode sees them, by the name the learner calls them.
 C10D_OPS = {
@@ -71,7 +72,7 @@ class KataForbidden(BaseException):  # noqa: N818 - a refusal, raised through th
 class KataDeadline(BaseException):  # noqa: N818 - not the learner's error: the run's deadline passed
     """A wait passed the deadline: `wait` says on what."""
 
-    def __init__(self, wait: dict[str, Any]) -> None:
+    def __init__(self, wait: Wait) -> None:
         super().__init__(describe_wait(wait))
         self.wait = wait
 
@@ -128,7 +129,7 @@ class Ledger:
                 total += tensor.untyped_storage().nbytes()
         return total
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JsonObject:
         """The ledger as numbers (JSON), for rank 0's checks."""
         return {
             "sends": [[m.peer, m.elements, m.bytes] for m in self.sends],
@@ -341,7 +342,7 @@ class Comm:
         if work is not None:
             self._request(work, op, None, call).wait()
 
-    def wait_info(self, request: Request) -> dict[str, Any]:
+    def wait_info(self, request: Request) -> Wait:
         return {"rank": self.rank, "op": request.op, "peer": request.peer, "step": self.ledger.receives_done,
                 "call": request._call, "case": self.case, "case_label": self.case_label}
 
@@ -364,7 +365,7 @@ class Comm:
         if request.op == "recv":
             self.ledger.receives_done += 1
 
-    def pending(self) -> list[dict[str, Any]]:
+    def pending(self) -> list[Wait]:
         """Requests the code started and never waited on (nor saw complete), as waits."""
         left = []
         for request in self.all_requests:

@@ -9,15 +9,26 @@ from __future__ import annotations
 import gc
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 import torch.distributed as dist
 
 from ddpfsdp.demos.katas.judge import Case, Judge, first_mismatch, flat_measured, held_tensor_bytes
 from ddpfsdp.demos.result.checks import Check
+from ddpfsdp.demos.result.schema import JsonObject
 
 ELEMENT_BYTES = 4
+
+
+class UnitRun(TypedDict, total=False):
+    """What the learner's unit did in one case."""
+
+    shard: Any  # unit.shard after construction
+    held_after_init: int  # bytes of tensors the unit holds then
+    y: Any  # forward's output
+    alive_after_forward: int  # gathered bytes still alive once forward returned
+    grad_shard: Any  # unit.grad_shard after backward
 
 
 @dataclass
@@ -30,7 +41,7 @@ class Prepared:
     expected_y: torch.Tensor
     expected_shard: torch.Tensor
     expected_grad_shard: torch.Tensor
-    got: dict[str, Any] | None = None
+    got: UnitRun | None = None
 
 
 def alive_bytes(ledger: Any) -> int:
@@ -71,7 +82,7 @@ class FSDPUnit(Judge):
                         flat_grad[rank * shard:(rank + 1) * shard])
 
     def call(self, prepared: Prepared, learner: Any, comm: Any) -> None:
-        got: dict[str, Any] = {}
+        got = UnitRun()
         prepared.got = got
         comm.mark("init")
         unit = learner(comm, prepared.weight.clone(), prepared.bias.clone())
@@ -86,7 +97,7 @@ class FSDPUnit(Judge):
             unit.backward(prepared.x.clone(), prepared.grad_y.clone())
         got["grad_shard"] = getattr(unit, "grad_shard", None)
 
-    def measure(self, prepared: Prepared, ledger: Any) -> dict[str, Any]:
+    def measure(self, prepared: Prepared, ledger: Any) -> JsonObject:
         got = prepared.got or {}
         checks = {"shard": (got.get("shard"), prepared.expected_shard), "y": (got.get("y"), prepared.expected_y),
                   "grad_shard": (got.get("grad_shard"), prepared.expected_grad_shard)}

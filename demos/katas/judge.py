@@ -17,15 +17,33 @@ A pure kata (no comm) runs each case on one rank: case i on rank i % N.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from ddpfsdp.demos.result.checks import Check
+from ddpfsdp.demos.result.schema import JsonObject
+
+
+class Mismatch(TypedDict, total=False):
+    """Where the learner's answer first differs from torch's, with both values."""
+
+    index: list[int] | None  # None: the whole answer differs (its shape, its length, its type)
+    got: Any
+    expected: Any
+    count: int  # how many elements differ
+    numel: int
+    why: str
+    param: str  # which parameter's gradient (grad-accumulation)
+    step: int  # after which optimizer step (zero1-adamw)
+    name: str  # which tensor (megatron-mlp)
+
+
+Measured = list[list[tuple[int, JsonObject]]]  # per rank, (case index, the judge's numbers) for each case it ran
 
 
 @dataclass(frozen=True)
 class Case:
     label: str  # a reviewer's name for it: "13 elements", "p=4, m=8"
-    params: dict[str, Any]
+    params: JsonObject  # JSON: every rank builds the same cases
 
 
 class Judge:
@@ -40,14 +58,14 @@ class Judge:
     def call(self, prepared: Any, learner: Any, comm: Any) -> Any:
         raise NotImplementedError
 
-    def measure(self, prepared: Any, ledger: Any) -> dict[str, Any]:
+    def measure(self, prepared: Any, ledger: Any) -> JsonObject:
         raise NotImplementedError
 
-    def checks(self, cases: list[Case], measured: list[list[tuple[int, dict[str, Any]]]], world_size: int) -> list[Check]:
+    def checks(self, cases: list[Case], measured: Measured, world_size: int) -> list[Check]:
         raise NotImplementedError
 
 
-def first_mismatch(got: Any, expected: Any, rtol: float = 1e-6, atol: float = 1e-6) -> dict[str, Any] | None:
+def first_mismatch(got: Any, expected: Any, rtol: float = 1e-6, atol: float = 1e-6) -> Mismatch | None:
     """Where `got` first differs from `expected` beyond atol + rtol·|expected| (a shape or dtype that differs
     counts as a mismatch too), with both values; None when they agree."""
     import torch
@@ -70,9 +88,17 @@ def first_mismatch(got: Any, expected: Any, rtol: float = 1e-6, atol: float = 1e
             "why": "values differ"}
 
 
-def flat_measured(measured: list[list[tuple[int, dict[str, Any]]]]) -> list[tuple[int, int, dict[str, Any]]]:
+def flat_measured(measured: Measured) -> list[tuple[int, int, JsonObject]]:
     """(rank, case index, numbers) over every rank, in rank then case order."""
     return [(rank, index, numbers) for rank, runs in enumerate(measured) for index, numbers in runs]
+
+
+class PureCall(TypedDict):
+    """One call of a pure kata's function: its case, torch's answer, and the learner's."""
+
+    case: Case
+    expected: Any
+    got: Any
 
 
 class PureJudge(Judge):
@@ -83,17 +109,17 @@ class PureJudge(Judge):
     check_name = ""
     oracle = ""
 
-    def answer(self, params: dict[str, Any]) -> Any:
+    def answer(self, params: JsonObject) -> Any:
         raise NotImplementedError
 
-    def compare(self, got: Any, expected: Any) -> dict[str, Any] | None:
+    def compare(self, got: Any, expected: Any) -> Mismatch | None:
         raise NotImplementedError
 
-    def arguments(self, params: dict[str, Any]) -> dict[str, Any]:
+    def arguments(self, params: JsonObject) -> JsonObject:
         """The learner function's keyword arguments of a case (the case's params less bookkeeping)."""
         return {key: value for key, value in params.items() if not key.startswith("_")}
 
-    def prepare(self, case: Case, rank: int, world_size: int, device: Any) -> dict[str, Any]:
+    def prepare(self, case: Case, rank: int, world_size: int, device: Any) -> PureCall:
         return {"case": case, "expected": self.answer(case.params), "got": None}
 
     def forbid(self) -> Any:
@@ -102,11 +128,11 @@ class PureJudge(Judge):
 
         return contextlib.nullcontext()
 
-    def call(self, prepared: dict[str, Any], learner: Any, comm: Any) -> None:
+    def call(self, prepared: PureCall, learner: Any, comm: Any) -> None:
         with self.forbid():
             prepared["got"] = learner(**self.arguments(prepared["case"].params))
 
-    def measure(self, prepared: dict[str, Any], ledger: Any) -> dict[str, Any]:
+    def measure(self, prepared: PureCall, ledger: Any) -> JsonObject:
         return {"mismatch": self.compare(prepared["got"], prepared["expected"]), "got": _jsonable(prepared["got"])}
 
     def checks(self, cases: list[Case], measured: list, world_size: int) -> list[Check]:
@@ -127,7 +153,7 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def compare_lists(got: Any, expected: list, what: str = "position") -> dict[str, Any] | None:
+def compare_lists(got: Any, expected: list, what: str = "position") -> Mismatch | None:
     """Where a returned list first differs from the expected one (a length or a type counts)."""
     if hasattr(got, "tolist"):
         got = got.tolist()

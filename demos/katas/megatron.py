@@ -12,6 +12,7 @@ import torch
 
 from ddpfsdp.demos.katas.judge import Case, Judge, first_mismatch, flat_measured
 from ddpfsdp.demos.result.checks import Check
+from ddpfsdp.demos.result.schema import JsonObject
 
 NAMES = ("y", "x.grad", "w1.grad", "b1.grad", "w2.grad", "b2.grad")
 
@@ -23,7 +24,7 @@ class Prepared:
     upstream: torch.Tensor  # the gradient flowing into y
     shards: dict[str, torch.Tensor]
     expected: dict[str, torch.Tensor]
-    got: dict[str, Any] | None = None
+    got: dict[str, torch.Tensor | None] | None = None  # by NAMES: the output and each gradient
 
 
 class Megatron(Judge):
@@ -51,7 +52,7 @@ class Megatron(Judge):
     def call(self, prepared: Prepared, learner: Any, comm: Any) -> None:
         x = prepared.x.clone().requires_grad_()
         shards = {name: t.clone().contiguous().requires_grad_() for name, t in prepared.shards.items()}
-        got: dict[str, Any] = {}
+        got: dict[str, torch.Tensor | None] = {}
         prepared.got = got
         comm.mark("forward")
         y = learner(comm, x, shards["w1"], shards["b1"], shards["w2"], shards["b2"])
@@ -62,7 +63,7 @@ class Megatron(Judge):
         for name in ("w1", "b1", "w2", "b2"):
             got[f"{name}.grad"] = shards[name].grad
 
-    def measure(self, prepared: Prepared, ledger: Any) -> dict[str, Any]:
+    def measure(self, prepared: Prepared, ledger: Any) -> JsonObject:
         got = prepared.got or {}
         mismatches = {}
         for name in NAMES:

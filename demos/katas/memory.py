@@ -9,7 +9,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from ddpfsdp.demos.katas.judge import Case, PureJudge
+from ddpfsdp.demos.result.schema import JsonObject
+from ddpfsdp.demos.katas.judge import Mismatch, Case, PureJudge
 
 GENERATED_CASES = 48
 STRATEGIES = ("ddp", "zero1", "zero2", "zero3")
@@ -36,14 +37,14 @@ class Memory(PureJudge):
         values = {"params": params, "gpus": gpus, "strategy": strategy, "precision": precision, "optimizer": optimizer}
         return Case(", ".join(f"{key}={value}" for key, value in values.items()), values)
 
-    def answer(self, params: dict[str, Any]) -> dict[str, int]:
+    def answer(self, params: JsonObject) -> dict[str, int]:
         from ddpfsdp.demos.theory.state import model_state
 
         state = model_state(params["params"], params["gpus"], params["strategy"], params["precision"],
                             params["optimizer"])
         return {field: state[field] for field in FIELDS}
 
-    def compare(self, got: Any, expected: dict[str, int]) -> dict[str, Any] | None:
+    def compare(self, got: Any, expected: dict[str, int]) -> Mismatch | None:
         if not isinstance(got, dict):
             return {"index": None, "got": f"a {type(got).__name__}", "expected": f"a dict of {', '.join(FIELDS)}",
                     "why": "not a dict"}

@@ -14,10 +14,11 @@ from __future__ import annotations
 import contextlib
 from fractions import Fraction
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypedDict
 
-from ddpfsdp.demos.katas.judge import Case, PureJudge, compare_lists, flat_measured
+from ddpfsdp.demos.katas.judge import Mismatch, Case, PureJudge, compare_lists, flat_measured
 from ddpfsdp.demos.result.checks import Check
+from ddpfsdp.demos.result.schema import JsonObject
 
 
 def torch_1f1b(stage: int, num_stages: int, num_microbatches: int) -> list[str]:
@@ -53,10 +54,10 @@ class OneFOneB(PureJudge):
         return [Case(f"stage {s} of {p}, {m} micro-batches", {"stage": s, "num_stages": p, "num_microbatches": m})
                 for p, m in configurations(world_size) for s in range(p)]
 
-    def answer(self, params: dict[str, Any]) -> list[str]:
+    def answer(self, params: JsonObject) -> list[str]:
         return torch_1f1b(params["stage"], params["num_stages"], params["num_microbatches"])
 
-    def compare(self, got: Any, expected: list[str]) -> dict[str, Any] | None:
+    def compare(self, got: Any, expected: list[str]) -> Mismatch | None:
         return compare_lists(got, expected, "action")
 
     @contextlib.contextmanager
@@ -87,7 +88,15 @@ class OneFOneB(PureJudge):
                 in_flight_at_most(orders)]
 
 
-def simulate(orders: dict[int, list[str]], num_stages: int, num_microbatches: int) -> dict[str, Any]:
+class Simulated(TypedDict):
+    """A pipeline run with one time unit per action."""
+
+    makespan: int
+    idle: Fraction  # of the stages' time, over the makespan
+    stuck: dict[int, str]  # stage -> the action it could never run (a deadlock); empty when it ran to the end
+
+
+def simulate(orders: dict[int, list[str]], num_stages: int, num_microbatches: int) -> Simulated:
     """Run every stage's actions in its order, one time unit each, each waiting for what it needs: F(s, i) for
     F(s-1, i); B(s, i) for F(s, i) and B(s+1, i). The makespan and idle share, or where it deadlocks."""
     done: dict[tuple[str, int, int], int] = {}  # (kind, stage, micro-batch) -> time it ended

@@ -33,7 +33,8 @@ from typing import Any, Callable
 import click
 
 from ddpfsdp.demos.katas import catalog
-from ddpfsdp.demos.katas.board import Board
+from ddpfsdp.demos.katas.board import Board, Outcome
+from ddpfsdp.demos.result.schema import JsonObject
 from ddpfsdp.demos.katas.referee import Health, collect, health
 
 DEFAULT_DEADLINE_S = 3.0
@@ -142,7 +143,7 @@ def _short(filename: str) -> str:
 
 
 def run_learner(kata: catalog.Kata, judge: Any, path: Path, board: Board, deadline_s: float, seed: int,
-                device: Any) -> dict[str, Any]:
+                device: Any) -> Outcome:
     """This rank's outcome: the learner's code over its cases, or how it stopped."""
     import torch.distributed as dist
 
@@ -154,7 +155,7 @@ def run_learner(kata: catalog.Kata, judge: Any, path: Path, board: Board, deadli
     output = LearnerOutput(sys.stdout)
     comm = None
 
-    def outcome(status: str, **fields: Any) -> dict[str, Any]:
+    def outcome(status: str, **fields: Any) -> Outcome:
         return {"status": status, "elapsed_s": time.perf_counter() - started,
                 "output": output.kept.getvalue()[:OUTPUT_CHARS], **fields}
 
@@ -215,7 +216,7 @@ def _short_timeout(deadline_s: float) -> None:
         pass
 
 
-def environment() -> dict[str, Any]:
+def environment() -> JsonObject:
     import platform
 
     import torch
@@ -227,8 +228,8 @@ def environment() -> dict[str, Any]:
             "hostname": socket.gethostname()}
 
 
-def assemble(kata: catalog.Kata, judge: Any, file: Path, config: dict[str, Any], outcomes: dict[int, dict],
-             verdict: Health, world_size: int, seed: int, wall_s: float) -> dict[str, Any]:
+def assemble(kata: catalog.Kata, judge: Any, file: Path, config: JsonObject, outcomes: dict[int, Outcome],
+             verdict: Health, world_size: int, seed: int, wall_s: float) -> JsonObject:
     """The run's result (schema ddpfsdp.demo/1, demo "kata"): the health checks, then the kata's own, judged
     only when every rank finished."""
     from ddpfsdp.demos.result.checks import Check
@@ -251,7 +252,7 @@ def assemble(kata: catalog.Kata, judge: Any, file: Path, config: dict[str, Any],
                     ranks=ranks, wall_s=wall_s).to_json()
 
 
-def _rank_summary(rank: int, outcome: dict | None) -> dict[str, Any]:
+def _rank_summary(rank: int, outcome: Outcome | None) -> JsonObject:
     if outcome is None:
         return {"rank": rank, "status": "no outcome"}
     summary = {"rank": rank, "status": outcome.get("status"), "elapsed_s": outcome.get("elapsed_s"),
@@ -280,7 +281,7 @@ def judge_on_rank(ctx: Any, kata_name: str, file: Path, deadline_s: float, seed:
     config = {"kata": kata.name, "file": str(file), "world_size": world_size, "device": ctx.device.type,
               "backend": ctx.backend, "seed": seed, "deadline_s": deadline_s}
     started = time.perf_counter()
-    decided: dict[str, Any] = {}
+    decided: dict[str, JsonObject] = {}
 
     def referee() -> None:
         outcomes, states = collect(board, world_size, deadline_s, RUN_LIMIT_S)

@@ -20,6 +20,7 @@ import torch.distributed as dist
 from ddpfsdp.demos.katas import claims
 from ddpfsdp.demos.katas.judge import Case, Judge, first_mismatch, flat_measured
 from ddpfsdp.demos.result.checks import Check
+from ddpfsdp.demos.result.schema import JsonObject
 
 ELEMENT_BYTES = 4  # float32
 
@@ -93,7 +94,7 @@ class TensorCollective(Judge):
             learner(comm, output, given)
             prepared.got, prepared.input_after = output, given
 
-    def measure(self, prepared: Prepared, ledger: Any) -> dict[str, Any]:
+    def measure(self, prepared: Prepared, ledger: Any) -> JsonObject:
         mismatch = first_mismatch(prepared.got, prepared.expected, rtol=0, atol=0)
         what = "the output"
         if mismatch is None and prepared.input_after is not None:
@@ -109,7 +110,7 @@ class TensorCollective(Judge):
         return claims.equals_oracle(name, self.oracle, mismatches, len(runs), "" if what == "the output" else what)
 
 
-def _sent_elements(numbers: dict[str, Any]) -> int:
+def _sent_elements(numbers: JsonObject) -> int:
     return sum(elements for _, elements, _ in numbers["sends"])
 
 

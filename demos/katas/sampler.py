@@ -8,12 +8,13 @@ import contextlib
 import random
 from typing import Any
 
-from ddpfsdp.demos.katas.judge import Case, PureJudge, compare_lists
+from ddpfsdp.demos.result.schema import JsonObject
+from ddpfsdp.demos.katas.judge import Mismatch, Case, PureJudge, compare_lists
 
 GENERATED_CASES = 60
 
 
-def _label(params: dict[str, Any]) -> str:
+def _label(params: JsonObject) -> str:
     flags = [f"shuffle seed={params['seed']} epoch={params['epoch']}" if params["shuffle"] else "no shuffle"]
     if params["drop_last"]:
         flags.append("drop_last")
@@ -40,7 +41,7 @@ class Sampler(PureJudge):
             cases.append(Case(_label(params), params))
         return cases
 
-    def answer(self, params: dict[str, Any]) -> list[int]:
+    def answer(self, params: JsonObject) -> list[int]:
         from torch.utils.data.distributed import DistributedSampler
 
         sampler = DistributedSampler(range(params["dataset_len"]), num_replicas=params["num_replicas"],
@@ -49,7 +50,7 @@ class Sampler(PureJudge):
         sampler.set_epoch(params["epoch"])
         return list(sampler)
 
-    def compare(self, got: Any, expected: list) -> dict[str, Any] | None:
+    def compare(self, got: Any, expected: list) -> Mismatch | None:
         return compare_lists(got, expected)
 
     @contextlib.contextmanager

@@ -12,6 +12,7 @@ import torch
 
 from ddpfsdp.demos.katas.judge import Case, Judge, first_mismatch, flat_measured, held_tensor_bytes
 from ddpfsdp.demos.result.checks import Check
+from ddpfsdp.demos.result.schema import JsonObject
 
 STEPS = 3
 HYPER = {"lr": 1e-2, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01}
@@ -57,7 +58,7 @@ class Zero1(Judge):
             prepared.got.append(param.clone())
         prepared.held_bytes = held_tensor_bytes(optimizer, exclude=(param,))
 
-    def measure(self, prepared: Prepared, ledger: Any) -> dict[str, Any]:
+    def measure(self, prepared: Prepared, ledger: Any) -> JsonObject:
         mismatch = None
         for step, expected in enumerate(prepared.expected):
             got = prepared.got[step] if step < len(prepared.got) else None

@@ -6,7 +6,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import click
 
@@ -16,6 +16,17 @@ DEFAULT_PROCS = 3  # an odd world: chunks N does not divide, and no power of two
 MAX_PROCS = 64
 WATCH_POLL_S = 0.5
 SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class CheckOptions(TypedDict):
+    """How each check of a file runs (the command's options, handed to every check of a --watch)."""
+
+    procs: int | None
+    gpus: int | None
+    deadline_s: float
+    seed: int
+    as_json: bool
+    reference: bool
 
 
 def _kata(name: str) -> Kata:
@@ -220,8 +231,8 @@ def check(name: str, file: Path | None, procs: int | None, gpus: int | None, wat
         raise click.UsageError(refusal)
     store = None if reference else _store(required=False)
     path = entry.solution_path if reference else learner_path(entry, store, file)
-    options = dict(procs=procs if gpus is None else None, gpus=gpus, deadline_s=deadline_s or DEFAULT_DEADLINE_S,
-                   seed=seed, as_json=as_json, reference=reference)
+    options = CheckOptions(procs=procs if gpus is None else None, gpus=gpus,
+                           deadline_s=deadline_s or DEFAULT_DEADLINE_S, seed=seed, as_json=as_json, reference=reference)
     try:
         if not watch:
             passed = _check_once(entry, path, store, **options)
@@ -232,7 +243,7 @@ def check(name: str, file: Path | None, procs: int | None, gpus: int | None, wat
             store.close()
 
 
-def _watch(entry: Kata, path: Path, store: Any, limit: int | None, options: dict[str, Any]) -> None:
+def _watch(entry: Kata, path: Path, store: Any, limit: int | None, options: CheckOptions) -> None:
     """Check now, then again whenever the file's modification time changes, until Ctrl+C (or `limit` checks)."""
     done = 0
     seen = None
