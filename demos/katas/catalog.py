@@ -47,7 +47,6 @@ class Kata:
     instead: str = ""  # said when a forbidden operation is called: what to use
     forbidden_names: tuple[str, ...] = ()  # names the file may not use at all (the answer itself)
     world_sizes: tuple[int, ...] = (2, 3, 4)  # the --reference runs the tests make
-    questions: tuple[str, ...] = ()  # bank questions about the mechanism this kata writes
     preload: tuple[str, ...] = ()  # modules the ranks import before they fork, beyond torch.distributed
     uses_comm: bool = True  # False: a pure function, run on every rank over its share of the cases
 
@@ -125,7 +124,6 @@ KATAS_LIST: list[Kata] = [
                           "2(N-1)·ceil(n/N) elements per call, 2(N-1)·n over all ranks",
         },
         allowed=P2P, instead=_RING_INSTEAD,
-        questions=("coll-ring-all-reduce-bytes", "coll-ring-steps", "coll-all-reduce-decomposition"),
     ),
     Kata(
         "ring-reduce-scatter", "Ring reduce-scatter", "collectives", 2,
@@ -151,7 +149,7 @@ KATAS_LIST: list[Kata] = [
             "ring_messages": "each rank sends N-1 messages, all to one neighbour, the same direction around the ring",
             "ring_bytes": "each rank sends (N-1)/N of the input: N-1 chunks of output.numel() elements",
         },
-        allowed=P2P, instead=_RING_INSTEAD, questions=("coll-reduce-scatter-bytes",),
+        allowed=P2P, instead=_RING_INSTEAD,
     ),
     Kata(
         "ring-allgather", "Ring all-gather", "collectives", 1,
@@ -175,7 +173,7 @@ KATAS_LIST: list[Kata] = [
             "ring_messages": "each rank sends N-1 messages, all to one neighbour, the same direction around the ring",
             "ring_bytes": "each rank sends (N-1)/N of the output: N-1 chunks of input.numel() elements",
         },
-        allowed=P2P, instead=_RING_INSTEAD, questions=("coll-all-gather-size",),
+        allowed=P2P, instead=_RING_INSTEAD,
     ),
     Kata(
         "allreduce-halves", "All-reduce as reduce-scatter then all-gather", "collectives", 2,
@@ -203,7 +201,6 @@ KATAS_LIST: list[Kata] = [
         },
         allowed=("reduce_scatter_single", "reduce_scatter_tensor", "all_gather_single", "all_gather_into_tensor"),
         instead="use comm.reduce_scatter_single and then comm.all_gather_single",
-        questions=("coll-all-reduce-decomposition", "fsdp-shard-padding"),
     ),
     Kata(
         "recursive-doubling", "Latency-optimal all-reduce: recursive doubling", "collectives", 3,
@@ -233,7 +230,6 @@ KATAS_LIST: list[Kata] = [
                                      "measured steps and bytes against a ring's with alpha and beta",
         },
         allowed=P2P, instead=_RING_INSTEAD,
-        questions=("coll-ring-vs-tree", "coll-small-message-algo", "coll-alpha-beta"),
     ),
     Kata(
         "all-to-all", "All-to-all from send and recv", "collectives", 2,
@@ -256,7 +252,7 @@ KATAS_LIST: list[Kata] = [
             "equals_all_to_all": "the output on every rank equals dist.all_to_all_single's on the same inputs",
             "one_message_per_peer": "each rank sends exactly one chunk of input.numel()/N elements to every other rank",
         },
-        allowed=P2P, instead=_RING_INSTEAD, questions=("coll-all-to-all",),
+        allowed=P2P, instead=_RING_INSTEAD,
     ),
     Kata(
         "sampler-indices", "DistributedSampler's indices", "sampler", 1,
@@ -279,8 +275,6 @@ KATAS_LIST: list[Kata] = [
         ),
         checks={"equals_distributed_sampler": "the indices equal torch's DistributedSampler's for every generated case"},
         forbidden_names=("DistributedSampler",), uses_comm=False, preload=("torch.utils.data.distributed",),
-        questions=("sampler-padding", "sampler-set-epoch",
-                                                                              "sampler-partition", "sampler-drop-last"),
     ),
     Kata(
         "ddp-buckets", "DDP's bucket assignment", "ddp", 2,
@@ -308,7 +302,6 @@ KATAS_LIST: list[Kata] = [
         checks={"equals_torch_assignment": "the buckets equal dist._compute_bucket_assignment_by_size's for every "
                                            "generated case"},
         forbidden_names=("_compute_bucket_assignment_by_size",), uses_comm=False,
-        questions=("ddp-predict-first-bucket", "ddp-bucket-rebuild", "comm-bucket-count"),
     ),
     Kata(
         "grad-accumulation", "Gradient accumulation, one sync per step", "ddp", 2,
@@ -334,7 +327,6 @@ KATAS_LIST: list[Kata] = [
             "one_sync_per_step": "all-reduces start only after the last micro-batch's loss, and carry each gradient once",
         },
         allowed=("all_reduce",), instead="synchronise with comm.all_reduce only",
-        questions=("ddp-no-sync-accumulation", "comm-accum-collectives"),
     ),
     Kata(
         "zero1-adamw", "A ZeRO-1 AdamW step", "sharding", 3,
@@ -364,8 +356,7 @@ KATAS_LIST: list[Kata] = [
         },
         allowed=("reduce_scatter_single", "reduce_scatter_tensor", "all_gather_single", "all_gather_into_tensor",
                  "all_reduce"),
-        instead="use comm.reduce_scatter_single, comm.all_gather_single or comm.all_reduce",
-        questions=("shard-zero-stages", "shard-zero1-7-5b"), preload=("torch._dynamo",),
+        instead="use comm.reduce_scatter_single, comm.all_gather_single or comm.all_reduce", preload=("torch._dynamo",),
     ),
     Kata(
         "fsdp-unit", "One FSDP unit from scratch", "fsdp-mechanics", 3,
@@ -403,8 +394,6 @@ KATAS_LIST: list[Kata] = [
         },
         allowed=("all_gather_single", "all_gather_into_tensor", "reduce_scatter_single", "reduce_scatter_tensor"),
         instead="use comm.all_gather_single and comm.reduce_scatter_single, as FSDP does",
-        questions=("fsdp-all-gather-before-forward", "fsdp-collective-counts", "fsdp-reduce-scatter-not-all-reduce",
-                   "fsdp-same-math-as-ddp"),
     ),
     Kata(
         "megatron-mlp", "A Megatron MLP: column-parallel then row-parallel", "two-d", 3,
@@ -434,7 +423,6 @@ KATAS_LIST: list[Kata] = [
             "one_all_reduce_each_way": "forward makes one all-reduce of the output, backward one of the input's gradient",
         },
         allowed=("all_reduce",), instead="use comm.all_reduce, inside autograd Functions",
-        questions=("twod-column-then-row", "twod-block-collectives", "twod-backward-all-reduce"),
     ),
     Kata(
         "one-f-one-b", "The 1F1B pipeline order", "pipeline", 2,
@@ -463,7 +451,6 @@ KATAS_LIST: list[Kata] = [
         },
         forbidden_names=("Schedule1F1B", "_get_pipeline_order"), uses_comm=False,
         preload=("torch.distributed.pipelining.schedules",),
-        questions=("pipe-1f1b-order", "pipe-1f1b-vs-gpipe", "pipe-in-flight-stage"),
     ),
     Kata(
         "memory-estimate", "Per-GPU memory of a strategy", "memory", 1,
@@ -487,7 +474,6 @@ KATAS_LIST: list[Kata] = [
         ),
         checks={"equals_calc": "every figure equals ddpfsdp calc's model state for every generated case"},
         forbidden_names=("ddpfsdp",), uses_comm=False,
-        questions=("mem-bytes-per-param-fp32", "mem-bytes-per-param-bf16-master", "shard-zero1-7-5b"),
     ),
 ]
 

@@ -13,11 +13,11 @@ def progress(as_json: bool) -> None:
     """Show attempts, accuracy, mastery and cards due by topic, weakest first, and sizing drills by kind;
     then readiness per interview skill and per topic, and the three things to study next.
 
-    Each drill kind and each kind of interview step you have tried counts as one more card of its
-    topic (`ddpfsdp drill`, `ddpfsdp interview`). Readiness is half FSRS mastery, half your recent
+    Each drill kind, each kind of interview step and each kata you have written (passed or given up)
+    counts as one more card of its topic (`ddpfsdp drill`, `ddpfsdp interview`, `ddpfsdp kata`). Readiness is half FSRS mastery, half your recent
     mock-interview and interview scores, each in proportion to the answers behind it until there are 5.
     """
-    from ddpfsdp.quiz import readiness, scheduler
+    from ddpfsdp.quiz import katas, readiness, scheduler
     from ddpfsdp.quiz.loader import BankError, load_bank
     from ddpfsdp.quiz.store import Store, StoreError, utc_now
 
@@ -37,6 +37,7 @@ def progress(as_json: bool) -> None:
         drill_report = scheduler.drill_progress(store, now)
         ready = readiness.report(bank, store, now)
         attempts = store.attempts()
+        written = katas.statuses(store, now)
     total = len(attempts)
     correct = sum(a.correct for a in attempts)
     due = sum(p.due for p in report)
@@ -50,6 +51,7 @@ def progress(as_json: bool) -> None:
             "topics": [p.to_dict() for p in report],
             "drills": [d.to_dict() for d in drill_report],
             "readiness": readiness.to_dict(ready),
+            "katas": [status.to_dict() for status in written],
         }, indent=2))
         return
 
@@ -64,6 +66,7 @@ def progress(as_json: bool) -> None:
     table.add_column("attempts", justify="right")
     table.add_column("seen", justify="right")
     table.add_column("due", justify="right")
+    table.add_column("katas", justify="right")
     for p in report:
         bar = "█" * round(p.mastery * 10) + "░" * (10 - round(p.mastery * 10))
         table.add_row(
@@ -74,18 +77,33 @@ def progress(as_json: bool) -> None:
             str(p.attempts),
             f"{p.seen}/{p.questions}",
             str(p.due) if p.due else "",
+            str(p.katas) if p.katas else "",
         )
     console = Console()
     console.print(table)
     if drill_report:
         console.print(_drill_table(drill_report))
     console.print(readiness.render(ready))
+    console.print(_katas_line(written))
     summary = f"{total} attempts" + (f", {correct / total:.0%} correct" if total else "") + f"; {due} cards due now."
     if not total:
         summary += " Start with `ddpfsdp quiz`."
     elif not drill_report:
         summary += " Try the sizing drills: `ddpfsdp drill`."
     console.print(summary)
+
+
+def _katas_line(written) -> str:
+    """What the learner has written, beside what they have recognised."""
+    passed = sum(s.state == "passed" for s in written)
+    given_up = sum(s.state == "gave up" for s in written)
+    due = sum(s.due for s in written)
+    line = f"Katas written: {passed} of {len(written)} passed"
+    if given_up:
+        line += f", {given_up} given up"
+    if due:
+        line += f"; {due} due to write again"
+    return line + " (ddpfsdp kata list)."
 
 
 def _drill_table(drill_report):
