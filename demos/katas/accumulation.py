@@ -32,6 +32,7 @@ class Prepared:
     case: Case
     micro_batches: list[tuple[torch.Tensor, torch.Tensor]]
     expected: dict[str, torch.Tensor]
+    device: Any = None
     got: dict[str, torch.Tensor | None] | None = None  # each parameter's .grad after the learner's code
     losses: int = 0
 
@@ -49,10 +50,11 @@ class Accumulation(Judge):
         targets = torch.cat([batches[key][1] for key in sorted(batches)])
         torch.nn.functional.mse_loss(model(inputs), targets).backward()
         expected = {name: p.grad.detach().clone() for name, p in model.named_parameters()}
-        return Prepared(case, [batches[(rank, j)] for j in range(k)], expected)
+        return Prepared(case, [(x.to(device), y.to(device)) for x, y in (batches[(rank, j)] for j in range(k))], expected,
+                        device)
 
     def call(self, prepared: Prepared, learner: Any, comm: Any) -> None:
-        model = _model(prepared.case.params["seed"])
+        model = _model(prepared.case.params["seed"]).to(prepared.device)
         comm.mark(0)
 
         def loss_fn(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

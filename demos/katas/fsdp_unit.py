@@ -73,12 +73,12 @@ class FSDPUnit(Judge):
         weight, bias = torch.randn(p["out"], p["in"], generator=shared), torch.randn(p["out"], generator=shared)
         mine = torch.Generator().manual_seed(p["seed"] * 17 + p["index"] * 1000 + rank + 1)
         x, grad_y = torch.randn(p["batch"], p["in"], generator=mine), torch.randn(p["batch"], p["out"], generator=mine)
-        flat_grad = _flat_padded([grad_y.T @ x, grad_y.sum(0)], world_size)
+        flat_grad = _flat_padded([grad_y.T @ x, grad_y.sum(0)], world_size).to(device)
         dist.all_reduce(flat_grad)  # what DDP's all-reduce leaves every rank, before its division by N
-        flat_grad /= world_size
+        flat_grad = flat_grad.cpu() / world_size
         shard = flat_grad.numel() // world_size
         params = _flat_padded([weight, bias], world_size)
-        return Prepared(case, weight, bias, x, grad_y, x @ weight.T + bias, params[rank * shard:(rank + 1) * shard],
+        return Prepared(case, weight.to(device), bias.to(device), x.to(device), grad_y.to(device), x @ weight.T + bias, params[rank * shard:(rank + 1) * shard],
                         flat_grad[rank * shard:(rank + 1) * shard])
 
     def call(self, prepared: Prepared, learner: Any, comm: Any) -> None:

@@ -47,7 +47,8 @@ class Megatron(Judge):
         expected = {"y": y.detach(), "x.grad": full["x"].grad, "w1.grad": full["w1"].grad[rows],
                     "b1.grad": full["b1"].grad[rows], "w2.grad": full["w2"].grad[:, rows], "b2.grad": full["b2"].grad}
         shards = {"w1": w1[rows], "b1": b1[rows], "w2": w2[:, rows], "b2": b2}
-        return Prepared(case, x, upstream, shards, expected)
+        return Prepared(case, x.to(device), upstream.to(device), {name: t.to(device) for name, t in shards.items()},
+                        expected)
 
     def call(self, prepared: Prepared, learner: Any, comm: Any) -> None:
         x = prepared.x.clone().requires_grad_()

@@ -47,7 +47,7 @@ class Zero1(Judge):
             reference.grad = torch.stack(grads[step]).mean(0)
             optimizer.step()
             expected.append(reference.detach().clone())
-        return Prepared(case, param, [grads[step][rank] for step in range(STEPS)], expected)
+        return Prepared(case, param.to(device), [grads[step][rank].to(device) for step in range(STEPS)], expected)
 
     def call(self, prepared: Prepared, learner: Any, comm: Any) -> None:
         param = prepared.param.clone()

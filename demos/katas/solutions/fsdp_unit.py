@@ -25,12 +25,12 @@ class FSDPLinear:
         self.grad_shard = None
 
     def _padded(self, flat):
-        padded = torch.zeros(self.shard_numel * self.comm.world_size, dtype=flat.dtype)
+        padded = torch.zeros(self.shard_numel * self.comm.world_size, dtype=flat.dtype, device=flat.device)
         padded[: flat.numel()] = flat
         return padded
 
     def _gather(self):
-        full = torch.empty(self.shard_numel * self.comm.world_size, dtype=self.shard.dtype)
+        full = torch.empty(self.shard_numel * self.comm.world_size, dtype=self.shard.dtype, device=self.shard.device)
         self.comm.all_gather_single(full, self.shard)
         weight_shape, bias_shape = self.shapes
         weight = full[: weight_shape.numel()].view(weight_shape)
@@ -45,6 +45,6 @@ class FSDPLinear:
         weight, _ = self._gather()
         del weight  # a Linear's gradients need the input and grad_y only; the gather is what FSDP pays
         flat_grad = self._padded(torch.cat([(grad_y.T @ x).reshape(-1), grad_y.sum(0)]))
-        self.grad_shard = torch.empty(self.shard_numel, dtype=flat_grad.dtype)
+        self.grad_shard = torch.empty(self.shard_numel, dtype=flat_grad.dtype, device=flat_grad.device)
         self.comm.reduce_scatter_single(self.grad_shard, flat_grad)
         self.grad_shard /= self.comm.world_size

@@ -18,20 +18,20 @@ class ShardedAdamW:
         self.shard_numel = math.ceil(param.numel() / comm.world_size)
         self.padded = self.shard_numel * comm.world_size
         start = comm.rank * self.shard_numel
-        padded = torch.zeros(self.padded, dtype=param.dtype)
+        padded = torch.zeros(self.padded, dtype=param.dtype, device=param.device)
         padded[: param.numel()] = param.detach()
         self.shard = torch.nn.Parameter(padded[start : start + self.shard_numel].clone())
         self.optimizer = torch.optim.AdamW([self.shard], lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                            foreach=False)
 
     def step(self, grad):
-        padded_grad = torch.zeros(self.padded, dtype=grad.dtype)
+        padded_grad = torch.zeros(self.padded, dtype=grad.dtype, device=grad.device)
         padded_grad[: grad.numel()] = grad
-        shard_grad = torch.empty(self.shard_numel, dtype=grad.dtype)
+        shard_grad = torch.empty(self.shard_numel, dtype=grad.dtype, device=grad.device)
         self.comm.reduce_scatter_single(shard_grad, padded_grad)
         self.shard.grad = shard_grad / self.comm.world_size
         self.optimizer.step()
-        gathered = torch.empty(self.padded, dtype=self.param.dtype)
+        gathered = torch.empty(self.padded, dtype=self.param.dtype, device=self.param.device)
         self.comm.all_gather_single(gathered, self.shard.detach())
         with torch.no_grad():
             self.param.copy_(gathered[: self.param.numel()])
