@@ -331,6 +331,61 @@ class QuizApp(App):
             self.clear_notifications()
         return super().pop_screen()
 
+    # --- katas: the Katas screen posts, the app records ----------------------------------------------
+
+    def start_katas(self) -> None:
+        from ddpfsdp.quiz.screens.katas import KatasScreen
+
+        self.push_screen(KatasScreen())
+
+    def _kata_store(self, what: str, record: Callable[[], Any]) -> Any:
+        try:
+            return record()
+        except (StoreError, sqlite3.Error, OSError) as error:
+            self.notify(f"{what} could not be saved ({error}).", severity="error", timeout=10)
+            return None
+
+    def on_kata_opened(self, message: Any) -> None:
+        if message.started:
+            from ddpfsdp.demos.katas.catalog import KATAS
+
+            def record() -> None:
+                self.store.set_kata_file(message.kata, Path(message.path).resolve(), at=self.now())
+                self.store.record_kata_event(message.kata, "start", detail={"path": message.path}, at=self.now())
+
+            self._kata_store("Where the kata's file is", record)
+            self.notify(f"Wrote the starter of {KATAS[message.kata].title}: {message.path}", timeout=6)
+            self._kata_statuses_changed()
+
+    def on_kata_hint_asked(self, message: Any) -> None:
+        from ddpfsdp.demos.katas.catalog import KATAS
+        from ddpfsdp.quiz import katas
+
+        hint = self._kata_store("The hint taken", lambda: katas.next_hint(KATAS[message.kata], self.store, self.now()))
+        if hint is not None and hasattr(self.screen, "show_hint"):
+            self.screen.show_hint(message.kata, *hint)
+
+    def on_kata_checked(self, message: Any) -> None:
+        if message.result is None or message.cancelled:
+            return
+        from ddpfsdp.demos.katas.catalog import KATAS
+        from ddpfsdp.demos.katas.render import summary
+        from ddpfsdp.demos.result.schema import as_result
+        from ddpfsdp.quiz import katas
+
+        checks = as_result(message.result).checks
+        passed, _ = summary(checks)
+        failed = [check.name for check in checks if check.passed is False]
+        note = self._kata_store("This check", lambda: katas.record_check(KATAS[message.kata], self.store, passed, failed,
+                                                                         self.now(), message.elapsed_s))
+        if note:
+            self.notify(f"Card: {note}.", title=message.kata, timeout=8)
+        self._kata_statuses_changed()
+
+    def _kata_statuses_changed(self) -> None:
+        if hasattr(self.screen, "refresh_table"):
+            self.screen.refresh_table()
+
     # --- demo runs ---------------------------------------------------------------------------------
 
     def track_run(self, run: Any) -> None:

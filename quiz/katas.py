@@ -69,6 +69,14 @@ def learner_path(kata: Kata, store: Store | None, file: Path | str | None = None
     return workspace() / kata.file_name
 
 
+def shown_path(path: Path) -> str:
+    """A learner's file as they would name it: relative to the current folder when it is below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)
+
+
 @dataclass(frozen=True)
 class KataStatus:
     kata: Kata

@@ -12,6 +12,7 @@ from typing import Any
 from textual.message import Message
 
 from ddpfsdp.demos.launch.events import Event
+from ddpfsdp.demos.result.schema import JsonObject
 
 
 @dataclass
@@ -55,3 +56,30 @@ class DemoFinished(Message):
     cancelled: bool
     elapsed_s: float
 
+
+
+@dataclass
+class KataOpened(Message):
+    """The Katas screen opened a kata's file; `started` when it wrote the starter there first."""
+
+    kata: str
+    path: str
+    started: bool
+
+
+@dataclass
+class KataHintAsked(Message):
+    """The learner asked for the next hint of a kata."""
+
+    kata: str
+
+
+@dataclass
+class KataChecked(Message):
+    """A check of the learner's file ended: a result, a refusal before launch (`problem`), or a cancellation."""
+
+    kata: str
+    result: JsonObject | None  # the run's result, JSON as the ranks sent it
+    problem: str | None
+    cancelled: bool
+    elapsed_s: float

@@ -278,6 +278,7 @@ def _check_once(entry: Kata, path: Path, store: Any, *, procs: int | None, gpus:
     from rich.console import Console
 
     from ddpfsdp.demos.katas.learner_file import FileProblem, read_learner_file
+    from ddpfsdp.quiz.katas import shown_path
 
     out, err = Console(), Console(stderr=True)
     status = err if as_json else out
@@ -296,7 +297,7 @@ def _check_once(entry: Kata, path: Path, store: Any, *, procs: int | None, gpus:
     except LaunchError as error:
         raise click.UsageError(str(error)) from None
     started = time.perf_counter()
-    status.print(f"[bold]{entry.name}[/]: {_shown(path)} on {run.placement.describe()}")
+    status.print(f"[bold]{entry.name}[/]: {shown_path(path)} on {run.placement.describe()}")
     try:
         for _ in run.events():
             pass
@@ -313,14 +314,6 @@ def _check_once(entry: Kata, path: Path, store: Any, *, procs: int | None, gpus:
             lines += ["", error["traceback"]]
         raise click.ClickException("\n".join(lines))
     return _show(entry, result, store, status, as_json, reference, time.perf_counter() - started)
-
-
-def _shown(path: Path) -> str:
-    """The file as the learner named it: relative to where they are when it is below, else in full."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
 
 
 def _show(entry: Kata, result: dict, store: Any, status: Any, as_json: bool, reference: bool, elapsed_s: float) -> bool:
@@ -354,6 +347,7 @@ def _refused_before_launch(entry: Kata, path: Path, reading: Any, store: Any, st
     """A file that names what the kata forbids fails `no_forbidden_call` without a run."""
     from ddpfsdp.demos.katas.render import check_table
     from ddpfsdp.demos.result.checks import Check
+    from ddpfsdp.quiz.katas import shown_path
 
     uses = reading.forbidden
     detail = "; ".join(use.message(path) for use in uses[:3])
@@ -366,7 +360,7 @@ def _refused_before_launch(entry: Kata, path: Path, reading: Any, store: Any, st
         click.echo(json.dumps({"schema": "ddpfsdp.demo/1", "demo": "kata", "config": {"kata": entry.name, "file": str(path)},
                                "checks": [c.to_dict() for c in checks], "launched": False}, indent=2))
         return False
-    status.print(f"[bold]{entry.name}[/]: {_shown(path)} (nothing was launched)")
+    status.print(f"[bold]{entry.name}[/]: {shown_path(path)} (nothing was launched)")
     status.print(check_table(checks))
     status.print(f"[red]✘ the file uses what {entry.name} asks you to write or forbids[/]")
     return False

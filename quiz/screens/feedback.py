@@ -101,7 +101,7 @@ class FeedbackScreen(Screen):
 
         kata = KATAS[name]
         return Text.assemble(("Write it yourself: ", "bold"), f"{kata.title}, checked on real ranks: ",
-                             (f"ddpfsdp kata start {name}", "bold cyan"), " (or k on the home screen)")
+                             (f"ddpfsdp kata start {name}", "bold cyan"), " (or w on the home screen)")
 
     def _verdict(self) -> Text:
         if self.awaiting_self_grade:

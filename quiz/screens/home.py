@@ -21,6 +21,7 @@ class HomeScreen(Screen):
         Binding("m", "mock", "Mock"),
         Binding("s", "drill", "Drill"),
         Binding("i", "interview", "Interview"),
+        Binding("w", "katas", "Katas"),
         Binding("p", "progress", "Progress"),
         Binding("?", "app.help", "Help"),
         Binding("q", "app.quit", "Quit"),
@@ -34,6 +35,8 @@ class HomeScreen(Screen):
             "item-drill": ActionRow("Sizing drill"),
             "item-interview": ActionRow("Design interview", "a scenario step by step: memory, strategy, traffic, "
                                         "step time, follow-ups, a debrief"),
+            "item-katas": ActionRow("Katas", "write the ring all-reduce, the sampler, an FSDP unit yourself; checked "
+                                    "on real ranks against torch"),
             **{f"topic-{t.id}": TopicRow(t.title, t.description) for t in bank.topics.values()},
             "item-progress": ActionRow("Progress by topic", "mastery, accuracy and what is due, weakest first"),
         }
@@ -99,6 +102,8 @@ class HomeScreen(Screen):
             self.action_drill()
         elif item_id == "item-interview":
             self.action_interview()
+        elif item_id == "item-katas":
+            self.action_katas()
         elif item_id == "item-progress":
             self.action_progress()
         elif item_id.startswith("topic-"):
@@ -115,6 +120,9 @@ class HomeScreen(Screen):
 
     def action_interview(self) -> None:
         self.app.start_interview()
+
+    def action_katas(self) -> None:
+        self.app.start_katas()
 
     def action_progress(self) -> None:
         from ddpfsdp.quiz.screens.progress import ProgressScreen
