@@ -214,3 +214,21 @@ async def test_a_running_check_is_cancelled_by_escape_and_stops_with_the_screen(
         assert isinstance(app.screen, KatasScreen)  # escape cancelled the check; it did not leave
         assert "cancelled" in str(app.screen.query_one("#kata-detail").content.renderables[0])
         assert app.store.kata_events("memory-estimate")[-1].event == "start"  # a cancelled check records nothing
+
+
+async def test_feedback_on_a_question_a_kata_writes_says_write_it_yourself(quiz_bank, workspace):
+    bank_dir, answers_dir = quiz_bank
+    path = bank_dir / "ddp.toml"
+    path.write_text(path.read_text().replace('id = "ddp-grad-sync"\n', 'id = "ddp-grad-sync"\nkata = "grad-accumulation"\n'))
+    app = _app(quiz_bank)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.pause()
+        question = app.bank.questions["ddp-grad-sync"]
+        app.start_session("practice", questions=[question])
+        await pilot.pause()
+        screen = app.screen
+        await pilot.press(str(screen.display_choices.index(question.answer) + 1), "enter")
+        await pilot.pause()
+        line = str(app.screen.query_one("#write-it-yourself").content)
+        assert line == ("Write it yourself: Gradient accumulation, one sync per step, checked on real ranks: "
+                        "ddpfsdp kata start grad-accumulation (or w on the home screen)")
