@@ -16,6 +16,7 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 from conftest import run_cli, sigint_as_a_terminal_sends_it
@@ -140,7 +141,18 @@ def test_ranks_sharing_a_gpu_are_refused_for_point_to_point_katas(monkeypatch, n
 
     monkeypatch.setattr(launcher, "cuda_device_count", lambda: 1)
     outcome = run_cli("kata", "check", "ring-allreduce", "--gpus", "2")
-    assert outcome.exit_code == 2 and "cannot send CUDA tensors point to point" in outcome.stderr
+    assert outcome.exit_code == 2 and "cannot send CUDA tensors point to point" in " ".join(outcome.stderr.split())
+
+
+def test_a_kata_without_messages_shares_one_gpu(monkeypatch):
+    from ddpfsdp.demos.launch import launcher
+
+    monkeypatch.setattr(launcher, "cuda_device_count", lambda: 1)
+    assert kata_command._gpu_placement(KATAS["memory-estimate"], 3) == (1, 3)
+    assert kata_command._gpu_placement(KATAS["memory-estimate"], 1) == (1, None)
+    monkeypatch.setattr(launcher, "cuda_device_count", lambda: 2)
+    with pytest.raises(click.UsageError, match="has 2 CUDA GPUs; run on --gpus 2 or fewer"):
+        kata_command._gpu_placement(KATAS["memory-estimate"], 4)
 
 
 @pytest.mark.parametrize(("text", "message"), [

@@ -23,6 +23,7 @@ class CheckOptions(TypedDict):
 
     procs: int | None
     gpus: int | None
+    ranks_per_gpu: int | None  # on one GPU, the ranks sharing it (gloo with CUDA tensors)
     deadline_s: float
     seed: int
     as_json: bool
@@ -180,22 +181,29 @@ def solution(name: str, give_up: bool) -> None:
         click.echo(f"  - {point}")
 
 
-def _placement_refusal(entry: Kata, gpus: int | None) -> str | None:
-    """Why --gpus cannot run this kata here, before anything starts; None when it can."""
+def _gpu_placement(entry: Kata, gpus: int | None) -> tuple[int | None, int | None]:
+    """(GPUs, ranks on each) for --gpus N here: N GPUs over NCCL; on a one-GPU machine N ranks sharing it over
+    gloo with CUDA tensors, for a kata without point-to-point messages. A UsageError for what cannot run."""
     if gpus is None:
-        return None
+        return None, None
     from ddpfsdp.demos.launch.launcher import cuda_device_count
     from ddpfsdp.demos.launch.sharing import GLOO_HOST_ONLY
 
     available = cuda_device_count()
     if available == 0:
-        return (f"--gpus {gpus}: this machine has no CUDA GPU torch can use; run on CPU processes: "
-                f"ddpfsdp kata check {entry.name} --procs {max(2, gpus)}")
-    if gpus > available and entry.p2p:
-        return (f"--gpus {gpus}: this machine has {available} CUDA GPU{'s' if available != 1 else ''}, so ranks would "
-                f"share them over gloo, which cannot send CUDA tensors point to point ({', '.join(GLOO_HOST_ONLY[:5])}); "
-                f"run on --gpus {available} or fewer, or on CPU processes: ddpfsdp kata check {entry.name} --procs {gpus}")
-    return None
+        raise click.UsageError(f"--gpus {gpus}: this machine has no CUDA GPU torch can use; run on CPU processes: "
+                               f"ddpfsdp kata check {entry.name} --procs {max(2, gpus)}")
+    if gpus <= available:
+        return gpus, None
+    if available == 1 and not entry.p2p:
+        return 1, gpus
+    if available == 1:
+        raise click.UsageError(
+            f"--gpus {gpus}: this machine has 1 CUDA GPU, so {gpus} ranks would share it over gloo, which cannot send "
+            f"CUDA tensors point to point ({', '.join(GLOO_HOST_ONLY[:5])}); run on CPU processes: "
+            f"ddpfsdp kata check {entry.name} --procs {gpus}")
+    raise click.UsageError(f"--gpus {gpus}: this machine has {available} CUDA GPUs; run on --gpus {available} or "
+                           f"fewer, or on CPU processes: ddpfsdp kata check {entry.name} --procs {gpus}")
 
 
 @kata.command()
@@ -226,12 +234,10 @@ def check(name: str, file: Path | None, procs: int | None, gpus: int | None, wat
         raise click.UsageError("give --procs (CPU processes) or --gpus (CUDA GPUs), not both")
     if reference and file is not None:
         raise click.UsageError("--reference checks the kata's own solution; leave out FILE")
-    refusal = _placement_refusal(entry, gpus)
-    if refusal:
-        raise click.UsageError(refusal)
+    gpus, ranks_per_gpu = _gpu_placement(entry, gpus)
     store = None if reference else _store(required=False)
     path = entry.solution_path if reference else learner_path(entry, store, file)
-    options = CheckOptions(procs=procs if gpus is None else None, gpus=gpus,
+    options = CheckOptions(procs=procs if gpus is None else None, gpus=gpus, ranks_per_gpu=ranks_per_gpu,
                            deadline_s=deadline_s or DEFAULT_DEADLINE_S, seed=seed, as_json=as_json, reference=reference)
     try:
         if not watch:
@@ -272,8 +278,8 @@ def _mtime(path: Path) -> float | None:
         return None
 
 
-def _check_once(entry: Kata, path: Path, store: Any, *, procs: int | None, gpus: int | None, deadline_s: float,
-                seed: int, as_json: bool, reference: bool) -> bool:
+def _check_once(entry: Kata, path: Path, store: Any, *, procs: int | None, gpus: int | None,
+                ranks_per_gpu: int | None, deadline_s: float, seed: int, as_json: bool, reference: bool) -> bool:
     """One check of the file; True when every check passed. Nothing starts for a file that cannot run."""
     from rich.console import Console
 
@@ -293,7 +299,8 @@ def _check_once(entry: Kata, path: Path, store: Any, *, procs: int | None, gpus:
 
     asked = {"kata": entry.name, "file": str(path.resolve()), "deadline_s": deadline_s, "seed": seed}
     try:
-        run = DemoRun("kata", asked=asked, procs=procs if gpus else (procs or DEFAULT_PROCS), gpus=gpus)
+        run = DemoRun("kata", asked=asked, procs=None if gpus else (procs or DEFAULT_PROCS), gpus=gpus,
+                      ranks_per_gpu=ranks_per_gpu)
     except LaunchError as error:
         raise click.UsageError(str(error)) from None
     started = time.perf_counter()
