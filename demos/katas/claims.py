@@ -95,6 +95,6 @@ def elements_within(name: str, sent: list[tuple[int, str, int, int, int]], unit_
         if expected != measured:
             return Check(name, False, f"{case}: all ranks together sent {measured} elements; {theory} is {expected} in "
                                       "all", {"case": case, "total": measured, "theory": expected})
-    shown = "; ".join(f"rank {rank} sent {elements} ({case})" for rank, case, elements, _, _ in sent[:3])
+    shown = "; ".join(f"rank {rank} sent {elements} for {case}" for rank, case, elements, _, _ in sent[:3])
     return Check(name, True, f"{theory}; measured per call: {shown}" + ("; ..." if len(sent) > 4 else ""),
                  {"sent": [[rank, case, elements] for rank, case, elements, _, _ in sent]})
