@@ -56,7 +56,12 @@ def test_every_kata_has_two_planted_wrong_solutions():
 
 def test_planted_solutions_that_run_to_their_end_fail_the_check_meant_for_them(kata_ranks):
     clean = [plant for plant in PLANTS if plant[1] not in ABORTING]
-    results = kata_ranks.run([(kata, path) for kata, _, _, path in clean], nprocs=3, deadline_s=5)
+    direct = PLANTED / "passing" / "ring-allreduce__torch_distributed_directly.py"
+    *results, direct_result = kata_ranks.run([*((kata, path) for kata, _, _, path in clean), ("ring-allreduce", direct)],
+                                             nprocs=3, deadline_s=5)
+    # torch.distributed's own isend and irecv are counted as comm's are: a right ring passes every check.
+    assert all(c["passed"] for c in direct_result["checks"]), direct_result["checks"]
+    assert "rank 0 sent 2 for 1 element" in check_of(direct_result, "ring_bytes")["detail"]
     for (kata, check, what, _), result in zip(clean, results):
         assert result is not None, f"{kata}/{what} left no result"
         assert check in _failed(result), (kata, what, [(c["name"], c["passed"], c["detail"]) for c in result["checks"]])
@@ -77,6 +82,8 @@ def test_a_planted_failure_that_stops_the_ranks_is_reported_within_seconds(kata_
     if check == "no_deadlock":
         for rank in range(3):
             assert f"rank {rank} " in detail
+        if "direct" in what:
+            assert "torch.distributed.recv called directly" in detail
         assert "waits" in detail and result["failure"]["lines"][0].startswith("deadlock after the 1 s deadline")
     if check == "no_exception":
         traceback = result["failure"]["traceback"]
