@@ -299,3 +299,21 @@ def test_ctrl_c_stops_every_rank(tmp_path):
             proc.kill()
         for pid in processes_with_env(MARKER, marker):
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.dist
+def test_an_endless_loop_is_stopped_at_the_deadline_and_leaves_nothing_running(tmp_path):
+    marker = uuid.uuid4().hex
+    path = tmp_path / "memory_estimate.py"
+    path.write_text("def model_state_bytes(params, gpus, strategy, precision, optimizer):\n    while gpus:\n"
+                    "        pass\n")
+    proc = _cli("kata", "check", "memory-estimate", str(path), "--procs", "2", "--deadline-s", "1", marker=marker)
+    try:
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    flat = " ".join(out.split())
+    assert proc.returncode == 1, out + err
+    assert "still running your code" in flat and "a loop that never ends" in flat
+    assert _gone(marker, 2.0) == []
