@@ -248,9 +248,7 @@ class Comm:
                 raise TypeError(f"batch_isend_irecv takes comm.P2POp(comm.isend or comm.irecv, tensor, peer), got {op!r}")
             self._peer(peer, "peer")
         if self._gloo:
-            return [self._start(kind, peer, (lambda f, t, p: lambda: f(t, p))(dist.isend if kind == "send" else dist.irecv,
-                                                                            tensor, peer))
-                    for kind, tensor, peer in plain]
+            return [self._start(kind, peer, _posting(kind, tensor, peer)) for kind, tensor, peer in plain]
         self._inside += 1
         try:
             works = dist.batch_isend_irecv([dist.P2POp(dist.isend if kind == "send" else dist.irecv, tensor, peer)
@@ -372,6 +370,12 @@ class Comm:
             if not request.done:
                 left.append(self.wait_info(request))
         return left
+
+
+def _posting(kind: str, tensor: Any, peer: int) -> Any:
+    """What posts one message of a batch: an isend or an irecv of `tensor` with `peer`."""
+    function = dist.isend if kind == "send" else dist.irecv
+    return lambda: function(tensor, peer)
 
 
 def gave_up(error: BaseException) -> bool:
