@@ -86,6 +86,8 @@ PATHS: dict[str, tuple[str, tuple[str, ...]]] = {
         + "r = CliRunner().invoke(cli, ['kata', 'check', 'ring-allreduce', os.path.join(folder, 'nope.py')])\n"
           "assert r.exit_code == 1 and 'does not exist' in r.output, r.output\n",
         TORCH_TEXTUAL_NUMPY),
+    "the Katas screen and the app's kata handlers": (
+        "import ddpfsdp.quiz.app, ddpfsdp.quiz.screens.katas, ddpfsdp.quiz.screens.feedback\n", TORCH),
     "the katas' catalogue, learner-file checks, board, referee and rank entry": (
         "import ddpfsdp.demos.katas.catalog, ddpfsdp.demos.katas.learner_file, ddpfsdp.demos.katas.board\n"
         "import ddpfsdp.demos.katas.referee, ddpfsdp.demos.katas.rank, ddpfsdp.demos.katas.render, ddpfsdp.quiz.katas\n",
