@@ -198,7 +198,13 @@ def run_learner(kata: catalog.Kata, judge: Any, path: Path, board: Board, deadli
                 shown, where = learner_traceback(error, path)
                 return outcome("raised", error={"type": type(error).__name__, "message": str(error)[:500],
                                                 "traceback": shown, "where": where, "case": case.label})
-            measured.append([index, judge.measure(ready, ledger)])
+            try:
+                measured.append([index, judge.measure(ready, ledger)])
+            except Exception as error:  # noqa: BLE001 - what the code left cannot be read (a wrong type, a shape)
+                return outcome("raised", error={
+                    "type": type(error).__name__, "message": f"the checker could not read what your code left: {error}"[:500],
+                    "traceback": "".join(traceback.format_exception_only(type(error), error)), "where": "",
+                    "case": case.label})
         return outcome("finished", measured=measured, pending=comm.pending())
     finally:
         sys.stdout = previous_stdout
@@ -284,6 +290,13 @@ def judge_on_rank(ctx: Any, kata_name: str, file: Path, deadline_s: float, seed:
     decided: dict[str, JsonObject] = {}
 
     def referee() -> None:
+        try:
+            decide()
+        except BaseException:
+            board.post_verdict(False)  # the others leave rather than wait for a word that will not come
+            raise
+
+    def decide() -> None:
         outcomes, states = collect(board, world_size, deadline_s, RUN_LIMIT_S)
         verdict = health(outcomes, states, world_size, deadline_s, kata.p2p)
         result = assemble(kata, judge, file, config, outcomes, verdict, world_size, seed,
@@ -304,6 +317,8 @@ def judge_on_rank(ctx: Any, kata_name: str, file: Path, deadline_s: float, seed:
     board.post_outcome(outcome)
     if thread is not None:
         thread.join()
+        if "result" not in decided:
+            raise RuntimeError("rank 0's referee stopped without a verdict (its error is above)")
         return decided["result"]
     clean = board.wait_verdict(RUN_LIMIT_S + 2 * deadline_s)
     if not clean:
