@@ -70,7 +70,7 @@ class Demo:
     name: str
     summary: str  # one line for `ddpfsdp demo --help`
     module: str  # "package.module:function"
-    kind: str  # "training" (full training run, schema ddpfsdp.demo/1), "concept", or "pipeline" (called as a concept)
+    kind: str  # "training" (full training run, schema ddpfsdp.demo/1), "concept", "pipeline" or "kata" (called as a concept)
     checks: Mapping[str, str] = field(default_factory=dict)  # check name -> the claim it tests
     options: str = ""  # "module:ATTR": the click parameters of this demo
     validate: str | None = None

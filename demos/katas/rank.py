@@ -153,7 +153,6 @@ def run_learner(kata: catalog.Kata, judge: Any, path: Path, board: Board, deadli
     started = time.perf_counter()
     board.state("importing")
     output = LearnerOutput(sys.stdout)
-    comm = None
 
     def outcome(status: str, **fields: Any) -> Outcome:
         return {"status": status, "elapsed_s": time.perf_counter() - started,
