@@ -2,6 +2,7 @@
 
     ranks = KataRanks(folder)                      # the server: a fresh interpreter, torch imported once
     results = ranks.run([("ring-allreduce", path), ...], nprocs=3, deadline_s=1)
+    [[a], [b]] = ranks.run_at_once([[("ring-allreduce", p1)], [("all-to-all", p2)]], nprocs=3)   # at once
 
 Each `run` forks `nprocs` ranks from the server; they join a gloo group and judge each (kata, file) in turn
 with the rank side's own `judge_on_rank`, rank 0 writing every result. A run that cannot end cleanly (a
@@ -67,37 +68,44 @@ def rank_main(rank, nprocs, port, jobs, deadline_s, out):
     os._exit(0)
 
 
-for line in sys.stdin:
-    request = json.loads(line)
-    out = Path(request["out"])
+def start(request):
+    """Fork the ranks of one request; {pid: rank}."""
     port = free_port()
     pids = {}
     for rank in range(request["nprocs"]):
         pid = os.fork()
         if pid == 0:
-            code = 1
             try:
-                rank_main(rank, request["nprocs"], port, request["jobs"], request["deadline_s"], out)
+                rank_main(rank, request["nprocs"], port, request["jobs"], request["deadline_s"], Path(request["out"]))
             except BaseException:
                 import traceback
                 traceback.print_exc()
             finally:
-                os._exit(code)
+                os._exit(1)
         pids[pid] = rank
-    rank0_gone = None
-    deadline = time.monotonic() + request["limit_s"]
-    while pids:
+    return pids
+
+
+# Each line is a list of requests, run at once: their ranks' waits on a deadline overlap.
+for line in sys.stdin:
+    requests = json.loads(line)
+    groups = [start(request) for request in requests]
+    rank0_gone = [None] * len(groups)
+    deadline = time.monotonic() + max(request["limit_s"] for request in requests)
+    while any(groups):
         pid, status = os.waitpid(-1, os.WNOHANG)
         if pid:
-            if pids.pop(pid) == 0:
-                rank0_gone = time.monotonic()
+            for index, pids in enumerate(groups):
+                if pids.pop(pid, None) == 0:
+                    rank0_gone[index] = time.monotonic()
             continue
-        if (rank0_gone and time.monotonic() - rank0_gone > 0.5) or time.monotonic() > deadline:
-            for pid in pids:
-                os.kill(pid, signal.SIGKILL)
-            for pid in list(pids):
-                os.waitpid(pid, 0)
-            pids.clear()
+        for index, pids in enumerate(groups):
+            if pids and ((rank0_gone[index] and time.monotonic() - rank0_gone[index] > 0.5) or time.monotonic() > deadline):
+                for pid in pids:
+                    os.kill(pid, signal.SIGKILL)
+                for pid in list(pids):
+                    os.waitpid(pid, 0)
+                pids.clear()
         time.sleep(0.01)
     print(json.dumps({"done": True}), flush=True)
 '''
@@ -119,34 +127,45 @@ class KataRanks:
     def run(self, jobs: list[tuple[str, Path]], nprocs: int, deadline_s: float = 1.0,
             limit_s: float = 90.0) -> list[dict | None]:
         """Each job's result (None where the ranks ended before reaching it), with `test_wall_s` on a clean one."""
-        self.runs += 1
-        out = self.folder / f"run{self.runs}"
-        out.mkdir()
-        request = {"jobs": [[kata, str(path)] for kata, path in jobs], "nprocs": nprocs, "deadline_s": deadline_s,
-                   "limit_s": limit_s, "out": str(out)}
+        return self.run_at_once([jobs], nprocs, deadline_s, limit_s)[0]
+
+    def run_at_once(self, groups: list[list[tuple[str, Path]]], nprocs: int, deadline_s: float = 1.0,
+                    limit_s: float = 90.0) -> list[list[dict | None]]:
+        """Several runs at once, each on ranks of its own: their deadlines pass together."""
+        requests, folders = [], []
+        for jobs in groups:
+            self.runs += 1
+            out = self.folder / f"run{self.runs}"
+            out.mkdir()
+            folders.append(out)
+            requests.append({"jobs": [[kata, str(path)] for kata, path in jobs], "nprocs": nprocs,
+                             "deadline_s": deadline_s, "limit_s": limit_s, "out": str(out)})
         assert self.process.stdin is not None and self.process.stdout is not None
         started = time.perf_counter()
-        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.write(json.dumps(requests) + "\n")
         self.process.stdin.flush()
         line = self.process.stdout.readline()
         assert line, "the kata rank server died"
         wall_s = time.perf_counter() - started
-        results = []
-        for index in range(len(jobs)):
-            path = out / f"{index}.json"
-            result = json.loads(path.read_text()) if path.exists() else None
-            if result is not None:
-                result.setdefault("test_wall_s", wall_s)
-            results.append(result)
-        return results
+        found = []
+        for jobs, out in zip(groups, folders):
+            results = []
+            for index in range(len(jobs)):
+                path = out / f"{index}.json"
+                result = json.loads(path.read_text()) if path.exists() else None
+                if result is not None:
+                    result.setdefault("test_wall_s", wall_s)
+                results.append(result)
+            found.append(results)
+        return found
 
     def close(self) -> None:
         if self.process.poll() is None:
             assert self.process.stdin is not None
-            self.process.stdin.close()
+            self.process.stdin.close()  # the server's loop ends; its ranks have all been reaped
             try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
+                self.process.wait(0.5)
+            except subprocess.TimeoutExpired:  # an interpreter that imported torch can take seconds to tear down
                 self.process.kill()
                 self.process.wait()
 

@@ -254,25 +254,36 @@ def _gone(marker: str, within_s: float) -> list[int]:
 
 
 @pytest.mark.dist
-def test_a_deadlock_is_named_within_seconds_and_leaves_nothing_running():
-    marker = uuid.uuid4().hex
-    path = PLANTED / "ring-allreduce__no_deadlock__receive_first.py"
+def test_a_deadlock_and_an_endless_loop_are_named_within_seconds_and_leave_nothing_running(tmp_path):
+    """Both at once, each a `ddpfsdp kata check` of its own: their deadlines pass together."""
+    deadlock_marker, loop_marker = uuid.uuid4().hex, uuid.uuid4().hex
+    looping = tmp_path / "memory_estimate.py"
+    looping.write_text("def model_state_bytes(params, gpus, strategy, precision, optimizer):\n    while gpus:\n"
+                       "        pass\n")
     started = time.monotonic()
-    proc = _cli("kata", "check", "ring-allreduce", str(path), "--procs", "3", "--deadline-s", "2", marker=marker)
+    deadlock = _cli("kata", "check", "ring-allreduce", str(PLANTED / "ring-allreduce__no_deadlock__receive_first.py"),
+                    "--procs", "3", "--deadline-s", "2", marker=deadlock_marker)
+    loop = _cli("kata", "check", "memory-estimate", str(looping), "--procs", "2", "--deadline-s", "1",
+                marker=loop_marker)
     try:
-        out, err = proc.communicate(timeout=60)
+        out, err = deadlock.communicate(timeout=60)
+        deadlock_s = time.monotonic() - started
+        loop_out, loop_err = loop.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-    elapsed_s = time.monotonic() - started
-    assert proc.returncode == 1, out + err
-    assert elapsed_s < 10
+        for proc in (deadlock, loop):
+            if proc.poll() is None:
+                proc.kill()
+    assert deadlock.returncode == 1, out + err
+    assert deadlock_s < 10
     flat = " ".join(out.split())  # rich wraps the lines at the terminal's width
     assert "deadlock after the 2 s deadline" in flat and "every rank receives before it sends" in flat
     for rank in range(3):
         assert f"rank {rank} waits to receive from {(rank - 1) % 3} in step 0" in flat
     assert "Timed out waiting" not in out + err and "Traceback" not in out + err
-    assert _gone(marker, 2.0) == []
+    assert loop.returncode == 1, loop_out + loop_err
+    flat = " ".join(loop_out.split())
+    assert "still running your code" in flat and "a loop that never ends" in flat
+    assert _gone(deadlock_marker, 2.0) == [] and _gone(loop_marker, 2.0) == []
 
 
 @pytest.mark.dist
@@ -300,20 +311,3 @@ def test_ctrl_c_stops_every_rank(tmp_path):
         for pid in processes_with_env(MARKER, marker):
             os.kill(pid, signal.SIGKILL)
 
-
-@pytest.mark.dist
-def test_an_endless_loop_is_stopped_at_the_deadline_and_leaves_nothing_running(tmp_path):
-    marker = uuid.uuid4().hex
-    path = tmp_path / "memory_estimate.py"
-    path.write_text("def model_state_bytes(params, gpus, strategy, precision, optimizer):\n    while gpus:\n"
-                    "        pass\n")
-    proc = _cli("kata", "check", "memory-estimate", str(path), "--procs", "2", "--deadline-s", "1", marker=marker)
-    try:
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    flat = " ".join(out.split())
-    assert proc.returncode == 1, out + err
-    assert "still running your code" in flat and "a loop that never ends" in flat
-    assert _gone(marker, 2.0) == []
