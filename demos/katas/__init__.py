@@ -14,7 +14,10 @@ judged.
     referee        rank 0's verdict from the outcomes: the exception with the learner's frames, the wait
                    cycle of a deadlock, a rank that never finished; the checks every kata carries
     rank           the registry's entry: one kata on this rank, from the learner's file to the result
+    judge          what a kata's judge is (cases, torch's answer, the call, the measurement, the checks),
+                   and the pure katas' judge
     claims         the checks katas share: values equal torch's, bytes and messages against theory
+    render         a kata's result for a person (rich; no torch)
     rings, sampler, buckets, accumulation, zero, fsdp_unit, megatron, pipeline_order, memory
                    the judges: each kata's inputs, the torch oracle it is judged against, its checks
 
