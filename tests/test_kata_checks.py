@@ -286,3 +286,15 @@ def test_the_reference_solutions_and_starters_name_nothing_forbidden():
         assert read_learner_file(kata.solution_path, kata).forbidden == [], kata.name
         assert read_learner_file(kata.starter_path, kata).forbidden == [], kata.name
         assert kata.statement and kata.explanation and len(kata.hints) >= 3 and kata.talking_points
+
+
+def test_a_forbidden_call_fails_no_forbidden_call_with_what_to_use():
+    outcomes = {0: {"status": "forbidden", "op": "all_reduce", "where": "mine.py, line 5",
+                    "message": "all_reduce is not allowed in ring-allreduce: write it from point-to-point messages"},
+                1: {"status": "finished", "measured": []}}
+    health = referee.health(outcomes, {}, 2, 3.0, p2p=True)
+    check = next(c for c in health.checks if c.name == "no_forbidden_call")
+    assert check.passed is False and check.values["op"] == "all_reduce"
+    assert check.detail == ("rank 0: all_reduce is not allowed in ring-allreduce: write it from point-to-point "
+                            "messages (mine.py, line 5)")
+    assert not health.clean
