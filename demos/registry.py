@@ -22,6 +22,9 @@ Optional hooks, each "module:function" in a module importable without torch:
                                                      checks: rich renderables (never textual) at most
                                                      `width` columns wide; a training or concept demo
                                                      that names none gets its kind's (EVIDENCE_VIEWS)
+  preload(asked: dict) -> tuple[str, ...]             the modules its ranks import before the agent forks
+                                                     them (default: the agent's PRELOAD, torch._dynamo
+                                                     included, which every optimizer step imports)
 
 A demo whose launch is more than its options (the failure lab: several faults per launch, a deadline per
 fault, a folder for the ranks' records; `ddpfsdp demo fault` is its own command) names the run the quiz
@@ -79,7 +82,7 @@ class Demo:
     name: str
     summary: str  # one line for `ddpfsdp demo --help`
     module: str  # "package.module:function"
-    kind: str  # "training" (full training run), "pipeline" (a RunSpec too), "concept", "fault"
+    kind: str  # "training" (full training run), "pipeline" (a RunSpec too), "concept", "fault", "kata"
     checks: Mapping[str, str] = field(default_factory=dict)  # check name -> the claim it tests
     options: str = ""  # "module:ATTR": the click parameters of this demo
     validate: str | None = None
@@ -87,6 +90,7 @@ class Demo:
     evidence_view: str = ""  # "module:function"; empty: its kind's, from EVIDENCE_VIEWS
     min_world_size: int = DATA_PARALLEL_MIN_RANKS  # fewer are refused before launch, with commands that give enough
     runner: str | None = None  # set: the quiz starts the demo through this run object (see above)
+    preload: str | None = None  # "module:function": what its ranks import before they are forked (see above)
 
     def __post_init__(self) -> None:
         if not self.options:
@@ -345,6 +349,17 @@ DEMOS: dict[str, Demo] = {
             render="ddpfsdp.demos.measure.pipeline_report:render",
             evidence_view="ddpfsdp.demos.measure.pipeline_report:evidence_view",
             checks=PIPELINE_CHECKS,
+        ),
+        Demo(
+            "kata",
+            "your own code for a kata, run on real ranks and judged against torch's (`ddpfsdp kata` is its command)",
+            "ddpfsdp.demos.katas.rank:run",
+            "kata",
+            checks=LoadedChecks("ddpfsdp.demos.katas.catalog:ALL_CHECKS"),
+            options="ddpfsdp.demos.katas.rank:OPTIONS",
+            render="ddpfsdp.demos.katas.render:render",
+            evidence_view="ddpfsdp.demos.katas.render:evidence_view",
+            preload="ddpfsdp.demos.katas.catalog:preload",
         ),
         Demo(
             "fault",

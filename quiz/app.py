@@ -34,10 +34,11 @@ from ddpfsdp.quiz import scheduler  # noqa: E402
 from ddpfsdp.quiz.bank_cache import load_bank_cached  # noqa: E402
 from ddpfsdp.quiz.levels import LevelRange  # noqa: E402
 from ddpfsdp.quiz.loader import Bank, BankError, Question  # noqa: E402
-from ddpfsdp.quiz.messages import (AnswerGiven, BookmarksRequested, BookmarkToggled, DrillAnswered, DrillRequested, ExplanationGraded,  # noqa: E402
-                                   ExplanationRevealed, InterviewRequested, InterviewStepAnswered, LevelsChosen,
-                                   NextQuestion, RunEnded, RunStopRequested, SessionEnded, SessionLeft,
-                                   SessionRequested)
+from ddpfsdp.quiz.messages import (AnswerGiven, BookmarksRequested, BookmarkToggled, DrillAnswered,  # noqa: E402
+                                   DrillRequested, ExplanationGraded, ExplanationRevealed, InterviewRequested,
+                                   InterviewStepAnswered, KataChecked, KataHintAsked, KataOpened,
+                                   KatasRequested, LevelsChosen, NextQuestion, RunEnded,
+                                   RunStopRequested, SessionEnded, SessionLeft, SessionRequested)
 from ddpfsdp.quiz.store import Store, StoreError, utc_now  # noqa: E402
 
 if TYPE_CHECKING:  # grading is imported with the first question, not for home
@@ -77,6 +78,12 @@ class PendingAttempt:
     mode: str
 
 
+def _default_kata_runner(kata: str, path: Path) -> Any:
+    from ddpfsdp.quiz.katas import check_run
+
+    return check_run(kata, path)
+
+
 def default_demo_runner(demo: str, args: list[str]) -> Any:
     # Imported here: the launcher is cheap, but nothing demo-related loads until a demo runs.
     from ddpfsdp.demos.launch.launcher import DemoRun
@@ -107,6 +114,7 @@ class QuizApp(App):
         clock: Callable[[], datetime] = utc_now,
         monotonic: Callable[[], float] = time.monotonic,
         demo_runner: Callable[[str, list[str]], Any] = default_demo_runner,
+        kata_runner: Callable[[str, Path], Any] | None = None,
         drill_seed: int | None = None,
         drill_kinds: tuple[str, ...] | None = None,
         interview: Any = None,
@@ -126,6 +134,7 @@ class QuizApp(App):
         self._clock = clock
         self._monotonic = monotonic
         self._start_run = demo_runner
+        self._start_kata = kata_runner or _default_kata_runner
         self.session: Session | None = None
         self.startup_ms: float | None = None
         # Answers that could not be written (the file was busy or unwritable); retried before the next.
@@ -417,6 +426,69 @@ class QuizApp(App):
         if not isinstance(self.screen, ModalScreen):
             self.clear_notifications()
         return super().pop_screen()
+
+    # --- katas: the Katas screen posts, the app records ----------------------------------------------
+
+    def on_katas_requested(self, message: KatasRequested) -> None:
+        from ddpfsdp.quiz.screens.katas import KatasScreen
+
+        self.push_screen(KatasScreen())
+
+    def kata_runner(self, kata: str, path: Path) -> Any:
+        """Start a check of a learner's file (a screen's worker thread calls this) and track it from that
+        moment, as `demo_runner` does a demo's run; its worker posts RunEnded when done with it."""
+        run = self._start_kata(kata, path)
+        with self._runs_lock:
+            self._runs.add(run)
+        return run
+
+    def _kata_store(self, what: str, record: Callable[[], Any]) -> Any:
+        try:
+            return record()
+        except (StoreError, sqlite3.Error, OSError) as error:
+            self.notify(f"{what} could not be saved ({error}).", severity="error", timeout=10)
+            return None
+
+    def on_kata_opened(self, message: KataOpened) -> None:
+        if message.started:
+            from ddpfsdp.demos.katas.catalog import KATAS
+
+            def record() -> None:
+                self.store.set_kata_file(message.kata, Path(message.path).resolve(), at=self.now())
+                self.store.record_kata_event(message.kata, "start", detail={"path": message.path}, at=self.now())
+
+            self._kata_store("Where the kata's file is", record)
+            self.notify(f"Wrote the starter of {KATAS[message.kata].title}: {message.path}", timeout=6)
+            self._kata_statuses_changed()
+
+    def on_kata_hint_asked(self, message: KataHintAsked) -> None:
+        from ddpfsdp.demos.katas.catalog import KATAS
+        from ddpfsdp.quiz import katas
+
+        hint = self._kata_store("The hint taken", lambda: katas.next_hint(KATAS[message.kata], self.store, self.now()))
+        if hint is not None and hasattr(self.screen, "show_hint"):
+            self.screen.show_hint(message.kata, *hint)
+
+    def on_kata_checked(self, message: KataChecked) -> None:
+        if message.result is None or message.cancelled:
+            return
+        from ddpfsdp.demos.katas.catalog import KATAS
+        from ddpfsdp.demos.katas.render import summary
+        from ddpfsdp.demos.result.schema import as_result
+        from ddpfsdp.quiz import katas
+
+        checks = as_result(message.result).checks
+        passed, _ = summary(checks)
+        failed = [check.name for check in checks if check.passed is False]
+        note = self._kata_store("This check", lambda: katas.record_check(KATAS[message.kata], self.store, passed, failed,
+                                                                         self.now(), message.elapsed_s))
+        if note:
+            self.notify(f"Card: {note}.", title=message.kata, timeout=8)
+        self._kata_statuses_changed()
+
+    def _kata_statuses_changed(self) -> None:
+        if hasattr(self.screen, "refresh_table"):
+            self.screen.refresh_table()
 
     # --- demo runs ---------------------------------------------------------------------------------
 

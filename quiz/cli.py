@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "export": "ddpfsdp.quiz.commands.export:export",
     "numbers": "ddpfsdp.quiz.commands.numbers:numbers",
     "glossary": "ddpfsdp.quiz.commands.glossary:glossary",
+    "kata": "ddpfsdp.quiz.commands.kata:kata",
 }
 
 
@@ -67,6 +68,7 @@ def cli() -> None:
       ddpfsdp export anki ddpfsdp.apkg     the questions as an Anki deck
       ddpfsdp numbers                      the figures to know, each with its source
       ddpfsdp glossary reshard             a term defined, and the questions that use it
+      ddpfsdp kata list                    write a ring all-reduce, an FSDP unit...: checked on real ranks
       ddpfsdp doctor                       what this machine can run
     """
 

@@ -40,7 +40,7 @@ DEFAULT_TOLERANCE = 0.05
 
 _ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _FILE_FIELDS = {"topic", "title", "order", "description", "question"}
-_COMMON_FIELDS = {"id", "level", "kind", "prompt", "tags", "demo", "evidence"}
+_COMMON_FIELDS = {"id", "level", "kind", "prompt", "tags", "demo", "evidence", "kata"}
 _KIND_FIELDS = {
     "single": {"choices", "answer", "why"},
     "multi": {"choices", "answer", "why"},
@@ -109,6 +109,7 @@ class Question:
     # order: groups of consecutive steps independent of each other, which may come in any order (texts)
     any_order: tuple[tuple[str, ...], ...] = ()
     talking_points: tuple[str, ...] = ()
+    kata: str | None = None  # the kata that writes the mechanism this question asks about (`ddpfsdp kata`)
 
     @property
     def spot_the_flaw(self) -> bool:
@@ -337,6 +338,13 @@ def _load_question(
             if check not in known:
                 raise BankError(path, f"demo {demo.name!r} has no check {check!r}; its checks are {', '.join(known)}", question=qid, field="evidence")
 
+    kata = raw.get("kata")
+    if kata is not None:
+        from ddpfsdp.demos.katas.catalog import KATAS
+
+        if not isinstance(kata, str) or kata not in KATAS:
+            raise BankError(path, f"unknown kata {kata!r}; choose one of {', '.join(KATAS)}", question=qid, field="kata")
+
     fields: dict[str, Any] = {}
     if kind in ("single", "multi"):
         choices = _string_list(raw, "choices", path, qid, min_items=2)
@@ -378,6 +386,7 @@ def _load_question(
         tags=tags,
         demo=demo,
         evidence=evidence,
+        kata=kata,
         **fields,
     )
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from textual.message import Message
 
 from ddpfsdp.demos.launch.events import Event
+from ddpfsdp.demos.result.schema import DemoResult
 
 if TYPE_CHECKING:  # named in annotations only: home posts these before any question or drill is loaded
     from ddpfsdp.quiz.drill import Problem
@@ -189,3 +190,35 @@ class BookmarkToggled(Message):
     """Mark the question, or unmark it if it is marked."""
 
     question_id: str
+
+
+@dataclass
+class KatasRequested(Message):
+    """Open the Katas screen."""
+
+
+@dataclass
+class KataOpened(Message):
+    """The Katas screen opened a kata's file; `started` when it wrote the starter there first."""
+
+    kata: str
+    path: str
+    started: bool
+
+
+@dataclass
+class KataHintAsked(Message):
+    """The learner asked for the next hint of a kata."""
+
+    kata: str
+
+
+@dataclass
+class KataChecked(Message):
+    """A check of the learner's file ended: a result, a refusal before launch (`problem`), or a cancellation."""
+
+    kata: str
+    result: DemoResult | None  # the run's result, as the launcher read it
+    problem: str | None
+    cancelled: bool
+    elapsed_s: float

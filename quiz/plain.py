@@ -202,6 +202,8 @@ def _show_answer(console: Console, q: Question) -> None:
         console.print(Markdown(q.model_answer()))
     except OSError as error:
         console.print(f"[red]The model answer {q.answer_file} could not be read ({error.strerror}).[/]")
+    if q.kata is not None:
+        console.print(f"[bold]Write it yourself:[/] ddpfsdp kata start {q.kata}", highlight=False)
 
 
 def _show_evidence(console: Console, q: Question, store: Store) -> None:

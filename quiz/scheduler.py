@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # grading is imported when an answer is rated, not for home's
 
 # Seconds a prepared person needs for a question of each kind; quick is under half, slow over twice.
 EXPECTED_TIME_S = {"single": 20.0, "multi": 35.0, "numeric": 60.0, "order": 40.0, "explain": 120.0, "drill": 90.0,
-                   "interview": 120.0}
+                   "interview": 120.0, "kata": 1800.0}
 
 DRILL_PREFIX = "drill:"
 """Drill results are attempts at the card `drill:<kind>`: one card per kind of sizing problem."""
@@ -35,8 +35,11 @@ DRILL_PREFIX = "drill:"
 INTERVIEW_PREFIX = "interview:"
 """Interview steps are attempts at the card `interview:<step kind>`: one card per kind of step."""
 
-GENERATED_PREFIXES = (DRILL_PREFIX, INTERVIEW_PREFIX)
-"""Cards of generated problems, which count toward the topic their attempts name."""
+KATA_PREFIX = "kata:"
+"""A kata passed (or given up) is an attempt at the card `kata:<name>`: code written counts like an answer."""
+
+GENERATED_PREFIXES = (DRILL_PREFIX, INTERVIEW_PREFIX, KATA_PREFIX)
+"""Cards that are not bank questions, which count toward the topic their attempts name."""
 
 # Fuzzing spreads reviews of large decks; this bank is small, and a deterministic schedule is easier
 # to reason about (and to test).
@@ -66,6 +69,36 @@ def drill_card(kind: str, topic: str) -> CardRef:
 
 def interview_card(kind: str, topic: str) -> CardRef:
     return CardRef(INTERVIEW_PREFIX + kind, topic, "interview", EXPECTED_TIME_S["interview"])
+
+
+def kata_card(name: str, topic: str) -> CardRef:
+    return CardRef(KATA_PREFIX + name, topic, "kata", EXPECTED_TIME_S["kata"])
+
+
+def kata_rating(passed: bool, failed_checks: int, hints: int) -> Rating:
+    """A kata's review: given up is Again; passed at the first check with no hint is Easy; after a few failed
+    checks and no hint Good; after more, or with hints, Hard."""
+    if not passed:
+        return Rating.Again
+    if hints:
+        return Rating.Hard
+    if failed_checks == 0:
+        return Rating.Easy
+    return Rating.Good if failed_checks <= 3 else Rating.Hard
+
+
+def record_kata(store: Store, name: str, topic: str, *, passed: bool, failed_checks: int, hints: int, time_s: float,
+                now: datetime) -> tuple[Card, Rating]:
+    """Review a kata's card once it is passed or given up, and commit it as an attempt of its topic."""
+    ref = kata_card(name, topic)
+    rating = kata_rating(passed, failed_checks, hints)
+    card = load_card(store, ref.card_id, now)
+    card, _log = _SCHEDULER.review_card(card, rating, review_datetime=now, review_duration=int(time_s * 1000))
+    store.record_attempt(question_id=ref.card_id, topic=topic, kind="kata",
+                         answer={"failed_checks": failed_checks, "hints": hints, "gave_up": not passed},
+                         correct=passed, score=float(passed), time_s=time_s, rating=int(rating), answered_at=now,
+                         card_json=card.to_json(), due=card.due, mode="kata")
+    return card, rating
 
 
 def rating_for(item: Question | CardRef, grade: Grade, time_s: float) -> Rating:
@@ -210,6 +243,7 @@ class TopicProgress:
     due: int
     drills: int = 0  # drill kinds of this topic tried, each counted as one more card
     interview_steps: int = 0  # kinds of interview step of this topic tried, each one more card
+    katas: int = 0  # katas of this topic written (passed or given up at least once), each one more card
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -228,7 +262,7 @@ def question_mastery(card: Card | None, last_correct: bool, now: datetime) -> fl
 def progress(bank: Bank, store: Store, now: datetime) -> list[TopicProgress]:
     """Per topic, weakest first (lowest mastery, then lowest accuracy).
 
-    Each drill kind and each kind of interview step tried counts as one more card of the topic its
+    Each drill kind, each kind of interview step and each kata tried counts as one more card of the topic its
     attempts name: its attempts join the topic's accuracy and its card joins the topic's mastery.
     """
     cards = store.cards()
@@ -266,6 +300,7 @@ def progress(bank: Bank, store: Store, now: datetime) -> list[TopicProgress]:
                 due=sum(1 for q in ids if q in cards and cards[q][1] <= now),
                 drills=sum(1 for card in extra if card.startswith(DRILL_PREFIX)),
                 interview_steps=sum(1 for card in extra if card.startswith(INTERVIEW_PREFIX)),
+                katas=sum(1 for card in extra if card.startswith(KATA_PREFIX)),
             )
         )
     # At equal mastery a topic answered badly is weaker than one not tried yet.

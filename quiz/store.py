@@ -1,7 +1,8 @@
 """The progress store: one SQLite file in the data directory.
 
-It holds every attempt, each question's FSRS card, the questions bookmarked, and saved demo results
-with a fingerprint of the machine that produced them. Each answer is committed in its own transaction the moment it is given,
+It holds every attempt, each question's FSRS card, the questions bookmarked, saved demo results with a
+fingerprint of the machine that produced them, and what a learner did with each kata (started it where,
+checked it, took a hint, gave up). Each answer is committed in its own transaction the moment it is given,
 so a crash loses nothing already answered. The file is in WAL mode with a busy timeout, so two app
 instances (or the app and `ddpfsdp demo`) can write at once without corrupting it. A file that is
 not a readable database is moved aside, never deleted, and a fresh one is started with a warning.
@@ -25,13 +26,13 @@ from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any, Mapping, TypedDict
 
-from ddpfsdp.demos.result.schema import RENAMED, DemoResult, Env, upgraded
+from ddpfsdp.demos.result.schema import RENAMED, DemoResult, Env, JsonObject, upgraded
 from ddpfsdp.quiz.paths import data_dir
 
 log = logging.getLogger(__name__)
 
 FILENAME = "ddpfsdp.sqlite3"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: kata_events and kata_files; a version-1 file gains them when first opened
 BUSY_TIMEOUT_S = 10.0
 # How a demo is launched does not change what it measures about the model, so results are keyed by
 # what the demo was asked (`demos.launch.request.key`: the options that differ from their defaults),
@@ -75,7 +76,22 @@ CREATE TABLE IF NOT EXISTS bookmarks (
     question_id TEXT PRIMARY KEY,
     marked_at TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS kata_events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    kata TEXT NOT NULL,
+    event TEXT NOT NULL,
+    passed INTEGER,
+    detail_json TEXT NOT NULL DEFAULT '{}',
+    at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS kata_events_kata ON kata_events (kata, id);
+CREATE TABLE IF NOT EXISTS kata_files (
+    kata TEXT PRIMARY KEY,
+    path TEXT NOT NULL,
+    started_at TEXT NOT NULL
+);
 """
+KATA_EVENTS = ("start", "check", "hint", "solution", "gave_up")
 
 
 TABLES = ("attempts", "cards", "demo_results", "bookmarks")
@@ -174,6 +190,16 @@ class Attempt:
     rating: int
     mode: str
     answered_at: datetime
+
+
+@dataclass(frozen=True)
+class KataEvent:
+    id: int
+    kata: str
+    event: str  # one of KATA_EVENTS
+    passed: bool | None  # a check's verdict; None for the other events
+    detail: JsonObject
+    at: datetime
 
 
 @dataclass(frozen=True)
@@ -342,7 +368,11 @@ class Store:
             try:
                 for statement in filter(str.strip, _SCHEMA.split(";")):
                     db.execute(statement)
-                db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                # The tables above are created where they are missing, so an older file is migrated by opening it;
+                # its version is raised to this one's (never lowered by an older program's file).
+                db.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE"
+                           " SET value = excluded.value WHERE CAST(meta.value AS INTEGER) < CAST(excluded.value AS INTEGER)",
+                           (str(SCHEMA_VERSION),))
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
@@ -566,6 +596,42 @@ class Store:
         """question id -> when it was marked, oldest mark first."""
         rows = self._query("SELECT question_id, marked_at FROM bookmarks ORDER BY marked_at, question_id")
         return {row["question_id"]: datetime.fromisoformat(row["marked_at"]) for row in rows}
+
+    # --- katas ---------------------------------------------------------------------------------------
+
+    def schema_version(self) -> int:
+        rows = self._query("SELECT value FROM meta WHERE key = 'schema_version'")
+        return int(rows[0]["value"]) if rows else 0
+
+    def record_kata_event(self, kata: str, event: str, *, passed: bool | None = None,
+                          detail: Mapping[str, Any] | None = None, at: datetime | None = None) -> int:
+        """One thing a learner did with a kata: start, check (passed or not), hint, solution, gave_up."""
+        if event not in KATA_EVENTS:
+            raise ValueError(f"unknown kata event {event!r}; one of {', '.join(KATA_EVENTS)}")
+        with self.transaction() as db:
+            cursor = db.execute(
+                "INSERT INTO kata_events (kata, event, passed, detail_json, at) VALUES (?, ?, ?, ?, ?)",
+                (kata, event, None if passed is None else int(passed), json.dumps(dict(detail or {})),
+                 _iso(at or utc_now())))
+            return int(cursor.lastrowid)
+
+    def kata_events(self, kata: str | None = None) -> list[KataEvent]:
+        if kata is None:
+            rows = self._query("SELECT * FROM kata_events ORDER BY id")
+        else:
+            rows = self._query("SELECT * FROM kata_events WHERE kata = ? ORDER BY id", (kata,))
+        return [KataEvent(row["id"], row["kata"], row["event"], None if row["passed"] is None else bool(row["passed"]),
+                          json.loads(row["detail_json"]), datetime.fromisoformat(row["at"])) for row in rows]
+
+    def set_kata_file(self, kata: str, path: Path | str, at: datetime | None = None) -> None:
+        """Where the learner's file of this kata is (what `kata check NAME` reads without a FILE)."""
+        with self.transaction() as db:
+            db.execute("INSERT INTO kata_files (kata, path, started_at) VALUES (?, ?, ?) ON CONFLICT (kata) DO UPDATE"
+                       " SET path = excluded.path, started_at = excluded.started_at",
+                       (kata, str(path), _iso(at or utc_now())))
+
+    def kata_files(self) -> dict[str, Path]:
+        return {row["kata"]: Path(row["path"]) for row in self._query("SELECT kata, path FROM kata_files")}
 
     # --- demo results ------------------------------------------------------------------------------
 

@@ -434,3 +434,21 @@ def test_a_check_the_shared_gpu_does_not_judge_is_neither_failed_nor_passed():
     # the same numbers on separate GPUs are a failure
     alone = gc.judge_result(_result(checks=[_check("loss_decreases", True), overlap]), {"world": 2})
     assert alone.status == "fail" and "first all-reduce issued late" in alone.detail
+
+
+def test_the_katas_item_passes_only_when_every_kata_does_as_expected(tmp_path):
+    spec = importlib.util.spec_from_file_location("gpu_kata_check", BENCHMARKS / "gpu_kata_check.py")
+    gpu_kata_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_kata_check)
+    item = next(item for item in gc.plan(1, tmp_path, tmp_path / "work", python="py") if item.key == "katas")
+    assert "point-to-point katas refused" in item.title and item.argv[-2:] == ["--gpus", "1"]
+    assert gpu_kata_check.expected(p2p=True, gpus=1) == "refused" and gpu_kata_check.expected(True, 2) == "pass"
+    good = {"katas": {"ring-allreduce": {"expected": "refused", "ok": True, "seconds": 1.2},
+                      "memory-estimate": {"expected": "pass", "ok": True, "seconds": 6.0, "not_passed": []}}}
+    verdict = gc.judge_katas(item, gc.Outcome(0, "", "", 7.2, data=good))
+    assert verdict.status == "pass" and "1 katas passed every check, 1 refused" in verdict.detail
+    bad = {"katas": {**good["katas"], "fsdp-unit": {"expected": "pass", "ok": False, "seconds": 5.0,
+                                                    "not_passed": ["grads_equal_ddp"]}}}
+    verdict = gc.judge_katas(item, gc.Outcome(1, "", "", 12.2, data=bad))
+    assert verdict.status == "fail" and verdict.detail == "fsdp-unit: grads_equal_ddp"
+    assert gc.judge_katas(item, gc.Outcome(1, "", "boom", 1.0)).status == "fail"

@@ -185,6 +185,34 @@ def test_the_failure_lab_keeps_to_its_room():
     assert room_violations(import_graph(modules)) == []
 
 
+# The katas' room (demos/katas/__init__.py says the same): it judges a learner's code with its own checker
+# and torch, so it needs nothing of the training stages; the registry starts its ranks, the quiz shows it.
+KATAS_ROOM = "ddpfsdp.demos.katas"
+KATAS_MAY_IMPORT = ("ddpfsdp.demos.katas", "ddpfsdp.demos.result", "ddpfsdp.demos.base", "ddpfsdp.demos.theory")
+KATAS_IMPORTED_BY = ("ddpfsdp.demos.registry", "ddpfsdp.quiz")
+
+
+def katas_room_violations(graph: dict[str, set[str]]) -> list[str]:
+    found = []
+    for name, targets in sorted(graph.items()):
+        inside = name == KATAS_ROOM or name.startswith(KATAS_ROOM + ".")
+        for target in sorted(targets):
+            if (inside and not target.startswith(KATAS_MAY_IMPORT)) or (
+                    not inside and target.startswith(KATAS_ROOM) and not name.startswith(KATAS_IMPORTED_BY)):
+                found.append(f"{name} imports {target}")
+    return found
+
+
+def test_the_katas_keep_to_their_room():
+    modules = package_modules()
+    assert "ddpfsdp.demos.katas.rank" in modules
+    assert katas_room_violations(import_graph(modules)) == []
+    planted = {"ddpfsdp.demos.katas.rank": {"ddpfsdp.demos.launch.context"},
+               "ddpfsdp.demos.train.loop": {"ddpfsdp.demos.katas.comm"}}
+    assert katas_room_violations(planted) == ["ddpfsdp.demos.katas.rank imports ddpfsdp.demos.launch.context",
+                                              "ddpfsdp.demos.train.loop imports ddpfsdp.demos.katas.comm"]
+
+
 def test_a_failure_lab_module_reaching_into_training_is_found():
     graph = {"ddpfsdp.demos.faults.data": {"ddpfsdp.demos.train.models", "ddpfsdp.demos.result.checks"},
              "ddpfsdp.demos.concepts.sampler": {"ddpfsdp.demos.faults.catalog"}}
@@ -199,7 +227,7 @@ STAGES = (
     ("commands", ("ddpfsdp.quiz", "ddpfsdp.answers")),
     ("launch", ("ddpfsdp.demos.launch", "ddpfsdp.demos.worker", "ddpfsdp.demos.registry", "ddpfsdp.demos.faults")),
     ("train and measure", ("ddpfsdp.demos.train", "ddpfsdp.demos.measure", "ddpfsdp.demos.concepts",
-                           "ddpfsdp.demos.parallel", "ddpfsdp.demos.claims")),
+                           "ddpfsdp.demos.parallel", "ddpfsdp.demos.claims", "ddpfsdp.demos.katas")),
     ("theory", ("ddpfsdp.demos.theory",)),
 )
 BOTTOM = "shapes and units"

@@ -91,6 +91,21 @@ PATHS: dict[str, tuple[str, tuple[str, ...]]] = {
           "r = CliRunner().invoke(cli, ['export', 'csv', os.path.join(tempfile.mkdtemp(), 'c.csv')])\n"
           "assert r.exit_code == 0, r.output\n",
         TORCH_TEXTUAL),
+    "kata list, start, hint, solution and a check refused before launch": (
+        "import os, tempfile\nos.environ['DDPFSDP_HOME'] = tempfile.mkdtemp()\nfolder = tempfile.mkdtemp()\n" + CLI
+        + _invoke("kata", "list") + _invoke("kata", "list", "--json", words='"katas"')
+        + "r = CliRunner().invoke(cli, ['kata', 'start', 'ring-allreduce', '--dir', folder])\nassert r.exit_code == 0, r.output\n"
+        + _invoke("kata", "hint", "ring-allreduce", words="Hint 1")
+        + _invoke("kata", "solution", "ring-allreduce", "--give-up", words="def ring_all_reduce")
+        + "r = CliRunner().invoke(cli, ['kata', 'check', 'ring-allreduce', os.path.join(folder, 'nope.py')])\n"
+          "assert r.exit_code == 1 and 'does not exist' in r.output, r.output\n",
+        TORCH_TEXTUAL_NUMPY),
+    "the Katas screen and the app's kata handlers": (
+        "import ddpfsdp.quiz.app, ddpfsdp.quiz.screens.katas, ddpfsdp.quiz.screens.feedback\n", TORCH),
+    "the katas' catalogue, learner-file checks, board, referee and rank entry": (
+        "import ddpfsdp.demos.katas.catalog, ddpfsdp.demos.katas.learner_file, ddpfsdp.demos.katas.board\n"
+        "import ddpfsdp.demos.katas.referee, ddpfsdp.demos.katas.rank, ddpfsdp.demos.katas.render, ddpfsdp.quiz.katas\n",
+        TORCH_TEXTUAL_NUMPY),
     "interview --json": (CLI + _invoke("interview", "--json", "--seed", "1"), TORCH_TEXTUAL),
     "the interview screens imported and a plain interview taken to its debrief": (
         "import io, sys\n"

@@ -253,7 +253,8 @@ def test_a_file_whose_first_pages_are_overwritten_is_read_from_its_pages(bank, t
 def test_a_damaged_page_in_the_middle_is_stepped_over_through_sqlite(bank, tmp_path):
     originals, data = _filled_file(bank, count=1500)
     page_size = 4096
-    middle = len(data) // page_size // 2
+    # a page of the attempts table in the middle of it: the one holding the middle attempt's time
+    middle = data.index(originals[len(originals) // 2]["answered_at"].encode()) // page_size
     damaged = tmp_path / "damaged.sqlite3"
     damaged.write_bytes(data[: middle * page_size] + b"\xaa" * page_size + data[(middle + 1) * page_size:])
     readable = read_damaged(damaged)

@@ -132,6 +132,24 @@ PRIVATE_TORCH_APIS: dict[str, tuple[str, ...]] = {
                          "the parameter each compiled graph's input is (DDPOptimizer copies it onto each piece)"),
     "._get_ddp_logging_data": ("torch.nn.parallel.DistributedDataParallel._get_ddp_logging_data",
                                "DDP's rebuilt buckets, set beside DDPOptimizer's pieces"),
+    # katas (demos/katas/): the oracles learners are judged against, and the checker's own plumbing
+    "torch.distributed._compute_bucket_assignment_by_size": (
+        "torch.distributed._compute_bucket_assignment_by_size", "the ddp-buckets kata's oracle: DDP's own assignment"),
+    "'_compute_bucket_assignment_by_size'": (
+        "torch.distributed._compute_bucket_assignment_by_size", "the name the ddp-buckets kata refuses in a learner's file"),
+    "torch.distributed.pipelining.schedules.Schedule1F1B._step_microbatches": (
+        "torch.distributed.pipelining.schedules.Schedule1F1B._step_microbatches",
+        "the one-f-one-b kata's oracle: 1F1B's runtime loop, run on a stand-in stage that records its actions"),
+    "'_step_microbatches'": ("torch.distributed.pipelining.schedules.Schedule1F1B._step_microbatches",
+                             "refused (patched to raise) while a learner's 1F1B code runs"),
+    "'_get_pipeline_order'": ("torch.distributed.pipelining.schedules.Schedule1F1B._get_pipeline_order",
+                              "refused in a learner's 1F1B file; not the oracle, since its IR is off by one"),
+    "torch.distributed.distributed_c10d._get_default_store": (
+        "torch.distributed.distributed_c10d._get_default_store",
+        "the kata board: each rank's wait, readable when every rank is blocked in a receive"),
+    "torch.distributed.distributed_c10d._set_pg_timeout": (
+        "torch.distributed.distributed_c10d._set_pg_timeout",
+        "holds a learner's direct torch.distributed waits to the kata's deadline"),
 }
 
 

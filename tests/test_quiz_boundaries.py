@@ -34,7 +34,7 @@ DEMO_NAMES = frozenset(DEMOS) | frozenset(RETIRED)
 
 # What a screen may call on the app beyond Textual's own: reads of what the app shares, and the demo runner
 # (the app tracks each run it starts from that moment, so quitting stops its ranks).
-APP_READS = frozenset({"now", "monotonic", "session_remaining_s", "demo_runner"})
+APP_READS = frozenset({"now", "monotonic", "session_remaining_s", "demo_runner", "kata_runner"})
 # The app's methods that screens called before they posted messages; named here too, so that the rule
 # holds even were one of them to become a name Textual's App has.
 STATE_CHANGES = frozenset({"answer", "save_explain", "reveal_explain", "record_drill", "record_interview_step",

@@ -215,3 +215,50 @@ def test_store_imports_neither_torch_nor_textual():
     code = "import sys, ddpfsdp.quiz.store; print(','.join(m for m in ('torch', 'textual') if m in sys.modules))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == "", proc.stderr
+
+
+# The tables of a version-1 file, as the store wrote them before katas.
+VERSION_1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE attempts (id INTEGER PRIMARY KEY AUTOINCREMENT, question_id TEXT NOT NULL, topic TEXT NOT NULL,
+    kind TEXT NOT NULL, answer_json TEXT NOT NULL, correct INTEGER NOT NULL, score REAL NOT NULL, time_s REAL NOT NULL,
+    rating INTEGER NOT NULL, mode TEXT NOT NULL DEFAULT 'practice', answered_at TEXT NOT NULL);
+CREATE TABLE cards (question_id TEXT PRIMARY KEY, card_json TEXT NOT NULL, due TEXT NOT NULL, updated_at TEXT NOT NULL);
+CREATE TABLE demo_results (id INTEGER PRIMARY KEY AUTOINCREMENT, demo TEXT NOT NULL, args_json TEXT NOT NULL,
+    result_json TEXT NOT NULL, saved_at TEXT NOT NULL, fingerprint TEXT NOT NULL, hostname TEXT NOT NULL);
+INSERT INTO meta VALUES ('schema_version', '1');
+INSERT INTO attempts (question_id, topic, kind, answer_json, correct, score, time_s, rating, mode, answered_at)
+    VALUES ('ddp-grad-sync', 'ddp', 'single', '"all-reduce"', 1, 1.0, 9.0, 3, 'practice', '2025-01-06T09:00:00+00:00');
+"""
+
+
+def test_a_version_1_file_gains_the_kata_tables_and_keeps_its_attempts(ddpfsdp_home):
+    ddpfsdp_home.mkdir(parents=True)
+    old = sqlite3.connect(ddpfsdp_home / FILENAME)
+    old.executescript(VERSION_1)
+    old.close()
+    with Store.open() as store:
+        assert store.warning is None
+        assert store.schema_version() == 2
+        assert [a.question_id for a in store.attempts()] == ["ddp-grad-sync"]
+        store.record_kata_event("ring-allreduce", "check", passed=False, detail={"failed": ["no_deadlock"]}, at=T0)
+        store.set_kata_file("ring-allreduce", ddpfsdp_home / "ring_allreduce.py", at=T0)
+    with Store.open() as again:
+        events = again.kata_events("ring-allreduce")
+        assert [(e.event, e.passed, e.detail, e.at) for e in events] == [("check", False, {"failed": ["no_deadlock"]}, T0)]
+        assert again.kata_files() == {"ring-allreduce": ddpfsdp_home / "ring_allreduce.py"}
+
+
+def test_a_newer_files_version_is_never_lowered(ddpfsdp_home):
+    with Store.open() as store:
+        with store.transaction() as db:
+            db.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
+    with Store.open() as store:
+        assert store.schema_version() == 7
+
+
+def test_an_unknown_kata_event_is_refused():
+    store = Store.memory()
+    with pytest.raises(ValueError, match="unknown kata event"):
+        store.record_kata_event("ring-allreduce", "won")
+    assert store.kata_events() == []

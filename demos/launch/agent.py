@@ -89,10 +89,18 @@ def thread_default(placement: Placement, environ: Mapping[str, str]) -> dict[str
 
 
 def preload(demo: str) -> None:
-    """Import what every rank of `demo` imports, so forked ranks start with it (runs no tensor op)."""
-    for module in PRELOAD:
+    """Import what every rank of `demo` imports, so forked ranks start with it (runs no tensor op): the
+    demo's own list where it names one (a kata's ranks skip torch._dynamo, a second of every start)."""
+    entry = registry.get(demo)
+    modules = PRELOAD
+    if entry.preload:
+        from ddpfsdp.demos.launch import request
+
+        sent = os.environ.get(request.SPEC_ENV)
+        modules = registry.load(entry.preload)(request.options_of(request.from_json(entry, sent)) if sent else {})
+    for module in modules:
         importlib.import_module(module)
-    importlib.import_module(registry.get(demo).module.split(":")[0])
+    importlib.import_module(entry.module.split(":")[0])
 
 
 def _forked_rank(demo: str, device: str, environment: dict[str, str]) -> None:

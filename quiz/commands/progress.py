@@ -25,8 +25,8 @@ def progress(as_json: bool, export_to: Path | None, import_from: Path | None, re
     and sizing drills by kind; then readiness per interview skill and per topic, and the three things to
     study next.
 
-    Each drill kind and each kind of interview step you have tried counts as one more card of its
-    topic (`ddpfsdp drill`, `ddpfsdp interview`). Readiness is half FSRS mastery, half your recent
+    Each drill kind, each kind of interview step and each kata you have written (passed or given up)
+    counts as one more card of its topic (`ddpfsdp drill`, `ddpfsdp interview`, `ddpfsdp kata`). Readiness is half FSRS mastery, half your recent
     mock-interview and interview scores, each in proportion to the answers behind it until there are 5.
 
     \b
@@ -186,7 +186,7 @@ def _recover(path: Path | None) -> None:
 
 
 def _report(as_json: bool) -> None:
-    from ddpfsdp.quiz import readiness, scheduler
+    from ddpfsdp.quiz import katas, readiness, scheduler
     from ddpfsdp.quiz.loader import BankError, load_bank
     from ddpfsdp.quiz.store import DamagedStore, Store, StoreError, utc_now
 
@@ -216,6 +216,7 @@ def _report(as_json: bool) -> None:
         drill_report = scheduler.drill_progress(store, now)
         ready = readiness.report(bank, store, now)
         attempts = store.attempts()
+        written = katas.statuses(store, now)
     total = len(attempts)
     correct = sum(a.correct for a in attempts)
     due = sum(p.due for p in report)
@@ -231,6 +232,7 @@ def _report(as_json: bool) -> None:
             "drills": [d.to_dict() for d in drill_report],
             "readiness": readiness.to_dict(ready),
             **({"warning": " ".join(notice.removeprefix("warning: ").split())} if notice else {}),
+            "katas": [status.to_dict() for status in written],
         }, indent=2))
         return
 
@@ -245,6 +247,7 @@ def _report(as_json: bool) -> None:
     table.add_column("attempts", justify="right")
     table.add_column("seen", justify="right")
     table.add_column("due", justify="right")
+    table.add_column("katas", justify="right")
     for p in report:
         bar = "█" * round(p.mastery * 10) + "░" * (10 - round(p.mastery * 10))
         table.add_row(
@@ -255,6 +258,7 @@ def _report(as_json: bool) -> None:
             str(p.attempts),
             f"{p.seen}/{p.questions}",
             str(p.due) if p.due else "",
+            str(p.katas) if p.katas else "",
         )
     console = Console()
     console.print(table)
@@ -262,6 +266,7 @@ def _report(as_json: bool) -> None:
     if drill_report:
         console.print(_drill_table(drill_report))
     console.print(readiness.render(ready))
+    console.print(_katas_line(written))
     summary = f"{total} attempts" + (f", {correct / total:.0%} correct" if total else "") + f"; {due} cards due now."
     if not total:
         summary += " Start with `ddpfsdp quiz`."
@@ -283,6 +288,19 @@ def _level_table(by_level):
         table.add_row(f"{p.level} {p.name}", f"{p.mastery:.0%}", bar,
                       "–" if p.accuracy is None else f"{p.accuracy:.0%}", str(p.attempts), f"{p.seen}/{p.questions}")
     return table
+
+
+def _katas_line(written) -> str:
+    """What the learner has written, beside what they have recognised."""
+    passed = sum(s.state == "passed" for s in written)
+    given_up = sum(s.state == "gave up" for s in written)
+    due = sum(s.due for s in written)
+    line = f"Katas written: {passed} of {len(written)} passed"
+    if given_up:
+        line += f", {given_up} given up"
+    if due:
+        line += f"; {due} due to write again"
+    return line + " (ddpfsdp kata list)."
 
 
 def _drill_table(drill_report):

@@ -79,6 +79,8 @@ class FeedbackScreen(Screen):
                     yield Static(id="predict-measure")
                 yield Static(Text("Model answer", style="bold underline"), classes="section-title")
                 yield Markdown(self._linked_answer(), id="model-answer", open_links=False)
+                if q.kata is not None:
+                    yield Static(self._write_it_yourself(q.kata), id="write-it-yourself")
                 if q.demo is not None:
                     from ddpfsdp.quiz.widgets.evidence import EvidencePanel
 
@@ -93,6 +95,14 @@ class FeedbackScreen(Screen):
             self.app.notify(self.save_error, severity="error", timeout=10)
 
     # --- pieces -------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _write_it_yourself(name: str) -> Text:
+        from ddpfsdp.demos.katas.catalog import KATAS
+
+        kata = KATAS[name]
+        return Text.assemble(("Write it yourself: ", "bold"), f"{kata.title}, checked on real ranks: ",
+                             (f"ddpfsdp kata start {name}", "bold cyan"), " (or w on the home screen)")
 
     def _verdict(self) -> Text:
         if self.awaiting_self_grade:

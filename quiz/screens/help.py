@@ -32,6 +32,8 @@ KEYS = (
     ("ctrl+o", "interview", "open or fold the job: model, cluster, links, batch"),
     ("1–4", "interview's explanation", "after Enter shows the talking points: grade yourself"),
     ("r", "interview debrief", "run the simulated demo of the scenario and set it beside your answers"),
+    ("w", "home", "katas: write the collective, the sampler, the FSDP unit yourself, checked on real ranks"),
+    ("o, c, h", "katas", "open your file in $EDITOR, check it on real ranks (Escape cancels), take a hint"),
     ("Escape", "while a demo runs", "cancel it (every rank is stopped); otherwise go back"),
     ("1–4", "explain feedback", "grade yourself: Again, Hard, Good, Easy"),
     ("?", "anywhere", "this help"),

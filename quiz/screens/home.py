@@ -10,7 +10,8 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from ddpfsdp.quiz import scheduler
-from ddpfsdp.quiz.messages import BookmarksRequested, DrillRequested, InterviewRequested, SessionRequested
+from ddpfsdp.quiz.messages import (BookmarksRequested, DrillRequested, InterviewRequested, KatasRequested,
+                                   SessionRequested)
 from ddpfsdp.quiz.widgets.menu_rows import ActionRow, Menu, TopicRow
 from ddpfsdp.quiz.widgets.key_bar import KeyBar
 
@@ -22,6 +23,7 @@ class HomeScreen(Screen):
         Binding("m", "mock", "Mock"),
         Binding("s", "drill", "Drill"),
         Binding("i", "interview", "Interview"),
+        Binding("w", "katas", "Katas"),
         Binding("p", "progress", "Progress"),
         Binding("slash", "search", "Find"),
         Binding("l", "levels", "Levels", show=False),
@@ -40,6 +42,8 @@ class HomeScreen(Screen):
             "item-drill": ActionRow("Sizing drill"),
             "item-interview": ActionRow("Design interview", "a scenario step by step: memory, strategy, traffic, "
                                         "step time, follow-ups, a debrief"),
+            "item-katas": ActionRow("Katas", "write the ring all-reduce, the sampler, an FSDP unit yourself; checked "
+                                    "on real ranks against torch"),
             **{f"topic-{t.id}": TopicRow(t.title, t.description) for t in bank.topics.values()},
             "item-progress": ActionRow("Progress by topic", "mastery, accuracy and what is due, weakest first"),
             **self._more_rows(),
@@ -109,6 +113,8 @@ class HomeScreen(Screen):
             self.action_drill()
         elif item_id == "item-interview":
             self.action_interview()
+        elif item_id == "item-katas":
+            self.action_katas()
         elif item_id == "item-progress":
             self.action_progress()
         elif item_id.startswith("topic-"):
@@ -125,6 +131,9 @@ class HomeScreen(Screen):
 
     def action_interview(self) -> None:
         self.app.post_message(InterviewRequested())
+
+    def action_katas(self) -> None:
+        self.app.post_message(KatasRequested())
 
     def action_progress(self) -> None:
         from ddpfsdp.quiz.screens.progress import ProgressScreen

@@ -23,6 +23,9 @@ What it runs, N being the GPUs visible (`ddpfsdp doctor` counts them first):
   pipeline     `demo pipeline`: 1F1B with 8 micro-batches, and --compare, on 2 GPUs (NCCL) or on 2 ranks
                sharing one over gloo (the activations between stages cross through host memory there)
   faults       two of the failure lab's bugs, broken then fixed (on CPU processes: the lab runs there)
+  katas        every kata's reference solution through `ddpfsdp kata check` (tests/benchmarks/gpu_kata_check.py):
+               on min(N, 4) GPUs over NCCL with CUDA tensors; on one GPU the katas written with point-to-point
+               messages refused before launch, the others on 2 ranks sharing it over gloo
   MFU          on N GPUs FSDP2 on the large preset in bf16-mixed, on one GPU DDP at one rank (FSDP2 at
                one rank runs about twice DDP's step, so its MFU says nothing of the demo), against
                torchtitan's published order of magnitude; DDP eager and `--compile` at one rank on the
@@ -92,7 +95,7 @@ NOT_JUDGED_AT_ONE_RANK = {
 class Item:
     key: str  # short and unique, used in file names
     title: str
-    group: str  # machine | refusal | N GPUs | 1 GPU | concepts | MFU | guard
+    group: str  # machine | refusal | N GPUs | 1 GPU | concepts | MFU | guard | katas
     argv: list[str]  # the command, from the interpreter on
     budget_s: float
     evaluate: str  # a name in EVALUATORS
@@ -293,6 +296,14 @@ def _pipeline_items(gpus: int, python: str) -> list[Item]:
     ]
 
 
+def _katas_item(gpus: int, python: str, work: Path) -> Item:
+    data = work / "katas.json"
+    where = f"{min(gpus, 4)} GPUs (NCCL)" if gpus >= 2 else "2 ranks sharing 1 GPU (gloo), point-to-point katas refused"
+    return Item("katas", f"every kata's reference solution, ddpfsdp kata check --reference, on {where}", "katas",
+                [python, str(HERE / "gpu_kata_check.py"), str(data), "--gpus", str(gpus)], 180, "katas",
+                {"data": str(data)})
+
+
 def plan(gpus: int, out: Path, work: Path, python: str = sys.executable) -> list[Item]:
     """Every item, in the order it runs, for a machine with `gpus` visible GPUs: the quick and the
     telling first (the guard, the peak, MFU, the N-GPU demos), so a short budget loses the least.
@@ -311,7 +322,8 @@ def plan(gpus: int, out: Path, work: Path, python: str = sys.executable) -> list
             concepts.append(Item(f"concept-{name}", f"demo {name} on {where}", "concepts", argv, 90, "demo",
                                  {"world": world}))
     faults = [*_pipeline_items(gpus, python), *(Item(f"fault-{name}", f"demo fault {name} (broken, then fixed)", "faults",
-                   _cli(python, "demo", "fault", name, "--json"), 90, "demo") for name in FAULTS)]
+                   _cli(python, "demo", "fault", name, "--json"), 90, "demo") for name in FAULTS),
+              _katas_item(gpus, python, work)]
     rest = [*one_gpu[1:], *concepts, *faults] if gpus < 2 else [*concepts, *faults, *one_gpu[1:]]
     return [
         Item("doctor", "ddpfsdp doctor", "machine", _cli(python, "doctor", "--json"), 60, "doctor"),
@@ -632,9 +644,28 @@ def judge_guard_rank(item: Item, outcome: Outcome) -> Verdict:
     return Verdict("pass" if ok else "fail", numbers, detail)
 
 
+def judge_katas(item: Item, outcome: Outcome) -> Verdict:
+    """Every kata passed where it runs and was refused where it cannot (gpu_kata_check.py's report)."""
+    stopped = _failed(outcome)
+    if stopped and not outcome.data:
+        return stopped
+    katas = (outcome.data or {}).get("katas") or {}
+    if not katas:
+        return Verdict("fail", {"exit": outcome.returncode}, f"no report: {_tail(outcome.stderr, 3)}")
+    failed = {name: entry for name, entry in katas.items() if not entry.get("ok")}
+    numbers = {name: f"{entry['expected']} in {entry['seconds']} s" for name, entry in katas.items()}
+    if failed:
+        detail = "; ".join(f"{name}: {', '.join(entry.get('not_passed') or []) or entry.get('said') or 'exit ' + str(entry.get('exit'))}"
+                           for name, entry in failed.items())
+        return Verdict("fail", numbers, detail)
+    refused = sum(entry["expected"] == "refused" for entry in katas.values())
+    return Verdict("pass", numbers, f"{len(katas) - refused} katas passed every check"
+                   + (f", {refused} refused before launch as they should be" if refused else ""))
+
+
 EVALUATORS: dict[str, Callable[[Item, Outcome], Verdict]] = {
     "demo": judge_demo, "doctor": judge_doctor, "refusal": judge_refusal, "peak": judge_peak,
-    "mfu": judge_mfu, "guard_cli": judge_guard_cli, "guard_rank": judge_guard_rank,
+    "mfu": judge_mfu, "guard_cli": judge_guard_cli, "guard_rank": judge_guard_rank, "katas": judge_katas,
 }
 
 
