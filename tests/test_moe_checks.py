@@ -17,6 +17,7 @@ import copy
 import pytest
 
 from ddpfsdp.demos.claims import expert_parallel as ep
+from ddpfsdp.demos.measure import expert_load
 from ddpfsdp.demos.registry import DEMOS
 
 
@@ -64,8 +65,8 @@ def test_the_routers_imply_each_call_s_bytes_in_issue_order():
 
 def test_off_rank_bytes_and_load_per_layer_by_hand():
     # rank 0 sends 1 slot to rank 1 and gets 2 back (x2 for backward): 2 x (1 + 2) x 8 = 48, and rank 1 the same
-    assert ep.off_rank_bytes(_run()) == {0: 48, 1: 48}
-    layer = ep.load_per_layer(_run())[0]
+    assert expert_load.off_rank_bytes(_run()) == {0: 48, 1: 48}
+    layer = expert_load.load_per_layer(_run())[0]
     assert layer["loads"] == [5, 3] and layer["computed"] == [4, 3] and layer["dropped"] == 1
     assert layer["expert_imbalance"] == pytest.approx(5 / 4) and layer["rank_imbalance"] == pytest.approx(4 / 3.5)
     assert layer["aux"] == pytest.approx((0.011 + 0.01) / 2)

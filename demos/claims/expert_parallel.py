@@ -20,7 +20,7 @@ from typing import Any
 
 from ddpfsdp.demos.base.units import format_bytes
 from ddpfsdp.demos.result.checks import Check
-from ddpfsdp.demos.result.expert_record import ExpertRank, ExpertReference, LayerLoad, LayerRouting
+from ddpfsdp.demos.result.expert_record import ExpertRank, ExpertReference, LayerRouting
 from ddpfsdp.demos.result.schema import ExpertRun
 from ddpfsdp.demos.theory.expert_parallel import SWITCH_AUX_ALPHA, all_to_all_bytes, dropped_slots, switch_aux_loss
 
@@ -109,19 +109,6 @@ def routed_all_to_all_bytes(run: Run) -> dict[int, list[int]]:
                 backward = [kept * row, received * row, *backward]
             implied[rank["rank"]] = forward + backward
     return implied
-
-
-def off_rank_bytes(run: Run) -> dict[int, int]:
-    """Per rank, the bytes its all-to-alls of one step send to other ranks, from the split sizes: per layer the
-    dispatch's slots to others and the combine's outputs to others, forward and again backward."""
-    run = _run(run)
-    row = (run.d_model or 0) * (run.element_bytes or 0)
-    out = {}
-    for rank in run.ranks:
-        me = rank["ep_rank"]
-        out[rank["rank"]] = sum(2 * (sum(r["sent"]) - r["sent"][me] + sum(r["received"]) - r["received"][me]) * row
-                                for r in _layers(rank))
-    return out
 
 
 def all_to_all_bytes_match_routed_tokens(run: Run) -> Check:
@@ -227,27 +214,7 @@ def aux_loss_matches_measured_load(run: Run, alpha: float = SWITCH_AUX_ALPHA) ->
                  {"recomputed": values, "alpha": alpha, "worst_over_even": worst / alpha if alpha else None})
 
 
-# ----------------------------------------------------------------------------- the load, and who waits
-
-
-def load_per_layer(run: Run) -> list[LayerLoad]:
-    """Per layer: the slots each expert drew over every rank, the rows each rank's experts computed, the slots
-    dropped, their imbalance (the largest over the mean) and the aux loss."""
-    run = _run(run)
-    out = []
-    for layer in range(len(_layers(run.ranks[0])) if run.ranks else 0):
-        rows = [_layers(rank)[layer] for rank in run.ranks]
-        loads = [sum(r["loads"][e] for r in rows) for e in range(run.experts or 0)]
-        computed = [r["computed"] for r in rows]
-        out.append(LayerLoad(loads=loads, computed=computed,
-                             dropped=sum(dropped_slots(r["loads"], r["capacity"]) for r in rows),
-                             expert_imbalance=_imbalance(loads), rank_imbalance=_imbalance(computed),
-                             aux=sum(r["aux"] for r in rows) / len(rows)))
-    return out
-
-
-def _imbalance(values: Sequence[int]) -> float:
-    return max(values) / (sum(values) / len(values)) if values and sum(values) else 0.0
+# ----------------------------------------------------------------------------- who waits
 
 
 def all_to_all_waits_for_slowest_rank(run: Run) -> Check:

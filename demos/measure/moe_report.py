@@ -14,7 +14,7 @@ from rich.table import Table
 
 from ddpfsdp.demos.base.labels import Fitted
 from ddpfsdp.demos.base.units import format_bytes
-from ddpfsdp.demos.claims.expert_parallel import load_per_layer, off_rank_bytes
+from ddpfsdp.demos.measure.expert_load import load_per_layer, off_rank_bytes
 from ddpfsdp.demos.result.schema import DemoResult, ExpertRun, as_result
 
 THEORY_NOTE = ("theory: demos/theory/expert_parallel.py (routed evenly: T·k·d·c·(ep-1)/ep off-rank per all-to-all, "
