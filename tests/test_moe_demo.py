@@ -93,3 +93,53 @@ def test_the_recorded_step_writes_a_trace(result, tmp_path):
 
     events = json.loads(trace.write(result, tmp_path / "moe.json").read_text())["traceEvents"]
     assert any("all_to_all" in str(event.get("name", "")) for event in events)
+
+
+TOPIC = f'''
+topic = "expert-parallel"
+title = "Expert parallelism"
+order = 1
+description = "Experts over ranks."
+
+[[question]]
+id = "ep-evidence"
+level = 2
+kind = "single"
+prompt = "Where does a token routed to an expert on another rank go?"
+choices = ["To that rank by an all-to-all, and its output back by another", "Nowhere: the expert is all-gathered"]
+answer = "To that rank by an all-to-all, and its output back by another"
+why = ["Right: dispatch and combine.", "Wrong: that is FSDP."]
+demo = {{ name = "moe", args = {json.dumps(list(RUN[1:]))} }}
+evidence = ["all_to_all_bytes_match_routed_tokens", "dropped_tokens_match_router"]
+'''
+
+
+@pytest.mark.dist
+async def test_an_expert_parallel_question_shows_its_saved_run(result, tmp_path):
+    """The quiz's evidence panel draws the run by the registry's view (the load per layer, each rank's
+    experts), with the memory and timeline charts every training result gets."""
+    from conftest import widget_text
+
+    from ddpfsdp.quiz.app import make_app
+    from ddpfsdp.quiz.store import Store
+
+    bank_dir, answers_dir = tmp_path / "bank", tmp_path / "answers"
+    bank_dir.mkdir()
+    answers_dir.mkdir()
+    (bank_dir / "expert-parallel.toml").write_text(TOPIC)
+    (answers_dir / "ep-evidence.md").write_text("# ep-evidence\n\nThe model answer.\n")
+    with Store.open() as store:
+        store.save_demo_result("moe", list(RUN[1:]), result)
+    app = make_app(bank_dir=bank_dir, answers_dir=answers_dir, seed=3, topic="expert-parallel")
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        await pilot.press(str(screen.display_choices.index(screen.question.answer) + 1), "enter")
+        await pilot.pause()
+        panel = app.screen.query_one("#evidence")
+        shown = widget_text(panel.query_one("#evidence-saved"))
+        classes = set(panel.classes)
+    assert "Not measured on this machine yet" not in shown
+    assert "✔ │ all_to_all_bytes_match_routed" in shown and "✔ │ dropped_tokens_match_router" in shown
+    assert "Load in the recorded step" in shown and "ep group.rank" in shown
+    assert {"-has-chart", "-has-timeline"} <= classes
