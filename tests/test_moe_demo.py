@@ -51,6 +51,15 @@ def test_each_rank_holds_its_experts_and_sends_five_all_to_alls_per_layer(result
 
 
 @pytest.mark.dist
+def test_each_rank_s_model_state_is_its_experts_and_its_dense_shard(result):
+    """Measured after the recorded step's update: the parameters are the experts whole and the FSDP shard,
+    the gradients as many bytes, AdamW's two moments twice that (plus a step counter per tensor)."""
+    for memory, rank in zip(result["memory"]["ranks"], result["moe"]["ranks"]):
+        assert memory["params"] == memory["grads"] == rank["expert_param_bytes"] + rank["dense_param_bytes"]
+        assert 2 * memory["params"] <= memory["optimizer"] <= 2 * memory["params"] + 8 * 64
+
+
+@pytest.mark.dist
 def test_the_recorded_step_shows_the_all_to_alls_on_every_rank(result):
     for rank in result["timeline"]["ranks"]:
         all_to_alls = [c for c in rank["collectives"] if c["op"] == "all_to_all"]

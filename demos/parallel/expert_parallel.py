@@ -85,6 +85,7 @@ class ExpertParallel:
     ep: int
     edp: int
     data_parallel: int  # the ranks whose mean loss the step descends: every rank
+    ep_group: int  # which ep group this rank is in (its place in the edp dimension)
     ep_rank: int
     experts_per_rank: int
     layers: list[MoE] = field(default_factory=list)
@@ -107,8 +108,8 @@ class ExpertParallel:
             layer.experts.take(ep_rank * per_rank, per_rank)
             layer.experts.to(device)
             layer.dispatch = AllToAllDispatch(group, dims.ep, per_rank, device)
-        return cls(mesh=mesh, ep=dims.ep, edp=dims.world_size // dims.ep, data_parallel=dims.dp, ep_rank=ep_rank,
-                   experts_per_rank=per_rank, layers=layers)
+        return cls(mesh=mesh, ep=dims.ep, edp=dims.world_size // dims.ep, data_parallel=dims.dp,
+                   ep_group=mesh.get_local_rank("edp"), ep_rank=ep_rank, experts_per_rank=per_rank, layers=layers)
 
     def params(self) -> set[nn.Parameter]:
         """The experts' parameters: held whole on this rank, left alone by FSDP."""

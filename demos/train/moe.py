@@ -53,7 +53,7 @@ class RankMoE(TypedDict):
     comm: PerOp
     group_sizes: dict[str, list[int]]
     timeline: RankStep | None
-    state: dict[str, int]  # params, grads, optimizer: bytes held after the recorded step
+    state: dict[str, int]  # params, grads, optimizer: bytes held after the recorded step's update
 
 
 @dataclass
@@ -84,8 +84,10 @@ class _Rank:
     model: Any
     batches: list[tuple[Any, Any]]
 
-    def step(self, batch: tuple[Any, Any], recorder: Any = None, keep: list[FirstStep] | None = None) -> float:
-        """One training step; with `keep`, its output and gradients before the update are appended to it."""
+    def step(self, batch: tuple[Any, Any], recorder: Any = None, keep: list[FirstStep] | None = None,
+             after_update: Any = None) -> float:
+        """One training step; with `keep`, its output and gradients before the update are appended to it;
+        `after_update` runs between the optimizer's step and the gradients' release."""
         import torch.nn.functional as F
 
         tokens, targets = (t.to(self.ctx.device) for t in batch)
@@ -101,6 +103,8 @@ class _Rank:
         if keep is not None:
             keep.append(FirstStep(logits.detach().cpu(), _gradients(self.prepared.model)))
         self.prepared.optimizer.step()
+        if after_update is not None:
+            after_update()
         self.prepared.optimizer.zero_grad(set_to_none=True)
         return float(loss.detach())
 
@@ -156,11 +160,12 @@ def _train(ctx: Any, spec: RunSpec) -> tuple[RankMoE, DenseFacts | None]:
     run.prepared.experts.record(True)
     recorder = TimelineRecorder(ctx.device, run.prepared.model, timeline_units(run.model, run.prepared),
                                 run.prepared.optimizer)
+    state: dict[str, int] = {}
     with recorder:
-        losses.append(run.step(run.batches[-1], recorder=recorder))
+        losses.append(run.step(run.batches[-1], recorder=recorder, after_update=lambda: state.update(
+            model_state_bytes(run.prepared.model, run.prepared.optimizer))))
     ctx.step(total - 1, total, phase="recorded", loss=losses[-1])
     timeline = recorder.to_dict(ctx.rank)
-    state = model_state_bytes(run.prepared.model, run.prepared.optimizer)
     traces = [layer.trace[-1] for layer in layers]
     all_to_alls = [c.bytes for c in recorder.collectives if c.op == "all_to_all"]
     comm, group_sizes = recorder.per_op(), recorder.group_sizes()
@@ -180,7 +185,7 @@ def _train(ctx: Any, spec: RunSpec) -> tuple[RankMoE, DenseFacts | None]:
         losses=losses, logits=first.logits,
         expert_grads={name: grad for name, grad in first.grads.items() if name in expert_names},
         choices=[layer.choices_log for layer in layers],
-        expert=ExpertRank(rank=ctx.rank, ep_group=ctx.rank // experts.ep, ep_rank=experts.ep_rank,
+        expert=ExpertRank(rank=ctx.rank, ep_group=experts.ep_group, ep_rank=experts.ep_rank,
                           experts=list(range(held, held + experts.experts_per_rank)),
                           expert_param_bytes=expert_bytes, dense_param_bytes=dense_bytes,
                           all_to_all_bytes=all_to_alls, layers=routing),
@@ -316,12 +321,14 @@ def _assemble(ctx: Any, spec: RunSpec, gathered: list[RankMoE], dense: DenseFact
     from ddpfsdp.demos.parallel.degrees import ParallelDims
     from ddpfsdp.demos.result.schema import GLOO_CAVEAT, Comm, ExpertRun, Memory, RankMemory, Timeline
     from ddpfsdp.demos.theory.expert_parallel import expert_parallel_figures, expert_params
+    from ddpfsdp.demos.theory.precision import precision_for
 
     shape = shape_for("gpt", spec.model)
     ep = ParallelDims.of(spec, ctx.world_size).ep
     per_expert = expert_params(shape.d_model)
     moe = ExpertRun(experts=spec.experts, top_k=spec.top_k, capacity_factor=spec.capacity_factor, ep=ep,
-                    layers=shape.layers, d_model=shape.d_model, element_bytes=4, count_bytes=COUNT_BYTES,
+                    layers=shape.layers, d_model=shape.d_model,
+                    element_bytes=precision_for(spec.precision).compute_bytes, count_bytes=COUNT_BYTES,
                     expert_params=per_expert, dense_params=dense.params, shard_row_bytes=dense.row_bytes,
                     ranks=_ranks_with_times(gathered), reference=reference)
     losses = [sum(step) / len(step) for step in zip(*(g["losses"] for g in gathered))]
