@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DATA_PARALLEL_MIN_RANKS = 2  # what these demos show happens between ranks: data parallelism, collectives
-SPEC_KINDS = ("training", "pipeline")  # the kinds of demo whose run is a RunSpec
+SPEC_KINDS = ("training", "pipeline", "experts")  # the kinds of demo whose run is a RunSpec
 
 
 # The evidence panel's view of a demo of each kind that names none of its own.
@@ -168,6 +168,26 @@ PIPELINE_CHECKS = {
                                 "only, and the pipeline's group only sends and recvs",
     "gpipe_holds_more_activations_than_1f1b": "with --compare: GPipe holds more micro-batches in flight than 1F1B",
     "interleaved_has_smaller_bubble": "with --compare: the interleaved schedule idles a smaller share of the step than 1F1B",
+}
+
+# `demo moe`: expert parallelism on real ranks.
+MOE_CHECKS = {
+    "moe_matches_single_process": "the loss per step, and the first step's output and gradients, equal the same MoE "
+                                  "on one process given the same batches and expert choices (rtol 1e-4 in fp32)",
+    "all_to_all_bytes_match_routed_tokens": "each rank's all-to-alls carry, call by call, exactly the slots the "
+                                            "routers kept (its own dispatched, its experts' received) times d x "
+                                            "element bytes, each backward call handing back what its forward "
+                                            "received",
+    "dropped_tokens_match_router": "slots dropped over capacity, routed minus computed, equal what the routers' "
+                                   "loads imply, sum of max(0, load - ceil(cf·T·k/E))",
+    "aux_loss_matches_measured_load": "the Switch load-balancing loss each layer added, alpha·E·sum f_i·P_i, "
+                                      "recomputed from the measured load per expert and router probabilities",
+    "all_to_all_waits_for_slowest_rank": "no rank's combine all-to-all returns before the last rank of its group has "
+                                         "computed its experts: every layer ends at the slowest rank's pace",
+    "ep_holds_experts_per_rank": "each rank holds E/ep whole experts per layer and 1/N of the dense part (FSDP): EP "
+                                 "splits only the experts",
+    "timeline_records_every_collective": "the recorded step holds, on every rank, each collective counted in it "
+                                         "(the all-to-alls among them), issued and completed",
 }
 
 DEMOS: dict[str, Demo] = {
@@ -349,6 +369,18 @@ DEMOS: dict[str, Demo] = {
             render="ddpfsdp.demos.measure.pipeline_report:render",
             evidence_view="ddpfsdp.demos.measure.pipeline_report:evidence_view",
             checks=PIPELINE_CHECKS,
+        ),
+        Demo(
+            "moe",
+            "expert parallelism: a mixture of experts in every GPT block, its experts over the ranks, tokens "
+            "dispatched and combined by all-to-alls, checked against one process",
+            "ddpfsdp.demos.train.moe:run",
+            "experts",
+            options="ddpfsdp.demos.train.moe_options:MOE_OPTIONS",
+            validate="ddpfsdp.demos.train.moe_options:validate_moe",
+            render="ddpfsdp.demos.measure.moe_report:render",
+            evidence_view="ddpfsdp.demos.measure.moe_report:evidence_view",
+            checks=MOE_CHECKS,
         ),
         Demo(
             "kata",

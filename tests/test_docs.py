@@ -20,7 +20,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
-from ddpfsdp.demos.result import checks, schema, step_record
+from ddpfsdp.demos.result import checks, expert_record, schema, step_record
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -143,7 +143,9 @@ def result_types() -> dict[str, type]:
               if isinstance(value, type) and issubclass(value, schema.Block) and value is not schema.Block}
     steps = {name: getattr(step_record, name) for name in ("RankStep", "Span", "CollectiveSpan", "MemorySamples",
                                                             "Exposed")}
-    return {**blocks, "Check": checks.Check, **steps}
+    experts = {name: getattr(expert_record, name) for name in ("ExpertRank", "LayerRouting", "ExpertReference",
+                                                                "GradientDiff")}
+    return {**blocks, "Check": checks.Check, **steps, **experts}
 
 
 def type_fields(kind: type) -> set[str]:

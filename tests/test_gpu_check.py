@@ -173,6 +173,17 @@ def test_every_one_gpu_item_is_placed_as_planned_and_none_is_refused_but_the_ref
         assert run.placement.gpus == 1, item.key
 
 
+@pytest.mark.parametrize("gpus, placed, world", [
+    (1, ["--gpus", "1", "--ranks-per-gpu", "2"], 2),  # gloo's all_to_all_single on CUDA tensors
+    (2, ["--gpus", "2"], 2),
+    (8, ["--gpus", "4", "--ep", "2"], 4),  # two ep groups: the replicas' all-reduce over NCCL too
+])
+def test_plan_runs_the_mixture_of_experts_on_every_machine(gpus, placed, world, tmp_path):
+    item = {item.key: item for item in gc.plan(gpus, tmp_path, tmp_path / "work", python="py")}[f"moe-{gpus}gpu"]
+    assert item.argv[3:5] == ["demo", "moe"] and item.argv[5:5 + len(placed)] == placed
+    assert item.expect == {"world": world} and item.evaluate == "demo" and not item.skip
+
+
 def test_plan_runs_ddp_eager_and_compiled_for_mfu_and_the_split_on_every_machine(tmp_path):
     for gpus, eager_key in ((1, "mfu-1rank"), (8, "mfu-ddp-eager-1rank")):
         items = {item.key: item for item in gc.plan(gpus, tmp_path, tmp_path / "work", python="py")}

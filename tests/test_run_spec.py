@@ -26,6 +26,8 @@ DOCUMENTED = {
     "simulate": False, "world": None, "params": None, "gpu_mem": None,
     # a pipeline's (their defaults on `demo pipeline`'s command line are its own: PIPELINE_DOCUMENTED)
     "schedule": None, "microbatches": None, "stages_per_rank": None, "pp": None, "dp": 1, "compare": False,
+    # an MoE run's (on `demo moe`'s command line its own: tests/test_moe_options.py)
+    "ep": None, "experts": None, "top_k": None, "capacity_factor": None,
 }
 PIPELINE_DOCUMENTED = {"model": None, "batch_size": None, "steps": None, "seed": 0, "trace": None, "schedule": "1f1b",
                        "microbatches": 4, "stages_per_rank": None, "pp": None, "dp": 1, "compare": False,

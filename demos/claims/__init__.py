@@ -4,6 +4,8 @@
     timeline    what only the recorded step can show: overlap, resharding, prefetch, exposed communication
     two_d       a 2-D run (FSDP over dp x tensor parallelism over tp)
     pipeline    a pipeline run: bubble, activations in flight, point-to-point bytes, the loss
+    expert_parallel  an MoE run: the one-process reference, the all-to-alls' bytes, dropped slots, the aux
+                loss, the combine's wait, the experts each rank holds
     simulated   a simulated run against the analytic model
 
 Each function takes numbers and returns a `result.checks.Check`; tests feed each one broken numbers and

@@ -4,6 +4,7 @@
                      `parallelize_llama`), for a real run and a simulated one alike
     strategies       the data-parallel wraps (DDP, zro, FSDP2, FSDP1) and the optimizer
     tensor_parallel  the Megatron plan inside each GPT block over a (dp, tp) mesh
+    expert_parallel  each MoE layer's experts split over an ep group, reached by all-to-alls
     compiled         torch.compile's placement and what torch records of it
 
 It sits with train/ and measure/: it may import theory/, the ground floor and train/'s models and spec.

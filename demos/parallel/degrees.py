@@ -15,6 +15,8 @@ re-derives them. A run's degrees follow from its spec and its world size (`of`):
     fsdp hybrid          dp_replicate = replicas, dp_shard = world / replicas
     fsdp no-shard        dp_replicate = world                    FSDP2 holding everything, as DDP does
     pipeline (--pp)      pp = world / dp, dp_shard = dp          each stage sharded over its replicas
+    moe (--ep)           dp_shard = world, ep = --ep or world    the dense part sharded over every rank, the
+                                                                 experts split over each ep group of ranks
 
 The mesh's dimensions go slowest first in the order of DIMS, each left out at degree 1, so the
 fastest-varying dimension holds consecutive ranks: tensor parallelism's groups are a node's GPUs, as on a
@@ -77,6 +79,14 @@ class ParallelDims:
                                  f"give --procs {(run.pp or 2) * dp} (or another multiple of {dp} of at least "
                                  f"{2 * dp})")
             return cls(world_size, dp_shard=dp, pp=pp)
+        if run.is_moe:
+            ep = run.ep or world_size
+            if world_size % ep or ep < 2:
+                fitting = [n for n in range(2, world_size + 1) if world_size % n == 0 and run.experts % n == 0]
+                other = f"--ep {' or '.join(map(str, fitting))}, or " if fitting else ""
+                raise ValueError(f"--ep {ep} must divide the world of {world_size} ranks (its ranks are borrowed from "
+                                 f"data parallelism): give {other}--procs {ep} or {2 * ep}")
+            return cls(world_size, dp_shard=world_size, ep=ep)
         if run.strategy in ("ddp", "zro") or run.sharding == "no-shard":
             return cls(world_size, dp_replicate=world_size)
         if run.tp:
@@ -98,9 +108,12 @@ class ParallelDims:
     @staticmethod
     def fewest_ranks(run: RunSpec) -> int:
         """The smallest world `run` shows what it is for on: two data-parallel groups of its other degrees
-        (two ranks; two groups of --tp; --replicas shard groups of two; two stages per pipeline replica)."""
+        (two ranks; two groups of --tp; --replicas shard groups of two; two stages per pipeline replica; two
+        groups of --ep)."""
         if run.is_pipeline:
             return (run.pp or 2) * run.dp
+        if run.is_moe:  # --ep N: two ep groups, each expert on two ranks; else every rank one ep group
+            return 2 * run.ep if run.ep else 2
         if run.tp:
             return 2 * run.tp
         if run.strategy == "fsdp" and run.sharding == "hybrid":
@@ -147,6 +160,14 @@ class ParallelDims:
                                                                           if k != "dp_replicate"}}
         shape = shape or {"dp_shard": 1}
         return init_device_mesh(device_type, tuple(shape.values()), mesh_dim_names=tuple(shape))
+
+    def ep_mesh(self, device_type: str) -> Any:
+        """Expert parallelism's own mesh of the world, (edp, ep), ep fastest: each "ep" group's ranks hold
+        the experts between them and exchange tokens; each "edp" group's ranks hold the same experts
+        (Megatron-LM's expert-data-parallel group) and average their gradients."""
+        from torch.distributed.device_mesh import init_device_mesh
+
+        return init_device_mesh(device_type, (self.world_size // self.ep, self.ep), mesh_dim_names=("edp", "ep"))
 
     def fsdp_mesh(self, mesh: Any) -> Any:
         """What FSDP shards over: the 1-D shard dimension, or with replicas (HSDP, no-shard) the

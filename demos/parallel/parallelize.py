@@ -8,6 +8,9 @@ torchtitan's `parallelize_llama` is the model: one function, a fixed order, a re
                        parallelism needs one, the world's mesh of them, built once
   2. tensor parallel   (--tp) the Megatron plan inside each GPT block over the mesh's "tp" dimension
                        (`tensor_parallel.TwoD`); FSDP then shards each TP shard over "dp_shard"
+  2b. expert parallel (--ep, demo moe) each MoE layer keeps its ep rank's experts, whole, and dispatches
+                       over its ep group by all-to-all (`expert_parallel.ExpertParallel`); FSDP then shards
+                       the dense part and leaves the experts alone
   3. checkpointing     each block's body recomputed in backward; set on the blocks themselves, before
                        any wrapper, so an FSDP unit around a block sees an ordinary module
   4. the model's facts read from the tensors FSDP is about to shard (`models.model_facts`)
@@ -96,6 +99,11 @@ def parallelize(model: nn.Module, run: RunSpec, world: World, device: torch.devi
         from ddpfsdp.demos.parallel.tensor_parallel import TwoD
 
         two_d = TwoD.apply(model, run, dims, mesh)
+    experts = None
+    if run.is_moe:
+        from ddpfsdp.demos.parallel.expert_parallel import ExpertParallel
+
+        experts = ExpertParallel.apply(model, dims, device)
     if run.checkpoint_activations:
         model.checkpoint_activations = True
     facts = model_facts(model, dims.fsdp_size if run.strategy == "fsdp" else 1)
@@ -112,7 +120,8 @@ def parallelize(model: nn.Module, run: RunSpec, world: World, device: torch.devi
     wrapping: Wrapping = {}
     wrapped = model
     if sharded:
-        wrapped, fsdp_mesh, units, unit_params = shard(model, run, device, dims, mesh)
+        wrapped, fsdp_mesh, units, unit_params = shard(model, run, device, dims, mesh,
+                                                       experts.params() if experts is not None else None)
         wrapping = dict(sharding=run.sharding, wrap=run.wrap, fsdp_api=run.fsdp_api, mesh=fsdp_mesh, units=units,
                         unit_params=unit_params)
     with world.materialized(model):
@@ -127,7 +136,7 @@ def parallelize(model: nn.Module, run: RunSpec, world: World, device: torch.devi
         optimizer = build_optimizer(run, wrapped, impl)
     return Prepared(wrapped, optimizer, strategy=run.strategy, device=device, world_size=world.size,
                     precision=run.precision, optimizer_name=run.optimizer, lr=run.lr, dims=dims, two_d=two_d,
-                    facts=facts, optimizer_impl=impl, compiled=compiled, **wrapping)
+                    facts=facts, optimizer_impl=impl, compiled=compiled, experts=experts, **wrapping)
 
 
 def _ddp_bucket_cap_mb(run: RunSpec, compiled: bool) -> float | None:

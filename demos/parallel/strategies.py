@@ -62,6 +62,7 @@ class Prepared:
     facts: dict[str, int] = field(default_factory=dict)  # models.model_facts, read before FSDP sharded it
     optimizer_impl: str = "foreach"  # fused | foreach | for-loop: how the optimizer steps
     compiled: Any = None  # compiled.Compiled of a --compile run: the backend and what torch recorded
+    experts: Any = None  # expert_parallel.ExpertParallel of an MoE run: its experts, mesh and groups
 
     def autocast(self) -> contextlib.AbstractContextManager:
         """The forward's autocast: bf16 for DDP / zro in bf16-mixed, nothing otherwise.
@@ -90,13 +91,15 @@ class Prepared:
             what = f"{api}, sharding {self.sharding}, wrap {self.wrap}: {len(self.units)} units{mesh}"
         tensor_parallel = f"; {self.two_d.describe()}" if self.two_d is not None else ""
         compiled = f"; {self.compiled.describe()}" if self.compiled is not None else ""
-        return f"{what}; precision {self.precision}; {optimizer} lr {self.lr:g}{tensor_parallel}{compiled}"
+        experts = f"; {self.experts.describe()}" if self.experts is not None else ""
+        return f"{what}; precision {self.precision}; {optimizer} lr {self.lr:g}{tensor_parallel}{compiled}{experts}"
 
 
-def shard(model: nn.Module, run: RunSpec, device: torch.device, dims: ParallelDims,
-          mesh: Any) -> tuple[nn.Module, Any, list[str], list[int]]:
+def shard(model: nn.Module, run: RunSpec, device: torch.device, dims: ParallelDims, mesh: Any,
+          ignored: set[nn.Parameter] | None = None) -> tuple[nn.Module, Any, list[str], list[int]]:
     """FSDP2 or FSDP1 over `run`'s units: (wrapped model, the mesh it shards over, unit names, parameters
-    per unit). `mesh` is the run's world mesh (`ParallelDims.build_mesh`); FSDP takes its data-parallel part."""
+    per unit). `mesh` is the run's world mesh (`ParallelDims.build_mesh`); FSDP takes its data-parallel part.
+    FSDP2 leaves the `ignored` parameters as they are (an MoE's experts, held whole by expert parallelism)."""
     sharding = run.sharding
     unit_modules = _unit_modules(model, run.wrap)
     fsdp_mesh = dims.fsdp_mesh(mesh)
@@ -104,8 +107,8 @@ def shard(model: nn.Module, run: RunSpec, device: torch.device, dims: ParallelDi
         if run.prefetch == "off":
             raise ValueError("FSDP2 always prefetches the next unit in backward (torch has no switch for it); "
                              "prefetch 'off' needs FSDP1 (fsdp_api 1)")
-        units, unit_params = _unit_report(model, unit_modules)
-        wrapped = _wrap_fsdp2(model, unit_modules, fsdp_mesh, sharding, run.precision)
+        units, unit_params = _unit_report(model, unit_modules, ignored or set())
+        wrapped = _wrap_fsdp2(model, unit_modules, fsdp_mesh, sharding, run.precision, ignored)
         if run.prefetch == "forward":
             _forward_prefetch_fsdp2(model, unit_modules)
         return wrapped, fsdp_mesh, units, unit_params
@@ -150,7 +153,19 @@ def build_optimizer(run: RunSpec, wrapped: nn.Module, impl: str = "foreach") -> 
 
         return ZeroRedundancyOptimizer(wrapped.parameters(), optimizer_class=_optimizer_class(run.optimizer),
                                        lr=run.lr, **flags)
-    return _optimizer_class(run.optimizer)(wrapped.parameters(), lr=run.lr, **flags)
+    return _optimizer_class(run.optimizer)(param_groups(wrapped), lr=run.lr, **flags)
+
+
+def param_groups(wrapped: nn.Module) -> list[dict[str, list[nn.Parameter]]]:
+    """The parameters in one group per kind of tensor: a fused or foreach step takes one kind per call
+    ("got mixed torch.Tensor and DTensor"), and FSDP2's DTensor shards may sit beside parameters it leaves
+    whole (an MoE's experts, `parallel.expert_parallel`)."""
+    from torch.distributed.tensor import DTensor
+
+    kinds: dict[bool, list[nn.Parameter]] = {}
+    for param in wrapped.parameters():
+        kinds.setdefault(isinstance(param, DTensor), []).append(param)
+    return [{"params": params} for params in kinds.values()]
 
 
 def _optimizer_class(name: str) -> type[torch.optim.Optimizer]:
@@ -190,7 +205,8 @@ def _unit_modules(model: nn.Module, wrap: str) -> list[nn.Module]:
     return units
 
 
-def _unit_report(model: nn.Module, unit_modules: list[nn.Module]) -> tuple[list[str], list[int]]:
+def _unit_report(model: nn.Module, unit_modules: list[nn.Module],
+                 ignored: set[nn.Parameter] = frozenset()) -> tuple[list[str], list[int]]:
     """Unit names in forward order (root last) and the parameters each one manages itself.
 
     A parameter belongs to the innermost unit that contains it, as in FSDP; the root keeps what
@@ -207,22 +223,25 @@ def _unit_report(model: nn.Module, unit_modules: list[nn.Module]) -> tuple[list[
     counts = dict.fromkeys(order, 0)
     counts[ROOT_UNIT] = 0
     for p in model.parameters():
-        counts[owner.get(id(p), ROOT_UNIT)] += p.numel()
+        if p not in ignored:
+            counts[owner.get(id(p), ROOT_UNIT)] += p.numel()
     names = [*order, ROOT_UNIT]
     return names, [counts[n] for n in names]
 
 
-def _wrap_fsdp2(model: nn.Module, unit_modules: list[nn.Module], mesh, sharding: str, precision: str) -> nn.Module:
+def _wrap_fsdp2(model: nn.Module, unit_modules: list[nn.Module], mesh, sharding: str, precision: str,
+                ignored: set[nn.Parameter] | None = None) -> nn.Module:
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     reshard = sharding in ("full", "hybrid")
     policy = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
               if precision == "bf16-mixed" else MixedPrecisionPolicy())
     for module in unit_modules:  # innermost first: a unit must be sharded before the unit around it
-        fully_shard(module, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
+        fully_shard(module, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy, ignored_params=ignored)
     # The root is left to FSDP's default (None): it keeps its parameters after forward, since backward
     # needs them first thing, so resharding them would only buy an immediate second all-gather.
-    fully_shard(model, mesh=mesh, reshard_after_forward=None if reshard else False, mp_policy=policy)
+    fully_shard(model, mesh=mesh, reshard_after_forward=None if reshard else False, mp_policy=policy,
+                ignored_params=ignored)
     return model
 
 

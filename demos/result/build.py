@@ -55,6 +55,16 @@ def build(demo: str, placement: Placement, env: Env | Mapping[str, Any], config:
     return shared(result, placement)
 
 
+def unlaunched(demo: str, config: Config | Mapping[str, Any], checks: Sequence[Check | Mapping[str, Any]],
+               **fields: Any) -> DemoResult:
+    """A result judged before any rank started (a kata's file refused on reading it): the envelope without a
+    placement or an environment, `launched` false, so nothing in it reads as measured on ranks."""
+    return DemoResult(schema=SCHEMA, demo=demo, config=Config.from_json(config),
+                      checks=[c for c in map(check_from_json, checks) if c is not None],
+                      extra={**fields, "launched": False},
+                      order=("schema", "demo", "config", "checks", *fields, "launched"))
+
+
 def shared(result: DemoResult, placement: Placement) -> DemoResult:
     """`result` as a run of K ranks per GPU shows it (see the module's docstring); any other placement's as it is."""
     label = placement.shared_label()

@@ -19,6 +19,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
 from ddpfsdp.demos.result.checks import Check
+from ddpfsdp.demos.result.expert_record import ExpertRank, ExpertReference
 from ddpfsdp.demos.result.step_record import Exposed, RankStep
 
 SCHEMA = "ddpfsdp.demo/1"
@@ -234,6 +235,10 @@ class Config(Block):
     shape: str | None = None  # a simulated run: the model's shape in words
     gpu_mem_bytes: int | None = None  # a simulated run: the GPU memory it was asked to fit
     timeout_s: float | None = None  # a fault: the process-group timeout of each program
+    ep: int | None = None  # an MoE run: the ranks its experts are split over
+    experts: int | None = None  # an MoE run: experts per layer
+    top_k: int | None = None  # an MoE run: experts each token is routed to
+    capacity_factor: float | None = None  # an MoE run: slots per expert per even share
 
     @property
     def on_gloo(self) -> bool:
@@ -447,6 +452,26 @@ class VersusRow(Block):
 
 
 @dataclass
+class ExpertRun(Block):
+    """An MoE run's own figures (`demo moe`): every rank's routing in the recorded step, what each rank
+    holds and sent, and the one-process reference (`result.expert_record`)."""
+
+    experts: int | None = None
+    top_k: int | None = None
+    capacity_factor: float | None = None
+    ep: int | None = None
+    layers: int | None = None
+    d_model: int | None = None
+    element_bytes: int | None = None  # of the tokens the all-to-alls carry
+    count_bytes: int | None = None  # of each count the counts all-to-all carries
+    expert_params: int | None = None  # one expert's parameters
+    dense_params: int | None = None  # everything but the experts: attention, embeddings, routers, head
+    shard_row_bytes: int | None = None  # the dense part: one dim-0 row of each parameter (FSDP's padding)
+    ranks: list[ExpertRank] = field(default_factory=list)
+    reference: ExpertReference | None = None
+
+
+@dataclass
 class DemoResult(Block):
     """A demo's result; a compare run's `runs` hold one training result each (no schema, demo or env)."""
 
@@ -464,6 +489,7 @@ class DemoResult(Block):
     wall_s: float | None = None
     theory: JsonObject | None = None
     versus_theory: list[VersusRow] | None = None  # simulated runs
+    moe: ExpertRun | None = None  # an MoE run
     checks: list[Check] = field(default_factory=list)
 
     @classmethod
@@ -509,6 +535,7 @@ class DemoResult(Block):
 DemoResult.NESTED = {"env": ("one", Env), "memory": ("one", Memory), "throughput": ("one", Throughput),
                      "comm": ("one", Comm), "timeline": ("one", Timeline), "versus_theory": ("list", VersusRow),
                      "fault": ("one", FaultLab)}
+DemoResult.NESTED["moe"] = ("one", ExpertRun)
 
 
 def as_result(value: DemoResult | Mapping[str, Any]) -> DemoResult:

@@ -55,7 +55,8 @@ OVERRIDE_NAMES = ("layers", "d_model", "heads", "seq_len")  # a preset's shape, 
 
 TRAINING_DEMOS = ("ddp", "zro", "fsdp", "compare")
 PIPELINE = ("pipeline",)
-SPEC_DEMOS = (*TRAINING_DEMOS, *PIPELINE)  # every demo whose run is a RunSpec
+MOE = ("moe",)
+SPEC_DEMOS = (*TRAINING_DEMOS, *PIPELINE, *MOE)  # every demo whose run is a RunSpec
 # compare trains each in turn, on one model and seed: (name, strategy, sharding)
 COMPARE_RUNS = (("ddp", "ddp", None), ("zro", "zro", None), ("fsdp-grad-op", "fsdp", "grad-op"),
                 ("fsdp-full", "fsdp", "full"))
@@ -67,6 +68,8 @@ DEFAULT_BATCH_SIZE = 4  # samples per rank per step, when --batch-size is left u
 # shows the schedule rather than the wire (the interleaved schedule makes V times as many hops).
 SAMPLES_PER_MICROBATCH = 16
 PIPELINE_STEPS = 3  # a pipeline run's steps when --steps is left unset: one to warm up, one counted, one recorded
+MOE_MODELS = {"cpu": "tiny", "cuda": "small"}  # an MoE run's GPT when --model is left unset: its reference is one process
+MOE_STEPS = 4  # an MoE run's steps when --steps is left unset: the first compared with one process, the last recorded
 PIPELINE_COMPARED = ("gpipe", "1f1b", "interleaved")  # what a pipeline's --compare runs, in this order
 PIPELINE_MODELS = {"cpu": "tiny", "cuda": "small"}  # a pipeline's GPT when --model is left unset
 MEASURED_STEPS = 2  # after the timed steps: one under the collective counter, one under the memory tracker
@@ -220,6 +223,18 @@ class RunSpec:
                      demos=PIPELINE, minimum=1)
     compare: bool = option(False, "Run GPipe, 1F1B and interleaved in one launch on the same ranks, model and seed.",
                            demos=PIPELINE)
+    # Expert parallelism (demo moe): each GPT block's MLP a mixture of experts, the experts spread over ep ranks,
+    # tokens sent to them and back by all-to-alls; the rest of the model FSDP over every rank.
+    ep: int | None = option(None, "Expert parallelism over N ranks (each holds experts / N whole experts); N must "
+                                  "divide the world, whose ranks it borrows from data parallelism. Default: every rank.",
+                            demos=MOE, minimum=2, only_when_set=True)
+    experts: int | None = option(None, "Experts in each MoE layer (each shaped like the block's MLP).", demos=MOE,
+                                 minimum=1, only_when_set=True, per_demo=(("moe", 4),))
+    top_k: int | None = option(None, "Experts each token is routed to.", demos=MOE, minimum=1, only_when_set=True,
+                               per_demo=(("moe", 2),))
+    capacity_factor: float | None = option(
+        None, "Slots per expert per rank, ceil(factor x tokens x top-k / experts); slots over it are dropped.",
+        demos=MOE, minimum=0, above_minimum=True, only_when_set=True, per_demo=(("moe", 1.0),))
     # One process plays rank 0 of a world of --world ranks on fake tensors (train.simulate).
     simulate: bool = option(False, "Simulate instead of running: the same strategy code on fake tensors over a fake "
                                    "process group, in one process, no GPU. Measures sharding, collectives and "
@@ -270,12 +285,19 @@ class RunSpec:
         given = {**{name: value for name, value in own.items() if value != DEFAULTS[name]}, **given}
         if demo == "pipeline":
             return cls.from_options({**given, "wrap": "model"}, "fsdp", sharding="grad-op")
+        if demo == "moe":  # the dense part FSDP full, one unit per block; the experts are the ep step's
+            return cls.from_options(given, "fsdp", sharding="full")
         return cls.from_options(given, COMPARE_RUNS[0][1] if demo == "compare" else demo)
 
     @property
     def is_pipeline(self) -> bool:
         """The model is cut into pipeline stages (`demo pipeline`)."""
         return self.schedule is not None
+
+    @property
+    def is_moe(self) -> bool:
+        """Each block's MLP is a mixture of experts over expert-parallel ranks (`demo moe`)."""
+        return self.experts is not None
 
     def schedules(self) -> tuple[str, ...]:
         """The pipeline schedules this run trains, in turn: the one asked, or --compare's three."""
@@ -309,6 +331,8 @@ class RunSpec:
         kind = "cpu" if device_type == "cpu" else "cuda"
         if self.model:
             return self.model
+        if self.is_moe:
+            return MOE_MODELS[kind]
         return PIPELINE_MODELS[kind] if self.is_pipeline else shapes.default_preset(self.arch, kind)
 
     def steps_for(self, device_type: str) -> int:
@@ -317,6 +341,8 @@ class RunSpec:
         kind = "cpu" if device_type == "cpu" else "cuda"
         if self.steps is not None:
             return self.steps
+        if self.is_moe:
+            return MOE_STEPS
         return PIPELINE_STEPS if self.is_pipeline else max(DEFAULT_STEPS[kind], min_steps(self.warmup))
 
     def batch_size_default(self) -> int:

@@ -11,7 +11,7 @@ from typing import Any, TypedDict
 import click
 
 from ddpfsdp.demos.katas.catalog import KATAS, Kata
-from ddpfsdp.demos.result.schema import DemoResult
+from ddpfsdp.demos.result.schema import SCHEMA, DemoResult
 
 DEFAULT_PROCS = 3  # an odd world: chunks N does not divide, and no power of two to lean on
 MAX_PROCS = 64
@@ -215,7 +215,7 @@ def _gpu_placement(entry: Kata, gpus: int | None) -> tuple[int | None, int | Non
 @click.option("--gpus", type=click.IntRange(1, MAX_PROCS), default=None, help="CUDA GPUs to run on (NCCL).")
 @click.option("--watch", is_flag=True, help="Check again every time the file is saved (Ctrl+C stops).")
 @click.option("--reference", is_flag=True, help="Check the kata's reference solution instead of your file.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (schema ddpfsdp.demo/1).")
+@click.option("--json", "as_json", is_flag=True, help=f"Print the result as JSON (schema {SCHEMA}).")
 @click.option("--deadline-s", type=click.FloatRange(0.5, 60), default=None,
               help="How long a rank may wait on a peer before the run is reported as a deadlock.  [default: 3]")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the generated inputs.")
@@ -365,8 +365,10 @@ def _refused_before_launch(entry: Kata, path: Path, reading: Any, store: Any, st
 
         record_check(entry, store, False, ["no_forbidden_call"], _now())
     if as_json:
-        click.echo(json.dumps({"schema": "ddpfsdp.demo/1", "demo": "kata", "config": {"kata": entry.name, "file": str(path)},
-                               "checks": [c.to_dict() for c in checks], "launched": False}, indent=2))
+        from ddpfsdp.demos.result.build import unlaunched
+
+        refused = unlaunched("kata", {"kata": entry.name, "file": str(path)}, checks)
+        click.echo(json.dumps(refused.to_json(), indent=2))
         return False
     status.print(f"[bold]{entry.name}[/]: {shown_path(path)} (nothing was launched)")
     status.print(check_table(checks))

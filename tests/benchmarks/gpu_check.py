@@ -22,6 +22,8 @@ What it runs, N being the GPUs visible (`ddpfsdp doctor` counts them first):
                must be refused before launch there)
   pipeline     `demo pipeline`: 1F1B with 8 micro-batches, and --compare, on 2 GPUs (NCCL) or on 2 ranks
                sharing one over gloo (the activations between stages cross through host memory there)
+  moe          `demo moe`: expert parallelism on 4 GPUs as two ep groups of 2 (NCCL), on 2 GPUs, or on 2
+               ranks sharing one over gloo, whose all_to_all_single has a CUDA path
   faults       two of the failure lab's bugs, broken then fixed (on CPU processes: the lab runs there)
   katas        every kata's reference solution through `ddpfsdp kata check` (tests/benchmarks/gpu_kata_check.py):
                on min(N, 4) GPUs over NCCL with CUDA tensors; on one GPU the katas written with point-to-point
@@ -304,6 +306,18 @@ def _katas_item(gpus: int, python: str, work: Path) -> Item:
                 {"data": str(data)})
 
 
+def _moe_items(gpus: int, python: str) -> list[Item]:
+    """`demo moe`: the experts over two ep groups of 2 on 4 GPUs (their all-to-alls and the replicas'
+    gradient all-reduce over NCCL), over both of 2 GPUs, or over 2 ranks sharing one GPU over gloo."""
+    if gpus >= 4:
+        placed, world, where = ["--gpus", "4", "--ep", "2"], 4, "4 GPUs (two ep groups of 2)"
+    else:
+        placed, world, where = _concept_placed(min(gpus, 2), 2)
+    return [Item(f"moe-{gpus}gpu", f"demo moe on {where}", "moe",
+                 _cli(python, "demo", "moe", *placed, "--timeout-s", COLLECTIVE_TIMEOUT_S, "--json"), 120, "demo",
+                 {"world": world})]
+
+
 def plan(gpus: int, out: Path, work: Path, python: str = sys.executable) -> list[Item]:
     """Every item, in the order it runs, for a machine with `gpus` visible GPUs: the quick and the
     telling first (the guard, the peak, MFU, the N-GPU demos), so a short budget loses the least.
@@ -321,8 +335,9 @@ def plan(gpus: int, out: Path, work: Path, python: str = sys.executable) -> list
         else:
             concepts.append(Item(f"concept-{name}", f"demo {name} on {where}", "concepts", argv, 90, "demo",
                                  {"world": world}))
-    faults = [*_pipeline_items(gpus, python), *(Item(f"fault-{name}", f"demo fault {name} (broken, then fixed)", "faults",
-                   _cli(python, "demo", "fault", name, "--json"), 90, "demo") for name in FAULTS),
+    faults = [*_pipeline_items(gpus, python), *_moe_items(gpus, python),
+              *(Item(f"fault-{name}", f"demo fault {name} (broken, then fixed)", "faults",
+                     _cli(python, "demo", "fault", name, "--json"), 90, "demo") for name in FAULTS),
               _katas_item(gpus, python, work)]
     rest = [*one_gpu[1:], *concepts, *faults] if gpus < 2 else [*concepts, *faults, *one_gpu[1:]]
     return [
