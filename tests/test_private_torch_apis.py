@@ -85,6 +85,16 @@ PRIVATE_TORCH_APIS: dict[str, tuple[str, ...]] = {
     "'_allgather_base_'": ("torch.ops.c10d._allgather_base_", "the c10d op an all-gather into one tensor dispatches"),
     "'_reduce_scatter_base_'": ("torch.ops.c10d._reduce_scatter_base_", "the c10d op a tensor reduce-scatter dispatches"),
     "'_c10d_functional'": ("torch.ops._c10d_functional.all_reduce", "functional collectives' op namespace"),
+    # expert parallelism (parallel/expert_parallel.py): torchtitan's dispatch and combine
+    "torch.distributed._functional_collectives.all_to_all_single": (
+        "torch.distributed._functional_collectives.all_to_all_single", "the experts' split sizes exchanged first"),
+    "torch.distributed._functional_collectives.all_to_all_single_autograd": (
+        "torch.distributed._functional_collectives.all_to_all_single_autograd",
+        "the tokens' all-to-all with a backward (the split sizes swapped)"),
+    "torch.ops._c10d_functional.wait_tensor": ("torch.ops._c10d_functional.wait_tensor",
+                                               "a functional collective's result, waited for"),
+    "torch._foreach_copy_": ("torch._foreach_copy_", "an expert replica's gradients written back in one call"),
+    "torch._foreach_div_": ("torch._foreach_div_", "the experts' gradients divided by the data-parallel degree"),
     "torch.distributed._functional_collectives.AsyncCollectiveTensor": (
         "torch.distributed._functional_collectives.AsyncCollectiveTensor",
         "a functional collective's pending result, let through so its wait is seen (measure/comm.py)"),

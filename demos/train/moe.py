@@ -176,7 +176,8 @@ def _train(ctx: Any, spec: RunSpec) -> tuple[RankMoE, DenseFacts | None]:
     dense_bytes = sum(_local_bytes(p) for p in run.prepared.model.parameters() if p not in expert_params)
     expert_bytes = sum(_local_bytes(p) for p in expert_params)
     held = experts.ep_rank * experts.experts_per_rank
-    routing = [LayerRouting(**{k: v for k, v in trace.items() if not k.endswith("_ns")}) for trace in traces]
+    stamp_keys = ("experts_done_ns", "combine_done_ns")  # when, not what was routed
+    routing = [LayerRouting(**{k: v for k, v in trace.items() if k not in stamp_keys}) for trace in traces]
     expert_names = {name for name, p in run.prepared.model.named_parameters() if p in expert_params}
     dense = [p for p in run.prepared.model.parameters() if p not in expert_params]
     facts = DenseFacts(grads={name: grad for name, grad in first.grads.items() if name not in expert_names},
