@@ -22,6 +22,8 @@ What it runs, N being the GPUs visible (`ddpfsdp doctor` counts them first):
                must be refused before launch there)
   pipeline     `demo pipeline`: 1F1B with 8 micro-batches, and --compare, on 2 GPUs (NCCL) or on 2 ranks
                sharing one over gloo (the activations between stages cross through host memory there)
+  at scale     `demo straggler` on 2 GPUs (or 2 ranks sharing one), and `demo checkpoint-resume`: FSDP2 saved
+               on those 2 ranks, resumed on 4 in a second launch (4 GPUs, or 4 ranks sharing)
   faults       two of the failure lab's bugs, broken then fixed (on CPU processes: the lab runs there)
   MFU          on N GPUs FSDP2 on the large preset in bf16-mixed, on one GPU DDP at one rank (FSDP2 at
                one rank runs about twice DDP's step, so its MFU says nothing of the demo), against
@@ -92,7 +94,7 @@ NOT_JUDGED_AT_ONE_RANK = {
 class Item:
     key: str  # short and unique, used in file names
     title: str
-    group: str  # machine | refusal | N GPUs | 1 GPU | concepts | MFU | guard
+    group: str  # machine | refusal | N GPUs | 1 GPU | concepts | pipeline | at scale | faults | MFU | guard
     argv: list[str]  # the command, from the interpreter on
     budget_s: float
     evaluate: str  # a name in EVALUATORS
@@ -293,6 +295,20 @@ def _pipeline_items(gpus: int, python: str) -> list[Item]:
     ]
 
 
+def _at_scale_items(gpus: int, python: str) -> list[Item]:
+    """`demo straggler` (DDP, rank 1 sleeping 500 ms) on 2 GPUs or 2 ranks sharing one, and `demo checkpoint-resume`
+    (FSDP2) saved on those 2 ranks and resumed on 4 in a second launch: 4 GPUs where there are, else 4 ranks
+    sharing the GPUs the first used. The result is the resume's, on its 4 ranks."""
+    placed, world, where = _placed(gpus, 2)
+    run = ["--timeout-s", COLLECTIVE_TIMEOUT_S, "--json"]
+    return [
+        Item(f"straggler-{gpus}gpu", f"demo straggler on {where}", "at scale",
+             _cli(python, "demo", "straggler", *placed, *run), 120, "demo", {"world": world}),
+        Item(f"checkpoint-resume-{gpus}gpu", f"demo checkpoint-resume saved on {where}, resumed on 4 ranks", "at scale",
+             _cli(python, "demo", "checkpoint-resume", *placed, "--resume-on", "4", *run), 180, "demo", {"world": 4}),
+    ]
+
+
 def plan(gpus: int, out: Path, work: Path, python: str = sys.executable) -> list[Item]:
     """Every item, in the order it runs, for a machine with `gpus` visible GPUs: the quick and the
     telling first (the guard, the peak, MFU, the N-GPU demos), so a short budget loses the least.
@@ -310,7 +326,7 @@ def plan(gpus: int, out: Path, work: Path, python: str = sys.executable) -> list
         else:
             concepts.append(Item(f"concept-{name}", f"demo {name} on {where}", "concepts", argv, 90, "demo",
                                  {"world": world}))
-    faults = [*_pipeline_items(gpus, python), *(Item(f"fault-{name}", f"demo fault {name} (broken, then fixed)", "faults",
+    faults = [*_pipeline_items(gpus, python), *_at_scale_items(gpus, python), *(Item(f"fault-{name}", f"demo fault {name} (broken, then fixed)", "faults",
                    _cli(python, "demo", "fault", name, "--json"), 90, "demo") for name in FAULTS)]
     rest = [*one_gpu[1:], *concepts, *faults] if gpus < 2 else [*concepts, *faults, *one_gpu[1:]]
     return [
