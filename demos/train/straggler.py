@@ -138,6 +138,7 @@ def run_straggler(ctx: Any, spec: RunSpec) -> DemoResult | None:
 def _result(ctx: Any, spec: RunSpec, gathered: list[_RankFigures], losses: list[float],
             model: tuple[str, int, list[str]], wall_s: float) -> DemoResult:
     from ddpfsdp.demos.claims import straggler as claims
+    from ddpfsdp.demos.train.demo import _write_trace
     from ddpfsdp.demos.theory.stragglers import persistent_straggler, slow_step_probability
 
     ranks = []
@@ -161,11 +162,5 @@ def _result(ctx: Any, spec: RunSpec, gathered: list[_RankFigures], losses: list[
     result = ctx.result("straggler", config, checks, straggler=block,
                         timeline=Timeline(step=step, units=units, ranks=[g.timeline for g in gathered]),
                         loss=losses, theory=theory, wall_s=wall_s)
-    _write_trace(ctx, result, spec.trace)
+    _write_trace(ctx, result, spec.trace)  # the training demos' own: a path it cannot write is said, not raised
     return result
-
-
-def _write_trace(ctx: Any, result: DemoResult, path: str | None) -> None:
-    from ddpfsdp.demos.train.demo import _write_trace as write
-
-    write(ctx, result, path)
