@@ -33,6 +33,14 @@ starts for evidence, which starts its ranks through the same launcher:
                                                      DemoRun has
 Its checks are its catalogue's claims, read only when asked for, so listing the demos or running
 another one never imports the failure lab's programs.
+
+A demo whose one run is several launches, one after another (checkpoint-resume: save on N ranks, resume
+on M), names its plan, which the launcher follows (`launch.launcher.DemoRun`, every launch placed and
+checked before the first starts):
+  launches(asked, world_size: int, scratch: str) -> [(asked, world_size | None)]
+                                                     what each launch is asked and on how many ranks
+                                                     (None: the placement given); `scratch` is a folder
+                                                     the run may make, removed when it ends
 """
 
 from __future__ import annotations
@@ -44,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DATA_PARALLEL_MIN_RANKS = 2  # what these demos show happens between ranks: data parallelism, collectives
-SPEC_KINDS = ("training", "pipeline", "experts")  # the kinds of demo whose run is a RunSpec
+SPEC_KINDS = ("training", "pipeline", "experts", "at-scale")  # the kinds of demo whose run is a RunSpec
 
 
 # The evidence panel's view of a demo of each kind that names none of its own.
@@ -91,6 +99,7 @@ class Demo:
     min_world_size: int = DATA_PARALLEL_MIN_RANKS  # fewer are refused before launch, with commands that give enough
     runner: str | None = None  # set: the quiz starts the demo through this run object (see above)
     preload: str | None = None  # "module:function": what its ranks import before they are forked (see above)
+    launches: str | None = None  # set: one run is these launches in turn (see above)
 
     def __post_init__(self) -> None:
         if not self.options:
@@ -188,6 +197,29 @@ MOE_CHECKS = {
                                  "splits only the experts",
     "timeline_records_every_collective": "the recorded step holds, on every rank, each collective counted in it "
                                          "(the all-to-alls among them), issued and completed",
+}
+# At scale: a straggler, and a sharded checkpoint resumed on another world (two launches, one after the other).
+STRAGGLER_CHECKS = {
+    "straggler_sets_every_step": "with one rank sleeping d before each step, every rank's step is the slow rank's: "
+                                 "its own step without the delay + d (within a quarter of d plus the spread of the "
+                                 "steps without it; below that by up to the slow rank's own work on shared CPU "
+                                 "cores, never below d): the slowest rank's, not the mean",
+    "others_wait_in_first_collective": "in the recorded step every other rank sits in its first collective until "
+                                       "the slow rank joins it, d and the slow rank's work later (about d where the "
+                                       "ranks' work takes as long): it cannot complete before",
+    "slow_rank_does_not_wait": "the slow rank's own first collective completes at once: the others are there already",
+}
+RESUME_CHECKS = {
+    "checkpoint_bytes_match_theory": "each rank wrote 1/N of the parameters and optimizer state (FSDP: its shards, "
+                                     "give or take a row; DDP: whole tensors, deduplicated, give or take the "
+                                     "largest), and all ranks together the state once, as the analytic model sizes it",
+    "resumed_state_equals_saved": "after dcp.load and set_state_dict on another number of ranks, every parameter "
+                                  "and optimizer entry, gathered whole, equals the one saved (difference 0)",
+    "resumed_loss_matches_uninterrupted": "the resumed ranks' losses equal those of the run that never stopped: "
+                                          "bit for bit on the same world, to fp32 rounding (rtol 1e-4) on another",
+    "full_state_dict_gathers_on_rank0": "FSDP: a full state dict (full_state_dict=True, cpu_offload=True) allocates the "
+                                        "whole state on rank 0 (at least 90% of it); the sharded one allocates "
+                                        "under 1/N of it",
 }
 
 DEMOS: dict[str, Demo] = {
@@ -348,7 +380,8 @@ DEMOS: dict[str, Demo] = {
         ),
         Demo(
             "checkpoint",
-            "activation checkpointing on vs off: peak memory saved vs forward recomputed",
+            "activation checkpointing on vs off: peak memory saved vs forward recomputed (saving and resuming "
+            "training state is `checkpoint-resume`)",
             "ddpfsdp.demos.concepts.checkpoint:run",
             "concept",
             render="ddpfsdp.demos.concepts.render:render_checkpoint",
@@ -392,6 +425,32 @@ DEMOS: dict[str, Demo] = {
             render="ddpfsdp.demos.katas.render:render",
             evidence_view="ddpfsdp.demos.katas.render:evidence_view",
             preload="ddpfsdp.demos.katas.catalog:preload",
+        ),
+        Demo(
+            "straggler",
+            "a straggler on real ranks: one rank sleeps before each step, every rank's step takes its time and the "
+            "others wait in their collectives, beside the analytic model's maximum of N",
+            "ddpfsdp.demos.train.straggler:run_straggler",
+            "at-scale",
+            options="ddpfsdp.demos.train.at_scale_options:STRAGGLER_OPTIONS",
+            validate="ddpfsdp.demos.train.at_scale_options:validate_straggler",
+            render="ddpfsdp.demos.measure.at_scale_report:render_straggler",
+            evidence_view="ddpfsdp.demos.measure.at_scale_report:straggler_view",
+            checks=STRAGGLER_CHECKS,
+        ),
+        Demo(
+            "checkpoint-resume",
+            "failures and checkpoints: a sharded torch.distributed.checkpoint save of the model and optimizer on N "
+            "ranks, then a second launch that resumes on M (not the `checkpoint` demo, which is activation "
+            "checkpointing)",
+            "ddpfsdp.demos.train.resume:run_checkpoint_resume",
+            "at-scale",
+            options="ddpfsdp.demos.train.at_scale_options:RESUME_OPTIONS",
+            validate="ddpfsdp.demos.train.at_scale_options:validate_checkpoint_resume",
+            render="ddpfsdp.demos.measure.at_scale_report:render_checkpoint_resume",
+            evidence_view="ddpfsdp.demos.measure.at_scale_report:checkpoint_resume_view",
+            launches="ddpfsdp.demos.train.checkpoint_folder:launches",
+            checks=RESUME_CHECKS,
         ),
         Demo(
             "fault",

@@ -30,8 +30,8 @@ def pytest_configure(config):
 LONGEST_FIRST = (
     "test_faults.py", "test_compile.py", "test_strategies.py",  # each waits on one long launch
     "test_bank_evidence.py", "test_simulate.py", "test_concepts.py", "test_quiz_app.py", "test_interview_app.py",
-    "test_pipeline_demo.py", "test_quiz_demo.py", "test_launcher.py", "test_katas.py", "test_kata_cli.py",
-    "test_quiz_snapshots.py",
+    "test_pipeline_demo.py", "test_at_scale_demos.py", "test_quiz_demo.py", "test_launcher.py", "test_katas.py",
+    "test_kata_cli.py", "test_quiz_snapshots.py",
     "test_simulate_golden.py", "test_agreement.py",
 )
 

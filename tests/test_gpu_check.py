@@ -119,6 +119,12 @@ def test_plan_for_one_gpu_shares_it_and_for_eight_runs_every_sharding(tmp_path):
         argv = one[key].argv
         assert argv[3:5] == ["demo", "pipeline"] and argv[argv.index("--ranks-per-gpu") + 1] == "2", key
 
+    # the at-scale demos: 2 ranks sharing the GPU, the checkpoint resumed on 4 sharing it
+    for key in ("straggler-1gpu", "checkpoint-resume-1gpu"):
+        argv = one[key].argv
+        assert argv[argv.index("--ranks-per-gpu") + 1] == "2" and one[key].group == "at scale", key
+    assert one["checkpoint-resume-1gpu"].expect["world"] == 4 and "--resume-on" in one["checkpoint-resume-1gpu"].argv
+
     eight = {item.key: item for item in gc.plan(8, tmp_path, tmp_path / "work", python="py")}
     assert [k for k, i in eight.items() if i.skip] == []
     assert not any("--ranks-per-gpu" in item.argv for item in eight.values() if item.key != "refusal")
@@ -169,8 +175,9 @@ def test_every_one_gpu_item_is_placed_as_planned_and_none_is_refused_but_the_ref
                 launcher.DemoRun(demo, args, gpus=launch["--gpus"], ranks_per_gpu=launch["--ranks-per-gpu"])
             continue
         run = launcher.DemoRun(demo, args, gpus=launch["--gpus"], ranks_per_gpu=launch["--ranks-per-gpu"])
-        assert run.placement.world_size == item.expect["world"], item.key
-        assert run.placement.gpus == 1, item.key
+        last = run.launches[-1].placement  # the launch whose result is the run's (checkpoint-resume: the resume)
+        assert last.world_size == item.expect["world"], item.key
+        assert last.gpus == 1 and run.placement.gpus == 1, item.key
 
 
 @pytest.mark.parametrize("gpus, placed, world", [

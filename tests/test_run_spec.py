@@ -28,6 +28,15 @@ DOCUMENTED = {
     "schedule": None, "microbatches": None, "stages_per_rank": None, "pp": None, "dp": 1, "compare": False,
     # an MoE run's (on `demo moe`'s command line its own: tests/test_moe_options.py)
     "ep": None, "experts": None, "top_k": None, "capacity_factor": None,
+    # the at-scale demos' (their defaults on their own command lines: AT_SCALE_DOCUMENTED)
+    "strategy": "ddp", "slow_rank": None, "delay_ms": None, "timed_steps_each": None, "save_after": None,
+    "resume_on": None, "dir": None,
+}
+AT_SCALE_DOCUMENTED = {
+    "straggler": {"strategy": "ddp", "model": None, "batch_size": None, "seed": 0, "trace": None, "slow_rank": 1,
+                  "delay_ms": 500.0, "timed_steps_each": 3},
+    "checkpoint-resume": {"strategy": "fsdp", "model": None, "batch_size": None, "seed": 0, "save_after": 2,
+                          "resume_on": None, "dir": None},
 }
 PIPELINE_DOCUMENTED = {"model": None, "batch_size": None, "steps": None, "seed": 0, "trace": None, "schedule": "1f1b",
                        "microbatches": 4, "stages_per_rank": None, "pp": None, "dp": 1, "compare": False,
@@ -51,6 +60,26 @@ def test_the_pipeline_s_command_line_defaults_are_its_spec_s():
     resolved = spec.resolved("cpu")
     assert (resolved.model, resolved.steps, resolved.batch_size) == ("tiny", 3, 64)
     assert RunSpec.for_demo("ddp", {}).resolved("cpu").batch_size == 4
+
+
+@pytest.mark.parametrize("demo", list(AT_SCALE_DOCUMENTED))
+def test_the_at_scale_command_lines_defaults_are_their_specs(demo):
+    from ddpfsdp.demos.train import at_scale_options
+
+    options = {"straggler": at_scale_options.STRAGGLER_OPTIONS, "checkpoint-resume": at_scale_options.RESUME_OPTIONS}
+    parsed = _parse(options[demo], [])
+    assert parsed == AT_SCALE_DOCUMENTED[demo]
+    spec = RunSpec.for_demo(demo, parsed)
+    assert spec == RunSpec.for_demo(demo, {}) and spec.strategy == parsed["strategy"]
+    assert (spec.is_straggler, spec.is_resume) == (demo == "straggler", demo == "checkpoint-resume")
+    resolved = spec.resolved("cpu")
+    # the tiny GPT on CPU; a straggler's steps: 2 warm-up, 3 + 3 timed in turn, 1 recorded; a resume's 2 + 2
+    assert (resolved.model, resolved.steps) == ("tiny", {"straggler": 9, "checkpoint-resume": 4}[demo])
+    # what they add is reported only on their own runs, and the key leaves the folder out
+    assert "slow_rank" not in RunSpec.for_demo("ddp", {}).resolved("cpu").reported()
+    assert RunSpec.for_demo("checkpoint-resume", {"dir": "/tmp/x"}).key("checkpoint-resume", "cpu") == {"model": "tiny"}
+    assert RunSpec.for_demo(demo, {"strategy": "zro" if demo == "straggler" else "ddp"}).key(demo) == {
+        "strategy": "zro" if demo == "straggler" else "ddp"}
 
 
 @pytest.mark.parametrize("demo", list(TRAINING))

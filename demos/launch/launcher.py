@@ -31,9 +31,11 @@ from __future__ import annotations
 import collections
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -43,9 +45,15 @@ from dataclasses import dataclass
 from ddpfsdp.demos import registry
 from ddpfsdp.demos.launch import events as event_protocol
 from ddpfsdp.demos.launch import request
-from ddpfsdp.demos.launch.context import FAIL_MODE_ENV, FAIL_RANK_ENV, FAIL_STEP_ENV, TIMEOUT_ENV
+from ddpfsdp.demos.launch.context import DEFAULT_TIMEOUT_S, FAIL_MODE_ENV, FAIL_RANK_ENV, FAIL_STEP_ENV, TIMEOUT_ENV
 from ddpfsdp.demos.base.placement import PLACEMENT_ENV, Placement
-from ddpfsdp.demos.launch.placement import LaunchError, check_placement, needed_ranks, resolve_placement
+from ddpfsdp.demos.launch.placement import (
+    LaunchError,
+    check_placement,
+    cuda_device_count,
+    needed_ranks,
+    resolve_placement,
+)
 from ddpfsdp.demos.result.schema import DemoResult
 from ddpfsdp.demos.train.spec import RunSpec
 
@@ -164,8 +172,56 @@ def _read(demo: str, args: list[str]) -> request.Asked:
         raise LaunchError(exc.format_message()) from None
 
 
+@dataclass(frozen=True)
+class Launch:
+    """One start of the agent and its ranks: what they are asked, and where they run."""
+
+    asked: request.Asked
+    placement: Placement
+
+
+def placed_like(first: Placement, world_size: int) -> Placement:
+    """Where a later launch of `world_size` ranks goes, on the first one's device: CPU processes, or GPUs, one
+    rank each as far as there are GPUs (those the first launch shared, where it shared them), the rest sharing."""
+    if world_size == first.world_size or first.device != "cuda":
+        return first if world_size == first.world_size else Placement(first.device, world_size)
+    gpus = first.gpus if first.shared else max(first.gpus, cuda_device_count())
+    used = max(g for g in range(1, min(gpus, world_size) + 1) if world_size % g == 0)
+    return Placement("cuda", world_size, world_size // used)
+
+
+def planned_launches(entry: registry.Demo, asked: request.Asked, placement: Placement, scratch: str) -> list[Launch]:
+    """The launches of one run, in order: the demo's own plan (its `launches` hook: checkpoint-resume saves on N
+    ranks, then resumes on M), each placed and checked before anything starts; else the one launch asked.
+    `scratch` is a folder the run may use and the launcher removes when the run ends (not made here)."""
+    if not entry.launches:
+        return [Launch(asked, placement)]
+    import click
+
+    try:
+        plan = [Launch(each, placement if world is None else placed_like(placement, world))
+                for each, world in registry.load(entry.launches)(asked, placement.world_size, scratch)]
+        for launch in plan:
+            check_placement(entry, launch.asked, launch.placement)
+    except click.ClickException as exc:
+        raise LaunchError(exc.format_message()) from None
+    return plan
+
+
+def check_waits(asked: request.Asked, timeout_s: float | None) -> None:
+    """Refuse a run that makes ranks wait in a collective as long as its time-out: the job would abort there
+    instead of waiting (a straggler's delay)."""
+    wait_s = asked.designed_wait_s() if isinstance(asked, RunSpec) else 0.0
+    limit_s = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
+    if wait_s >= limit_s:
+        raise LaunchError(f"--delay-ms {wait_s * 1e3:g} makes the other ranks wait {wait_s:g} s in a collective, not "
+                          f"less than the process group's time-out of {limit_s:g} s (--timeout-s): the job would "
+                          f"abort there instead of waiting for the slow rank. Give a delay below {limit_s:g} s, or "
+                          f"a longer --timeout-s")
+
+
 class DemoRun:
-    """One launch of one demo on N ranks."""
+    """One run of one demo on N ranks: one launch, or the launches its plan makes, one after another."""
 
     def __init__(
         self,
@@ -201,6 +257,7 @@ class DemoRun:
         check_placement(entry, self.asked, self.placement)
         if isinstance(self.asked, RunSpec) and not self.placement.simulated:
             self.asked = self.asked.resolved(self.placement.device)  # once, where the device is known
+        check_waits(self.asked, timeout_s)
         self.timeout_s = timeout_s
         self.deadline_s = deadline_s
         self.watchdog = watchdog
@@ -210,6 +267,11 @@ class DemoRun:
         self.fail_mode = fail_mode
         self.extra_env = extra_env or {}
         self.run_id = uuid.uuid4().hex
+        # made by whichever launch needs it (a rank), removed when the run ends however it ends
+        self.scratch = os.path.join(tempfile.gettempdir(), f"ddpfsdp-{demo}-{self.run_id}")
+        self.launches = planned_launches(entry, self.asked, self.placement, self.scratch)
+        self._launch = self.launches[0]
+        self._started: float | None = None
         self.results: list[DemoResult] = []  # one per result event, read once from its JSON
         self.error: event_protocol.Event | None = None
         # the agent's account of the first rank to fail, read after a failed run; a rank's own error
@@ -227,7 +289,7 @@ class DemoRun:
     def command(self) -> list[str]:
         """What the launcher starts: the agent, which starts the ranks (a simulated world: its one process).
         What the ranks run and where come in the environment (`request.SPEC_ENV`, `PLACEMENT_ENV`)."""
-        if self.placement.device == "fake":
+        if self._launch.placement.device == "fake":
             return [sys.executable, "-m", "ddpfsdp.demos.worker", self.demo]
         return [sys.executable, "-m", "ddpfsdp.demos.launch.agent", "--on-failure", self.on_failure, self.demo]
 
@@ -235,8 +297,8 @@ class DemoRun:
         env = dict(os.environ)
         env.update(self.extra_env)
         env[RUN_ID_ENV] = self.run_id
-        env[PLACEMENT_ENV] = self.placement.to_json()
-        env[request.SPEC_ENV] = request.to_json(registry.get(self.demo), self.asked)
+        env[PLACEMENT_ENV] = self._launch.placement.to_json()
+        env[request.SPEC_ENV] = request.to_json(registry.get(self.demo), self._launch.asked)
         env["PYTHONUNBUFFERED"] = "1"
         if self.timeout_s is not None:
             env[TIMEOUT_ENV] = str(self.timeout_s)
@@ -284,10 +346,32 @@ class DemoRun:
     def events(self) -> Iterator[event_protocol.Event]:
         """Start the run if needed and yield its events until every process has exited, or until the run
         overstays (`deadline_s`, or what `watchdog` says after each event and each quiet moment): then
-        every rank is stopped and the error says why."""
-        self.start()
+        every rank is stopped and the error says why. A run of several launches starts each once the one
+        before it has ended well; the first to fail, or a cancel, ends the run."""
+        try:
+            for index, launch in enumerate(self.launches):
+                if index:
+                    if self.cancelled or self.error is not None or self.returncode != 0:
+                        return
+                    with self._lock:
+                        self._launch, self._proc, self.returncode = launch, None, None
+                yield from self._launch_events()
+        finally:
+            if os.path.isdir(self.scratch):
+                shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def _launch_events(self) -> Iterator[event_protocol.Event]:
+        """The events of the launch under way, until its processes have exited or the run overstays."""
+        try:
+            self.start()
+        except LaunchError:
+            if self.cancelled:  # cancelled between two launches: the next is never started
+                return
+            raise
         assert self._proc is not None and self._proc.stdout is not None
-        started = time.monotonic()
+        if self._started is None:
+            self._started = time.monotonic()
+        started = self._started
         overdue = None
         try:
             for event in event_protocol.read_in_background(self._proc.stdout):

@@ -181,6 +181,9 @@ def timeline_lines(timeline: Timeline | Mapping[str, Any] | None, width: int = T
         if optimizer:
             hit = _cells([(optimizer["start_s"], optimizer["end_s"])], duration, width)
             compute = [("O" if h else c) for h, c in zip(hit, compute)]
+        slept = [(s["start_s"], s["end_s"]) for s in rank.get("spans", []) if s["phase"] == "delay"]
+        if slept:  # a straggler's sleep (demo straggler): not compute, but the rank is busy being slow
+            compute = [("z" if h else c) for h, c in zip(_cells(slept, duration, width), compute)]
         comm = [" "] * width
         for c in rank.get("collectives", []):
             letter = {"all_reduce": "R", "all_gather": "G", "reduce_scatter": "S", "broadcast": "b",
@@ -196,8 +199,10 @@ def timeline_lines(timeline: Timeline | Mapping[str, Any] | None, width: int = T
             f"  live    |{_spark(rank.get('memory', {}).get('samples', []), duration, width)}|",
             f"  params  |{_spark(params, duration, width)}|",
         ]
-    lines.append("F forward, B backward, O optimizer; R all_reduce, G all_gather, S reduce_scatter, b broadcast, "
-                 "A all_to_all; live: live bytes, params: parameter bytes held (each on its own scale)")
+    slept = any(s["phase"] == "delay" for rank in timeline.ranks for s in rank.get("spans", []))
+    lines.append("F forward, B backward, O optimizer" + (", z the straggler's sleep" if slept else "")
+                 + "; R all_reduce, G all_gather, S reduce_scatter, b broadcast, A all_to_all; "
+                 "live: live bytes, params: parameter bytes held (each on its own scale)")
     return lines
 
 

@@ -472,6 +472,106 @@ class ExpertRun(Block):
 
 
 @dataclass
+class StragglerRank(Block):
+    """One rank of a straggler run: its step times without and with the delay, and its first collective in the
+    recorded step (with the delay) from issue to completion."""
+
+    rank: int | None = None
+    base_step_s: StepTime | None = None
+    slowed_step_s: StepTime | None = None
+    first_op: str | None = None
+    first_issued_s: float | None = None  # from the moment the ranks were aligned (the recorded step's barrier)
+    first_wait_s: float | None = None  # issue to completion
+
+    NESTED: ClassVar[dict[str, tuple[str, type[Block]]]] = {"base_step_s": ("one", StepTime),
+                                                         "slowed_step_s": ("one", StepTime)}
+
+
+@dataclass
+class Straggler(Block):
+    """A straggler run's own block: which rank slept how long before each step, and what every rank measured."""
+
+    slow_rank: int | None = None
+    delay_s: float | None = None
+    steps_each: int | None = None  # timed without the delay, then as many with it
+    ranks: list[StragglerRank] = field(default_factory=list)
+
+    NESTED: ClassVar[dict[str, tuple[str, type[Block]]]] = {"ranks": ("list", StragglerRank)}
+
+
+@dataclass
+class CheckpointFile(Block):
+    """What one rank wrote to a sharded checkpoint: its items' data, the file they went into, and its time."""
+
+    rank: int | None = None
+    items: int | None = None  # tensors (and pickled objects) this rank wrote
+    data_bytes: int | None = None  # the items' own bytes: elements x element size
+    file_bytes: int | None = None  # the rank's file on disk (each item serialized by torch.save)
+    largest_item_bytes: int | None = None
+    save_s: float | None = None  # this rank's dcp.save, wall clock
+
+
+@dataclass
+class StateDictMemory(Block):
+    """Bytes one rank allocated above what it held, while it built a state dict (the peak of the call)."""
+
+    rank: int | None = None
+    sharded_bytes: int | None = None  # get_state_dict(model, optimizer): views of the shards held
+    full_bytes: int | None = None  # full_state_dict=True, cpu_offload=True: gathered tensors (rank 0 keeps them)
+    peak_kind: str | None = None
+
+
+@dataclass
+class StateComparison(Block):
+    """Every parameter and optimizer entry after the resume against before the save, gathered whole."""
+
+    entries: int | None = None
+    equal: int | None = None
+    max_abs_diff: float | None = None
+    missing: list[str] = field(default_factory=list)  # entries on one side only
+    differing: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CheckpointResume(Block):
+    """A checkpoint-resume run's own block: the sharded save on N ranks, the resume on M, and the losses."""
+
+    folder: str | None = None
+    temporary: bool | None = None  # a folder the run made and removed
+    saved_world: int | None = None
+    resumed_world: int | None = None
+    global_batch: int | None = None
+    save_after: int | None = None
+    state_bytes: int | None = None  # params and optimizer state, counted from the tensors before the save
+    state_tensors: int | None = None
+    shard_row_bytes: int | None = None  # a dim-0 row of every tensor: what an uneven shard holds beyond 1/N
+    files: list[CheckpointFile] = field(default_factory=list)
+    metadata_bytes: int | None = None  # the .metadata file rank 0 writes: every item's chunks and offsets
+    write_s: float | None = None  # the slowest rank's dcp.save
+    full_file_bytes: int | None = None  # rank 0's torch.save of the gathered state dict
+    full_write_s: float | None = None
+    memory: list[StateDictMemory] = field(default_factory=list)
+    load_s: float | None = None  # the slowest resumed rank's dcp.load and set_state_dict
+    compared: StateComparison | None = None
+    losses_before: list[float] = field(default_factory=list)  # the steps before the save
+    losses_uninterrupted: list[float] = field(default_factory=list)  # the saving ranks, on past the save
+    losses_resumed: list[float] = field(default_factory=list)  # the resumed ranks, the same steps
+
+    NESTED: ClassVar[dict[str, tuple[str, type[Block]]]] = {"files": ("list", CheckpointFile),
+                                                         "memory": ("list", StateDictMemory),
+                                                         "compared": ("one", StateComparison)}
+
+    @property
+    def data_bytes(self) -> int:
+        return sum(f.data_bytes or 0 for f in self.files)
+
+    @property
+    def file_bytes(self) -> int:
+        """Bytes on disk: every rank's file and the metadata."""
+        return sum(f.file_bytes or 0 for f in self.files) + (self.metadata_bytes or 0)
+
+
+@dataclass
 class DemoResult(Block):
     """A demo's result; a compare run's `runs` hold one training result each (no schema, demo or env)."""
 
@@ -490,6 +590,8 @@ class DemoResult(Block):
     theory: JsonObject | None = None
     versus_theory: list[VersusRow] | None = None  # simulated runs
     moe: ExpertRun | None = None  # an MoE run
+    straggler: Straggler | None = None  # demo straggler
+    checkpoint_resume: CheckpointResume | None = None  # demo checkpoint-resume
     checks: list[Check] = field(default_factory=list)
 
     @classmethod
@@ -534,7 +636,8 @@ class DemoResult(Block):
 
 DemoResult.NESTED = {"env": ("one", Env), "memory": ("one", Memory), "throughput": ("one", Throughput),
                      "comm": ("one", Comm), "timeline": ("one", Timeline), "versus_theory": ("list", VersusRow),
-                     "fault": ("one", FaultLab)}
+                     "fault": ("one", FaultLab), "straggler": ("one", Straggler),
+                     "checkpoint_resume": ("one", CheckpointResume)}
 DemoResult.NESTED["moe"] = ("one", ExpertRun)
 
 

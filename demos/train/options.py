@@ -39,6 +39,8 @@ def _click_type(item: Field) -> click.ParamType:
     flag, kind = item.metadata["flag"], value_type(item)
     if flag.path:
         return click.Path(dir_okay=False, writable=True)
+    if flag.folder:  # whether it may be written is the demo's own check, with what to do instead
+        return click.Path(file_okay=False)
     if flag.offered:
         return click.Choice(flag.offered, case_sensitive=False)
     if flag.choices and kind is int:

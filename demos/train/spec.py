@@ -56,7 +56,14 @@ OVERRIDE_NAMES = ("layers", "d_model", "heads", "seq_len")  # a preset's shape, 
 TRAINING_DEMOS = ("ddp", "zro", "fsdp", "compare")
 PIPELINE = ("pipeline",)
 MOE = ("moe",)
-SPEC_DEMOS = (*TRAINING_DEMOS, *PIPELINE, *MOE)  # every demo whose run is a RunSpec
+SPEC_DEMOS = (*TRAINING_DEMOS, *PIPELINE, *MOE)  # the demos of one training run
+# At scale: one rank slowed each step (straggler); a sharded checkpoint saved on N ranks and resumed on M
+# (checkpoint-resume, not the `checkpoint` concept demo, which is activation checkpointing).
+STRAGGLER = ("straggler",)
+RESUME = ("checkpoint-resume",)
+AT_SCALE = (*STRAGGLER, *RESUME)
+RUN_DEMOS = (*SPEC_DEMOS, *AT_SCALE)  # every demo whose run is a RunSpec
+AT_SCALE_STRATEGIES = ("ddp", "fsdp")  # what the at-scale demos train with (--strategy)
 # compare trains each in turn, on one model and seed: (name, strategy, sharding)
 COMPARE_RUNS = (("ddp", "ddp", None), ("zro", "zro", None), ("fsdp-grad-op", "fsdp", "grad-op"),
                 ("fsdp-full", "fsdp", "full"))
@@ -72,6 +79,9 @@ MOE_MODELS = {"cpu": "tiny", "cuda": "small"}  # an MoE run's GPT when --model i
 MOE_STEPS = 4  # an MoE run's steps when --steps is left unset: the first compared with one process, the last recorded
 PIPELINE_COMPARED = ("gpipe", "1f1b", "interleaved")  # what a pipeline's --compare runs, in this order
 PIPELINE_MODELS = {"cpu": "tiny", "cuda": "small"}  # a pipeline's GPT when --model is left unset
+# An at-scale run's GPT when --model is left unset: what it shows is between the ranks (a wait, a checkpoint's
+# layout), so the model is small enough that a step on a CPU core takes less than a straggler's delay.
+AT_SCALE_MODELS = PIPELINE_MODELS
 MEASURED_STEPS = 2  # after the timed steps: one under the collective counter, one under the memory tracker
 MIN_TIMED_STEPS = 1
 MIN_WARMUP_STEPS = 1  # DDP issues extra broadcasts on its second iteration; the comm step must come later
@@ -99,6 +109,7 @@ class Flag:
     above_minimum: bool = False  # the minimum itself is not allowed (a positive number)
     negatable: bool = False  # --name/--no-name
     path: bool = False  # a file to write
+    folder: bool = False  # a folder to write in
     reported: bool = True  # the result's config carries it
     simulate_only: bool = False  # means something only with --simulate
     only_when_set: bool = False  # the result's config carries it only when given (not None, not False)
@@ -150,9 +161,13 @@ _BUCKETED = ("ddp", "zro", "compare")  # the demos that train with DDP's gradien
 class RunSpec:
     """One training run's configuration: the demo's options, and the strategy it trains with."""
 
-    strategy: str  # ddp | zro | fsdp: set by the demo (compare trains each of COMPARE_RUNS in turn)
+    # ddp | zro | fsdp: set by the demo (compare trains each of COMPARE_RUNS in turn); the at-scale demos take it
+    # as an option
+    strategy: str = option("ddp", "Train with DDP (every rank a replica, gradients all-reduced) or FSDP2 (each rank "
+                                  "a shard).", demos=AT_SCALE, choices=STRATEGIES, offered=AT_SCALE_STRATEGIES,
+                           per_demo=(("checkpoint-resume", "fsdp"),))
     arch: str = option("gpt", "Model family: a GPT decoder, a ViT classifier or a BasicBlock ResNet.", choices=ARCHS)
-    model: str | None = option(None, _models_help(), demos=SPEC_DEMOS)  # None: the device's default (`resolved`)
+    model: str | None = option(None, _models_help(), demos=RUN_DEMOS)  # None: the device's default (`resolved`)
     layers: int | None = option(None, "Override the preset's number of blocks.", minimum=1)
     d_model: int | None = option(None, "Override the preset's hidden size.", minimum=1)
     heads: int | None = option(None, "Override the preset's attention heads.", minimum=1)
@@ -160,7 +175,7 @@ class RunSpec:
     batch_size: int | None = option(
         None, f"Samples per rank per step. Default: {DEFAULT_BATCH_SIZE}; a pipeline's: samples per step (per replica "
               f"with --dp), split into the micro-batches, {SAMPLES_PER_MICROBATCH} x M.", minimum=1,
-        demos=SPEC_DEMOS)
+        demos=RUN_DEMOS)
     steps: int | None = option(
         None, "Training steps in all: warm-up, timed, then one communication and one memory step. "
               f"Default: {DEFAULT_STEPS['cpu']} on CPU, {DEFAULT_STEPS['cuda']} on GPU; a pipeline's "
@@ -181,13 +196,13 @@ class RunSpec:
     compile_backend: str = option("auto", "With --compile: the backend; auto picks inductor on a GPU or where a C++ "
                                           "compiler is found, else aot_eager (no compiler needed).",
                                   choices=COMPILE_BACKENDS, reported=False)
-    seed: int = option(0, "Seed of the weights and the data.", demos=SPEC_DEMOS)
+    seed: int = option(0, "Seed of the weights and the data.", demos=RUN_DEMOS)
     checkpoint_activations: bool = option(False, "Recompute each block's activations in backward instead of "
                                                  "keeping them.")
     timeline: bool = option(True, "Record the communication step in time on every rank (the timed steps never are).",
                             negatable=True)
     trace: str | None = option(None, "Write the recorded step as Chrome trace-event JSON (open it in ui.perfetto.dev).",
-                               path=True, reported=False, demos=SPEC_DEMOS)
+                               path=True, reported=False, demos=(*SPEC_DEMOS, *STRAGGLER))
     bucket_mb: float = option(25.0, "DDP's bucket_cap_mb: gradients all-reduced per bucket.", demos=_BUCKETED,
                               minimum=0, above_minimum=True)
     sharding: str | None = option(
@@ -235,6 +250,31 @@ class RunSpec:
     capacity_factor: float | None = option(
         None, "Slots per expert per rank, ceil(factor x tokens x top-k / experts); slots over it are dropped.",
         demos=MOE, minimum=0, above_minimum=True, only_when_set=True, per_demo=(("moe", 1.0),))
+    # At scale: a straggler (demo straggler), a sharded checkpoint resumed on another world (demo checkpoint-resume).
+    # None on every other run, so `is_straggler` and `is_resume` read the run from its spec.
+    slow_rank: int | None = option(None, "The rank slowed each step (0 to the world size - 1).", demos=STRAGGLER,
+                                   minimum=0, only_when_set=True, per_demo=(("straggler", 1),))
+    delay_ms: float | None = option(None, "How long the slow rank sleeps before each step's forward, in "
+                                          "milliseconds (0: no straggler); less than the collective time-out.",
+                                    demos=STRAGGLER, minimum=0, only_when_set=True, per_demo=(("straggler", 500.0),))
+    timed_steps_each: int | None = option(None, "Steps timed without the delay and as many with it, in turn; one more "
+                                                "with it is recorded in time.", demos=STRAGGLER, minimum=1,
+                                          only_when_set=True, per_demo=(("straggler", 3),))
+    save_after: int | None = option(None, "Steps trained before the sharded save; the saving ranks then train as "
+                                          "many more without stopping (the uninterrupted run), and the resumed "
+                                          "ranks the same ones.", demos=RESUME, minimum=1, only_when_set=True,
+                                    per_demo=(("checkpoint-resume", 2),))
+    resume_on: int | None = option(None, "Ranks the second launch resumes on. Default: half the saving ranks where "
+                                         "they are 4 or more, else twice as many.", demos=RESUME, minimum=2,
+                                   only_when_set=True)
+    dir: str | None = option(None, "The checkpoint's folder: new or empty to save there and resume from it, or "
+                                   "one this demo saved to resume from it (on --resume-on ranks). Default: a "
+                                   "temporary folder, removed after the run.", demos=RESUME, folder=True,
+                             only_when_set=True)
+    # Set by the run's plan, not the command line (`train.resume_plan`): which launch of a checkpoint-resume run
+    # this is, "save" (train, save, train on) or "resume" (load, train on), and the folder both use.
+    phase: str | None = None
+    checkpoint_folder: str | None = None
     # One process plays rank 0 of a world of --world ranks on fake tensors (train.simulate).
     simulate: bool = option(False, "Simulate instead of running: the same strategy code on fake tensors over a fake "
                                    "process group, in one process, no GPU. Measures sharding, collectives and "
@@ -267,6 +307,7 @@ class RunSpec:
         if unknown:
             raise ValueError(f"unknown option(s) {', '.join(unknown)}; a training run has {', '.join(known)}")
         given = {name: _typed(known[name], value) for name, value in options.items() if value is not None}
+        given.pop("strategy", None)  # the one given beside the options is the run's
         if sharding is not None:
             given["sharding"] = sharding
         return cls(strategy=strategy, **given)
@@ -278,8 +319,8 @@ class RunSpec:
         unit per stage), as torchtitan does under pipeline parallelism, since every micro-batch would
         all-gather the stage again. An option left out takes the demo's default. Raises ValueError as
         `from_options` does, and for a demo whose run is not a RunSpec."""
-        if demo not in SPEC_DEMOS:
-            raise ValueError(f"{demo!r} is not a training demo; those are {', '.join(SPEC_DEMOS)}")
+        if demo not in RUN_DEMOS:
+            raise ValueError(f"{demo!r} is not a training demo; those are {', '.join(RUN_DEMOS)}")
         given = {name: value for name, value in options.items() if value is not None}
         own = {item.name: item.metadata["flag"].default_for(demo, item.default) for item in option_fields(demo)}
         given = {**{name: value for name, value in own.items() if value != DEFAULTS[name]}, **given}
@@ -287,7 +328,24 @@ class RunSpec:
             return cls.from_options({**given, "wrap": "model"}, "fsdp", sharding="grad-op")
         if demo == "moe":  # the dense part FSDP full, one unit per block; the experts are the ep step's
             return cls.from_options(given, "fsdp", sharding="full")
+        if demo in AT_SCALE:
+            return cls.from_options(given, given.get("strategy", own["strategy"]))
         return cls.from_options(given, COMPARE_RUNS[0][1] if demo == "compare" else demo)
+
+    @property
+    def is_straggler(self) -> bool:
+        """One rank sleeps before each step (`demo straggler`)."""
+        return self.delay_ms is not None
+
+    @property
+    def is_resume(self) -> bool:
+        """A sharded checkpoint saved, then resumed on another world (`demo checkpoint-resume`)."""
+        return self.save_after is not None
+
+    def designed_wait_s(self) -> float:
+        """How long the run makes a rank wait in one collective by design: a straggler's delay (0 for any other
+        run). The launcher refuses one as long as the process group's time-out."""
+        return (self.delay_ms or 0.0) / 1e3 if self.is_straggler else 0.0
 
     @property
     def is_pipeline(self) -> bool:
@@ -333,16 +391,23 @@ class RunSpec:
             return self.model
         if self.is_moe:
             return MOE_MODELS[kind]
+        if self.is_straggler or self.is_resume:
+            return AT_SCALE_MODELS[kind]
         return PIPELINE_MODELS[kind] if self.is_pipeline else shapes.default_preset(self.arch, kind)
 
     def steps_for(self, device_type: str) -> int:
-        """The steps the run trains on this device: --steps, else a pipeline's PIPELINE_STEPS, else the
-        device's default (at least the warm-up, one timed step and the measured ones)."""
+        """The steps the run trains on this device: --steps, else a pipeline's PIPELINE_STEPS, a straggler's or a
+        resumed run's own count, else the device's default (at least the warm-up, one timed step and the
+        measured ones)."""
         kind = "cpu" if device_type == "cpu" else "cuda"
         if self.steps is not None:
             return self.steps
         if self.is_moe:
             return MOE_STEPS
+        if self.is_straggler:  # warm-up, timed without the delay, timed with it, the recorded step
+            return self.warmup + 2 * self.timed_steps_each + 1
+        if self.is_resume:  # before the save, then after it
+            return 2 * self.save_after
         return PIPELINE_STEPS if self.is_pipeline else max(DEFAULT_STEPS[kind], min_steps(self.warmup))
 
     def batch_size_default(self) -> int:
@@ -362,7 +427,7 @@ class RunSpec:
         """What identifies the run among a demo's saved results: every option that demo takes whose value
         is not its default (canonical: FSDP1's sharding names read as ours, numbers as numbers), with
         what `device_type` decides (the model, the steps) filled in unless it is None or the run is
-        simulated. A file to write (--trace) changes nothing measured, so it is not part of it."""
+        simulated. A file to write (--trace) or a folder (--dir) changes nothing measured, so it is not part of it."""
         values = {item.name: getattr(self, item.name) for item in option_fields(demo)}
         defaults = demo_defaults(demo)
         if self.batch_size == self.batch_size_default():
@@ -370,7 +435,8 @@ class RunSpec:
         if device_type and not self.simulate:
             values.update(model=self.model_for(device_type), steps=self.steps_for(device_type))
         return {item.name: values[item.name] for item in option_fields(demo)
-                if not item.metadata["flag"].path and values[item.name] != defaults[item.name]}
+                if not (item.metadata["flag"].path or item.metadata["flag"].folder)
+                and values[item.name] != defaults[item.name]}
 
     @property
     def overrides(self) -> dict[str, int]:
@@ -406,10 +472,10 @@ class RunSpec:
         config: dict[str, Any] = {"strategy": self.strategy}
         pipeline = self.is_pipeline
         for item in option_fields():
-            if ("pipeline" in item.metadata["flag"].demos) != pipeline and item.metadata["flag"].demos != SPEC_DEMOS:
+            flag = item.metadata["flag"]
+            if ("pipeline" in flag.demos) != pipeline and not set(SPEC_DEMOS) <= set(flag.demos):
                 continue
             value = getattr(self, item.name)
-            flag = item.metadata["flag"]
             unset = value is None or value is False
             if flag.reported and not (unset and (item.name in OVERRIDE_NAMES or flag.only_when_set)):
                 config[item.name] = value

@@ -24,6 +24,8 @@ What it runs, N being the GPUs visible (`ddpfsdp doctor` counts them first):
                sharing one over gloo (the activations between stages cross through host memory there)
   moe          `demo moe`: expert parallelism on 4 GPUs as two ep groups of 2 (NCCL), on 2 GPUs, or on 2
                ranks sharing one over gloo, whose all_to_all_single has a CUDA path
+  at scale     `demo straggler` on 2 GPUs (or 2 ranks sharing one), and `demo checkpoint-resume`: FSDP2 saved
+               on those 2 ranks, resumed on 4 in a second launch (4 GPUs, or 4 ranks sharing)
   faults       two of the failure lab's bugs, broken then fixed (on CPU processes: the lab runs there)
   katas        every kata's reference solution through `ddpfsdp kata check` (tests/benchmarks/gpu_kata_check.py):
                on min(N, 4) GPUs over NCCL with CUDA tensors; on one GPU the katas written with point-to-point
@@ -97,7 +99,7 @@ NOT_JUDGED_AT_ONE_RANK = {
 class Item:
     key: str  # short and unique, used in file names
     title: str
-    group: str  # machine | refusal | N GPUs | 1 GPU | concepts | MFU | guard | katas
+    group: str  # machine | refusal | N GPUs | 1 GPU | concepts | pipeline | moe | at scale | faults | MFU | guard | katas
     argv: list[str]  # the command, from the interpreter on
     budget_s: float
     evaluate: str  # a name in EVALUATORS
@@ -318,6 +320,20 @@ def _moe_items(gpus: int, python: str) -> list[Item]:
                  {"world": world})]
 
 
+def _at_scale_items(gpus: int, python: str) -> list[Item]:
+    """`demo straggler` (DDP, rank 1 sleeping 500 ms) on 2 GPUs or 2 ranks sharing one, and `demo checkpoint-resume`
+    (FSDP2) saved on those 2 ranks and resumed on 4 in a second launch: 4 GPUs where there are, else 4 ranks
+    sharing the GPUs the first used. The result is the resume's, on its 4 ranks."""
+    placed, world, where = _placed(gpus, 2)
+    run = ["--timeout-s", COLLECTIVE_TIMEOUT_S, "--json"]
+    return [
+        Item(f"straggler-{gpus}gpu", f"demo straggler on {where}", "at scale",
+             _cli(python, "demo", "straggler", *placed, *run), 120, "demo", {"world": world}),
+        Item(f"checkpoint-resume-{gpus}gpu", f"demo checkpoint-resume saved on {where}, resumed on 4 ranks", "at scale",
+             _cli(python, "demo", "checkpoint-resume", *placed, "--resume-on", "4", *run), 180, "demo", {"world": 4}),
+    ]
+
+
 def plan(gpus: int, out: Path, work: Path, python: str = sys.executable) -> list[Item]:
     """Every item, in the order it runs, for a machine with `gpus` visible GPUs: the quick and the
     telling first (the guard, the peak, MFU, the N-GPU demos), so a short budget loses the least.
@@ -335,7 +351,7 @@ def plan(gpus: int, out: Path, work: Path, python: str = sys.executable) -> list
         else:
             concepts.append(Item(f"concept-{name}", f"demo {name} on {where}", "concepts", argv, 90, "demo",
                                  {"world": world}))
-    faults = [*_pipeline_items(gpus, python), *_moe_items(gpus, python),
+    faults = [*_pipeline_items(gpus, python), *_moe_items(gpus, python), *_at_scale_items(gpus, python),
               *(Item(f"fault-{name}", f"demo fault {name} (broken, then fixed)", "faults",
                      _cli(python, "demo", "fault", name, "--json"), 90, "demo") for name in FAULTS),
               _katas_item(gpus, python, work)]
