@@ -127,6 +127,7 @@ def loss_line(result: Result) -> str:
 
 
 TIMELINE_WIDTH = 64
+COMM_LETTERS = {"all_reduce": "R", "all_gather": "G", "reduce_scatter": "S", "broadcast": "b", "send": ">", "recv": "<"}
 SPARK = " ▁▂▃▄▅▆▇█"
 
 
@@ -183,7 +184,7 @@ def timeline_lines(timeline: Timeline | Mapping[str, Any] | None, width: int = T
             compute = [("O" if h else c) for h, c in zip(hit, compute)]
         comm = [" "] * width
         for c in rank.get("collectives", []):
-            letter = {"all_reduce": "R", "all_gather": "G", "reduce_scatter": "S", "broadcast": "b"}.get(c["op"], "c")
+            letter = COMM_LETTERS.get(c["op"], "c")
             hit = _cells([lanes.collective_interval(c)], duration, width)
             comm = [letter if h and ch == " " else ch for h, ch in zip(hit, comm)]
         share = f", exposed comm {exposed[index]:.0%}" if index < len(exposed) else ""
@@ -195,8 +196,10 @@ def timeline_lines(timeline: Timeline | Mapping[str, Any] | None, width: int = T
             f"  live    |{_spark(rank.get('memory', {}).get('samples', []), duration, width)}|",
             f"  params  |{_spark(params, duration, width)}|",
         ]
-    lines.append("F forward, B backward, O optimizer; R all_reduce, G all_gather, S reduce_scatter, b broadcast; "
-                 "live: live bytes, params: parameter bytes held (each on its own scale)")
+    p2p = any(c["op"] in ("send", "recv") for rank in timeline.ranks for c in rank.get("collectives", []))
+    lines.append("F forward, B backward, O optimizer; R all_reduce, G all_gather, S reduce_scatter, b broadcast"
+                 + ("; > send, < recv" if p2p else "")
+                 + "; live: live bytes, params: parameter bytes held (each on its own scale)")
     return lines
 
 

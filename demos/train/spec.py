@@ -1,5 +1,5 @@
-"""What one training run is: every option of the `ddp`, `zro`, `fsdp` and `compare` demos, typed, with
-its default and its allowed values, each stated once.
+"""What one training run is: every option of the `ddp`, `zro`, `fsdp`, `compare`, `pipeline` and `cp` demos,
+typed, with its default and its allowed values, each stated once.
 
     spec = RunSpec.for_demo("fsdp", {"precision": "bf16-mixed"}).resolved("cpu")
 
@@ -53,8 +53,10 @@ FSDP_APIS = (1, 2)
 PREFETCHES = ("default", "forward", "off")
 OVERRIDE_NAMES = ("layers", "d_model", "heads", "seq_len")  # a preset's shape, changed from the command line
 
-TRAINING_DEMOS = ("ddp", "zro", "fsdp", "compare")
+TRAINING_DEMOS = ("ddp", "zro", "fsdp", "compare", "cp")
 PIPELINE = ("pipeline",)
+CONTEXT = ("cp",)  # context parallelism: ring attention over --cp ranks, FSDP over dp x cp
+CP_SPLITS = ("head-tail", "contiguous")  # the sequence's split over the cp ranks: balanced or not
 SPEC_DEMOS = (*TRAINING_DEMOS, *PIPELINE)  # every demo whose run is a RunSpec
 # compare trains each in turn, on one model and seed: (name, strategy, sharding)
 COMPARE_RUNS = (("ddp", "ddp", None), ("zro", "zro", None), ("fsdp-grad-op", "fsdp", "grad-op"),
@@ -220,6 +222,16 @@ class RunSpec:
                      demos=PIPELINE, minimum=1)
     compare: bool = option(False, "Run GPipe, 1F1B and interleaved in one launch on the same ranks, model and seed.",
                            demos=PIPELINE)
+    # Context parallelism (demo cp): each of --cp ranks holds S/cp tokens of every sequence, attention runs as a
+    # ring over them, and FSDP shards the model over the rest of the world times cp (torchtitan's dp_shard x cp).
+    cp: int | None = option(None, "Context parallelism over N ranks: each holds 1/N of every sequence, attention "
+                                  "passes K/V around their ring; the other ranks are data parallel (dp = world / N), "
+                                  "FSDP over dp x cp.", demos=CONTEXT, minimum=2, only_when_set=True,
+                            per_demo=(("cp", 2),))
+    cp_split: str | None = option(None, "How the sequence is split over the cp ranks: head-tail (2·cp chunks, rank r "
+                                        "holds chunks r and 2cp-1-r: torch's load balancer) or contiguous (rank r "
+                                        "the r-th of cp chunks).", demos=CONTEXT, choices=CP_SPLITS,
+                                  only_when_set=True, per_demo=(("cp", "head-tail"),))
     # One process plays rank 0 of a world of --world ranks on fake tensors (train.simulate).
     simulate: bool = option(False, "Simulate instead of running: the same strategy code on fake tensors over a fake "
                                    "process group, in one process, no GPU. Measures sharding, collectives and "
@@ -261,8 +273,9 @@ class RunSpec:
         """The one spec of a demo's options: compare's trains with DDP first (`runs` gives its four); a
         pipeline's shards each stage over its replicas without resharding after forward (FSDP grad-op, one
         unit per stage), as torchtitan does under pipeline parallelism, since every micro-batch would
-        all-gather the stage again. An option left out takes the demo's default. Raises ValueError as
-        `from_options` does, and for a demo whose run is not a RunSpec."""
+        all-gather the stage again; cp's is FSDP full over dp x cp with its attention a ring. An option left
+        out takes the demo's default. Raises ValueError as `from_options` does, and for a demo whose run is
+        not a RunSpec."""
         if demo not in SPEC_DEMOS:
             raise ValueError(f"{demo!r} is not a training demo; those are {', '.join(SPEC_DEMOS)}")
         given = {name: value for name, value in options.items() if value is not None}
@@ -270,6 +283,8 @@ class RunSpec:
         given = {**{name: value for name, value in own.items() if value != DEFAULTS[name]}, **given}
         if demo == "pipeline":
             return cls.from_options({**given, "wrap": "model"}, "fsdp", sharding="grad-op")
+        if demo in CONTEXT:
+            return cls.from_options(given, "fsdp")
         return cls.from_options(given, COMPARE_RUNS[0][1] if demo == "compare" else demo)
 
     @property
@@ -352,9 +367,15 @@ class RunSpec:
         return {name: getattr(self, name) for name in OVERRIDE_NAMES if getattr(self, name) is not None}
 
     @property
+    def is_context_parallel(self) -> bool:
+        """Each sequence is split over --cp ranks (`demo cp`)."""
+        return self.cp is not None
+
+    @property
     def ranks_per_batch(self) -> int:
-        """Ranks that read the same batch: the --tp ranks of one data-parallel group, else each rank its own."""
-        return self.tp or 1
+        """Ranks that read the same batch: the --tp ranks of one data-parallel group, or its --cp ranks (each
+        holds part of every sequence), else each rank its own."""
+        return (self.tp or 1) * (self.cp or 1)
 
     @property
     def timed_steps(self) -> int:
