@@ -187,6 +187,7 @@ CONTEXT_PARALLEL_CHECKS = {
     "head_tail_split_evens_compute": "with rank r holding chunks r and 2cp-1-r every rank scores 1/cp of the pairs",
     "cp_gradients_reduced_across_cp": "FSDP reduce-scatters over dp x cp, and one step's gradients on every rank "
                                       "equal one process's on the same global batch (rtol 1e-4 in fp32)",
+    **_SIMULATED_CHECKS,
 }
 
 DEMOS: dict[str, Demo] = {

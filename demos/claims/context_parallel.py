@@ -6,8 +6,10 @@ Tolerances, and why:
   attention on a fixed input   fp32, |ring - one process| <= 1e-4 (the ring adds each block's
                                output in another order than one kernel does; seen 1e-6)
   the loss per step            rtol 1e-4 in fp32, 2e-2 in bf16 (`training.LOSS_RTOL_*`)
-  one step's gradients         relative 1e-4 in fp32, 2e-2 in bf16 (of the largest gradient of each
-                               tensor); a gradient not reduced over cp is off by its whole size
+  one step's gradients         |g - g1| / |g1| per tensor, the largest: 1e-4 in fp32 (seen 1e-6), 5e-2
+                               in bf16 (seen 1.7e-2 on the tiny GPT: bf16's 8-bit significand rounds
+                               every op, against an fp32 process); a rank's gradient left unreduced
+                               over cp, its own tokens' alone, is off by 0.72 there
   sends                        exact: counts and bytes are the tensors handed to the wire
   activations                  1%: everything a block saves is per token, so a cp rank's block saves
                                exactly 1/cp of the whole sequence's (seen 0.0%); the 1% leaves room
@@ -27,7 +29,7 @@ from ddpfsdp.demos.result.checks import Check, within
 from ddpfsdp.demos.theory.context_parallel import causal_work_shares, slowest_share
 
 ATTENTION_ATOL_FP32 = 1e-4
-GRAD_RTOL = {"fp32": 1e-4, "low": 2e-2}
+GRAD_RTOL = {"fp32": 1e-4, "low": 5e-2}
 ACTIVATION_REL = 0.01
 SEND_KEYS = ("forward_kv_blocks", "backward_kv_blocks", "backward_dkv_blocks", "forward_bytes", "backward_bytes")
 
@@ -162,6 +164,10 @@ def head_tail_split_evens_compute(pairs_by_rank: Sequence[int], cp: int, chunk_t
                  f"{', '.join(f'{s:.4f}' for s in shares)} against 1/cp = {1 / cp:.4f} (within {rel:.1%}); "
                  f"busiest over idlest {spread:.3f}",
                  {"pairs": list(pairs_by_rank), "shares": shares, "theory_share": 1 / cp, "rel": rel})
+
+
+def grad_rtol(precision: str) -> float:
+    return GRAD_RTOL["fp32" if precision == "fp32" else "low"]
 
 
 def cp_gradients_reduced_across_cp(grad_errors: Sequence[float], reduce_scatter_groups: Sequence[int], dp: int,

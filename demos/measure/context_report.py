@@ -37,7 +37,8 @@ def sends_table(result: Result) -> Table | None:
     if not sends:
         return None
     theory = _theory(result).get("ring_per_layer") or {}
-    table = Table(title=f"The ring's sends per attention layer and step (measured; cp {block.get('cp')})",
+    how = f"simulated, rank 0 of {result.config.world_size}" if result.config.simulated else "measured"
+    table = Table(title=f"The ring's sends per attention layer and step ({how}; cp {block.get('cp')})",
                   caption="counted from the tensors each rank handed to batch_isend_irecv; dK/dV travel in fp32")
     for column in ("rank", "chunks", "forward K/V", "backward K/V", "backward dK/dV", "bytes"):
         table.add_column(column, justify="right")
@@ -86,7 +87,8 @@ def activation_lines(result: Result) -> list[str]:
     if not saved or not whole or not cp:
         return []
     theory = _theory(result)
-    lines = [f"One block saves for backward (measured): {', '.join(format_iec(s) for s in saved)} per rank at "
+    how = "simulated, rank 0" if result.config.simulated else "measured"
+    lines = [f"One block saves for backward ({how}): {', '.join(format_iec(s) for s in saved)} per rank at "
              f"S/cp = {result.config.seq_len // cp if result.config.seq_len else '?'} tokens, against "
              f"{format_iec(whole)} for the whole sequence on one process: "
              f"{(saved[0] or 0) / whole:.3f} of it (1/cp = {1 / cp:.3f})"]
@@ -108,8 +110,6 @@ def render(result: Result, console: Console | None = None) -> None:
     console = console or Console()
     result = as_result(result)
     render_training(result, console)
-    if result.config.simulated:
-        return
     for table in (sends_table(result), compute_table(result)):
         if table is not None:
             console.print(table)
