@@ -26,6 +26,8 @@ DOCUMENTED = {
     "simulate": False, "world": None, "params": None, "gpu_mem": None,
     # a pipeline's (their defaults on `demo pipeline`'s command line are its own: PIPELINE_DOCUMENTED)
     "schedule": None, "microbatches": None, "stages_per_rank": None, "pp": None, "dp": 1, "compare": False,
+    # context parallelism's (`demo cp`'s own defaults: cp 2, the head-tail split)
+    "cp": None, "cp_split": None,
 }
 PIPELINE_DOCUMENTED = {"model": None, "batch_size": None, "steps": None, "seed": 0, "trace": None, "schedule": "1f1b",
                        "microbatches": 4, "stages_per_rank": None, "pp": None, "dp": 1, "compare": False,
@@ -49,6 +51,16 @@ def test_the_pipeline_s_command_line_defaults_are_its_spec_s():
     resolved = spec.resolved("cpu")
     assert (resolved.model, resolved.steps, resolved.batch_size) == ("tiny", 3, 64)
     assert RunSpec.for_demo("ddp", {}).resolved("cpu").batch_size == 4
+
+
+def test_the_cp_demo_s_command_line_defaults_are_its_spec_s():
+    parsed = _parse(cli_options.CP_OPTIONS, [])
+    own = {"cp": 2, "cp_split": "head-tail"}
+    assert parsed == {name: own.get(name, DOCUMENTED[name]) for name in parsed}
+    spec = RunSpec.for_demo("cp", parsed)
+    assert spec == RunSpec.for_demo("cp", {}) and spec.is_context_parallel and spec.strategy == "fsdp"
+    assert not {"tp", "sharding", "wrap", "bucket_mb", "schedule"} & set(parsed)
+    assert spec.reported()["cp"] == 2 and "cp" not in RunSpec.for_demo("fsdp", {}).reported()
 
 
 @pytest.mark.parametrize("demo", list(TRAINING))

@@ -169,13 +169,15 @@ class _Pending:
 # ----------------------------------------------------------------------------- the block kernel
 
 
-def _on_cpu(tensor: torch.Tensor) -> bool:
-    return tensor.device.type == "cpu"
+def _fused(tensor: torch.Tensor, fused: bool | None) -> bool:
+    """torch's CPU kernel where the tensors are on the CPU (unless told otherwise), plain matmuls elsewhere."""
+    return tensor.device.type == "cpu" if fused is None else fused
 
 
-def block_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def block_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                  fused: bool | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """One block's attention: its output (q's dtype) and the fp32 log-sum-exp of each query's scores."""
-    if _on_cpu(q):
+    if _fused(q, fused):
         out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal)
         return out, lse.float()
     scores = _scores(q, k, causal)
@@ -185,10 +187,10 @@ def block_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
 
 
 def block_backward(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
-                   lse: torch.Tensor, causal: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   lse: torch.Tensor, causal: bool, fused: bool | None = None) -> tuple[torch.Tensor, ...]:
     """One block's gradients, given the merged output and log-sum-exp of these queries (FlashAttention-2's
     backward: the probabilities recomputed, then dV, dP, dS, dQ and dK)."""
-    if _on_cpu(q):
+    if _fused(q, fused):
         dq, dk, dv = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
             dout, q, k, v, out, lse.to(torch.float32).contiguous(), 0.0, causal)
         return dq, dk, dv
@@ -356,7 +358,7 @@ class SequenceShardEmbeddings(GPTEmbeddings):
         return self.layout.positions(tokens.device)
 
 
-def _swap(module: nn.Module, cls: type, **attributes: Any) -> None:
+def swap_class(module: nn.Module, cls: type, **attributes: Any) -> None:
     """Give `module` the subclass `cls` in place (as fully_shard gives a module its FSDP class,
     torch/distributed/fsdp/_fully_shard/_fsdp_init.py): its parameters, names and hooks stay."""
     module.__class__ = cls
@@ -401,9 +403,9 @@ class ContextParallel:
         layout = SequenceLayout(dims.cp, mesh.get_local_rank("cp"), shape.seq_len,
                                 balanced=(run.cp_split or SPLITS[0]) == "head-tail")
         ring = Ring(group, layout)
-        _swap(model.embeddings, SequenceShardEmbeddings, layout=layout)
+        swap_class(model.embeddings, SequenceShardEmbeddings, layout=layout)
         for block in blocks:
-            _swap(block.attn, RingSelfAttention, ring=ring)
+            swap_class(block.attn, RingSelfAttention, ring=ring)
         dp_rank = mesh.get_local_rank("dp_shard") if dims.dp_shard > 1 else 0
         fsdp = dims.fsdp_mesh(mesh)
         return cls(mesh, ring, dims.cp, dims.dp_shard, dp_rank, fsdp.get_group())

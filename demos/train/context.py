@@ -312,13 +312,13 @@ def _fake_block_saved(spec: RunSpec, shape: Any, tokens: int, ring: Any, dtype: 
     import torch
 
     from ddpfsdp.demos.measure.saved import SavedActivations
-    from ddpfsdp.demos.parallel.context_parallel import RingSelfAttention, _swap
+    from ddpfsdp.demos.parallel.context_parallel import RingSelfAttention, swap_class
     from ddpfsdp.demos.train.models import TransformerBlock
 
     block = TransformerBlock(shape.d_model, shape.heads, causal=True, device="cpu")
     block.checkpoint_activations = spec.checkpoint_activations
     if ring is not None:
-        _swap(block.attn, RingSelfAttention, ring=ring)
+        swap_class(block.attn, RingSelfAttention, ring=ring)
     x = torch.empty(spec.batch_size, tokens, shape.d_model, dtype=dtype, requires_grad=True)
     with SavedActivations(block) as saved:
         block(x)

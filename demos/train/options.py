@@ -297,9 +297,9 @@ def _check_cp(spec: RunSpec, world: int | None, device: str | None) -> None:
     from ddpfsdp.demos.theory.context_parallel import check_cp
 
     if spec.arch != "gpt":
-        raise _usage(f"--arch {spec.arch}: context parallelism splits a causal decoder's sequence, and ring "
-                     "attention's causal split has nothing to balance in a "
-                     f"{'ViT (every patch sees every other, and the class token is read alone)' if spec.arch == 'vit' else 'ResNet (no sequence)'}; "
+        why = {"vit": "a ViT's attention is not causal (every patch sees every other) and its head reads the class "
+                      "token alone", "resnet": "a ResNet has no sequence to split"}[spec.arch]
+        raise _usage(f"--arch {spec.arch}: this demo's ring splits a causal decoder's sequence, and {why}; "
                      "drop --arch (the GPT)")
     if spec.compile:
         raise _usage("--compile is not combined with --cp here: the ring's sends run inside the attention's "
@@ -318,14 +318,16 @@ def _check_cp(spec: RunSpec, world: int | None, device: str | None) -> None:
 
 
 def _gpt_shapes(spec: RunSpec, device: str | None) -> list[tuple[str, Any]]:
-    """The GPTs a run may train, by name: the simulated one, the one named, or each device's default
-    (with the shape overrides); a shape that does not exist is `_check_shape`'s to refuse."""
+    """The GPT a run trains, by name, with the shape overrides: the simulated one, the one named, or the
+    placed device's default; none before placement without --model. A shape that does not exist is
+    `_check_shape`'s to refuse."""
     if spec.simulate:
         _, name, _, shape = spec.simulated_model()
         return [(name, shape)]
-    names = [spec.model_for(device or "cpu")] if spec.model or device else sorted(
-        {spec.model_for("cpu"), spec.model_for("cuda")})
-    return [(name, shapes.shape_for("gpt", name, **spec.overrides)) for name in names]
+    if not (spec.model or device):
+        return []  # the device's default model, checked once the run is placed
+    name = spec.model_for(device or "cpu")
+    return [(name, shapes.shape_for("gpt", name, **spec.overrides))]
 
 
 def validate_ddp(spec: RunSpec | Mapping[str, Any], world_size: int | None = None, device: str | None = None) -> None:

@@ -22,6 +22,8 @@ What it runs, N being the GPUs visible (`ddpfsdp doctor` counts them first):
                must be refused before launch there)
   pipeline     `demo pipeline`: 1F1B with 8 micro-batches, and --compare, on 2 GPUs (NCCL) or on 2 ranks
                sharing one over gloo (the activations between stages cross through host memory there)
+  cp           `demo cp` on the tiny GPT over N GPUs (NCCL: cp 2 x dp N/2, its ring's sends on CUDA tensors);
+               on one GPU, ranks sharing it run on gloo, which cannot send CUDA tensors: refused before launch
   faults       two of the failure lab's bugs, broken then fixed (on CPU processes: the lab runs there)
   MFU          on N GPUs FSDP2 on the large preset in bf16-mixed, on one GPU DDP at one rank (FSDP2 at
                one rank runs about twice DDP's step, so its MFU says nothing of the demo), against
@@ -293,6 +295,19 @@ def _pipeline_items(gpus: int, python: str) -> list[Item]:
     ]
 
 
+def _context_items(gpus: int, python: str) -> list[Item]:
+    """`demo cp` on the tiny GPT: ring attention over cp 2 with NCCL's point-to-point sends, FSDP over the
+    rest of the N GPUs; on one GPU the ranks would share it over gloo, whose sends take host memory only,
+    so the demo must be refused before launch there."""
+    placed, world, where = _concept_placed(gpus, 2)
+    argv = _cli(python, "demo", "cp", *placed, "--model", "tiny", "--timeout-s", COLLECTIVE_TIMEOUT_S, "--json")
+    if world > gpus:
+        return [Item(f"cp-{gpus}gpu", f"demo cp on {where}: refused before launch (the ring's point-to-point sends "
+                     "on CUDA tensors, which gloo cannot make)", "cp", argv, 60, "refusal", {"gpus": gpus, "shared": True})]
+    return [Item(f"cp-{gpus}gpu", f"demo cp on {where} (cp 2 x dp {world // 2})", "cp", argv, 120, "demo",
+                 {"world": world})]
+
+
 def plan(gpus: int, out: Path, work: Path, python: str = sys.executable) -> list[Item]:
     """Every item, in the order it runs, for a machine with `gpus` visible GPUs: the quick and the
     telling first (the guard, the peak, MFU, the N-GPU demos), so a short budget loses the least.
@@ -310,7 +325,7 @@ def plan(gpus: int, out: Path, work: Path, python: str = sys.executable) -> list
         else:
             concepts.append(Item(f"concept-{name}", f"demo {name} on {where}", "concepts", argv, 90, "demo",
                                  {"world": world}))
-    faults = [*_pipeline_items(gpus, python), *(Item(f"fault-{name}", f"demo fault {name} (broken, then fixed)", "faults",
+    faults = [*_pipeline_items(gpus, python), *_context_items(gpus, python), *(Item(f"fault-{name}", f"demo fault {name} (broken, then fixed)", "faults",
                    _cli(python, "demo", "fault", name, "--json"), 90, "demo") for name in FAULTS)]
     rest = [*one_gpu[1:], *concepts, *faults] if gpus < 2 else [*concepts, *faults, *one_gpu[1:]]
     return [
