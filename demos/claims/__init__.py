@@ -4,6 +4,7 @@
     timeline    what only the recorded step can show: overlap, resharding, prefetch, exposed communication
     two_d       a 2-D run (FSDP over dp x tensor parallelism over tp)
     pipeline    a pipeline run: bubble, activations in flight, point-to-point bytes, the loss
+    context_parallel  a cp run: the ring against one process, its sends, activations and compute per rank
     simulated   a simulated run against the analytic model
 
 Each function takes numbers and returns a `result.checks.Check`; tests feed each one broken numbers and

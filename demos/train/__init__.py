@@ -1,9 +1,9 @@
-"""Training: the `ddp`, `zro`, `fsdp`, `compare` and `pipeline` demos, from model shape to the checked result.
+"""Training: the `ddp`, `zro`, `fsdp`, `compare`, `pipeline` and `cp` demos, from model shape to the checked result.
 
 Owns the models built from the shapes of `base.shapes` (`models`), synthetic data (`data`), a run's
 configuration with every option and its default, torch-free (`spec`), the demos' command line made
 from it and its checks (`options`), the loop that trains and measures (`loop`), the demos that
-assemble the result (`demo`, `pipeline`), the one-process references a run's loss is held to
+assemble the result (`demo`, `pipeline`, `context`), the one-process references a run's loss is held to
 (`reference`), and the simulated run of the same demos on fake tensors over a fake process group
 (`simulate`). A model is made parallel by parallel/, and judged by the claims in claims/. It may import
 parallel/, claims/, measure/, theory/ and the ground floor.
