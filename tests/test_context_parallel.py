@@ -129,8 +129,15 @@ def test_ring_equals_one_process_attention_and_sends_what_torch_sends(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def cp_result(demo_result) -> DemoResult:
-    return DemoResult.from_json(demo_result("cp", *BANK_ARGS, procs=4))
+def cp_run(demo_run):
+    run = demo_run("cp", *BANK_ARGS, procs=4)
+    run.assert_ok()
+    return run
+
+
+@pytest.fixture(scope="module")
+def cp_result(cp_run) -> DemoResult:
+    return DemoResult.from_json(cp_run.result)
 
 
 @pytest.mark.dist
@@ -154,6 +161,15 @@ def test_the_run_reports_its_ring_and_its_groups(cp_result):
         p2p = [c for c in rank["collectives"] if c["op"] in ("send", "recv")]
         assert len(p2p) == 2 * 4 * (1 + 1 + 2) and all(c["completed_s"] is not None for c in p2p)
     assert cp_result.theory["context_parallel"]["ring_per_layer"]["bytes"] == block["sends"][0]["bytes"]
+
+
+@pytest.mark.dist
+def test_the_trace_shows_every_rank_s_sends(cp_run):
+    assert cp_run.trace is not None, "rank 0 wrote no trace"
+    events = cp_run.trace["traceEvents"]
+    for op in ("send", "recv"):
+        ranks = {e["pid"] for e in events if e.get("name") == op and e.get("ph") == "X"}
+        assert len(ranks) == 4, (op, ranks)
 
 
 @pytest.mark.dist

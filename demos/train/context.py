@@ -385,7 +385,7 @@ def _padding_wire_bytes(run: DemoResult, theory: JsonObject) -> int:
 def run(ctx: Any, spec: RunSpec) -> DemoResult | None:
     """The demo on this rank: the probe, then training through the loop; rank 0 assembles the result."""
     from ddpfsdp.demos.base.shapes import shape_for
-    from ddpfsdp.demos.train.demo import _measured_fields, _write_trace
+    from ddpfsdp.demos.train.demo import measured_fields, write_trace
     from ddpfsdp.demos.train.loop import SAMPLES_PER_RANK_STEPS, train
     from ddpfsdp.demos.train.reference import reference_losses
 
@@ -399,6 +399,10 @@ def run(ctx: Any, spec: RunSpec) -> DemoResult | None:
     from ddpfsdp.demos.result.schema import as_result
 
     result = as_result(measured)
+    if result.timeline is not None and result.timeline.ranks:
+        from ddpfsdp.demos.claims import timeline as tl
+
+        result.timeline.exposed = tl.exposed_comm(result.timeline)
     shape = shape_for("gpt", spec.model, **spec.overrides)
     dp = ctx.world_size // spec.cp
     ctx.log("cp: the one-process reference on the same global batches")
@@ -408,7 +412,7 @@ def run(ctx: Any, spec: RunSpec) -> DemoResult | None:
     result.theory = run_theory(result, spec, shape, context)
     result.extra.pop("ring", None)  # every call of every rank: summed into `context_parallel`
     checks = judge(result, spec, context, reference, probes)
-    out = ctx.result("cp", result.config, checks, **_measured_fields(result), context_parallel=context,
+    out = ctx.result("cp", result.config, checks, **measured_fields(result), context_parallel=context,
                      reference_loss=reference)
-    _write_trace(ctx, out, spec.trace)
+    write_trace(ctx, out, spec.trace)
     return out

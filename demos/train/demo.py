@@ -254,12 +254,12 @@ def _run_one(ctx: Any, demo: str, spec: RunSpec) -> DemoResult | None:
         reference = reference_losses(spec, ctx.world_size // spec.tp, len(judged.loss or []), SAMPLES_PER_RANK_STEPS,
                                      ctx.device)
         judged.checks = two_d_run_checks(judged, judged.theory, reference)
-    result = ctx.result(demo, judged.config, judged.checks, **_measured_fields(judged))
-    _write_trace(ctx, result, spec.trace)
+    result = ctx.result(demo, judged.config, judged.checks, **measured_fields(judged))
+    write_trace(ctx, result, spec.trace)
     return result
 
 
-def _measured_fields(judged: DemoResult) -> dict[str, object]:
+def measured_fields(judged: DemoResult) -> dict[str, object]:
     """A judged run's own blocks, typed, in the order the run reported them, and the analytic model's
     figures: what the result carries beside its envelope."""
     skip = {"config", "label", "theory", "checks", "schema", "demo", "env"}
@@ -280,7 +280,7 @@ def _judged(measured: Mapping[str, Any]) -> DemoResult:
     return result
 
 
-def _write_trace(ctx: Any, result: DemoResult, path: str | None) -> None:
+def write_trace(ctx: Any, result: DemoResult, path: str | None) -> None:
     """Rank 0 writes the trace; a path it cannot write is reported, and the result still returned."""
     if not path:
         return
@@ -356,5 +356,5 @@ def run_compare(ctx: Any, spec: RunSpec) -> DemoResult | None:
     config = compare_config(ddp, ("strategy", "sharding", "description", "units", "unit_params"))
     result = ctx.result("compare", config, [*checks, *_compare_compile_checks(results)], runs=results,
                         wall_s=sum(result.wall_s or 0 for result in results.values()))
-    _write_trace(ctx, result, spec.trace)
+    write_trace(ctx, result, spec.trace)
     return result

@@ -302,8 +302,8 @@ def _check_cp(spec: RunSpec, world: int | None, device: str | None) -> None:
         raise _usage(f"--arch {spec.arch}: this demo's ring splits a causal decoder's sequence, and {why}; "
                      "drop --arch (the GPT)")
     if spec.compile:
-        raise _usage("--compile is not combined with --cp here: the ring's sends run inside the attention's "
-                     "autograd function, which torch.compile would break the graph at; drop --compile")
+        raise _usage("--compile is not combined with --cp here: the ring's autograd function issues point-to-point "
+                     "sends and waits on them eagerly, block by block; drop --compile")
     if world is not None:
         _check_degrees(spec, world)
     balanced = spec.cp_split != "contiguous"
