@@ -221,6 +221,29 @@ RESUME_CHECKS = {
                                         "whole state on rank 0 (at least 90% of it); the sharded one allocates "
                                         "under 1/N of it",
 }
+# `demo cp`: ring attention over --cp ranks, FSDP over dp x cp (`claims.context_parallel`, `train.context`).
+CONTEXT_PARALLEL_CHECKS = {
+    "loss_decreases": _TRAINING_CHECKS["loss_decreases"],
+    "model_state_matches_theory": _TRAINING_CHECKS["model_state_matches_theory"],
+    "fsdp_shards_model_state": "each rank holds 1/N of params, grads and optimizer state (plus padding)",
+    "comm_matches_theory": _TRAINING_CHECKS["comm_matches_theory"],
+    "timeline_records_every_collective": _TRAINING_CHECKS["timeline_records_every_collective"],
+    "ring_matches_full_attention": "the ring's output and q, k, v gradients equal one process's attention on a fixed "
+                                   "fp32 input (1e-4, both splits, every rank), and the model's loss per step equals "
+                                   "one process's on the same global batches (rtol 1e-4 in fp32)",
+    "ring_kv_sends_match_theory": "each rank sends per layer and step what torch's ring attention sends: forward cp-1 "
+                                  "K/V blocks, backward cp-1 K/V blocks and cp fp32 dK/dV blocks, counted from the "
+                                  "send tensors, the collective counter seeing the same bytes",
+    "cp_activations_fall_as_1_over_cp": "one block saves for backward 1/cp of what it saves for the whole sequence on "
+                                        "one process (both measured, 1%)",
+    "contiguous_split_busiest_rank_matches_theory": "with contiguous chunks the last rank scores (2cp-1)/cp² of the "
+                                                    "causal attention's query-key pairs (counted per rank, within 1/n "
+                                                    "for n tokens a chunk)",
+    "head_tail_split_evens_compute": "with rank r holding chunks r and 2cp-1-r every rank scores 1/cp of the pairs",
+    "cp_gradients_reduced_across_cp": "FSDP reduce-scatters over dp x cp, and one step's gradients on every rank "
+                                      "equal one process's on the same global batch (rtol 1e-4 in fp32)",
+    **_SIMULATED_CHECKS,
+}
 
 DEMOS: dict[str, Demo] = {
     demo.name: demo
@@ -451,6 +474,19 @@ DEMOS: dict[str, Demo] = {
             evidence_view="ddpfsdp.demos.measure.at_scale_report:checkpoint_resume_view",
             launches="ddpfsdp.demos.train.checkpoint_folder:launches",
             checks=RESUME_CHECKS,
+        ),
+        Demo(
+            "cp",
+            "context parallelism: each of --cp ranks holds 1/cp of every sequence, attention a hand-written ring "
+            "passing K/V (head-tail or contiguous split), FSDP over dp x cp; sends, activations and compute per "
+            "rank beside theory",
+            "ddpfsdp.demos.train.context:run",
+            "training",
+            options="ddpfsdp.demos.train.options:CP_OPTIONS",
+            validate="ddpfsdp.demos.train.options:validate_cp",
+            render="ddpfsdp.demos.measure.context_report:render",
+            evidence_view="ddpfsdp.demos.measure.context_report:evidence_view",
+            checks=CONTEXT_PARALLEL_CHECKS,
         ),
         Demo(
             "fault",

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-TRACED_DEMOS = ("ddp", "zro", "fsdp")
+TRACED_DEMOS = ("ddp", "zro", "fsdp", "cp")
 
 # Checks of a share of wall time on 4 ranks sharing 2 cores with the rest of the suite: the run judges
 # each and shows its numbers, and a test feeds it broken numbers; a test of a shared launch asserts only

@@ -124,8 +124,12 @@ def test_plan_for_one_gpu_shares_it_and_for_eight_runs_every_sharding(tmp_path):
         argv = one[key].argv
         assert argv[argv.index("--ranks-per-gpu") + 1] == "2" and one[key].group == "at scale", key
     assert one["checkpoint-resume-1gpu"].expect["world"] == 4 and "--resume-on" in one["checkpoint-resume-1gpu"].argv
+    # demo cp: its ring's sends cannot cross gloo on CUDA tensors, so on one GPU it is refused, never launched
+    assert one["cp-1gpu"].evaluate == "refusal" and one["cp-1gpu"].expect == {"gpus": 1, "shared": True}
+    assert one["cp-1gpu"].argv[3:5] == ["demo", "cp"] and "--ranks-per-gpu" in one["cp-1gpu"].argv
 
     eight = {item.key: item for item in gc.plan(8, tmp_path, tmp_path / "work", python="py")}
+    assert eight["cp-8gpu"].evaluate == "demo" and eight["cp-8gpu"].expect["world"] == 8
     assert [k for k, i in eight.items() if i.skip] == []
     assert not any("--ranks-per-gpu" in item.argv for item in eight.values() if item.key != "refusal")
     assert all(f"concept-{name}" in eight for name in gc.CONCEPTS)

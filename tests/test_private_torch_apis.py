@@ -160,6 +160,15 @@ PRIVATE_TORCH_APIS: dict[str, tuple[str, ...]] = {
     "torch.distributed.distributed_c10d._set_pg_timeout": (
         "torch.distributed.distributed_c10d._set_pg_timeout",
         "holds a learner's direct torch.distributed waits to the kata's deadline"),
+    # context parallelism (parallel/context_parallel.py, parallel/degrees.py): the ring's block kernel, FSDP's mesh
+    "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu": (
+        "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu",
+        "one ring block's attention on CPU with its log-sum-exp, which the online softmax merges"),
+    "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward": (
+        "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward",
+        "one ring block's gradients on CPU from the merged output and log-sum-exp"),
+    "._flatten": ("torch.distributed.device_mesh.DeviceMesh._flatten",
+                  "FSDP's mesh under context parallelism: dp_shard and cp flattened into one (torchtitan's dp_shard_cp)"),
 }
 
 

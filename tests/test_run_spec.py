@@ -31,6 +31,8 @@ DOCUMENTED = {
     # the at-scale demos' (their defaults on their own command lines: AT_SCALE_DOCUMENTED)
     "strategy": "ddp", "slow_rank": None, "delay_ms": None, "timed_steps_each": None, "save_after": None,
     "resume_on": None, "dir": None,
+    # context parallelism's (`demo cp`'s own defaults: cp 2, the head-tail split)
+    "cp": None, "cp_split": None,
 }
 AT_SCALE_DOCUMENTED = {
     "straggler": {"strategy": "ddp", "model": None, "batch_size": None, "seed": 0, "trace": None, "slow_rank": 1,
@@ -80,6 +82,16 @@ def test_the_at_scale_command_lines_defaults_are_their_specs(demo):
     assert RunSpec.for_demo("checkpoint-resume", {"dir": "/tmp/x"}).key("checkpoint-resume", "cpu") == {"model": "tiny"}
     assert RunSpec.for_demo(demo, {"strategy": "zro" if demo == "straggler" else "ddp"}).key(demo) == {
         "strategy": "zro" if demo == "straggler" else "ddp"}
+
+
+def test_the_cp_demo_s_command_line_defaults_are_its_spec_s():
+    parsed = _parse(cli_options.CP_OPTIONS, [])
+    own = {"cp": 2, "cp_split": "head-tail"}
+    assert parsed == {name: own.get(name, DOCUMENTED[name]) for name in parsed}
+    spec = RunSpec.for_demo("cp", parsed)
+    assert spec == RunSpec.for_demo("cp", {}) and spec.is_context_parallel and spec.strategy == "fsdp"
+    assert not {"tp", "sharding", "wrap", "bucket_mb", "schedule"} & set(parsed)
+    assert spec.reported()["cp"] == 2 and "cp" not in RunSpec.for_demo("fsdp", {}).reported()
 
 
 @pytest.mark.parametrize("demo", list(TRAINING))

@@ -6,6 +6,7 @@
     pipeline    a pipeline run: bubble, activations in flight, point-to-point bytes, the loss
     expert_parallel  an MoE run: the one-process reference, the all-to-alls' bytes, dropped slots, the aux
                 loss, the combine's wait, the experts each rank holds
+    context_parallel  a cp run: the ring against one process, its sends, activations and compute per rank
     simulated   a simulated run against the analytic model
 
 Each function takes numbers and returns a `result.checks.Check`; tests feed each one broken numbers and

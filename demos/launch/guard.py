@@ -112,7 +112,8 @@ def _activations(spec: RunSpec, shape: Any, strategy: str) -> int:
 
 def _run_theory(spec: RunSpec, shape: Any, world_size: int) -> tuple[RunTheory | TwoDRunTheory, int]:
     """The analytic model's figures for one run on `world_size` ranks, and its activations per rank:
-    a --tp run's are the 2-D model's (one TP rank's share of the parameters and activations)."""
+    a --tp run's are the 2-D model's (one TP rank's share of the parameters and activations), a --cp
+    run's one cp rank's tokens'."""
     if spec.tp:
         from ddpfsdp.demos.theory.tensor_parallel import two_d_run_theory
 
@@ -120,6 +121,16 @@ def _run_theory(spec: RunSpec, shape: Any, world_size: int) -> tuple[RunTheory |
                                   optimizer=spec.optimizer, batch_size=spec.batch_size,
                                   sequence_parallel=spec.sequence_parallel)
         return theory, theory["activation_bytes"]
+    if spec.cp:
+        from ddpfsdp.demos.theory.context_parallel import activation_bytes
+
+        # FSDP over dp x cp (every rank), each rank's activations at S/cp with the ring's buffers
+        theory = theory_for_run(strategy="fsdp", sharding=spec.sharding, params=shape.params, world_size=world_size,
+                                precision=spec.precision, optimizer=spec.optimizer, unit_params=_units(spec, shape))
+        held = activation_bytes(shape, spec.batch_size, spec.cp, spec.precision,
+                                checkpoint_activations=spec.checkpoint_activations,
+                                cast=implementation("fsdp", spec.precision).cast)
+        return theory, held["activation_bytes"]
     theory = theory_for_run(strategy=spec.strategy, sharding=spec.sharding, params=shape.params, world_size=world_size,
                             precision=spec.precision, optimizer=spec.optimizer, replicas=spec.replicas,
                             unit_params=_units(spec, shape))

@@ -34,6 +34,7 @@ GLOO_HOST_ONLY = ("send", "recv", "isend", "irecv", "batch_isend_irecv", "all_re
 # Demos whose own code calls a collective that gloo cannot run on CUDA tensors, and which.
 NEEDS_HOST_COLLECTIVE = {
     "allreduce": "isend/irecv (its ring all-reduce is written with point-to-point sends)",
+    "cp": "batch_isend_irecv (its ring attention passes K/V blocks and their gradients with point-to-point sends)",
 }
 
 

@@ -127,6 +127,8 @@ def loss_line(result: Result) -> str:
 
 
 TIMELINE_WIDTH = 64
+COMM_LETTERS = {"all_reduce": "R", "all_gather": "G", "reduce_scatter": "S", "broadcast": "b", "all_to_all": "A", "send": ">",
+                "recv": "<"}
 SPARK = " ▁▂▃▄▅▆▇█"
 
 
@@ -186,8 +188,7 @@ def timeline_lines(timeline: Timeline | Mapping[str, Any] | None, width: int = T
             compute = [("z" if h else c) for h, c in zip(_cells(slept, duration, width), compute)]
         comm = [" "] * width
         for c in rank.get("collectives", []):
-            letter = {"all_reduce": "R", "all_gather": "G", "reduce_scatter": "S", "broadcast": "b",
-                      "all_to_all": "A"}.get(c["op"], "c")
+            letter = COMM_LETTERS.get(c["op"], "c")
             hit = _cells([lanes.collective_interval(c)], duration, width)
             comm = [letter if h and ch == " " else ch for h, ch in zip(hit, comm)]
         share = f", exposed comm {exposed[index]:.0%}" if index < len(exposed) else ""
@@ -200,9 +201,11 @@ def timeline_lines(timeline: Timeline | Mapping[str, Any] | None, width: int = T
             f"  params  |{_spark(params, duration, width)}|",
         ]
     slept = any(s["phase"] == "delay" for rank in timeline.ranks for s in rank.get("spans", []))
+    p2p = any(c["op"] in ("send", "recv") for rank in timeline.ranks for c in rank.get("collectives", []))
     lines.append("F forward, B backward, O optimizer" + (", z the straggler's sleep" if slept else "")
-                 + "; R all_reduce, G all_gather, S reduce_scatter, b broadcast, A all_to_all; "
-                 "live: live bytes, params: parameter bytes held (each on its own scale)")
+                 + "; R all_reduce, G all_gather, S reduce_scatter, b broadcast, A all_to_all"
+                 + ("; > send, < recv" if p2p else "")
+                 + "; live: live bytes, params: parameter bytes held (each on its own scale)")
     return lines
 
 

@@ -6,7 +6,8 @@ counted) that also keeps, for that one step:
                with its start and end and the order in which the host reached them (`seq`)
   collectives  every c10d collective as issued (op, bytes, process group) and as completed: as its
                Work's future reports, or a thread waiting on a Work without one (gloo's
-               reduce-scatter); a functional collective (DTensor's, so tensor parallelism's) when
+               reduce-scatter), or for a send or recv without one (gloo's), a thread that sees its
+               caller's wait return; a functional collective (DTensor's, so tensor parallelism's) when
                the host waits on its result (`wait_tensor`), the first moment anything can use it
   waits        the time the step sat blocked in those waits: not compute
   memory       live bytes over the step; parameter bytes held (unsharded or shard) at unit edges
@@ -132,6 +133,8 @@ def completion_source(work: Any, cuda: bool) -> str:
 
 
 WATCH_JOIN_S = 10.0  # at the step's end, how long a Work without a future may still take to finish
+P2P_OPS = ("send", "recv")
+POLL_S = 0.0005  # how often a point-to-point Work is looked at until its caller's wait has returned
 
 
 def _storage_of(tensor: torch.Tensor) -> int:
@@ -171,6 +174,22 @@ def _mark_when_done(work: Any, event: _Issued) -> None:
     event.completed = time.time_ns()
 
 
+def _mark_when_seen_done(work: Any, event: _Issued, stop: threading.Event) -> None:
+    """Stamp a point-to-point Work's completion when its caller's own wait has returned, by looking at
+    `is_completed()` (time.time_ns, the CPU timeline's clock), until `stop` is set.
+
+    A second wait would not do: gloo's send and recv Works (ProcessGroupGloo's SendWork and RecvWork)
+    wait on an unbound buffer that counts completions and takes one per wait (gloo's
+    UnboundBuffer::waitSend and waitRecv), so a watcher's wait would take the caller's, and the
+    caller would wait for ever. `is_completed()` turns true when the caller's wait returns: the moment
+    what was received can be used."""
+    while not stop.is_set():
+        if work.is_completed():
+            event.completed = time.time_ns()
+            return
+        time.sleep(POLL_S)
+
+
 def downsample(samples: list[tuple[int, int]], limit: int = MAX_MEMORY_SAMPLES) -> list[tuple[int, int]]:
     """At most `limit` points; each slice of time keeps its lowest and highest sample, in order."""
     if len(samples) <= limit:
@@ -206,6 +225,7 @@ class TimelineRecorder(CommCounter):
         self._lock = threading.Lock()
         self._handles: list[Any] = []
         self._watchers: list[threading.Thread] = []
+        self._stop_polling = threading.Event()
         # output storage -> (output, event). By storage, not by tensor: a view of the output (DTensor's
         # to_local, an AsyncCollectiveTensor's view ops) is what is waited on, and it shares the storage;
         # the output is held here, so its storage cannot be reused while the collective is pending.
@@ -364,6 +384,10 @@ class TimelineRecorder(CommCounter):
                 return None
 
             work.get_future().then(completed)
+        elif how == "watcher" and event.collective.op in P2P_OPS:
+            watcher = threading.Thread(target=_mark_when_seen_done, args=(work, event, self._stop_polling), daemon=True)
+            watcher.start()
+            self._watchers.append(watcher)
         elif how == "watcher":
             watcher = threading.Thread(target=_mark_when_done, args=(work, event), daemon=True)
             watcher.start()
@@ -413,6 +437,7 @@ class TimelineRecorder(CommCounter):
         give_up = time.monotonic() + WATCH_JOIN_S
         for watcher in self._watchers:  # the step has waited on its collectives; the watchers follow
             watcher.join(max(0.0, give_up - time.monotonic()))
+        self._stop_polling.set()  # a send or recv its caller never waited on stays not completed
         self._watchers = []
         if self.cuda:
             torch.cuda.synchronize(self.device)

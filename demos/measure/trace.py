@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterator, Mapping, TypedDict
+from typing import Any, Callable, Iterator, Mapping, TypedDict
 
 from ddpfsdp.demos.result.schema import DemoResult, Timeline, as_result
 
@@ -93,3 +93,15 @@ def write(result: Result, path: str | Path) -> Path:
     target = Path(path).expanduser().resolve()
     target.write_text(json.dumps(to_json(result)))
     return target
+
+
+def write_logged(log: Callable[[str], None], result: Result, path: str | None) -> None:
+    """A demo's `--trace PATH`: the trace is written and its path said; a path it cannot write is said
+    too, and the run's result is still returned."""
+    if not path:
+        return
+    try:
+        written = write(result, path)
+        log(f"trace: {written} (open it in ui.perfetto.dev or chrome://tracing)")
+    except (OSError, ValueError) as exc:
+        log(f"trace not written: {exc}")

@@ -17,6 +17,8 @@ re-derives them. A run's degrees follow from its spec and its world size (`of`):
     pipeline (--pp)      pp = world / dp, dp_shard = dp          each stage sharded over its replicas
     moe (--ep)           dp_shard = world, ep = --ep or world    the dense part sharded over every rank, the
                                                                  experts split over each ep group of ranks
+    cp (--cp)            cp = --cp, dp_shard = world / cp        FSDP over dp_shard x cp: the cp ranks run
+                                                                 the same weights on different tokens
 
 The mesh's dimensions go slowest first in the order of DIMS, each left out at degree 1, so the
 fastest-varying dimension holds consecutive ranks: tensor parallelism's groups are a node's GPUs, as on a
@@ -87,6 +89,14 @@ class ParallelDims:
                 raise ValueError(f"--ep {ep} must divide the world of {world_size} ranks (its ranks are borrowed from "
                                  f"data parallelism): give {other}--procs {ep} or {2 * ep}")
             return cls(world_size, dp_shard=world_size, ep=ep)
+        if run.cp:
+            cp = run.cp
+            if run.tp:
+                raise ValueError("--cp composes with FSDP over dp x cp here, not with --tp: drop one of the two")
+            if world_size % cp:
+                raise ValueError(f"--cp {cp} must divide the world of {world_size} ranks (the mesh is dp x cp): try "
+                                 f"--procs {cp} or {2 * cp}, or --world {2 * cp} with --simulate")
+            return cls(world_size, dp_shard=world_size // cp, cp=cp)
         if run.strategy in ("ddp", "zro") or run.sharding == "no-shard":
             return cls(world_size, dp_replicate=world_size)
         if run.tp:
@@ -108,12 +118,14 @@ class ParallelDims:
     @staticmethod
     def fewest_ranks(run: RunSpec) -> int:
         """The smallest world `run` shows what it is for on: two data-parallel groups of its other degrees
-        (two ranks; two groups of --tp; --replicas shard groups of two; two stages per pipeline replica; two
-        groups of --ep)."""
+        (two ranks; two groups of --tp or of --cp; --replicas shard groups of two; two stages per pipeline
+        replica; two groups of --ep)."""
         if run.is_pipeline:
             return (run.pp or 2) * run.dp
         if run.is_moe:  # --ep N: two ep groups, each expert on two ranks; else every rank one ep group
             return 2 * run.ep if run.ep else 2
+        if run.cp:
+            return 2 * run.cp
         if run.tp:
             return 2 * run.tp
         if run.strategy == "fsdp" and run.sharding == "hybrid":
@@ -129,8 +141,9 @@ class ParallelDims:
 
     @property
     def fsdp_size(self) -> int:
-        """The ranks FSDP splits each parameter over (1 where nothing is sharded)."""
-        return self.dp_shard
+        """The ranks FSDP splits each parameter over (1 where nothing is sharded): the shard dimension, and
+        the cp ranks, which hold the same weights (torchtitan's dp_shard x cp)."""
+        return self.dp_shard * self.cp
 
     @property
     def hybrid(self) -> bool:
@@ -171,7 +184,11 @@ class ParallelDims:
 
     def fsdp_mesh(self, mesh: Any) -> Any:
         """What FSDP shards over: the 1-D shard dimension, or with replicas (HSDP, no-shard) the
-        (replicate, shard) pair."""
+        (replicate, shard) pair; with context parallelism the shard and cp dimensions flattened into one
+        (torchtitan's "dp_shard_cp"), since the cp ranks' gradients are partial sums of the same weights'."""
+        if self.cp > 1:
+            names = tuple(name for name in ("dp_shard", "cp") if name in mesh.mesh_dim_names)
+            return mesh[names]._flatten("dp_shard_cp") if len(names) > 1 else mesh["cp"]
         if self.dp_replicate > 1:
             return mesh["dp_replicate", "dp_shard"]
         return mesh["dp_shard"] if mesh.mesh_dim_names != ("dp_shard",) else mesh

@@ -11,6 +11,10 @@ torchtitan's `parallelize_llama` is the model: one function, a fixed order, a re
   2b. expert parallel (--ep, demo moe) each MoE layer keeps its ep rank's experts, whole, and dispatches
                        over its ep group by all-to-all (`expert_parallel.ExpertParallel`); FSDP then shards
                        the dense part and leaves the experts alone
+  2c. context parallel (--cp) every block's attention swapped for ring attention over the mesh's "cp"
+                       dimension and the embeddings for this rank's positions (`context_parallel.
+                       ContextParallel`); after TP and before checkpointing and FSDP, as torchtitan's
+                       `parallelize_llama` applies CP; FSDP then shards over dp_shard x cp
   3. checkpointing     each block's body recomputed in backward; set on the blocks themselves, before
                        any wrapper, so an FSDP unit around a block sees an ordinary module
   4. the model's facts read from the tensors FSDP is about to shard (`models.model_facts`)
@@ -77,7 +81,7 @@ def parallelize(model: nn.Module, run: RunSpec, world: World, device: torch.devi
     for a simulated world, on meta; it is moved to `device` as it is wrapped.
 
     Of `run`, the options of the parallelism and the optimizer are read: precision, tp,
-    sequence_parallel, checkpoint_activations, strategy, bucket_mb (DDP and zro), sharding, wrap,
+    sequence_parallel, cp, cp_split, checkpoint_activations, strategy, bucket_mb (DDP and zro), sharding, wrap,
     fsdp_api, replicas and prefetch (FSDP), optimizer, optimizer_impl, lr, compile and compile_backend. A
     choice the model or the world cannot take raises ValueError saying what would do.
 
@@ -90,9 +94,9 @@ def parallelize(model: nn.Module, run: RunSpec, world: World, device: torch.devi
     dims = dims or ParallelDims.of(run, world.size)
     if run.precision == "bf16" and any(p.dtype != torch.bfloat16 for p in model.parameters()):
         model = model.to(torch.bfloat16)  # a model built in bf16 (a simulated one) needs no cast
-    # FSDP, tensor and pipeline parallelism work on the run's mesh of its degrees; DDP on the default group.
-    sharded = run.strategy == "fsdp" and dims.dp > 1
-    if mesh is None and (sharded or dims.tp > 1 or dims.pp > 1):
+    # FSDP, tensor, pipeline and context parallelism work on the run's mesh of its degrees; DDP on the default group.
+    sharded = run.strategy == "fsdp" and dims.dp * dims.cp > 1
+    if mesh is None and (sharded or dims.tp > 1 or dims.pp > 1 or dims.cp > 1):
         mesh = dims.build_mesh(device.type)
     two_d = None
     if run.tp:
@@ -104,6 +108,11 @@ def parallelize(model: nn.Module, run: RunSpec, world: World, device: torch.devi
         from ddpfsdp.demos.parallel.expert_parallel import ExpertParallel
 
         experts = ExpertParallel.apply(model, dims, device)
+    context = None
+    if dims.cp > 1:
+        from ddpfsdp.demos.parallel.context_parallel import ContextParallel
+
+        context = ContextParallel.apply(model, run, dims, mesh)
     if run.checkpoint_activations:
         model.checkpoint_activations = True
     facts = model_facts(model, dims.fsdp_size if run.strategy == "fsdp" else 1)
@@ -136,7 +145,8 @@ def parallelize(model: nn.Module, run: RunSpec, world: World, device: torch.devi
         optimizer = build_optimizer(run, wrapped, impl)
     return Prepared(wrapped, optimizer, strategy=run.strategy, device=device, world_size=world.size,
                     precision=run.precision, optimizer_name=run.optimizer, lr=run.lr, dims=dims, two_d=two_d,
-                    facts=facts, optimizer_impl=impl, compiled=compiled, experts=experts, **wrapping)
+                    context=context, facts=facts, optimizer_impl=impl, compiled=compiled, experts=experts,
+                    **wrapping)
 
 
 def _ddp_bucket_cap_mb(run: RunSpec, compiled: bool) -> float | None:

@@ -59,6 +59,7 @@ class Prepared:
     bucket_mb: float | None = None  # ddp / zro only
     dims: ParallelDims | None = None  # the run's parallel degrees
     two_d: Any = None  # tensor_parallel.TwoD of a --tp run
+    context: Any = None  # context_parallel.ContextParallel of a --cp run
     facts: dict[str, int] = field(default_factory=dict)  # models.model_facts, read before FSDP sharded it
     optimizer_impl: str = "foreach"  # fused | foreach | for-loop: how the optimizer steps
     compiled: Any = None  # compiled.Compiled of a --compile run: the backend and what torch recorded
@@ -90,9 +91,11 @@ class Prepared:
             mesh = f", mesh {tuple(self.mesh.shape)}" if self.mesh is not None else ""
             what = f"{api}, sharding {self.sharding}, wrap {self.wrap}: {len(self.units)} units{mesh}"
         tensor_parallel = f"; {self.two_d.describe()}" if self.two_d is not None else ""
+        context = f"; {self.context.describe()}" if self.context is not None else ""
         compiled = f"; {self.compiled.describe()}" if self.compiled is not None else ""
         experts = f"; {self.experts.describe()}" if self.experts is not None else ""
-        return f"{what}; precision {self.precision}; {optimizer} lr {self.lr:g}{tensor_parallel}{compiled}{experts}"
+        return (f"{what}; precision {self.precision}; {optimizer} lr {self.lr:g}{tensor_parallel}{context}{compiled}"
+                f"{experts}")
 
 
 def shard(model: nn.Module, run: RunSpec, device: torch.device, dims: ParallelDims, mesh: Any,

@@ -223,6 +223,8 @@ class Config(Block):
     description: str | None = None
     simulated: bool | None = None
     tp: int | None = None
+    cp: int | None = None  # demo cp: the ranks each sequence is split over
+    cp_split: str | None = None  # demo cp: head-tail or contiguous
     units: list[str] | None = None
     unit_params: list[int] | None = None
     bucket_mb: float | None = None

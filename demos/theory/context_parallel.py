@@ -54,7 +54,9 @@ import math
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from ddpfsdp.demos.base.collectives import wire_factor
 from ddpfsdp.demos.theory.activations import transformer_activation_bytes
+from ddpfsdp.demos.theory.comm import op_figures
 from ddpfsdp.demos.theory.arguments import read_choice, read_count, read_flag
 from ddpfsdp.demos.theory.expert_parallel import all_to_all_link_shares
 from ddpfsdp.demos.theory.precision import precision_for
@@ -160,6 +162,15 @@ def ring_sends(cp: int, block_bytes: int, grad_block_bytes: int, *, recompute: b
     return {"forward_kv_blocks": forward_blocks, "backward_kv_blocks": backward_kv,
             "backward_dkv_blocks": backward_dkv, "forward_bytes": forward, "backward_bytes": backward,
             "bytes": forward + backward}
+
+
+def ring_step_comm(layers: int, ring: dict[str, int]) -> dict[str, dict[str, int | None]]:
+    """The ring's point-to-point ops in one training step, all layers, as the collective counter reports
+    them (`ring` is `ring_sends`' figures for one layer): every block sent is one send and, on the next
+    rank, one recv of the same bytes; a send puts its bytes on the wire, a recv none."""
+    count = layers * (ring["forward_kv_blocks"] + ring["backward_kv_blocks"] + ring["backward_dkv_blocks"])
+    sent = layers * ring["bytes"]
+    return {op: op_figures(count, sent, wire_factor(op, 2)) for op in ("send", "recv")}
 
 
 def ulysses_sends(cp: int, batch_size: int, seq_len: int, d_model: int, kv_dim: int, element_bytes: int,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ddpfsdp.demos.result.schema import STATE_KINDS, Config, DemoResult, JsonObject, as_result
+from ddpfsdp.demos.measure.trace import write_logged
 from ddpfsdp.demos.train.spec import COMPARE_RUNS, OVERRIDE_NAMES, RunSpec
 
 # A trained run's result as the loop or the simulation hands it over, typed or in its JSON form.
@@ -254,12 +255,12 @@ def _run_one(ctx: Any, demo: str, spec: RunSpec) -> DemoResult | None:
         reference = reference_losses(spec, ctx.world_size // spec.tp, len(judged.loss or []), SAMPLES_PER_RANK_STEPS,
                                      ctx.device)
         judged.checks = two_d_run_checks(judged, judged.theory, reference)
-    result = ctx.result(demo, judged.config, judged.checks, **_measured_fields(judged))
-    _write_trace(ctx, result, spec.trace)
+    result = ctx.result(demo, judged.config, judged.checks, **measured_fields(judged))
+    write_logged(ctx.log, result, spec.trace)
     return result
 
 
-def _measured_fields(judged: DemoResult) -> dict[str, object]:
+def measured_fields(judged: DemoResult) -> dict[str, object]:
     """A judged run's own blocks, typed, in the order the run reported them, and the analytic model's
     figures: what the result carries beside its envelope."""
     skip = {"config", "label", "theory", "checks", "schema", "demo", "env"}
@@ -279,18 +280,6 @@ def _judged(measured: Mapping[str, Any]) -> DemoResult:
         result.checks = run_checks(result, result.theory)
     return result
 
-
-def _write_trace(ctx: Any, result: DemoResult, path: str | None) -> None:
-    """Rank 0 writes the trace; a path it cannot write is reported, and the result still returned."""
-    if not path:
-        return
-    from ddpfsdp.demos.measure import trace
-
-    try:
-        written = trace.write(result, path)
-        ctx.log(f"trace: {written} (open it in ui.perfetto.dev or chrome://tracing)")
-    except (OSError, ValueError) as exc:
-        ctx.log(f"trace not written: {exc}")
 
 
 def run_ddp(ctx: Any, spec: RunSpec) -> DemoResult | None:
@@ -356,5 +345,5 @@ def run_compare(ctx: Any, spec: RunSpec) -> DemoResult | None:
     config = compare_config(ddp, ("strategy", "sharding", "description", "units", "unit_params"))
     result = ctx.result("compare", config, [*checks, *_compare_compile_checks(results)], runs=results,
                         wall_s=sum(result.wall_s or 0 for result in results.values()))
-    _write_trace(ctx, result, spec.trace)
+    write_logged(ctx.log, result, spec.trace)
     return result

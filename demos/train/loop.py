@@ -45,6 +45,7 @@ from ddpfsdp.demos.train.spec import RunSpec
 
 if TYPE_CHECKING:
     from ddpfsdp.demos.parallel.compiled import CompileReport
+    from ddpfsdp.demos.parallel.context_parallel import RingFigures
 
 SAMPLES_PER_RANK_STEPS = 8  # the dataset holds this many steps of batches; epochs repeat it reshuffled
 
@@ -70,8 +71,9 @@ class RankFigures:
     comm: PerOp
     comm_group_sizes: dict[str, list[int]]
     timeline: RankStep | None
-    groups: dict[str, str] | None = None  # a 2-D run: this rank's dp and tp group names
-    per_group: dict[str, PerOp] | None = None  # a 2-D run: this rank's collectives per mesh dimension
+    groups: dict[str, str] | None = None  # a 2-D or cp run: this rank's group names by what they are for
+    per_group: dict[str, PerOp] | None = None  # a 2-D or cp run: this rank's collectives by group
+    ring: RingFigures | None = None  # a cp run: what this rank's ring attention sent and computed
 
 
 @dataclass
@@ -153,10 +155,11 @@ class _Trainer:
         self.model = build_model(spec.arch, spec.model, seed=spec.seed, **spec.overrides)
         self.params = count_params(self.model)
         self.prepared = parallelize(self.model, spec, World(ctx.world_size), self.device)
-        self.two_d = self.prepared.two_d
+        self.two_d, self.context = self.prepared.two_d, self.prepared.context
+        self.plan = self.two_d or self.context  # a mesh of dp and another dimension that shares a batch
         self.train_model, self.optimizer = self.prepared.model, self.prepared.optimizer
-        # Every rank of a TP group reads its data-parallel group's batch: the sampler sees dp ranks only.
-        batch_rank, batch_ranks = (self.two_d.dp_rank, self.two_d.dp) if self.two_d else (ctx.rank, ctx.world_size)
+        # Every rank of a TP or CP group reads its data-parallel group's batch: the sampler sees dp ranks only.
+        batch_rank, batch_ranks = (self.plan.dp_rank, self.plan.dp) if self.plan else (ctx.rank, ctx.world_size)
         loader, sampler = make_loader(
             spec.arch,
             self.shape,
@@ -178,6 +181,8 @@ class _Trainer:
         from ddpfsdp.demos.train.data import compute_loss
 
         batch = next(self.batches)
+        if self.context is not None:
+            batch = self.context.local_batch(batch)  # this rank's tokens of every sequence
         if recorder is not None:
             recorder.begin("forward", "forward")
         # 2-D: the logits are split by vocabulary, and the loss and its backward run under loss_parallel.
@@ -215,15 +220,15 @@ class _Trainer:
         mark = time.perf_counter()
         for index in range(self.spec.warmup):
             last = index == self.spec.warmup - 1
-            # 2-D: what the first block saves for backward, in the last warm-up step (nothing else measured there)
-            saved = SavedActivations(self.model.blocks[0]) if self.two_d and last else contextlib.nullcontext()
+            # 2-D and cp: what the first block saves for backward, in the last warm-up step (nothing else measured there)
+            saved = SavedActivations(self.model.blocks[0]) if self.plan and last else contextlib.nullcontext()
             started = time.perf_counter()
             with saved:
                 loss = self.step()
             if self.prepared.compiled is not None:
                 float(loss)  # the step's own time, compilation included: wait for it to finish
                 self.warmup_steps_s.append(time.perf_counter() - started)
-            if self.two_d and last:
+            if self.plan and last:
                 self.block_saved_bytes = saved.bytes
             self._done("warm-up", loss, loss)
         self.phases_s["warm-up"] = time.perf_counter() - mark
@@ -331,10 +336,12 @@ def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int
     figures = RankFigures(rank=ctx.rank, hostname=socket.gethostname(), memory=memory, wall_s=timer.wall_s,
                           step_time_s=timer.summary(), comm=counter.per_op(), comm_group_sizes=counter.group_sizes(),
                           timeline=comm.timeline)
-    if trainer.two_d:
+    if trainer.plan:
         figures.memory.block_saved = trainer.block_saved_bytes
-        figures.groups = trainer.two_d.group_names()
-        figures.per_group = trainer.two_d.traffic(counter)
+        figures.groups = trainer.plan.group_names()
+        figures.per_group = trainer.plan.traffic(counter)
+    if trainer.context:
+        figures.ring = trainer.context.figures(figures.per_group)
     facts = RunFacts(
         shape=trainer.shape, params=trainer.params, model_facts=trainer.prepared.facts,
         description=trainer.prepared.describe(), units=list(trainer.prepared.units),
@@ -386,7 +393,7 @@ def _throughput(ctx: Any, spec: RunSpec, facts: RunFacts, gathered: list[RankFig
 
 
 def _per_group(gathered: list[RankFigures]) -> dict[str, object]:
-    """A 2-D run's collectives per mesh dimension on rank 0 (`per_group`), and each rank's group names."""
+    """A 2-D or cp run's collectives by group on rank 0 (`per_group`), and each rank's group names."""
     rank0 = gathered[0]
     if rank0.groups is None:
         return {}
@@ -430,10 +437,12 @@ def _result(ctx: Any, spec: RunSpec, facts: RunFacts, gathered: list[RankFigures
             "label": label,
             # a --compile run: the backend, compile time, graphs, graph breaks (rank 0's, as torch recorded them)
             **({"compile": facts.compile} if facts.compile is not None else {}),
+            # a cp run: each rank's ring attention calls, what they sent and scored (`train.context` judges them)
+            **({"ring": [r.ring for r in gathered]} if rank0.ring is not None else {}),
             "hosts": sorted({r.hostname for r in gathered}),
             "phases_s": facts.phases_s,  # rank 0's wall time per phase: what the measured steps cost
         },
         order=("label", "config", "compile", "memory", "throughput", "comm", "timeline", "loss", "hosts", "phases_s",
-               "wall_s"),
+               "ring", "wall_s"),
     )
     return result

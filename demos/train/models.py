@@ -54,8 +54,12 @@ class SelfAttention(nn.Module):
         qkv = self.qkv(x).view(batch, tokens, -1, 3, self.head_dim)
         # (batch, heads, tokens, head_dim): the layout scaled_dot_product_attention expects.
         q, k, v = (qkv[:, :, :, part].transpose(1, 2) for part in range(3))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        y = self.attend(q, k, v)
         return self.proj(y.transpose(1, 2).reshape(batch, tokens, -1))
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Attention of the queries against the keys and values (context parallelism swaps in its ring)."""
+        return F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
 
 
 class MLP(nn.Module):
@@ -109,8 +113,11 @@ class GPTEmbeddings(nn.Module):
         self.position = nn.Embedding(shape.seq_len, shape.d_model, device=device)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        positions = torch.arange(tokens.shape[1], device=tokens.device)
-        return self.token(tokens) + self.position(positions)
+        return self.token(tokens) + self.position(self.positions(tokens))
+
+    def positions(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Each token's position in its sequence (a context-parallel rank's tokens are its chunks')."""
+        return torch.arange(tokens.shape[1], device=tokens.device)
 
 
 class LMHead(nn.Module):

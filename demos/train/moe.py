@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ddpfsdp.demos.result.expert_record import ExpertRank, ExpertReference, GradientDiff, LayerRouting
+from ddpfsdp.demos.measure.trace import write_logged
 from ddpfsdp.demos.train.spec import RunSpec
 
 if TYPE_CHECKING:
@@ -299,7 +300,7 @@ def run(ctx: Any, spec: RunSpec) -> DemoResult | None:
     ctx.log("moe: the one-process reference on the same batches and expert choices")
     reference = _reference(spec, ctx.world_size, gathered, dense, ctx.device)
     result = _assemble(ctx, spec, gathered, dense, reference, time.perf_counter() - started)
-    _write_trace(ctx, result, spec.trace)
+    write_logged(ctx.log, result, spec.trace)
     return result
 
 
@@ -356,14 +357,3 @@ def _description(world: int, ep: int) -> str:
     return (f"MoE GPT: experts over ep {ep}{replicas}, whole on their ranks; the dense part FSDP2 full over "
             f"{world} ranks")
 
-
-def _write_trace(ctx: Any, result: DemoResult, path: str | None) -> None:
-    if not path:
-        return
-    from ddpfsdp.demos.measure import trace
-
-    try:
-        written = trace.write(result, path)
-        ctx.log(f"trace: {written} (open it in ui.perfetto.dev or chrome://tracing)")
-    except (OSError, ValueError) as exc:
-        ctx.log(f"trace not written: {exc}")

@@ -78,6 +78,7 @@ DDP_OPTIONS = options_for("ddp")  # ddp and zro
 FSDP_OPTIONS = options_for("fsdp")
 COMPARE_OPTIONS = options_for("compare")
 PIPELINE_OPTIONS = options_for("pipeline")
+CP_OPTIONS = options_for("cp")
 
 
 # ----------------------------------------------------------------------------- the checks
@@ -173,6 +174,8 @@ def validate(demo: str, spec: RunSpec | Mapping[str, Any], world_size: int | Non
     _check_steps(spec)
     _check_shape(spec)
     _check_trace(spec)
+    if spec.is_context_parallel:
+        _check_cp(spec, world, device)
     for each in spec.runs(demo):
         _check_fsdp(each, world)
         _check_compile(each)
@@ -290,6 +293,45 @@ def _check_tp(spec: RunSpec, world: int | None, device: str | None) -> None:
         raise _usage(str(exc)) from None
 
 
+def _check_cp(spec: RunSpec, world: int | None, device: str | None) -> None:
+    """--cp runs a causal GPT whose sequence splits into the ring's chunks (2·cp of them head-tail, cp
+    contiguous), FSDP2 over dp x cp, eager, in a world cp divides."""
+    from ddpfsdp.demos.theory.context_parallel import check_cp
+
+    if spec.arch != "gpt":
+        why = {"vit": "a ViT's attention is not causal (every patch sees every other) and its head reads the class "
+                      "token alone", "resnet": "a ResNet has no sequence to split"}[spec.arch]
+        raise _usage(f"--arch {spec.arch}: this demo's ring splits a causal decoder's sequence, and {why}; "
+                     "drop --arch (the GPT)")
+    if spec.compile:
+        raise _usage("--compile is not combined with --cp here: the ring's autograd function issues point-to-point "
+                     "sends and waits on them eagerly, block by block; drop --compile")
+    if world is not None:
+        _check_degrees(spec, world)
+    balanced = spec.cp_split != "contiguous"
+    for model, shape in _gpt_shapes(spec, device):
+        seq_len = shape.seq_len
+        try:
+            check_cp(spec.cp, seq_len, balanced=balanced)
+        except ValueError as exc:
+            other = ("; or --cp-split contiguous, which needs only a multiple of cp"
+                     if balanced and seq_len % spec.cp == 0 else "")
+            raise _usage(f"--cp {spec.cp} on {model}'s sequence of {seq_len} tokens: {exc}{other}") from None
+
+
+def _gpt_shapes(spec: RunSpec, device: str | None) -> list[tuple[str, Any]]:
+    """The GPT a run trains, by name, with the shape overrides: the simulated one, the one named, or the
+    placed device's default; none before placement without --model. A shape that does not exist is
+    `_check_shape`'s to refuse."""
+    if spec.simulate:
+        _, name, _, shape = spec.simulated_model()
+        return [(name, shape)]
+    if not (spec.model or device):
+        return []  # the device's default model, checked once the run is placed
+    name = spec.model_for(device or "cpu")
+    return [(name, shapes.shape_for("gpt", name, **spec.overrides))]
+
+
 def validate_ddp(spec: RunSpec | Mapping[str, Any], world_size: int | None = None, device: str | None = None) -> None:
     validate("ddp", spec, world_size, device)
 
@@ -300,6 +342,10 @@ def validate_zro(spec: RunSpec | Mapping[str, Any], world_size: int | None = Non
 
 def validate_fsdp(spec: RunSpec | Mapping[str, Any], world_size: int | None = None, device: str | None = None) -> None:
     validate("fsdp", spec, world_size, device)
+
+
+def validate_cp(spec: RunSpec | Mapping[str, Any], world_size: int | None = None, device: str | None = None) -> None:
+    validate("cp", spec, world_size, device)
 
 
 def validate_compare(spec: RunSpec | Mapping[str, Any], world_size: int | None = None,

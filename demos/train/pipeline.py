@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ddpfsdp.demos.measure.pipeline_timeline import PlacedStep, RankPlace, RawStep, record
+from ddpfsdp.demos.measure.trace import write_logged
 from ddpfsdp.demos.train.spec import RunSpec
 
 if TYPE_CHECKING:
@@ -257,7 +258,7 @@ def run(ctx: Any, spec: RunSpec) -> DemoResult | None:
     ctx.step(len(names), len(names) + 1, phase="one-process reference")
     reference = reference_losses(spec, ctx.device)
     result = _assemble(ctx, spec, held, reference)
-    _write_trace(ctx, result, spec.trace)
+    write_logged(ctx.log, result, spec.trace)
     return result
 
 
@@ -287,14 +288,3 @@ def _note(ctx: Any) -> str:
 
     return GLOO_CAVEAT
 
-
-def _write_trace(ctx: Any, result: DemoResult, path: str | None) -> None:
-    if not path:
-        return
-    from ddpfsdp.demos.measure import trace
-
-    try:
-        written = trace.write(result, path)
-        ctx.log(f"trace: {written} (open it in ui.perfetto.dev or chrome://tracing)")
-    except (OSError, ValueError) as exc:
-        ctx.log(f"trace not written: {exc}")

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 
     from ddpfsdp.demos.measure.comm import CommCounter
     from ddpfsdp.demos.parallel.strategies import Prepared
+    from ddpfsdp.demos.parallel.context_parallel import ContextParallel
     from ddpfsdp.demos.parallel.tensor_parallel import TwoD
 
 FAKE_DEVICE = torch.device("cpu")
@@ -352,6 +353,8 @@ def _build(run: RunSpec, world: FakeWorld) -> Built:
         prepared.model.register_comm_hook(None, _all_reduce_hook(world.size))
     with world.fake_mode:
         batch = _fake_batch(arch, shape, run.batch_size)
+        if prepared.context is not None:
+            batch = prepared.context.local_batch(batch)  # rank 0's tokens of every sequence
     return Built(arch=arch, model_name=model_name, overrides=overrides, shape=shape, model=model, params=params,
                  prepared=prepared, batch=batch)
 
@@ -455,18 +458,25 @@ def simulate_run(run: RunSpec, world_size: int, *, label: str | None = None,
         config=Config.from_json(_simulated_config(run, world_size, built)),
         memory=Memory.from_json(_simulated_memory(run, built, step)),
         comm=Comm.from_json({"per_step": step.comm.per_op(), "group_sizes": step.comm.group_sizes(), "step": 2,
-                             **_per_group(step.comm, built.prepared.two_d)}),
+                             **_per_group(step.comm, built.prepared.two_d or built.prepared.context)}),
         wall_s=time.perf_counter() - started,
-        extra={"label": label},
+        extra={"label": label, **_ring(step.comm, built.prepared.context)},
         order=("label", "config", "memory", "comm", "wall_s"),
     )
 
 
-def _per_group(counter: CommCounter, two_d: TwoD | None) -> JsonObject:
-    """A 2-D run's collectives per mesh dimension, as a real run reports them (rank 0's groups)."""
-    if two_d is None:
+def _per_group(counter: CommCounter, plan: TwoD | ContextParallel | None) -> JsonObject:
+    """A 2-D or cp run's collectives by group, as a real run reports them (rank 0's groups)."""
+    if plan is None:
         return {}
-    return {"per_group": two_d.traffic(counter), "groups": [two_d.group_names()]}
+    return {"per_group": plan.traffic(counter), "groups": [plan.group_names()]}
+
+
+def _ring(counter: CommCounter, context: ContextParallel | None) -> JsonObject:
+    """A cp run's ring on rank 0: every call, its sends and scored pairs, as a real run reports them."""
+    if context is None:
+        return {}
+    return {"ring": [context.figures(context.traffic(counter))]}
 
 
 def _simulated_config(run: RunSpec, world_size: int, built: Built) -> JsonObject:
@@ -497,6 +507,7 @@ def _simulated_config(run: RunSpec, world_size: int, built: Built) -> JsonObject
         "checkpoint_activations": run.checkpoint_activations,
         "bucket_mb": run.bucket_mb,
         **({"tp": run.tp, "sequence_parallel": run.sequence_parallel} if run.tp else {}),
+        **({"cp": run.cp, "cp_split": run.cp_split} if run.cp else {}),
         "gpu_mem_bytes": parse_bytes(run.gpu_mem) if run.gpu_mem else None,
         "steps": 1,
         "description": prepared.describe(),
@@ -631,7 +642,7 @@ def _environment() -> Env:
 
 
 def simulate(demo: str, spec: RunSpec | Mapping[str, Any], log: Callable[[str], None] | None = None) -> DemoResult:
-    """The result of a simulated `ddp`, `zro`, `fsdp` or `compare` demo (schema ddpfsdp.demo/1) from its spec
+    """The result of a simulated `ddp`, `zro`, `fsdp`, `compare` or `cp` demo (schema ddpfsdp.demo/1) from its spec
     (or the options that make it)."""
     from ddpfsdp.demos.train.options import spec_of, validate_simulated
 
@@ -646,6 +657,10 @@ def simulate(demo: str, spec: RunSpec | Mapping[str, Any], log: Callable[[str], 
         if demo == "compare":
             judged = {name: _judge(simulate_run(run, world, label=name, log=log))
                       for (name, _, _), run in zip(COMPARE_RUNS, runs)}
+        elif spec.is_context_parallel:
+            from ddpfsdp.demos.train.context import judge_simulated
+
+            one = judge_simulated(simulate_run(runs[0], world, log=log), spec, log)
         else:
             one = _judge(simulate_run(runs[0], world, log=log))
     wall_s = time.perf_counter() - started

@@ -1,5 +1,5 @@
-"""What one training run is: every option of the `ddp`, `zro`, `fsdp` and `compare` demos, typed, with
-its default and its allowed values, each stated once.
+"""What one training run is: every option of the `ddp`, `zro`, `fsdp`, `compare`, `pipeline` and `cp` demos,
+typed, with its default and its allowed values, each stated once.
 
     spec = RunSpec.for_demo("fsdp", {"precision": "bf16-mixed"}).resolved("cpu")
 
@@ -53,8 +53,10 @@ FSDP_APIS = (1, 2)
 PREFETCHES = ("default", "forward", "off")
 OVERRIDE_NAMES = ("layers", "d_model", "heads", "seq_len")  # a preset's shape, changed from the command line
 
-TRAINING_DEMOS = ("ddp", "zro", "fsdp", "compare")
+TRAINING_DEMOS = ("ddp", "zro", "fsdp", "compare", "cp")
 PIPELINE = ("pipeline",)
+CONTEXT = ("cp",)  # context parallelism: ring attention over --cp ranks, FSDP over dp x cp
+CP_SPLITS = ("head-tail", "contiguous")  # the sequence's split over the cp ranks: balanced or not
 MOE = ("moe",)
 SPEC_DEMOS = (*TRAINING_DEMOS, *PIPELINE, *MOE)  # the demos of one training run
 # At scale: one rank slowed each step (straggler); a sharded checkpoint saved on N ranks and resumed on M
@@ -275,6 +277,16 @@ class RunSpec:
     # this is, "save" (train, save, train on) or "resume" (load, train on), and the folder both use.
     phase: str | None = None
     checkpoint_folder: str | None = None
+    # Context parallelism (demo cp): each of --cp ranks holds S/cp tokens of every sequence, attention runs as a
+    # ring over them, and FSDP shards the model over the rest of the world times cp (torchtitan's dp_shard x cp).
+    cp: int | None = option(None, "Context parallelism over N ranks: each holds 1/N of every sequence, attention "
+                                  "passes K/V around their ring; the other ranks are data parallel (dp = world / N), "
+                                  "FSDP over dp x cp.", demos=CONTEXT, minimum=2, only_when_set=True,
+                            per_demo=(("cp", 2),))
+    cp_split: str | None = option(None, "How the sequence is split over the cp ranks: head-tail (2·cp chunks, rank r "
+                                        "holds chunks r and 2cp-1-r: torch's load balancer) or contiguous (rank r "
+                                        "the r-th of cp chunks).", demos=CONTEXT, choices=CP_SPLITS,
+                                  only_when_set=True, per_demo=(("cp", "head-tail"),))
     # One process plays rank 0 of a world of --world ranks on fake tensors (train.simulate).
     simulate: bool = option(False, "Simulate instead of running: the same strategy code on fake tensors over a fake "
                                    "process group, in one process, no GPU. Measures sharding, collectives and "
@@ -317,8 +329,9 @@ class RunSpec:
         """The one spec of a demo's options: compare's trains with DDP first (`runs` gives its four); a
         pipeline's shards each stage over its replicas without resharding after forward (FSDP grad-op, one
         unit per stage), as torchtitan does under pipeline parallelism, since every micro-batch would
-        all-gather the stage again. An option left out takes the demo's default. Raises ValueError as
-        `from_options` does, and for a demo whose run is not a RunSpec."""
+        all-gather the stage again; cp's is FSDP full over dp x cp with its attention a ring. An option left
+        out takes the demo's default. Raises ValueError as `from_options` does, and for a demo whose run is
+        not a RunSpec."""
         if demo not in RUN_DEMOS:
             raise ValueError(f"{demo!r} is not a training demo; those are {', '.join(RUN_DEMOS)}")
         given = {name: value for name, value in options.items() if value is not None}
@@ -330,6 +343,8 @@ class RunSpec:
             return cls.from_options(given, "fsdp", sharding="full")
         if demo in AT_SCALE:
             return cls.from_options(given, given.get("strategy", own["strategy"]))
+        if demo in CONTEXT:
+            return cls.from_options(given, "fsdp")
         return cls.from_options(given, COMPARE_RUNS[0][1] if demo == "compare" else demo)
 
     @property
@@ -444,9 +459,15 @@ class RunSpec:
         return {name: getattr(self, name) for name in OVERRIDE_NAMES if getattr(self, name) is not None}
 
     @property
+    def is_context_parallel(self) -> bool:
+        """Each sequence is split over --cp ranks (`demo cp`)."""
+        return self.cp is not None
+
+    @property
     def ranks_per_batch(self) -> int:
-        """Ranks that read the same batch: the --tp ranks of one data-parallel group, else each rank its own."""
-        return self.tp or 1
+        """Ranks that read the same batch: the --tp ranks of one data-parallel group, or its --cp ranks (each
+        holds part of every sequence), else each rank its own."""
+        return (self.tp or 1) * (self.cp or 1)
 
     @property
     def timed_steps(self) -> int:

@@ -22,6 +22,7 @@ from typing import Any
 
 from ddpfsdp.demos.result.schema import DemoResult, StepTime, Straggler, StragglerRank, Timeline
 from ddpfsdp.demos.result.step_record import RankStep
+from ddpfsdp.demos.measure.trace import write_logged
 from ddpfsdp.demos.train.spec import RunSpec
 
 DELAY_SPAN = "straggler delay"  # the slow rank's sleep in its recorded step (phase "delay": not compute)
@@ -138,7 +139,6 @@ def run_straggler(ctx: Any, spec: RunSpec) -> DemoResult | None:
 def _result(ctx: Any, spec: RunSpec, gathered: list[_RankFigures], losses: list[float],
             model: tuple[str, int, list[str]], wall_s: float) -> DemoResult:
     from ddpfsdp.demos.claims import straggler as claims
-    from ddpfsdp.demos.train.demo import _write_trace
     from ddpfsdp.demos.theory.stragglers import persistent_straggler, slow_step_probability
 
     ranks = []
@@ -162,5 +162,5 @@ def _result(ctx: Any, spec: RunSpec, gathered: list[_RankFigures], losses: list[
     result = ctx.result("straggler", config, checks, straggler=block,
                         timeline=Timeline(step=step, units=units, ranks=[g.timeline for g in gathered]),
                         loss=losses, theory=theory, wall_s=wall_s)
-    _write_trace(ctx, result, spec.trace)  # the training demos' own: a path it cannot write is said, not raised
+    write_logged(ctx.log, result, spec.trace)
     return result

@@ -26,6 +26,8 @@ What it runs, N being the GPUs visible (`ddpfsdp doctor` counts them first):
                ranks sharing one over gloo, whose all_to_all_single has a CUDA path
   at scale     `demo straggler` on 2 GPUs (or 2 ranks sharing one), and `demo checkpoint-resume`: FSDP2 saved
                on those 2 ranks, resumed on 4 in a second launch (4 GPUs, or 4 ranks sharing)
+  cp           `demo cp` on the tiny GPT over N GPUs (NCCL: cp 2 x dp N/2, its ring's sends on CUDA tensors);
+               on one GPU, ranks sharing it run on gloo, which cannot send CUDA tensors: refused before launch
   faults       two of the failure lab's bugs, broken then fixed (on CPU processes: the lab runs there)
   katas        every kata's reference solution through `ddpfsdp kata check` (tests/benchmarks/gpu_kata_check.py):
                on min(N, 4) GPUs over NCCL with CUDA tensors; on one GPU the katas written with point-to-point
@@ -334,6 +336,19 @@ def _at_scale_items(gpus: int, python: str) -> list[Item]:
     ]
 
 
+def _context_items(gpus: int, python: str) -> list[Item]:
+    """`demo cp` on the tiny GPT: ring attention over cp 2 with NCCL's point-to-point sends, FSDP over the
+    rest of the N GPUs; on one GPU the ranks would share it over gloo, whose sends take host memory only,
+    so the demo must be refused before launch there."""
+    placed, world, where = _concept_placed(gpus, 2)
+    argv = _cli(python, "demo", "cp", *placed, "--model", "tiny", "--timeout-s", COLLECTIVE_TIMEOUT_S, "--json")
+    if world > gpus:
+        return [Item(f"cp-{gpus}gpu", f"demo cp on {where}: refused before launch (the ring's point-to-point sends "
+                     "on CUDA tensors, which gloo cannot make)", "cp", argv, 60, "refusal", {"gpus": gpus, "shared": True})]
+    return [Item(f"cp-{gpus}gpu", f"demo cp on {where} (cp 2 x dp {world // 2})", "cp", argv, 120, "demo",
+                 {"world": world})]
+
+
 def plan(gpus: int, out: Path, work: Path, python: str = sys.executable) -> list[Item]:
     """Every item, in the order it runs, for a machine with `gpus` visible GPUs: the quick and the
     telling first (the guard, the peak, MFU, the N-GPU demos), so a short budget loses the least.
@@ -351,7 +366,8 @@ def plan(gpus: int, out: Path, work: Path, python: str = sys.executable) -> list
         else:
             concepts.append(Item(f"concept-{name}", f"demo {name} on {where}", "concepts", argv, 90, "demo",
                                  {"world": world}))
-    faults = [*_pipeline_items(gpus, python), *_moe_items(gpus, python), *_at_scale_items(gpus, python),
+    faults = [*_pipeline_items(gpus, python), *_context_items(gpus, python), *_moe_items(gpus, python),
+              *_at_scale_items(gpus, python),
               *(Item(f"fault-{name}", f"demo fault {name} (broken, then fixed)", "faults",
                      _cli(python, "demo", "fault", name, "--json"), 90, "demo") for name in FAULTS),
               _katas_item(gpus, python, work)]
