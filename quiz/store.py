@@ -614,9 +614,10 @@ class Store:
         return Merged(**counts)
 
     def reset(self) -> None:
-        """Forget every attempt, card and bookmark, in one transaction; saved demo results stay."""
+        """Forget every attempt, card, bookmark and kata event and where each kata's file is (the files
+        themselves stay), in one transaction; saved demo results stay."""
         with self.transaction() as db:
-            for table in ("attempts", "cards", "bookmarks"):
+            for table in ("attempts", "cards", "bookmarks", "kata_events", "kata_files"):
                 db.execute(f"DELETE FROM {table}")
 
     # --- bookmarks ---------------------------------------------------------------------------------

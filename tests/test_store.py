@@ -297,3 +297,12 @@ def test_merging_kata_rows_adds_each_event_once_and_keeps_the_file_started_last(
     assert back.kata_files == 0 and desktop.kata_files() == {"ring-allreduce": Path("/desktop/ring_allreduce.py")}
     assert desktop.rows("kata_events") == laptop.rows("kata_events")
 
+
+def test_reset_forgets_katas_as_it_forgets_attempts():
+    store = Store.memory()
+    _attempt(store, card_json="{}", due=T0)
+    _katas_on(store, "/home/me/ring_allreduce.py", T0, True)
+    store.save_demo_result("sampler", [], {"env": {"hostname": "h"}}, saved_at=T0)
+    store.reset()
+    assert store.attempts() == [] and store.kata_events() == [] and store.kata_files() == {}
+    assert len(store.rows("demo_results")) == 1
