@@ -1,10 +1,12 @@
 """Progress that moves: export it as JSON, import (merge) it on another machine, reset it with a backup.
 
-The export is one JSON document of schema `ddpfsdp.progress-export/1`: every attempt, each card's
-FSRS state, the bookmarks and the saved demo results, each as the store holds it. (`ddpfsdp.progress/1`
-is the report `progress --json` prints; an export is what can be imported.) Importing validates the
-whole document first and then merges it in one transaction (`Store.merge`): an attempt already here
-is not added again, a card is replaced only by a newer one, so importing the same file twice, or two
+The export is one JSON document of schema `ddpfsdp.progress-export/2`: every attempt, each card's
+FSRS state, the bookmarks, what the learner did with each kata and where each kata's file is, and the
+saved demo results, each as the store holds it. (`ddpfsdp.progress/1` is the report `progress --json`
+prints; an export is what can be imported.) Version 2 added the two kata parts; a version-1 export,
+which has neither, is imported as it is, with no kata events. Importing validates the whole document
+first and then merges it in one transaction (`Store.merge`): an attempt or kata event already here is
+not added again, a card is replaced only by a newer one, so importing the same file twice, or two
 machines' exports one after the other, keeps every answer once.
 
 No torch or textual here.
@@ -23,10 +25,10 @@ from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any, TypedDict
 
-from ddpfsdp.quiz.store import TABLES, BookmarkRow, Merged, Store, StoreRows, utc_now
+from ddpfsdp.quiz.store import KATA_EVENTS, TABLES, BookmarkRow, KataFileRow, Merged, Store, StoreRows, utc_now
 
 SCHEMA_NAME = "ddpfsdp.progress-export"
-VERSION = 1
+VERSION = 2  # 2: kata_events and kata_files; a version-1 export has neither and is read with both empty
 SCHEMA = f"{SCHEMA_NAME}/{VERSION}"
 _SCHEMA = re.compile(r"^(?P<name>[\w.-]+)/(?P<version>\d+)$")
 
@@ -40,7 +42,11 @@ BOOKMARK_FIELDS: dict[str, tuple[type, ...]] = {"question_id": (str,), "marked_a
 RESULT_FIELDS: dict[str, tuple[type, ...]] = {
     "demo": (str,), "key": (str,), "result": (dict,), "saved_at": (str,), "fingerprint": (str,), "hostname": (str,),
 }
-_TIMES = ("answered_at", "due", "updated_at", "marked_at", "saved_at")
+KATA_EVENT_FIELDS: dict[str, tuple[type, ...]] = {
+    "kata": (str,), "event": (str,), "passed": (bool, type(None)), "detail": (dict,), "at": (str,),
+}
+KATA_FILE_FIELDS: dict[str, tuple[type, ...]] = {"kata": (str,), "path": (str,), "started_at": (str,)}
+_TIMES = ("answered_at", "due", "updated_at", "marked_at", "saved_at", "at", "started_at")
 
 
 class ExportDocument(TypedDict):
@@ -53,6 +59,8 @@ class ExportDocument(TypedDict):
     attempts: list[Mapping[str, Any]]
     cards: list[Mapping[str, Any]]
     bookmarks: list[Mapping[str, Any]]
+    kata_events: list[Mapping[str, Any]]
+    kata_files: list[Mapping[str, Any]]
     demo_results: list[Mapping[str, Any]]
 
 
@@ -77,6 +85,10 @@ def export_document(store: Store, now: datetime | None = None) -> ExportDocument
         "cards": [{"question_id": row["question_id"], "card": json.loads(row["card_json"]), "due": row["due"],
                    "updated_at": row["updated_at"]} for row in store.rows("cards")],
         "bookmarks": store.rows("bookmarks"),
+        "kata_events": [{"kata": row["kata"], "event": row["event"],
+                         "passed": None if row["passed"] is None else bool(row["passed"]),
+                         "detail": json.loads(row["detail_json"]), "at": row["at"]} for row in store.rows("kata_events")],
+        "kata_files": store.rows("kata_files"),
         "demo_results": [{"demo": row["demo"], "key": row["args_json"], "result": json.loads(row["result_json"]),
                           "saved_at": row["saved_at"], "fingerprint": row["fingerprint"], "hostname": row["hostname"]}
                          for row in store.rows("demo_results")],
@@ -186,16 +198,32 @@ def _check_rows(document: Mapping[str, Any], part: str, fields: dict[str, tuple[
             value = row[name]
             wrong_bool = isinstance(value, bool) and bool not in kinds
             if object not in kinds and (wrong_bool or not isinstance(value, kinds)):
-                raise PortableError(f"{where}.{name} must be {' or '.join(k.__name__ for k in kinds)}, "
-                                    f"not {type(value).__name__}")
+                raise PortableError(f"{where}.{name} must be {' or '.join(map(_type_name, kinds))}, "
+                                    f"not {_type_name(type(value))}")
             if name in _TIMES:
                 row = {**row, name: _utc_text(value, f"{where}.{name}")}
             if isinstance(value, float) and not math.isfinite(value):
                 raise PortableError(f"{where}.{name} must be a finite number, not {value}")
         if part == "attempts" and row["time_s"] < 0:
             raise PortableError(f"{where}.time_s must not be negative")
+        if part == "kata_events":
+            _check_kata_event(row, where)
         rows[number] = row
     return rows
+
+
+def _type_name(kind: type) -> str:
+    return "null" if kind is type(None) else kind.__name__
+
+
+def _check_kata_event(row: Mapping[str, Any], where: str) -> None:
+    if row["event"] not in KATA_EVENTS:
+        raise PortableError(f"{where}.event is {row['event']!r}, not one of {', '.join(KATA_EVENTS)}")
+    # A check's verdict is what `kata check` recorded; the other events have none.
+    if row["event"] == "check" and row["passed"] is None:
+        raise PortableError(f"{where}.passed must be true or false for a check")
+    if row["event"] != "check" and row["passed"] is not None:
+        raise PortableError(f"{where}.passed must be null for a {row['event']} event")
 
 
 def _utc_text(value: str, where: str) -> str:
@@ -217,6 +245,8 @@ def store_rows(document: Mapping[str, Any], path: Path | str = "the export") -> 
     attempts = _check_rows(document, "attempts", ATTEMPT_FIELDS, path)
     cards = _check_rows(document, "cards", CARD_FIELDS, path)
     bookmarks = _check_rows(document, "bookmarks", BOOKMARK_FIELDS, path)
+    kata_events = _check_rows(document, "kata_events", KATA_EVENT_FIELDS, path)
+    kata_files = _check_rows(document, "kata_files", KATA_FILE_FIELDS, path)
     results = _check_rows(document, "demo_results", RESULT_FIELDS, path)
     for number, row in enumerate(cards):
         try:
@@ -232,6 +262,10 @@ def store_rows(document: Mapping[str, Any], path: Path | str = "the export") -> 
         demo_results=[{"demo": row["demo"], "args_json": row["key"], "result_json": json.dumps(row["result"]),
                        "saved_at": row["saved_at"], "fingerprint": row["fingerprint"], "hostname": row["hostname"]}
                       for row in results],
+        kata_events=[{"kata": row["kata"], "event": row["event"],
+                      "passed": None if row["passed"] is None else int(row["passed"]),
+                      "detail_json": json.dumps(row["detail"]), "at": row["at"]} for row in kata_events],
+        kata_files=[KataFileRow(kata=row["kata"], path=row["path"], started_at=row["started_at"]) for row in kata_files],
     )
 
 
@@ -252,7 +286,8 @@ def backup_path(folder: Path, now: datetime) -> Path:
 
 
 def reset(store: Store, folder: Path, now: datetime | None = None) -> Path:
-    """Write a backup export into `folder`, then forget every attempt, card and bookmark; the backup's path."""
+    """Write a backup export into `folder`, then forget every attempt, card, bookmark and kata event; the
+    backup's path."""
     now = now or utc_now()
     backup = backup_path(folder, now)
     write_json(backup, export_document(store, now), overwrite=False)

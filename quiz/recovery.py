@@ -1,19 +1,22 @@
-"""What can still be read from a damaged progress file: its attempts, cards, bookmarks and results.
+"""What can still be read from a damaged progress file: its attempts, cards, bookmarks, kata events,
+kata files and results.
 
 A damaged file is never changed: it is copied (with its write-ahead log) into a temporary folder and
 read there, in two ways.
 
 1. Through SQLite, row by row: each table is read in order of its rows' ids until a read fails, then
    each following id is looked up on its own, so rows on pages that are still whole are read even when
-   pages between them are lost (a truncated file, a page overwritten).
-2. Where SQLite cannot read a table at all (the first page, which holds the schema, is damaged), from
-   the file's pages themselves, as the SQLite file format lays them out
+   pages between them are lost (a page overwritten).
+2. Where SQLite cannot read a table at all (the first page, which holds the schema, is damaged; or the
+   file is shorter than its header says, which SQLite refuses as corrupt), from the file's pages
+   themselves, as the SQLite file format lays them out
    (https://www.sqlite.org/fileformat2.html): every table-leaf page of the file and of its write-ahead
    log is decoded, and each record is recognised by the shape of the table it belongs to. Pages the
    file's header lists as free are skipped, so rows deleted before the damage stay deleted.
 
 Rows come back in the store's own columns (`Store.rows`), ready for `Store.merge`, which adds an
-attempt only once however many times the same file is recovered. No torch or textual here.
+attempt or a kata event only once however many times the same file is recovered. A table the file
+never had (a file written before katas) is read as empty. No torch or textual here.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ddpfsdp.quiz.store import FILENAME, TABLES, AttemptRow, Row, StoreRows
+from ddpfsdp.quiz.store import FILENAME, KATA_EVENTS, TABLES, AttemptRow, Row, StoreRows
 
 DAMAGED_GLOB = f"{FILENAME}.damaged-*"
 PROBE_GAP = 50_000  # ids looked up past the last readable one when the table's largest id cannot be read
@@ -39,6 +42,8 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "cards": ("question_id", "card_json", "due", "updated_at"),
     "demo_results": ("demo", "args_json", "result_json", "saved_at", "fingerprint", "hostname"),
     "bookmarks": ("question_id", "marked_at"),
+    "kata_events": ("kata", "event", "passed", "detail_json", "at"),
+    "kata_files": ("kata", "path", "started_at"),
 }
 _LEAF_TABLE = 0x0D
 _WAL_MAGIC = (0x377F0682, 0x377F0683)
@@ -98,7 +103,14 @@ def _read_with_sqlite(path: Path) -> dict[str, list[Row]]:
         return {}
     read: dict[str, list[Row]] = {}
     try:
+        try:
+            held = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.DatabaseError:
+            held = None
         for table in TABLES:
+            if held is not None and table not in held:
+                read[table] = []  # the schema was read, and the file never had this table
+                continue
             try:
                 rows = _walk(db, table)
             except sqlite3.DatabaseError:
@@ -337,12 +349,24 @@ def _recognise(values: list[Any]) -> tuple[str | None, Row | None]:
     if (len(values) == 7 and values[0] is None and all(isinstance(v, str) for v in values[1:])
             and _is_json(values[3], dict) and _is_time(values[4])):
         return "demo_results", dict(zip(COLUMNS["demo_results"], values[1:]))
+    # A kata's event: its rowid alias (NULL), then the kata, one of the known events, a verdict of 0, 1 or
+    # NULL, a JSON object and a time. Six values, where a demo result has seven and an attempt eleven.
+    if (len(values) == 6 and values[0] is None and isinstance(values[1], str) and values[2] in KATA_EVENTS
+            and values[3] in (0, 1, None) and not isinstance(values[3], float) and _is_json(values[4], dict)
+            and _is_time(values[5])):
+        return "kata_events", dict(zip(COLUMNS["kata_events"], values[1:]))
+    # Where a kata's file is: three values, between a bookmark's two and a card's four. The path is
+    # neither a time nor a JSON object, so a card's record cut short is not read as one.
+    if (len(values) == 3 and isinstance(values[0], str) and isinstance(values[1], str) and values[1]
+            and not _is_time(values[0]) and not _is_time(values[1]) and not _is_json(values[1], dict)
+            and _is_time(values[2])):
+        return "kata_files", dict(zip(COLUMNS["kata_files"], values))
     return None, None
 
 
 def _unique(table: str, rows: list[Row]) -> list[Row]:
-    """One row per attempt, card, bookmark or result (a page can be in the file and in its log): the
-    newest card, the first mark."""
+    """One row per attempt, card, bookmark, kata event, kata file or result (a page can be in the file
+    and in its log): the newest card, the first mark, the kata file started last."""
     if table == "cards":
         newest: dict[str, Row] = {}
         for row in rows:
@@ -357,7 +381,15 @@ def _unique(table: str, rows: list[Row]) -> list[Row]:
             if kept is None or datetime.fromisoformat(row["marked_at"]) < datetime.fromisoformat(kept["marked_at"]):
                 first[row["question_id"]] = row
         return list(first.values())
-    key = {"attempts": ("question_id", "answered_at"),
-           "demo_results": ("demo", "args_json", "saved_at", "fingerprint")}[table]
+    if table == "kata_files":
+        latest: dict[str, Row] = {}
+        for row in rows:
+            kept = latest.get(row["kata"])
+            if kept is None or datetime.fromisoformat(row["started_at"]) > datetime.fromisoformat(kept["started_at"]):
+                latest[row["kata"]] = row
+        return list(latest.values())
+    key, when = {"attempts": (("question_id", "answered_at"), "answered_at"),
+                 "demo_results": (("demo", "args_json", "saved_at", "fingerprint"), "saved_at"),
+                 "kata_events": (("kata", "event", "at"), "at")}[table]
     unique = {tuple(row[k] for k in key): row for row in rows}
-    return sorted(unique.values(), key=lambda row: row.get("answered_at") or row.get("saved_at"))
+    return sorted(unique.values(), key=lambda row: row[when])

@@ -94,7 +94,7 @@ CREATE TABLE IF NOT EXISTS kata_files (
 KATA_EVENTS = ("start", "check", "hint", "solution", "gave_up")
 
 
-TABLES = ("attempts", "cards", "demo_results", "bookmarks")
+TABLES = ("attempts", "cards", "demo_results", "bookmarks", "kata_events", "kata_files")
 
 
 class StoreError(Exception):
@@ -151,7 +151,23 @@ class ResultRow(TypedDict):
     hostname: str
 
 
-Row = AttemptRow | CardRow | BookmarkRow | ResultRow
+class KataEventRow(TypedDict):
+    """What a learner did with a kata, as its table holds it (without its local id)."""
+
+    kata: str
+    event: str  # one of KATA_EVENTS
+    passed: int | None  # a check's verdict (1 or 0); None for the other events
+    detail_json: str
+    at: str
+
+
+class KataFileRow(TypedDict):
+    kata: str
+    path: str  # the learner's file on the machine that started the kata
+    started_at: str
+
+
+Row = AttemptRow | CardRow | BookmarkRow | ResultRow | KataEventRow | KataFileRow
 
 
 @dataclass
@@ -163,6 +179,8 @@ class StoreRows:
     cards: list[CardRow] = field(default_factory=list)
     demo_results: list[ResultRow] = field(default_factory=list)
     bookmarks: list[BookmarkRow] = field(default_factory=list)
+    kata_events: list[KataEventRow] = field(default_factory=list)
+    kata_files: list[KataFileRow] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -175,6 +193,9 @@ class Merged:
     cards_kept: int = 0  # this store's card was as new or newer
     bookmarks: int = 0
     demo_results: int = 0
+    kata_events: int = 0
+    kata_events_known: int = 0
+    kata_files: int = 0  # new here, or started later than this store's record of the kata's file
 
 
 @dataclass(frozen=True)
@@ -514,11 +535,11 @@ class Store:
     # --- moving progress between stores ------------------------------------------------------------
 
     def rows(self, table: str) -> list[Row]:
-        """Every row of `table` as stored (attempts and demo results without their local ids)."""
+        """Every row of `table` as stored (attempts, demo results and kata events without their local ids)."""
         if table not in TABLES:
             raise ValueError(f"unknown table {table!r}; the store has {', '.join(TABLES)}")
         order = {"attempts": "answered_at, id", "cards": "question_id", "demo_results": "id",
-                 "bookmarks": "marked_at, question_id"}[table]
+                 "bookmarks": "marked_at, question_id", "kata_events": "at, id", "kata_files": "kata"}[table]
         rows = [dict(row) for row in self._query(f"SELECT * FROM {table} ORDER BY {order}")]
         for row in rows:
             row.pop("id", None)
@@ -532,9 +553,12 @@ class Store:
 
         An attempt is the same attempt when its question and the instant it was answered match: it is
         never added twice. A card is replaced only by a newer one (its `updated_at`); a bookmark keeps
-        its first mark; a demo result is the same when its demo, key, time and machine match.
+        its first mark; a demo result is the same when its demo, key, time and machine match. A kata event
+        is the same event when its kata, event and time match: it is never added twice either. Of two
+        records of where a kata's file is, the one started later is kept.
         """
-        counts = dict.fromkeys(("attempts", "attempts_known", "cards", "cards_kept", "bookmarks", "demo_results"), 0)
+        counts = dict.fromkeys(("attempts", "attempts_known", "cards", "cards_kept", "bookmarks", "demo_results",
+                                "kata_events", "kata_events_known", "kata_files"), 0)
         with self.transaction() as db:
             for row in rows.attempts:
                 known = db.execute("SELECT 1 FROM attempts WHERE question_id = ? AND answered_at = ?",
@@ -570,12 +594,30 @@ class Store:
                     db.execute("INSERT INTO demo_results (demo, args_json, result_json, saved_at, fingerprint, hostname)"
                                " VALUES (:demo, :args_json, :result_json, :saved_at, :fingerprint, :hostname)", dict(row))
                     counts["demo_results"] += 1
+            for row in rows.kata_events:
+                known = db.execute("SELECT 1 FROM kata_events WHERE kata = ? AND event = ? AND at = ?",
+                                   (row["kata"], row["event"], row["at"])).fetchone()
+                if known:
+                    counts["kata_events_known"] += 1
+                    continue
+                db.execute("INSERT INTO kata_events (kata, event, passed, detail_json, at) VALUES (:kata, :event,"
+                           " :passed, :detail_json, :at)", dict(row))
+                counts["kata_events"] += 1
+            for row in rows.kata_files:
+                here = db.execute("SELECT started_at FROM kata_files WHERE kata = ?", (row["kata"],)).fetchone()
+                if here is not None and datetime.fromisoformat(here[0]) >= datetime.fromisoformat(row["started_at"]):
+                    continue
+                db.execute("INSERT INTO kata_files (kata, path, started_at) VALUES (:kata, :path, :started_at)"
+                           " ON CONFLICT (kata) DO UPDATE SET path = excluded.path, started_at = excluded.started_at",
+                           dict(row))
+                counts["kata_files"] += 1
         return Merged(**counts)
 
     def reset(self) -> None:
-        """Forget every attempt, card and bookmark, in one transaction; saved demo results stay."""
+        """Forget every attempt, card, bookmark and kata event and where each kata's file is (the files
+        themselves stay), in one transaction; saved demo results stay."""
         with self.transaction() as db:
-            for table in ("attempts", "cards", "bookmarks"):
+            for table in ("attempts", "cards", "bookmarks", "kata_events", "kata_files"):
                 db.execute(f"DELETE FROM {table}")
 
     # --- bookmarks ---------------------------------------------------------------------------------
@@ -616,10 +658,11 @@ class Store:
             return int(cursor.lastrowid)
 
     def kata_events(self, kata: str | None = None) -> list[KataEvent]:
+        """Events in the order they happened (imported ones among them, by their own times)."""
         if kata is None:
-            rows = self._query("SELECT * FROM kata_events ORDER BY id")
+            rows = self._query("SELECT * FROM kata_events ORDER BY at, id")
         else:
-            rows = self._query("SELECT * FROM kata_events WHERE kata = ? ORDER BY id", (kata,))
+            rows = self._query("SELECT * FROM kata_events WHERE kata = ? ORDER BY at, id", (kata,))
         return [KataEvent(row["id"], row["kata"], row["event"], None if row["passed"] is None else bool(row["passed"]),
                           json.loads(row["detail_json"]), datetime.fromisoformat(row["at"])) for row in rows]
 

@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 from datetime import datetime, timedelta, UTC
+from pathlib import Path
 
 import pytest
 
@@ -262,3 +263,46 @@ def test_an_unknown_kata_event_is_refused():
     with pytest.raises(ValueError, match="unknown kata event"):
         store.record_kata_event("ring-allreduce", "won")
     assert store.kata_events() == []
+
+
+def _katas_on(store, path: str, start: datetime, verdict: bool) -> None:
+    """A kata started, hinted and checked on one machine."""
+    store.set_kata_file("ring-allreduce", path, at=start)
+    store.record_kata_event("ring-allreduce", "start", detail={"path": path}, at=start)
+    store.record_kata_event("ring-allreduce", "hint", detail={"hint": 1}, at=start + timedelta(minutes=1))
+    store.record_kata_event("ring-allreduce", "check", passed=verdict, detail={"failed": []}, at=start + timedelta(minutes=2))
+
+
+def test_merging_kata_rows_adds_each_event_once_and_keeps_the_file_started_last():
+    laptop, desktop = Store.memory(), Store.memory()
+    _katas_on(laptop, "/laptop/ring_allreduce.py", T0, False)
+    _katas_on(desktop, "/desktop/ring_allreduce.py", T0 + timedelta(seconds=30), True)
+    # The desktop had imported the laptop's start once already: the same kata, event and time is one event.
+    desktop.record_kata_event("ring-allreduce", "start", detail={"path": "/laptop/ring_allreduce.py"}, at=T0)
+
+    merged = laptop.merge(desktop.all_rows())
+    assert (merged.kata_events, merged.kata_events_known, merged.kata_files) == (3, 1, 1)
+    assert laptop.kata_files() == {"ring-allreduce": Path("/desktop/ring_allreduce.py")}
+    # In the order they happened, however they arrived: the desktop's events fall between the laptop's.
+    assert [(e.event, e.at, e.passed) for e in laptop.kata_events()] == [
+        ("start", T0, None), ("start", T0 + timedelta(seconds=30), None), ("hint", T0 + timedelta(minutes=1), None),
+        ("hint", T0 + timedelta(minutes=1, seconds=30), None), ("check", T0 + timedelta(minutes=2), False),
+        ("check", T0 + timedelta(minutes=2, seconds=30), True)]
+    assert [r["at"] for r in laptop.rows("kata_events")] == [e.at.isoformat() for e in laptop.kata_events()]
+
+    again = laptop.merge(desktop.all_rows())
+    assert (again.kata_events, again.kata_events_known, again.kata_files) == (0, 4, 0)
+    # The other way round, the laptop's file was started earlier: the desktop keeps its own.
+    back = desktop.merge(laptop.all_rows())
+    assert back.kata_files == 0 and desktop.kata_files() == {"ring-allreduce": Path("/desktop/ring_allreduce.py")}
+    assert desktop.rows("kata_events") == laptop.rows("kata_events")
+
+
+def test_reset_forgets_katas_as_it_forgets_attempts():
+    store = Store.memory()
+    _attempt(store, card_json="{}", due=T0)
+    _katas_on(store, "/home/me/ring_allreduce.py", T0, True)
+    store.save_demo_result("sampler", [], {"env": {"hostname": "h"}}, saved_at=T0)
+    store.reset()
+    assert store.attempts() == [] and store.kata_events() == [] and store.kata_files() == {}
+    assert len(store.rows("demo_results")) == 1

@@ -11,11 +11,13 @@ import click
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--export", "export_to", type=click.Path(path_type=Path), metavar="FILE",
-              help="Write every attempt, card, bookmark and saved result to FILE (JSON), to import elsewhere.")
+              help="Write every attempt, card, bookmark, kata event and saved result to FILE (JSON), to import "
+                   "elsewhere.")
 @click.option("--import", "import_from", type=click.Path(path_type=Path), metavar="FILE",
-              help="Merge an export into this machine's progress: no attempt twice, the newer card kept.")
+              help="Merge an export into this machine's progress: no attempt or kata event twice, the newer card "
+                   "kept.")
 @click.option("--reset", is_flag=True,
-              help="Forget every attempt, card and bookmark (asks first; a backup is written and named).")
+              help="Forget every attempt, card, bookmark and kata event (asks first; a backup is written and named).")
 @click.option("--recover", "recover_from", is_flag=False, flag_value="", default=None, metavar="[FILE]",
               help="Bring back what can still be read from a damaged progress file (the ones moved aside, or FILE).")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before --reset, and let --export replace FILE.")
@@ -116,8 +118,9 @@ def _export(path: Path, overwrite: bool) -> None:
     except portable.PortableError as error:
         raise click.ClickException(str(error)) from None
     say(f"Wrote {_n(len(document['attempts']), 'attempt')}, {_n(len(document['cards']), 'card')}, "
-        f"{_n(len(document['bookmarks']), 'bookmark')} and {_n(len(document['demo_results']), 'saved result')} to "
-        f"{path}. On another machine, merge it in with:\n  ddpfsdp progress --import {path.name}")
+        f"{_n(len(document['bookmarks']), 'bookmark')}, {_n(len(document['kata_events']), 'kata event')} and "
+        f"{_n(len(document['demo_results']), 'saved result')} to {path}. On another machine, merge it in "
+        f"with:\n  ddpfsdp progress --import {path.name}")
 
 
 def _import(path: Path) -> None:
@@ -131,7 +134,8 @@ def _import(path: Path) -> None:
         merged = store.merge(rows)
     say(f"Imported from {path}: {_n(merged.attempts, 'new attempt')} ({merged.attempts_known} already here), "
         f"{_n(merged.cards, 'card')} newer than this machine's ({merged.cards_kept} kept as they were), "
-        f"{_n(merged.bookmarks, 'new bookmark')}, {_n(merged.demo_results, 'saved result')}.")
+        f"{_n(merged.bookmarks, 'new bookmark')}, {_n(merged.kata_events, 'new kata event')} "
+        f"({merged.kata_events_known} already here), {_n(merged.demo_results, 'saved result')}.")
 
 
 def _reset(yes: bool) -> None:
@@ -140,14 +144,14 @@ def _reset(yes: bool) -> None:
 
     with _open_for_writing() as store:
         held = portable.counts(store)
-        if not (held["attempts"] or held["cards"] or held["bookmarks"]):
-            say("There is no progress to reset: no attempts, cards or bookmarks.")
+        if not (held["attempts"] or held["cards"] or held["bookmarks"] or held["kata_events"] or held["kata_files"]):
+            say("There is no progress to reset: no attempts, cards, bookmarks or kata events.")
             return
         if not yes:
             try:
-                click.confirm(f"Forget {_n(held['attempts'], 'attempt')}, {_n(held['cards'], 'card')} and "
-                              f"{_n(held['bookmarks'], 'bookmark')}? A backup is written first; saved demo results "
-                              "stay.", abort=True)
+                click.confirm(f"Forget {_n(held['attempts'], 'attempt')}, {_n(held['cards'], 'card')}, "
+                              f"{_n(held['bookmarks'], 'bookmark')} and {_n(held['kata_events'], 'kata event')}? "
+                              "A backup is written first; saved demo results and your kata files stay.", abort=True)
             except click.Abort:
                 raise click.ClickException("nothing was reset; answer y to reset, or add --yes") from None
         try:
@@ -178,9 +182,11 @@ def _recover(path: Path | None) -> None:
             rows = readable.rows
             how = "through SQLite" if set(readable.how.values()) == {"SQLite"} else "from its pages"
             say(f"{source.name}: read {_n(len(rows.attempts), 'attempt')}, {_n(len(rows.cards), 'card')}, "
-                f"{_n(len(rows.bookmarks), 'bookmark')} and {_n(len(rows.demo_results), 'saved result')} "
-                f"({how}). Brought back {_n(merged.attempts, 'attempt')} ({merged.attempts_known} already here), "
-                f"{_n(merged.cards, 'card')}, {_n(merged.bookmarks, 'bookmark')} and "
+                f"{_n(len(rows.bookmarks), 'bookmark')}, {_n(len(rows.kata_events), 'kata event')} and "
+                f"{_n(len(rows.demo_results), 'saved result')} ({how}). Brought back "
+                f"{_n(merged.attempts, 'attempt')} ({merged.attempts_known} already here), "
+                f"{_n(merged.cards, 'card')}, {_n(merged.bookmarks, 'bookmark')}, "
+                f"{_n(merged.kata_events, 'kata event')} ({merged.kata_events_known} already here) and "
                 f"{_n(merged.demo_results, 'saved result')}.")
         say("The damaged files are left where they are; delete them once your progress looks right.")
 
