@@ -120,8 +120,8 @@ def never_placed(monkeypatch):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["ddp", "--bucket-mb", "-1"], "Invalid value for '--bucket-mb': -1.0 is not in the range x>0"),
-    (["ddp", "--batch-size", "0"], "Invalid value for '--batch-size': 0 is not in the range x>=1"),
+    (["ddp", "--bucket-mb", "-1"], "Invalid value for '--bucket-mb': -1.0 is not in the range 0<x<=1048576"),
+    (["ddp", "--batch-size", "0"], "Invalid value for '--batch-size': 0 is not in the range 1<=x<=65536"),
     (["fsdp", "--fsdp-api", "3"], "Invalid value for '--fsdp-api': 3 is not in the range 1<=x<=2"),
     (["ddp", "--steps", "3"], "--steps must be at least 5 with --warmup 2"),
     (["ddp", "--model", "huge"], "unknown model preset 'huge'"),

@@ -21,6 +21,7 @@ from typing import Any, Mapping
 import click
 
 from ddpfsdp.demos.base import shapes
+from ddpfsdp.demos.base.bounds import FiniteFloat
 from ddpfsdp.demos.train.spec import (
     MAX_SIMULATED_WORLD,
     MEASURED_STEPS,
@@ -47,10 +48,11 @@ def _click_type(item: Field) -> click.ParamType:
         return click.IntRange(low, high)
     if flag.choices:
         return click.Choice(flag.choices)
-    if flag.minimum is not None:
-        bounded = click.IntRange if kind is int else click.FloatRange
-        return bounded(min=flag.minimum, min_open=flag.above_minimum)
-    return {int: click.INT, float: click.FLOAT, str: click.STRING}[kind]
+    if kind is float:  # nan and infinity pass click's own float ranges
+        return FiniteFloat(min=flag.minimum, max=flag.maximum, min_open=flag.above_minimum)
+    if kind is int and (flag.minimum is not None or flag.maximum is not None):
+        return click.IntRange(min=flag.minimum, max=flag.maximum, min_open=flag.above_minimum)
+    return {int: click.INT, str: click.STRING}[kind]
 
 
 def click_option(item: Field, demo: str) -> click.Option:
@@ -64,7 +66,7 @@ def click_option(item: Field, demo: str) -> click.Option:
         return click.Option([declaration], is_flag=True, default=default, show_default=flag.negatable,
                             help=help_text)
     return click.Option([name], type=_click_type(item), default=default, show_default=default is not None,
-                        help=help_text)
+                        metavar=flag.metavar, help=help_text)
 
 
 def options_for(demo: str) -> list[click.Option]:

@@ -21,6 +21,7 @@ from ddpfsdp.quiz.commands.calc_scale import model_free, scale_options, scale_se
 # largest are a few trillion), on one GPU to a million (today's largest jobs use about 100,000).
 PARAMS_RANGE = (1_000, 100 * 10**12)
 GPUS_RANGE = (1, 1_000_000)
+MAX_FSDP_UNITS = 100_000
 
 LOWER_CASE = ("model", "precision", "optimizer", "offload", "accounting")  # options read in any case
 # The names a person types; the model knows more aliases (`sharding.STRATEGY_ALIASES`).
@@ -72,8 +73,9 @@ CALC_OPTIONS = (
     click.option(
         "--fsdp-units",
         "units",
-        type=click.IntRange(min=1),
-        help="FSDP units (equal parts) assumed with --params. [default: 32]",
+        # the model keeps a list of the units: a hundred million of them takes gigabytes
+        type=click.IntRange(1, MAX_FSDP_UNITS),
+        help=f"FSDP units (equal parts) assumed with --params, at most {MAX_FSDP_UNITS:,}. [default: 32]",
     ),
     click.option(
         "--unit",

@@ -12,7 +12,13 @@ from typing import Any
 
 import click
 
+from ddpfsdp.demos.base.bounds import FiniteFloat
+
 CP_EP_FIELDS = ("cp", "ep", "experts", "top_k", "capacity_factor")
+# The most experts a layer takes here (DeepSeek-V3 routes among 256), and the largest capacity factor: one of
+# E / top-k already gives every expert a slot for every token.
+MAX_EXPERTS = 65_536
+MAX_CAPACITY_FACTOR = 1000.0
 DEFAULT_TOP_K = 2
 """GShard's top-2 gating; the Switch Transformer routes top-1."""
 
@@ -23,9 +29,9 @@ CP_EP_OPTIONS = (
     click.option("--ep", type=click.IntRange(min=2), help="Add expert parallelism over EP ranks: every block's MLP "
                  "becomes --experts experts shaped like it, E/EP per rank, tokens sent by all-to-all. EP must divide "
                  "the experts and --gpus. Needs --model or a named size."),
-    click.option("--experts", type=click.IntRange(min=1), help="With --ep: experts per MoE layer (E)."),
+    click.option("--experts", type=click.IntRange(1, MAX_EXPERTS), help="With --ep: experts per MoE layer (E)."),
     click.option("--top-k", type=int, help=f"With --ep: experts each token goes to (1 to E). [default: {DEFAULT_TOP_K}]"),
-    click.option("--capacity-factor", type=float, help="With --ep: slots per expert = ceil(factor x tokens x top-k / "
+    click.option("--capacity-factor", type=FiniteFloat(max=MAX_CAPACITY_FACTOR), help="With --ep: slots per expert = ceil(factor x tokens x top-k / "
                  "experts); slots over it are dropped. [default: none (dropless)]"),
 )
 

@@ -7,6 +7,7 @@ import sys
 
 import click
 from ddpfsdp.demos import registry
+from ddpfsdp.demos.base.bounds import FiniteFloat
 from ddpfsdp.demos.faults.catalog import FAULTS
 from ddpfsdp.demos.faults.runner import DEFAULT_TIMEOUT_S, MAX_PROCS
 from ddpfsdp.demos.result.schema import SCHEMA
@@ -37,7 +38,7 @@ def _failure(run, verbose: bool) -> click.ClickException:
 @click.option("--list", "list_faults", is_flag=True, help="List the faults, one per line with its summary.")
 @click.option("--procs", type=click.IntRange(2, MAX_PROCS), default=2, show_default=True,
               help="CPU processes (gloo ranks) that run the programs.")
-@click.option("--timeout-s", type=click.FloatRange(1, 60), default=DEFAULT_TIMEOUT_S, show_default=True,
+@click.option("--timeout-s", type=FiniteFloat(1, 60), default=DEFAULT_TIMEOUT_S, show_default=True,
               help="Process-group timeout of each program: how long a hung rank waits for its peers.")
 @click.option("--json", "as_json", is_flag=True, help=f"Print the result as JSON (schema {SCHEMA}).")
 @click.option("--verbose", "-v", is_flag=True, help="On a failure, also print the ranks' stderr.")
@@ -70,13 +71,17 @@ def fault(name: str | None, list_faults: bool, procs: int, timeout_s: float, as_
 def _run(name: str, procs: int, timeout_s: float, as_json: bool, verbose: bool) -> None:
     from ddpfsdp.demos.faults.render import render_fault
     from ddpfsdp.demos.faults.runner import FaultRun
+    from ddpfsdp.demos.launch.launcher import LaunchError
     from ddpfsdp.quiz.commands.results import check_table, save_result
     from rich.console import Console
     from rich.markup import escape
 
     out, err = Console(), Console(stderr=True)
     status = err if as_json else out
-    run = FaultRun([name], procs=procs, timeout_s=timeout_s)
+    try:
+        run = FaultRun([name], procs=procs, timeout_s=timeout_s)
+    except LaunchError as error:  # the run's own checks, for a caller that skipped click's
+        raise click.UsageError(str(error)) from None
     status.print(f"[bold]fault {name}[/] on {procs} CPU processes (gloo): {escape(FAULTS[name].summary)}")
     try:
         with status.status("starting ranks") as spinner:
