@@ -49,6 +49,12 @@ def _op(per_op: PerOp, op: str) -> CommOp:
 
 def loss_decreases(losses: Sequence[float | None]) -> Check:
     finite = [x for x in losses if x is not None and math.isfinite(x)]
+    diverged = next((step for step, x in enumerate(losses, start=1) if x is not None and not math.isfinite(x)), None)
+    if diverged is not None:
+        # the values travel as JSON, which writes nan and infinity as null: the detail keeps them
+        return Check("loss_decreases", False, f"the loss diverged: {losses[diverged - 1]} at step {diverged} of "
+                     f"{len(losses)} ({', '.join(f'{x:.4g}' for x in losses)})",
+                     {"loss": list(losses), "diverged_step": diverged})
     if len(finite) != len(losses) or len(losses) < 2:
         return Check("loss_decreases", False, f"losses are missing or not finite: {list(losses)}", {"loss": list(losses)})
     first, last = losses[0], losses[-1]

@@ -137,7 +137,8 @@ def _show(demo: registry.Demo, event: Event, progress, task) -> None:
     kind = event["event"]
     if kind == "progress":
         metrics = "  ".join(
-            f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+            # the protocol writes a loss that is not a finite number (a diverged run's) as null
+            f"{k} {v:.4g}" if isinstance(v, float) else f"{k} not finite" if v is None else f"{k} {v}"
             for k, v in event.items()
             if k not in ("event", "step", "steps")
         )
