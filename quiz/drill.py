@@ -579,9 +579,11 @@ def check_kinds(kinds: Iterable[str] | None) -> tuple[str, ...]:
 
 
 class Drill:
-    """An endless, seeded stream of problems, never repeating a prompt.
+    """An endless, seeded stream of problems that repeats a prompt only once its kind has none left.
 
-    Kinds take turns in a seeded order, so a short run still covers every kind asked for.
+    Kinds take turns in a seeded order, so a short run still covers every kind asked for. A kind draws
+    from a finite set of presets: once MAX_DRAWS draws in a row find no prompt it has not asked, its
+    prompts come round again, and `note` says so until the next problem.
     """
 
     MAX_DRAWS = 200  # per problem, to find a prompt not yet asked
@@ -592,21 +594,25 @@ class Drill:
         self._rng = random.Random(self.seed)
         self._order = list(self.kinds)
         self._rng.shuffle(self._order)
-        self._asked: set[str] = set()
+        self._asked: dict[str, set[str]] = {name: set() for name in self.kinds}
         self.count = 0
+        self.note: str | None = None  # said of the last problem: its kind had no new one left
 
     def __iter__(self) -> Iterator[Problem]:
         return self
 
     def __next__(self) -> Problem:
         kind = KINDS[self._order[self.count % len(self._order)]]
+        asked = self._asked[kind.name]
+        self.note = None
         for _ in range(self.MAX_DRAWS):
             prompt, fn, args, unit, tolerance, working = kind.make(self._rng)
-            if prompt not in self._asked:
+            if prompt not in asked:
                 break
         else:
-            raise RuntimeError(f"no new {kind.name} problem after {self.MAX_DRAWS} draws")
-        self._asked.add(prompt)
+            self.note = f"No new {kind.name} problem is left ({len(asked)} asked): they come round again from here."
+            asked.clear()
+        asked.add(prompt)
         answer = compute(fn, args)
         problem = Problem(
             id=f"{kind.name}-{self.seed}-{self.count + 1}",

@@ -44,6 +44,8 @@ def run_drill_plain(
     answered = right = 0
     while count is None or drill.count < count:
         problem = next(drill)
+        if drill.note:
+            console.print(f"[yellow]{drill.note}[/]", highlight=False)
         console.print(Rule(f"{drill.count} · {drills.KINDS[problem.kind].title} · {problem.topic}", align="left"))
         console.print(Markdown(problem.prompt))
         console.print(f"[dim]{problem.hint}; graded {problem.tolerance_text}[/]")

@@ -468,3 +468,34 @@ def test_the_activations_drill_says_how_bf16_mixed_is_applied_and_counts_its_res
     assert "r = 4" in seen["ddp"].prompt and "torch.autocast" in seen["ddp"].prompt
     assert "r = 2" in seen["zero3"].prompt and "MixedPrecisionPolicy" in seen["zero3"].prompt
     assert seen["zero3"].answer == _activation_peak(seen["zero3"].args)
+
+
+def test_a_kind_with_no_new_problem_left_comes_round_again_with_a_note():
+    """ddp-buckets draws from 36 prompts: the 37th problem used to raise "no new ddp-buckets problem after
+    200 draws"; now the prompts come round again and the drill says so, once per round."""
+    stream = drills.Drill(seed=0, kinds=["ddp-buckets"])
+    problems, notes = [], []
+    for _ in range(80):
+        problems.append(next(stream))
+        notes.append(stream.note)
+    first_round = len({p.prompt for p in problems[:36]})
+    assert first_round == 36 and len({p.prompt for p in problems}) == 36
+    said = [(at, note) for at, note in enumerate(notes) if note]
+    assert said[0] == (36, "No new ddp-buckets problem is left (36 asked): they come round again from here.")
+    assert all(note is None for note in notes[:36]) and len(said) == 2
+
+
+def test_more_json_problems_than_a_kind_has_are_given_with_a_note():
+    result = CliRunner().invoke(cli, ["drill", "--json", "--count", "100", "--kind", "ddp-buckets"])
+    assert result.exit_code == 0, result.output
+    problems = json.loads(result.stdout)
+    assert len(problems) == 100 and len({p["prompt"] for p in problems}) == 36
+    assert result.stderr == "note: No new ddp-buckets problem is left (36 asked): they come round again from here.\n"
+
+
+def test_the_plain_drill_goes_on_past_a_kind_with_no_new_problem():
+    outcome = run_cli("drill", "--plain", "--kind", "ddp-buckets", "--seed", "0", stdin="s\n" * 40 + "q\n")
+    assert outcome.exception is None and outcome.exit_code == 0, outcome.stderr
+    said = " ".join(outcome.stdout.split())
+    assert said.count("No new ddp-buckets problem is left (36 asked)") == 1
+    assert "No answers this time." in said

@@ -127,6 +127,8 @@ class DrillScreen(Screen):
 
     def action_next(self) -> None:
         self.problem = next(self.drill)
+        if self.drill.note:
+            self.app.notify(self.drill.note, title="Sizing drill")
         self.grade = None
         self.query_one("#drill-prompt", Markdown).update(self.problem.prompt)
         answer = self.query_one("#drill-input", Input)
