@@ -62,3 +62,29 @@ class TrimmedLines:
 def plain_console(stream: IO[str] | None = None) -> Console:
     """The plain modes' console: no highlighting guesses, no trailing padding."""
     return Console(file=TrimmedLines(stream or sys.stdout), highlight=False)
+
+
+def no_terminal() -> str | None:
+    """Why a full-screen app cannot run here (`ddpfsdp quiz </dev/null >file` would write escape codes to
+    the file and wait for keys that never come), or None where standard input and output are terminals."""
+    missing = [name for name, stream in (("input", sys.stdin), ("output", sys.stdout)) if not _is_terminal(stream)]
+    if not missing:
+        return None
+    return f"standard {' and '.join(missing)} {'are' if len(missing) > 1 else 'is'} not a terminal"
+
+
+def _is_terminal(stream: IO[str] | None) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except (AttributeError, ValueError):  # no such method, or a closed stream
+        return False
+
+
+def plain_without_terminal(command: str) -> bool:
+    """True, once said on standard error, where `ddpfsdp COMMAND`'s full-screen app has no terminal to run in:
+    the command then runs line by line, as with --plain."""
+    reason = no_terminal()
+    if reason:
+        print(f"No full-screen app here: {reason}. Running line by line, as `ddpfsdp {command} --plain` does.",
+              file=sys.stderr, flush=True)
+    return reason is not None
