@@ -128,7 +128,16 @@ class Problem:
         return "exact" if self.tolerance == 0 else f"within {self.tolerance:.0%}"
 
     @property
+    def answers(self) -> tuple[int, int, str] | None:
+        """The answers that answer the question at all (lowest, highest, in words), where they are few: a ZeRO
+        stage, an index of the dataset. One outside them is refused, not graded."""
+        bounded = ANSWER_RANGES.get(self.fn)
+        return bounded(self.args) if bounded else None
+
+    @property
     def hint(self) -> str:
+        if self.answers:
+            return f"type {self.answers[2]}"
         if self.unit in BYTE_UNITS:
             return f"type a size such as 12.5 {self.unit}, 14.9GiB or 1.5e10 (bytes); a bare small number is read in {self.unit}"
         if self.unit == "x":
@@ -151,6 +160,14 @@ class Problem:
             "calc": {"fn": self.fn, "args": dict(self.args)},
             "working": self.working,
         }
+
+
+# Answers outside these answer no question of the kind (a ZeRO stage of 5, an index of -1).
+ANSWER_RANGES: dict[str, Callable[[dict[str, Any]], tuple[int, int, str]]] = {
+    "min_zero_stage": lambda args: (0, len(ZERO_STAGES) - 1, "a ZeRO stage: 0 (plain DDP), 1, 2 or 3"),
+    "sampler_index": lambda args: (0, args["dataset_len"] - 1,
+                                   f"an index of the dataset, from 0 to {args['dataset_len'] - 1}"),
+}
 
 
 @dataclass(frozen=True)
@@ -638,14 +655,27 @@ def generate(seed: int, count: int, kinds: Iterable[str] | None = None) -> list[
 # --- grading ---------------------------------------------------------------------------------------
 
 
+def _unreadable(said: str, message: str, problem: Problem) -> str:
+    """Why an answer could not be read, in one clause: the parser's own hint speaks of parameter counts or
+    units, and the drill adds the hint that fits its question after it, once."""
+    suffix = grading.unit_suffix(said)
+    if suffix and problem.unit not in BYTE_UNITS and suffix.lower() in {u.lower() for u in BYTE_UNITS}:
+        return f"{said!r} is a size in bytes, and this answer is not one"
+    return message.split("; ")[0]
+
+
+
 def grade(problem: Problem, text: str) -> Grade:
     """Raises QuantityError, with the hint for this problem, when the text is not a number."""
+    said = text.strip()
     try:
         given = grading.parse_quantity(text, problem.unit)
     except QuantityError as error:
-        # The quiz's own hint speaks of parameter counts; a drill's hint fits its question.
-        reason = f"{text.strip()!r} is not a number" if "is not a number" in str(error) else str(error)
-        raise QuantityError(f"{reason}; {problem.hint}") from None
+        raise QuantityError(f"{_unreadable(said, str(error), problem)}; {problem.hint}") from None
+    if problem.answers and not problem.answers[0] <= given <= problem.answers[1]:
+        raise QuantityError(f"{said!r} is out of range: the answer is {problem.answers[2]}")
+    if given < 0:
+        raise QuantityError(f"{said!r} is negative, and no answer here is; {problem.hint}")
     expected = problem.answer
     if problem.tolerance == 0:
         error = 0.0 if given == expected else math.inf

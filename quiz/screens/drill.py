@@ -67,6 +67,8 @@ class DrillScreen(Screen):
         header.refresh()
 
     def _placeholder(self) -> str:
+        if self.problem.answers:
+            return self.problem.answers[2]
         if self.problem.base_unit == "bytes":
             return grading.input_placeholder(self.problem.unit)
         return "a whole number, e.g. 12"
