@@ -126,7 +126,10 @@ def never_placed(monkeypatch):
     (["ddp", "--steps", "3"], "--steps must be at least 5 with --warmup 2"),
     (["ddp", "--model", "huge"], "unknown model preset 'huge'"),
     (["fsdp", "--prefetch", "off"], "--prefetch off needs --fsdp-api 1"),
-    (["compare", "--world", "8"], "--world only apply to a simulated run: add --simulate"),
+    (["compare", "--world", "8"], "--world only applies to a simulated run: add --simulate"),
+    (["compare", "--world", "8", "--params", "7B"], "--world, --params only apply to a simulated run: add --simulate"),
+    (["fsdp", "--simulate"], "--simulate needs --world N, the ranks to simulate, at least 2 (e.g. --world 64)\n"),
+    (["fsdp", "--simulate", "--world", "1"], "at least 2 (e.g. --world 64); got 1"),
     (["fsdp", "--simulate", "--world", "8", "--sharding", "hybrid", "--replicas", "3"], "cannot split 8 ranks"),
 ])
 def test_a_bad_demo_option_is_refused_before_the_run_is_placed(never_placed, args, message):

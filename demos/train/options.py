@@ -101,7 +101,9 @@ def validate_simulated(demo: str, spec: RunSpec | Mapping[str, Any]) -> None:
     """Refuse, with what to try, what the fake run cannot handle (no torch: the CLI checks first)."""
     spec = spec_of(demo, spec)
     world = spec.world
-    if world is None or world < 2:
+    if world is None:
+        raise _usage("--simulate needs --world N, the ranks to simulate, at least 2 (e.g. --world 64)")
+    if world < 2:
         raise _usage(f"--simulate needs --world N, the ranks to simulate, at least 2 (e.g. --world 64); got {world}")
     if world > MAX_SIMULATED_WORLD:
         raise _usage(f"--world {world}: a simulated world has at most {MAX_SIMULATED_WORLD} ranks, the largest "
@@ -166,7 +168,8 @@ def validate(demo: str, spec: RunSpec | Mapping[str, Any], world_size: int | Non
         given = [f"--{flag_name(item.name)}" for item in option_fields()
                  if item.metadata["flag"].simulate_only and getattr(spec, item.name) is not None]
         if given:
-            raise _usage(f"{', '.join(given)} only apply to a simulated run: add --simulate")
+            raise _usage(f"{', '.join(given)} only {'applies' if len(given) == 1 else 'apply'} to a simulated run: "
+                         "add --simulate")
     world = spec.world if spec.simulate else world_size
     if world is not None and world < 2:
         raise _usage(f"data parallelism needs at least 2 ranks, got {world}; run with --procs 2 or --gpus 2")

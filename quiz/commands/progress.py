@@ -262,7 +262,8 @@ def _report(as_json: bool) -> None:
     if drill_report:
         console.print(_drill_table(drill_report))
     console.print(readiness.render(ready))
-    summary = f"{total} attempts" + (f", {correct / total:.0%} correct" if total else "") + f"; {due} cards due now."
+    summary = (f"{total} attempt{'s' if total != 1 else ''}" + (f", {correct / total:.0%} correct" if total else "")
+               + f"; {due} card{'s' if due != 1 else ''} due now.")
     if not total:
         summary += " Start with `ddpfsdp quiz`."
     elif not drill_report:
