@@ -85,7 +85,7 @@ OPTIMIZER_TEXT: dict[str, str] = {
 
 STRATEGY_TEXT: dict[str, str] = {
     "ddp": "DDP",
-    "zro": "ZeRO-1 as PyTorch's ZeroRedundancyOptimizer",
+    "zro": "zro",  # the implementation that follows in brackets names ZeroRedundancyOptimizer
     "zero1": "ZeRO-1",
     "zero2": "ZeRO-2",
     "grad-op": "FSDP grad-op (SHARD_GRAD_OP)",

@@ -171,7 +171,7 @@ def calc(as_json: bool, explain: bool, display_unit: str, **values: Any) -> None
     Every figure is the analytic model's estimate, not a measurement; run `ddpfsdp demo` to
     measure. The per-GPU memory tables come first; --explain adds what each column follows, the
     communication per step and the notes. Each column follows one implementation: DDP;
-    ZeroRedundancyOptimizer (zro, PyTorch's ZeRO-1); DeepSpeed's ZeRO-1 and ZeRO-2; FSDP grad-op
+    ZeroRedundancyOptimizer (zro, PyTorch's optimizer-state sharding); DeepSpeed's ZeRO-1 and ZeRO-2; FSDP grad-op
     (SHARD_GRAD_OP); ZeRO-3 (FSDP2, or DeepSpeed under bf16-master); HSDP. The working set,
     activations and totals are labelled estimates.
 
