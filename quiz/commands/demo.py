@@ -41,7 +41,7 @@ def _run(demo: registry.Demo, **params: Any) -> None:
     run = _start(demo, asked, params, ctx)
     _guard(demo, run.placement, run.asked, params["force"], out)
     status = err if as_json else out
-    status.print(f"[bold]{demo.name}[/] on {run.placement.describe()}: {demo.summary}")
+    status.print(f"[bold]{demo.name}[/] on {run.placement.describe()}{_degrees(run)}: {demo.summary}")
     _follow(demo, run, status, quiet=as_json and not sys.stderr.isatty(), err=err)
     if not run.ok:
         raise click.ClickException(_failure_message(demo, run, params["verbose"]))
@@ -52,6 +52,20 @@ def _run(demo: registry.Demo, **params: Any) -> None:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
         _render(demo, result, out)
+
+
+def _degrees(run: Any) -> str:
+    """The run's mesh where it has more than one dimension: `--tp 2` starts 4 ranks, as dp_shard 2 x tp 2."""
+    from ddpfsdp.demos.parallel.degrees import ParallelDims
+    from ddpfsdp.demos.train.spec import RunSpec
+
+    if not isinstance(run.asked, RunSpec):
+        return ""
+    try:
+        dims = ParallelDims.of(run.asked, run.placement.world_size)
+    except ValueError:
+        return ""
+    return f" as {dims.describe()}" if len(dims.mesh_shape) > 1 else ""
 
 
 def _asked(demo: registry.Demo, options: dict[str, Any], params: dict[str, Any], ctx: click.Context) -> Any:
