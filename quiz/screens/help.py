@@ -33,6 +33,7 @@ KEYS = (
     ("1–4", "interview's explanation", "after Enter shows the talking points: grade yourself"),
     ("r", "interview debrief", "run the simulated demo of the scenario and set it beside your answers"),
     ("Escape", "while a demo runs", "cancel it (every rank is stopped); otherwise go back"),
+    ("Escape", "mock interview", "asks first; y ends it and shows the score so far"),
     ("1–4", "explain feedback", "grade yourself: Again, Hard, Good, Easy"),
     ("?", "anywhere", "this help"),
     ("ctrl+q", "anywhere", "quit (every answer is already saved)"),
