@@ -167,6 +167,8 @@ class QuestionScreen(Screen):
         return self.question.kind not in ("single", "multi", "order")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("evidence", "evidence_from_text") and self.question.demo is None:
+            return False  # no demo is linked: the footer offers no evidence
         if action == "evidence":
             return not self._typed
         if action == "evidence_from_text":
