@@ -168,3 +168,40 @@ async def test_the_room_grows_a_scroll_into_the_rows_left_and_no_further(race):
         await pilot.pause()
         await pilot.pause()
         assert scroll.size.height == 9 and under.region.bottom == 12
+
+
+async def test_home_at_40x12_keeps_its_menu_and_every_key(quiz_bank):
+    """At 40x12 the footer once ended after "i Interview" (p, ? and q cut off) and the subtitle and summary
+    left the menu no row: the keys now wrap whole onto a second line, and the menu keeps its rows."""
+    from ddpfsdp.quiz.widgets.key_bar import KeyBar
+
+    app = _home(quiz_bank)
+    async with app.run_test(size=(40, 12)) as pilot:
+        await pilot.pause()
+        bar = app.screen.query_one(KeyBar)
+        shown = [line.rstrip() for line in bar.render().plain.splitlines()]
+        assert len(shown) == 2 and all(cell_len(line) <= 40 for line in shown), shown
+        words = " ".join(shown).split()
+        assert all(key in words for key in ("p", "?", "q")), shown
+        assert bar.region.height == 2 and bar.region.bottom == 12
+        menu = app.screen.query_one(Menu)
+        assert menu.region.height >= 5 and not app.screen.query_one("#home-summary").display
+    app = _home(quiz_bank)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.screen.query_one(KeyBar).region.height == 1  # one line where it fits
+        assert app.screen.query_one("#home-summary").display and app.screen.query_one("#subtitle").display
+
+
+async def test_a_question_on_a_small_terminal_opens_at_its_text(quiz_bank):
+    """Focusing the answer once scrolled the question past its own text at 40x12."""
+    from ddpfsdp.quiz.loader import load_bank
+
+    app = _home(quiz_bank)
+    async with app.run_test(size=(40, 12)) as pilot:
+        await pilot.pause()
+        app.start_session("practice", questions=[load_bank(*quiz_bank).questions["ddp-grad-sync"]])
+        await pilot.pause()
+        body = app.screen.query_one("#question-body")
+        assert body.max_scroll_y > 0  # the question is taller than its room
+        assert body.scroll_y == 0 and app.screen.focused.id == "answer-input"

@@ -16,6 +16,8 @@ from ddpfsdp.quiz.widgets.key_bar import KeyBar
 
 
 class HomeScreen(Screen):
+    # Below 20 rows the menu needs every row: the subtitle and the summary make way (-short in app.tcss).
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (20, "-tall")]
     BINDINGS = [
         # Short names, so every key fits one line at 80 columns.
         Binding("r", "review", "Review"),

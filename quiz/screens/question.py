@@ -103,7 +103,8 @@ class QuestionScreen(Screen):
 
     def on_mount(self) -> None:
         self.started_s = self.app.monotonic()
-        self.query_one("#answer-input").focus()
+        # The question opens at its text: on a short terminal, focusing the answer would scroll past it.
+        self.query_one("#answer-input").focus(scroll_visible=False)
 
     def on_session_header_time_up(self, event: SessionHeader.TimeUp) -> None:
         self.app.post_message(SessionEnded(timed_out=True))
