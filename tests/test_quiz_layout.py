@@ -205,3 +205,37 @@ async def test_a_question_on_a_small_terminal_opens_at_its_text(quiz_bank):
         body = app.screen.query_one("#question-body")
         assert body.max_scroll_y > 0  # the question is taller than its room
         assert body.scroll_y == 0 and app.screen.focused.id == "answer-input"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_progress_scrolls_by_keys_from_the_start_to_the_readiness_tables(size):
+    """The readiness tables sat below a table of every topic: at 80x24 no key reached them (the table took
+    PageDown and End, and the tables had no room), at 120x40 only after Tab. The page now scrolls as one."""
+    from ddpfsdp.quiz.screens.progress import ProgressScreen
+
+    app = make_app(seed=1, clock=lambda: T0)  # the real bank: every topic, as a person sees it
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        await pilot.press("p")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, ProgressScreen)
+        page, readiness = screen.query_one("#progress-page"), screen.query_one("#progress-readiness")
+
+        def shown() -> bool:  # some of the readiness tables is on screen
+            return readiness.region.y < page.region.bottom and readiness.region.bottom > page.region.y
+
+        if size == (80, 24):
+            assert not shown()
+            await pilot.press("pagedown")
+            await pilot.pause()
+            assert shown()
+            await pilot.press("home")
+            await pilot.pause()
+            assert page.scroll_y == 0
+        await pilot.press("end")
+        await pilot.pause()
+        assert shown() and page.scroll_y == page.max_scroll_y > 0
+        await pilot.press("home", "down", "enter")  # the table still chooses a topic to practise
+        await pilot.pause()
+        assert type(app.screen).__name__ == "QuestionScreen"
