@@ -10,7 +10,9 @@ import re
 import sys
 from typing import IO
 
+from rich.cells import cell_len
 from rich.console import Console
+from rich.text import Text
 
 _ESCAPE_AT_END = re.compile(r"(?:\x1b\[[0-9;]*m)+$")
 
@@ -62,6 +64,24 @@ class TrimmedLines:
 def plain_console(stream: IO[str] | None = None) -> Console:
     """The plain modes' console: no highlighting guesses, no trailing padding."""
     return Console(file=TrimmedLines(stream or sys.stdout), highlight=False)
+
+
+def titled_rule(console: Console, title: str | Text) -> None:
+    """A rule with `title` in it where the title fits the console's width; where it does not, a plain rule
+    with the title under it, wrapped (a rule cuts a long title at the width, "graded within…")."""
+    from rich.rule import Rule
+
+    title = Text.from_markup(title) if isinstance(title, str) else title
+    if cell_len(title.plain) + 6 <= console.width:
+        console.print(Rule(title, align="left"))
+        return
+    console.print(Rule())
+    console.print(title)
+
+
+def trimmed_console(*, stderr: bool = False) -> Console:
+    """A command's console: rich's own, with no line padded to the terminal's width by trailing spaces."""
+    return Console(file=TrimmedLines(sys.stderr if stderr else sys.stdout), stderr=stderr)
 
 
 def no_terminal() -> str | None:

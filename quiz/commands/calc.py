@@ -240,7 +240,13 @@ def calc(as_json: bool, explain: bool, display_unit: str, **values: Any) -> None
     from ddpfsdp.quiz.commands.calc_scale_view import render_scale
 
     render_scale(result, display_unit)
-    click.echo(_simulate_hint(options, result["inputs"]["precision"]))
+    from rich.text import Text
+
+    from ddpfsdp.demos.base.prose import Prose
+    from ddpfsdp.quiz.plain_console import trimmed_console
+
+    # its command on one line, however the prose around it wraps
+    trimmed_console().print(Prose(Text(_simulate_hint(options, result["inputs"]["precision"]))), crop=False)
 
 
 def _print_scale_only(scale: dict, gpus: int, as_json: bool, unit: str) -> None:
@@ -406,11 +412,11 @@ def _divisors(number: int) -> list[int]:
 
 
 def _render(result: dict, unit: str, explain: bool) -> None:
-    from rich.console import Console
+    from ddpfsdp.quiz.plain_console import trimmed_console
 
     from ddpfsdp.demos.base.units import format_bytes, format_count
 
-    console = Console()
+    console = trimmed_console()
     inputs = result["inputs"]
     strategies = result["strategies"]
     size = lambda n: "n/a" if n is None else format_bytes(n, unit)  # noqa: E731

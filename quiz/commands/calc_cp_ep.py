@@ -165,12 +165,12 @@ def _block_shape(inputs: dict[str, Any], params_text: str | None, option: str) -
 
 def render_cp_ep(sections: dict[str, dict[str, Any]], unit: str) -> None:
     """Each section's prose, and the ring's table of links."""
-    from rich.console import Console
+    from ddpfsdp.quiz.plain_console import trimmed_console
 
     from ddpfsdp.demos.base.units import format_bytes
 
     size = lambda n: "n/a" if n is None else format_bytes(n, unit)  # noqa: E731
-    console = Console()
+    console = trimmed_console()
     if "context_parallel" in sections:
         section = sections["context_parallel"]
         console.print(f"[bold]Context parallelism[/] (theory): cp {section['cp']} x tp {section['tp']} of "

@@ -13,9 +13,9 @@ LINK_TEXT = {"intra": "inside a node", "inter": "between nodes"}
 
 def render_scale(result: dict[str, Any], unit: str) -> None:
     """Print every at-scale section the document holds, in a fixed order."""
-    from rich.console import Console
+    from ddpfsdp.quiz.plain_console import trimmed_console
 
-    console = Console()
+    console = trimmed_console()
     for name, render in (("stragglers", _stragglers), ("checkpoint", _checkpoint), ("topology", _topology),
                          ("scaling", _scaling), ("plan", _plan), ("adam_8bit", _adam_8bit), ("lora", _lora)):
         if result.get(name) is not None:

@@ -29,15 +29,15 @@ def _render(demo: registry.Demo, result: DemoResult, console) -> None:
 
 
 def _run(demo: registry.Demo, **params: Any) -> None:
-    from rich.console import Console
+    from ddpfsdp.quiz.plain_console import trimmed_console
 
     from ddpfsdp.demos.launch.request import LAUNCH_PARAMS
 
     ctx = click.get_current_context()
     asked = _asked(demo, {k: v for k, v in params.items() if k not in LAUNCH_PARAMS}, params, ctx)
     as_json = params["as_json"]
-    out = Console()
-    err = Console(stderr=True)
+    out = trimmed_console()
+    err = trimmed_console(stderr=True)
     run = _start(demo, asked, params, ctx)
     _guard(demo, run.placement, run.asked, params["force"], out)
     status = err if as_json else out

@@ -57,9 +57,9 @@ def fault(name: str | None, list_faults: bool, procs: int, timeout_s: float, as_
       ddpfsdp demo fault unused-parameters --json
     """
     if list_faults:
-        from ddpfsdp.demos.faults.render import list_lines
+        import shutil
 
-        click.echo("\n".join(list_lines()))
+        click.echo("\n".join(_listed(min(shutil.get_terminal_size((80, 24)).columns, 100))))
         return
     if name is None:
         raise click.UsageError("name a fault, e.g. `ddpfsdp demo fault desync`; `ddpfsdp demo fault --list` lists them")
@@ -68,15 +68,32 @@ def fault(name: str | None, list_faults: bool, procs: int, timeout_s: float, as_
     _run(name, procs, timeout_s, as_json, verbose)
 
 
+def _listed(width: int) -> list[str]:
+    """Each fault with its summary, wrapped under the summaries' column to `width` (a name alone, then its
+    summary indented, where the column would leave the summary under 30 cells)."""
+    from ddpfsdp.demos.base.prose import keep_commands
+
+    column = max(map(len, FAULTS)) + 2
+    room = width - column
+    lines = []
+    for name, fault in FAULTS.items():
+        if room < 30:
+            lines += [name, *("    " + line for line in keep_commands(fault.summary, width - 4).plain.split("\n"))]
+            continue
+        wrapped = keep_commands(fault.summary, room).plain.split("\n")
+        lines += [f"{name.ljust(column)}{wrapped[0]}", *(" " * column + line for line in wrapped[1:])]
+    return lines
+
+
 def _run(name: str, procs: int, timeout_s: float, as_json: bool, verbose: bool) -> None:
     from ddpfsdp.demos.faults.render import render_fault
     from ddpfsdp.demos.faults.runner import FaultRun
     from ddpfsdp.demos.launch.launcher import LaunchError
     from ddpfsdp.quiz.commands.results import check_table, save_result
-    from rich.console import Console
+    from ddpfsdp.quiz.plain_console import trimmed_console
     from rich.markup import escape
 
-    out, err = Console(), Console(stderr=True)
+    out, err = trimmed_console(), trimmed_console(stderr=True)
     status = err if as_json else out
     try:
         run = FaultRun([name], procs=procs, timeout_s=timeout_s)

@@ -234,7 +234,7 @@ def _report(as_json: bool) -> None:
         }, indent=2))
         return
 
-    from rich.console import Console
+    from ddpfsdp.quiz.plain_console import trimmed_console
     from rich.table import Table
 
     table = Table(title="Progress by topic, weakest first", title_justify="left")
@@ -256,7 +256,7 @@ def _report(as_json: bool) -> None:
             f"{p.seen}/{p.questions}",
             str(p.due) if p.due else "",
         )
-    console = Console()
+    console = trimmed_console()
     console.print(table)
     console.print(_level_table(by_level))
     if drill_report:
