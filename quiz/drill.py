@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,8 +131,7 @@ class Problem:
     def answers(self) -> tuple[int, int, str] | None:
         """The answers that answer the question at all (lowest, highest, in words), where they are few: a ZeRO
         stage, an index of the dataset. One outside them is refused, not graded."""
-        bounded = ANSWER_RANGES.get(self.fn)
-        return bounded(self.args) if bounded else None
+        return answer_range(self.fn, self.args)
 
     @property
     def hint(self) -> str:
@@ -162,12 +161,14 @@ class Problem:
         }
 
 
-# Answers outside these answer no question of the kind (a ZeRO stage of 5, an index of -1).
-ANSWER_RANGES: dict[str, Callable[[dict[str, Any]], tuple[int, int, str]]] = {
-    "min_zero_stage": lambda args: (0, len(ZERO_STAGES) - 1, "a ZeRO stage: 0 (plain DDP), 1, 2 or 3"),
-    "sampler_index": lambda args: (0, args["dataset_len"] - 1,
-                                   f"an index of the dataset, from 0 to {args['dataset_len'] - 1}"),
-}
+def answer_range(fn: str, args: Mapping[str, Any]) -> tuple[int, int, str] | None:
+    """(lowest, highest, in words) of the answers a problem of `fn` can have, where they are few; outside
+    them an answer answers no question of the kind (a ZeRO stage of 5, an index of -1)."""
+    if fn == "min_zero_stage":
+        return 0, len(ZERO_STAGES) - 1, "a ZeRO stage: 0 (plain DDP), 1, 2 or 3"
+    if fn == "sampler_index":
+        return 0, args["dataset_len"] - 1, f"an index of the dataset, from 0 to {args['dataset_len'] - 1}"
+    return None
 
 
 @dataclass(frozen=True)
