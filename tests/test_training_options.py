@@ -179,3 +179,11 @@ def test_the_launcher_checks_tp_against_the_model_of_its_placement():
     check_placement(fsdp, RunSpec.for_demo("fsdp", {"tp": 3}), Placement("cuda", 6))
     with pytest.raises(LaunchError, match="must divide the model's 8 heads"):
         check_placement(fsdp, RunSpec.for_demo("fsdp", {"tp": 3}), Placement("cpu", 6))
+
+
+def test_a_training_demo_and_a_concept_demo_take_the_same_seeds():
+    """RunSpec stays click-free, so it states the seed's ceiling itself; it is the concept demos' one."""
+    from ddpfsdp.demos.base.bounds import SEED_MAX
+    from ddpfsdp.demos.train.spec import MAX_SEED
+
+    assert MAX_SEED == SEED_MAX

@@ -15,7 +15,7 @@ import math
 
 import click
 
-SEED_MAX = 2**63 - 1  # torch.manual_seed and numpy take up to 2**64 - 1; a signed 64-bit seed fits everywhere
+SEED_MAX = 2**63 - 1  # torch.manual_seed takes [-2**63, 2**64 - 1] (torch/random.py); Python's random any int
 SEED = click.IntRange(0, SEED_MAX)
 # Samples per rank per step in a concept demo, which trains a small model for a few steps on any machine.
 MAX_BATCH_SIZE = 4096

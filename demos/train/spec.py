@@ -88,7 +88,7 @@ MAX_STEPS = 100_000
 MAX_WARMUP = 10_000
 MAX_BUCKET_MB = 1_048_576  # a tebibyte: one bucket holds every gradient of any model long before
 MAX_MICROBATCHES = 4096
-MAX_SEED = 2**63 - 1
+MAX_SEED = 2**63 - 1  # base.bounds.SEED_MAX, which imports click
 
 
 def min_steps(warmup: int) -> int:
