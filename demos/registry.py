@@ -266,7 +266,7 @@ DEMOS: dict[str, Demo] = {
         ),
         Demo(
             "zro",
-            "real ZeroRedundancyOptimizer (zro), PyTorch's ZeRO-1: DDP's all-reduce, then each rank steps the optimizer state of the whole parameters it owns and broadcasts them",
+            "real ZeroRedundancyOptimizer (zro), PyTorch's sharding of the optimizer state: DDP's all-reduce, then each rank steps the optimizer state of the whole parameters it owns and broadcasts them",
             "ddpfsdp.demos.train.demo:run_zro",
             "training",
             options="ddpfsdp.demos.train.options:DDP_OPTIONS",

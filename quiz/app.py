@@ -291,16 +291,21 @@ class QuizApp(App):
             self.unsaved.pop(0)
         return None
 
-    def end_session(self, timed_out: bool = False) -> None:
+    def end_session(self, timed_out: bool = False, left: bool = False) -> None:
         session = self.session
         if session is None:
             return
         self.session = None
         if session.mode == "mock":
+            from ddpfsdp.quiz.screens.message import ConfirmScreen
             from ddpfsdp.quiz.screens.report import MockReportScreen
 
+            while isinstance(self.screen, ConfirmScreen):  # the time ran out while it asked to leave
+                self.pop_screen()
+
             elapsed_s = self.monotonic() - session.started_s
-            self.switch_screen(MockReportScreen(session.results, session.asked, len(session.questions), elapsed_s, timed_out))
+            self.switch_screen(MockReportScreen(session.results, session.asked, len(session.questions), elapsed_s, timed_out,
+                                                left=left))
             return
         right = sum(1 for _, g in session.results if g.correct)
         self._back_home()
@@ -377,6 +382,21 @@ class QuizApp(App):
         self.end_session(timed_out=message.timed_out)
 
     def on_session_left(self, message: SessionLeft) -> None:
+        session = self.session
+        if session is not None and session.mode == "mock":
+            if not message.confirmed:
+                from ddpfsdp.quiz.screens.message import ConfirmScreen
+
+                answered = len(session.results)
+                self.push_screen(ConfirmScreen(
+                    "Leave the mock interview?",
+                    (f"{answered} of {len(session.questions)} questions answered, each already saved. " if answered
+                     else "No question answered yet. ")
+                    + "Leaving ends the interview here: its score counts every question not answered as zero.",
+                    SessionLeft(confirmed=True)))
+                return
+            self.end_session(left=True)  # the score so far, not home at once
+            return
         self.session = None
         self._back_home()
 

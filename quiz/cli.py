@@ -7,6 +7,7 @@ each command imports torch or textual inside itself, when it needs them.
 
 from __future__ import annotations
 
+import errno
 import importlib
 
 import click
@@ -73,6 +74,11 @@ def cli() -> None:
     """
 
 
+# What writing the output can fail with, where the output goes rather than the command is at fault.
+OUTPUT_ERRNOS = {errno.ENOSPC: "the device is full", errno.EFBIG: "the file is too large",
+                 errno.EDQUOT: "the disk quota is used up", errno.EIO: "the device reported an input/output error"}
+
+
 def main() -> None:
     from ddpfsdp.quiz.paths import DataDirError
 
@@ -82,6 +88,30 @@ def main() -> None:
         # Raised wherever the store or a cache is first opened, inside any command.
         click.echo(f"Error: {error}", err=True)
         raise SystemExit(1) from None
+    except OSError as error:
+        if error.errno not in OUTPUT_ERRNOS or not _is_stdout(error):
+            raise
+        _drop_stdout()
+        click.echo(f"Error: could not write the output: {OUTPUT_ERRNOS[error.errno]} ({error.strerror}). Write it "
+                   "where there is room, e.g. `> ~/out.txt`, or leave out the redirection.", err=True)
+        raise SystemExit(1) from None
+
+
+def _is_stdout(error: OSError) -> bool:
+    """The error came from writing standard output (no file name: a stream's write, not an open)."""
+    return error.filename is None
+
+
+def _drop_stdout() -> None:
+    """Point standard output at /dev/null, so the interpreter's own flush at exit fails no second time."""
+    import os
+    import sys
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

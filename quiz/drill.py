@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
@@ -85,7 +85,7 @@ OPTIMIZER_TEXT: dict[str, str] = {
 
 STRATEGY_TEXT: dict[str, str] = {
     "ddp": "DDP",
-    "zro": "ZeRO-1 as PyTorch's ZeroRedundancyOptimizer",
+    "zro": "zro",  # the implementation that follows in brackets names ZeroRedundancyOptimizer
     "zero1": "ZeRO-1",
     "zero2": "ZeRO-2",
     "grad-op": "FSDP grad-op (SHARD_GRAD_OP)",
@@ -151,7 +151,15 @@ class Problem:
         return "exact" if self.tolerance == 0 else f"within {self.tolerance:.0%}"
 
     @property
+    def answers(self) -> tuple[int, int, str] | None:
+        """The answers that answer the question at all (lowest, highest, in words), where they are few: a ZeRO
+        stage, an index of the dataset. One outside them is refused, not graded."""
+        return answer_range(self.fn, self.args)
+
+    @property
     def hint(self) -> str:
+        if self.answers:
+            return f"type {self.answers[2]}"
         if self.unit in BYTE_UNITS:
             return f"type a size such as 12.5 {self.unit}, 14.9GiB or 1.5e10 (bytes); a bare small number is read in {self.unit}"
         if self.unit == "x":
@@ -174,6 +182,16 @@ class Problem:
             "calc": {"fn": self.fn, "args": dict(self.args)},
             "working": self.working,
         }
+
+
+def answer_range(fn: str, args: Mapping[str, Any]) -> tuple[int, int, str] | None:
+    """(lowest, highest, in words) of the answers a problem of `fn` can have, where they are few; outside
+    them an answer answers no question of the kind (a ZeRO stage of 5, an index of -1)."""
+    if fn == "min_zero_stage":
+        return 0, len(ZERO_STAGES) - 1, "a ZeRO stage: 0 (plain DDP), 1, 2 or 3"
+    if fn == "sampler_index":
+        return 0, args["dataset_len"] - 1, f"an index of the dataset, from 0 to {args['dataset_len'] - 1}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -602,9 +620,11 @@ def check_kinds(kinds: Iterable[str] | None) -> tuple[str, ...]:
 
 
 class Drill:
-    """An endless, seeded stream of problems, never repeating a prompt.
+    """An endless, seeded stream of problems that repeats a prompt only once its kind has none left.
 
-    Kinds take turns in a seeded order, so a short run still covers every kind asked for.
+    Kinds take turns in a seeded order, so a short run still covers every kind asked for. A kind draws
+    from a finite set of presets: once MAX_DRAWS draws in a row find no prompt it has not asked, its
+    prompts come round again, and `note` says so until the next problem.
     """
 
     MAX_DRAWS = 200  # per problem, to find a prompt not yet asked
@@ -615,21 +635,25 @@ class Drill:
         self._rng = random.Random(self.seed)
         self._order = list(self.kinds)
         self._rng.shuffle(self._order)
-        self._asked: set[str] = set()
+        self._asked: dict[str, set[str]] = {name: set() for name in self.kinds}
         self.count = 0
+        self.note: str | None = None  # said of the last problem: its kind had no new one left
 
     def __iter__(self) -> Iterator[Problem]:
         return self
 
     def __next__(self) -> Problem:
         kind = KINDS[self._order[self.count % len(self._order)]]
+        asked = self._asked[kind.name]
+        self.note = None
         for _ in range(self.MAX_DRAWS):
             prompt, fn, args, unit, tolerance, working = kind.make(self._rng)
-            if prompt not in self._asked:
+            if prompt not in asked:
                 break
         else:
-            raise RuntimeError(f"no new {kind.name} problem after {self.MAX_DRAWS} draws")
-        self._asked.add(prompt)
+            self.note = f"No new {kind.name} problem is left ({len(asked)} asked): they come round again from here."
+            asked.clear()
+        asked.add(prompt)
         answer = compute(fn, args)
         problem = Problem(
             id=f"{kind.name}-{self.seed}-{self.count + 1}",
@@ -655,14 +679,27 @@ def generate(seed: int, count: int, kinds: Iterable[str] | None = None) -> list[
 # --- grading ---------------------------------------------------------------------------------------
 
 
+def _unreadable(said: str, message: str, problem: Problem) -> str:
+    """Why an answer could not be read, in one clause: the parser's own hint speaks of parameter counts or
+    units, and the drill adds the hint that fits its question after it, once."""
+    suffix = grading.unit_suffix(said)
+    if suffix and problem.unit not in BYTE_UNITS and suffix.lower() in {u.lower() for u in BYTE_UNITS}:
+        return f"{said!r} is a size in bytes, and this answer is not one"
+    return message.split("; ")[0]
+
+
+
 def grade(problem: Problem, text: str) -> Grade:
     """Raises QuantityError, with the hint for this problem, when the text is not a number."""
+    said = text.strip()
     try:
         given = grading.parse_quantity(text, problem.unit)
     except QuantityError as error:
-        # The quiz's own hint speaks of parameter counts; a drill's hint fits its question.
-        reason = f"{text.strip()!r} is not a number" if "is not a number" in str(error) else str(error)
-        raise QuantityError(f"{reason}; {problem.hint}") from None
+        raise QuantityError(f"{_unreadable(said, str(error), problem)}; {problem.hint}") from None
+    if problem.answers and not problem.answers[0] <= given <= problem.answers[1]:
+        raise QuantityError(f"{said!r} is out of range: the answer is {problem.answers[2]}")
+    if given < 0:
+        raise QuantityError(f"{said!r} is negative, and no answer here is; {problem.hint}")
     expected = problem.answer
     if problem.tolerance == 0:
         error = 0.0 if given == expected else math.inf

@@ -72,8 +72,9 @@ def bubble_fraction_problem(rng: random.Random) -> Problem:
     def working(answer: float) -> str:
         fill = f"({pp}-1)/{v}" if v > 1 else f"{pp}-1"
         return (f"Idle = {fill} = {bubble(pp, m, schedule, v)['bubble_t']:g} t of fill and drain; step = {m} t of work "
-                f"+ that; fraction = ({pp}-1) / ({v}·{m} + {pp}-1) = {shown(answer)}. (The papers quote idle over work, "
-                f"({pp}-1)/({v}·{m}) = {bubble(pp, m, schedule, v)['bubble_ratio']:.4g}.)")
+                f"+ that; fraction = ({pp}-1) / ({v}·{m} + {pp}-1) = {shown(answer)}: the share of the step, as GPipe's "
+                f"paper gives it for one stage per rank, (K-1)/(M+K-1). (Megatron-LM's (p-1)/(v·m) is idle over the "
+                f"ideal time instead: ({pp}-1)/({v}·{m}) = {bubble(pp, m, schedule, v)['bubble_ratio']:.4g}.)")
 
     return prompt, "pipeline_bubble_fraction", args, "x", 0.02, working
 

@@ -18,7 +18,7 @@ from ddpfsdp.quiz import drill as drills
 from ddpfsdp.quiz import scheduler
 from ddpfsdp.quiz.grading import QuantityError
 from ddpfsdp.quiz.plain import open_store
-from ddpfsdp.quiz.plain_console import plain_console
+from ddpfsdp.quiz.plain_console import plain_console, titled_rule
 from ddpfsdp.quiz.plain_input import Quit, Skip, read
 from ddpfsdp.quiz.store import Store, utc_now
 
@@ -44,7 +44,9 @@ def run_drill_plain(
     answered = right = 0
     while count is None or drill.count < count:
         problem = next(drill)
-        console.print(Rule(f"{drill.count} · {drills.KINDS[problem.kind].title} · {problem.topic}", align="left"))
+        if drill.note:
+            console.print(f"[yellow]{drill.note}[/]", highlight=False)
+        titled_rule(console, f"{drill.count} · {drills.KINDS[problem.kind].title} · {problem.topic}")
         console.print(Markdown(problem.prompt))
         console.print(f"[dim]{problem.hint}; graded {problem.tolerance_text}[/]")
         started = time.monotonic()

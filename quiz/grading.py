@@ -70,6 +70,12 @@ def parse_quantity(text: str, unit: str) -> float:
         raise QuantityError(_too_large(text, input_hint(unit))) from None
 
 
+def unit_suffix(text: str) -> str:
+    """The letters after a typed number ("GB" of "10 GB"); empty for a bare number or no number."""
+    match = _NUMBER.match(text.replace("×", "x"))
+    return match.group(2) if match else ""
+
+
 def finite(value: float, text: str, hint: str) -> float:
     """`value`, or a QuantityError where it overflowed to infinity: 1e400 is read as inf, not a size."""
     if not math.isfinite(value):

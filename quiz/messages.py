@@ -150,7 +150,10 @@ class SessionEnded(Message):
 
 @dataclass
 class SessionLeft(Message):
-    """Home, leaving the session; every answer given is already saved."""
+    """Home, leaving the session; every answer given is already saved. A mock interview asks first
+    (`confirmed` once the person said yes), then shows its score so far."""
+
+    confirmed: bool = False
 
 
 # --- to the app: the demo runs it tracks (`QuizApp.demo_runner` starts and tracks each) --------------

@@ -10,7 +10,9 @@ import re
 import sys
 from typing import IO
 
+from rich.cells import cell_len
 from rich.console import Console
+from rich.text import Text
 
 _ESCAPE_AT_END = re.compile(r"(?:\x1b\[[0-9;]*m)+$")
 
@@ -62,3 +64,47 @@ class TrimmedLines:
 def plain_console(stream: IO[str] | None = None) -> Console:
     """The plain modes' console: no highlighting guesses, no trailing padding."""
     return Console(file=TrimmedLines(stream or sys.stdout), highlight=False)
+
+
+def titled_rule(console: Console, title: str | Text) -> None:
+    """A rule with `title` in it where the title fits the console's width; where it does not, a plain rule
+    with the title under it, wrapped (a rule cuts a long title at the width, "graded within…")."""
+    from rich.rule import Rule
+
+    title = Text.from_markup(title) if isinstance(title, str) else title
+    if cell_len(title.plain) + 6 <= console.width:
+        console.print(Rule(title, align="left"))
+        return
+    console.print(Rule())
+    console.print(title)
+
+
+def trimmed_console(*, stderr: bool = False) -> Console:
+    """A command's console: rich's own, with no line padded to the terminal's width by trailing spaces."""
+    return Console(file=TrimmedLines(sys.stderr if stderr else sys.stdout), stderr=stderr)
+
+
+def no_terminal() -> str | None:
+    """Why a full-screen app cannot run here (`ddpfsdp quiz </dev/null >file` would write escape codes to
+    the file and wait for keys that never come), or None where standard input and output are terminals."""
+    missing = [name for name, stream in (("input", sys.stdin), ("output", sys.stdout)) if not _is_terminal(stream)]
+    if not missing:
+        return None
+    return f"standard {' and '.join(missing)} {'are' if len(missing) > 1 else 'is'} not a terminal"
+
+
+def _is_terminal(stream: IO[str] | None) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except (AttributeError, ValueError):  # no such method, or a closed stream
+        return False
+
+
+def plain_without_terminal(command: str) -> bool:
+    """True, once said on standard error, where `ddpfsdp COMMAND`'s full-screen app has no terminal to run in:
+    the command then runs line by line, as with --plain."""
+    reason = no_terminal()
+    if reason:
+        print(f"No full-screen app here: {reason}. Running line by line, as `ddpfsdp {command} --plain` does.",
+              file=sys.stderr, flush=True)
+    return reason is not None

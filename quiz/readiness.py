@@ -24,6 +24,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from ddpfsdp.demos.base.prose import Prose
 from ddpfsdp.quiz import scheduler
 from ddpfsdp.quiz.interview.scenario import SKILLS, STEP_KINDS
 from ddpfsdp.quiz.loader import Bank
@@ -184,8 +185,8 @@ def table(rows: list[Readiness], title: str, first: str) -> Table:
 def study_next(readiness: Report) -> Group:
     lines: list[Any] = [Text("Study next", style="bold")]
     for number, row in enumerate(readiness["next"], start=1):
-        lines.append(Text.assemble(f"{number}. ", (row.title, "bold"), f" ({row.kind}, ready {row.readiness:.0%}: "
-                                   f"{row.why}): ", (row.command, "bold cyan")))
+        lines.append(Prose(Text.assemble(f"{number}. ", (row.title, "bold"), f" ({row.kind}, ready "
+                                         f"{row.readiness:.0%}: {row.why}): ", (row.command, "bold cyan"))))
     lines.append(Text(f"Readiness is {METHOD}.", style="dim"))
     return Group(*lines)
 

@@ -71,6 +71,22 @@ CASES = [
     (["demo", "compare", "--optimizer", "lion"], "--optimizer"),
     (["demo", "allreduce", "--numel", "-1"], "--numel"),
     (["demo", "sampler", "--epochs", "0"], "--epochs"),
+    # numbers no run can hold: nan passes click's own ranges, 1e400 reads as infinity
+    (["demo", "ddp", "--lr", "1e400"], "--lr"),
+    (["demo", "ddp", "--lr", "nan"], "--lr"),
+    (["demo", "ddp", "--bucket-mb", "1e400"], "--bucket-mb"),
+    (["demo", "ddp", "--bucket-mb", "1e30"], "--bucket-mb"),
+    (["demo", "ddp", "--timeout-s", "nan"], "--timeout-s"),
+    (["demo", "ddp", "--timeout-s", "1e400"], "--timeout-s"),
+    (["demo", "ddp", "--layers", "9" * 30], "--layers"),
+    (["demo", "sampler", "--procs", "9" * 30], "--procs"),
+    (["demo", "fault", "desync", "--timeout-s", "nan"], "--timeout-s"),
+    (["demo", "equivalence", "--lr", "inf"], "--lr"),
+    (["calc", "--params", "7B", "--fsdp-units", "100000000"], "--fsdp-units"),
+    (["calc", "--params", "7B", "--gpus", "64", "--ep", "8", "--experts", "9" * 30], "--experts"),
+    (["calc", "--params", "7B", "--gpus", "64", "--ep", "8", "--experts", "64", "--capacity-factor", "1e308"],
+     "--capacity-factor"),
+    (["calc", "--gpus", "512", "--scaled-to", "1024", "--throughput-gain", "nan"], "--throughput-gain"),
 ]
 
 
@@ -81,6 +97,15 @@ def test_bad_input_names_the_option_without_a_traceback(argv, names):
     assert outcome.exit_code != 0, outcome.stdout
     assert "Traceback" not in outcome.stdout + outcome.stderr, outcome.stderr
     assert names in outcome.stderr, outcome.stderr
+
+
+def test_a_run_is_never_handed_a_timeout_a_rank_cannot_hold():
+    """A rank makes a timedelta of --timeout-s for its process group: the launcher refuses what would fail there."""
+    from ddpfsdp.demos.launch.launcher import DemoRun, LaunchError
+
+    for timeout_s in (float("nan"), float("inf"), 1e30, 0.0):
+        with pytest.raises(LaunchError, match="--timeout-s must be a positive number of seconds, at most 86,400"):
+            DemoRun("allreduce", procs=2, timeout_s=timeout_s)
 
 
 def test_the_zero1_demo_says_what_zero1_is_and_what_to_run_instead():

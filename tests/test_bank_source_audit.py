@@ -10,7 +10,9 @@ runtime to torch itself."""
 from __future__ import annotations
 
 import inspect
+import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -123,7 +125,7 @@ def _flat(text: str) -> str:
 
 _ZRO = r"`?(?:ZeroRedundancyOptimizer|zro)`?"
 _ZRO_CALLED_ZERO1 = [
-    re.compile(rf"ZeRO-1,?\s*\(?\s*(?:as implemented by\s+|PyTorch's\s+)?{_ZRO}"),
+    re.compile(rf"ZeRO-1,?\s*\(?\s*(?:as\s+)?(?:implemented by\s+|PyTorch's\s+)?{_ZRO}"),
     re.compile(rf"{_ZRO}\s*\(\s*ZeRO-1\s*\)"),
     re.compile(r"PyTorch's ZeRO-1|ZeRO-1 as PyTorch implements"),
 ]
@@ -153,6 +155,7 @@ def zro_called_zero1(text: str) -> list[str]:
     "`ddpfsdp demo compare` runs PyTorch's ZeRO-1, ZeroRedundancyOptimizer, on real processes.",
     "`ddpfsdp demo compare --model tiny`: `losses_agree` holds DDP, ZeRO-1, FSDP grad-op and FSDP full.",
     "No demo links here: the compare demo's ZeRO-1 checks cover memory, not traffic.",
+    "A model trains with **ZeRO-1 as PyTorch's ZeroRedundancyOptimizer** on a node of 8.",
 ])
 def test_the_zro_naming_check_finds_each_form_an_audit_found(text):
     assert zro_called_zero1(text) == [_flat(text)]
@@ -179,6 +182,48 @@ def test_zro_is_never_called_zero1_in_the_bank_or_the_answers(bank):
     for path in sorted(default_answers_dir().glob("*.md")):
         found += [f"{path.name}: {s}" for s in zro_called_zero1(path.read_text(encoding="utf-8"))]
     assert not found, "\n".join(found)
+
+
+def test_zro_is_never_called_zero1_in_what_the_commands_print():
+    """The demo's summary, calc's help and notes, and the drill's prompts name zro as what it is."""
+    from click.testing import CliRunner
+
+    from ddpfsdp.demos import registry
+    from ddpfsdp.quiz import drill
+    from ddpfsdp.quiz.cli import cli
+
+    texts = {f"demo {name}": demo.summary for name, demo in registry.DEMOS.items()}
+    texts["calc --help"] = CliRunner().invoke(cli, ["calc", "--help"]).output
+    explained = CliRunner().invoke(cli, ["calc", "--params", "7B", "--gpus", "8", "--precision", "bf16-mixed", "--json"])
+    texts["calc notes"] = " ".join(json.loads(explained.output)["notes"])
+    problems = [p for p in drill.generate(1, 200, ["model-state"]) if p.args["strategy"] == "zro"]
+    assert problems
+    texts.update({p.id: p.prompt for p in problems})
+    assert all(p.prompt.count("ZeroRedundancyOptimizer") == 1 for p in problems), problems[0].prompt
+    found = [f"{where}: {sentence}" for where, text in texts.items() for sentence in zro_called_zero1(text)]
+    assert not found, "\n".join(found)
+
+
+def test_the_answers_point_at_pages_that_hold_what_they_name():
+    """The README's sections moved to docs/: an answer that sends the reader to one names the page."""
+    from ddpfsdp.quiz.loader import default_answers_dir
+
+    stale = [path.name for path in default_answers_dir().glob("*.md") if "the README's" in path.read_text("utf-8")]
+    assert stale == []
+    recorder = (default_answers_dir() / "dbg-flight-recorder.md").read_text("utf-8")
+    assert "docs/failure-lab.md" in recorder and "## Reading a flight-recorder table" in (
+        Path(__file__).parents[1] / "docs" / "failure-lab.md").read_text("utf-8")
+
+
+def test_the_bubble_working_names_which_paper_gives_which_ratio():
+    """GPipe gives the bubble as a share of the step, (K-1)/(M+K-1); Megatron-LM's (p-1)/m is idle time over
+    the ideal time. The drill's working once said the papers quote idle over work."""
+    from ddpfsdp.quiz import drill
+
+    problem = next(p for p in drill.generate(1, 300, ["pipeline"]) if p.fn == "pipeline_bubble_fraction")
+    assert "GPipe's paper gives it for one stage per rank, (K-1)/(M+K-1)" in problem.working
+    assert "Megatron-LM's (p-1)/(v·m) is idle over the ideal time" in problem.working
+    assert "papers quote" not in problem.working
 
 
 def test_zro_s_broadcast_traffic_links_the_zro_demo_that_measures_it(bank):

@@ -193,10 +193,10 @@ def test_the_simulated_run_it_suggests_is_one_the_demo_accepts(args):
     import re
 
     out = invoke(*args).output
-    suggested = re.search(r"Measure it: `([^`]+)`", out)
+    suggested = re.search(r"Measure it:\s+`([^`]+)`", out)
     if suggested:
         assert _refused_by_the_demo(suggested.group(1)) is None, suggested.group(1)
     else:
-        refused = re.search(r"No simulated run of this configuration: `([^`]+)` would be refused", out)
+        refused = re.search(r"No simulated run of this configuration:\s+`([^`]+)`\s+would\s+be\s+refused", out)
         assert refused, out
         assert _refused_by_the_demo(refused.group(1))

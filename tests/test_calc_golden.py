@@ -58,7 +58,7 @@ CONFIGS: dict[str, tuple[str, ...]] = {
         "--group-size", "4",
     ),
     "one-gpu": ("--params", "1B", "--gpus", "1", "--gpu-mem", "4e10"),
-    # "ZeRO-2" three ways: DeepSpeed's stage, FSDP's SHARD_GRAD_OP and PyTorch's ZeRO-1 beside them.
+    # "ZeRO-2" three ways: DeepSpeed's stage, FSDP's SHARD_GRAD_OP and zro (ZeroRedundancyOptimizer) beside them.
     "zero2-grad-op-zro-70b-32": (
         "--params", "70B", "--gpus", "32", "--precision", "bf16-mixed", "--strategy", "zero2", "--strategy", "grad-op",
         "--strategy", "zro",

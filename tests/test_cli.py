@@ -68,3 +68,41 @@ def test_only_demo_fault_loads_the_failure_lab():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["[]", "True"]
+
+
+@pytest.mark.parametrize("command", ["quiz", "drill", "interview"])
+def test_without_a_terminal_the_app_runs_line_by_line_and_ends(command, tmp_path):
+    """`ddpfsdp quiz </dev/null >file` once drew the full-screen app into the file and waited for keys
+    forever: with no terminal, the command says so and runs as --plain, which ends at the input's end."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "DDPFSDP_HOME": str(tmp_path)}
+    with open(tmp_path / "out.txt", "w") as out:
+        done = subprocess.run([sys.executable, "-m", "ddpfsdp.quiz.cli", command], stdin=subprocess.DEVNULL,
+                              stdout=out, stderr=subprocess.PIPE, text=True, env=env, timeout=60)
+    written = (tmp_path / "out.txt").read_text()
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"Running line by line, as `ddpfsdp {command} --plain` does" in done.stderr
+    assert "standard input and output are not a terminal" in done.stderr
+    assert "\x1b[?1049h" not in written and "\x1b[" not in written  # no alternate screen, no escape codes
+    assert "Traceback" not in done.stderr
+
+
+def test_a_full_device_is_a_clear_error_not_a_traceback():
+    """`ddpfsdp calc --params 7B --json > /dev/full`: the write fails; the message says why and what to do."""
+    import os
+    import subprocess
+    import sys
+
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    for argv in (["calc", "--params", "7B", "--json"], ["calc", "--params", "7B"]):
+        with open("/dev/full", "w") as full:
+            done = subprocess.run([sys.executable, "-m", "ddpfsdp.quiz.cli", *argv], stdout=full,
+                                  stderr=subprocess.PIPE, text=True, timeout=60)
+        assert done.returncode == 1
+        assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
+        assert done.stderr.startswith("Error: could not write the output: the device is full"), done.stderr
+

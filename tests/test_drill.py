@@ -265,6 +265,8 @@ def test_counts_are_exact():
 
 def test_an_answer_that_is_not_a_number_asks_again_with_a_hint():
     with pytest.raises(QuantityError, match="is not a number; type a whole number"):
+        drills.grade(_one("min-gpus"), "two")
+    with pytest.raises(QuantityError, match="is not a number; type a ZeRO stage: 0 \\(plain DDP\\), 1, 2 or 3"):
         drills.grade(_one("fit-stage"), "two")
     with pytest.raises(QuantityError, match="type a size such as"):
         drills.grade(_one("model-state"), "lots")
@@ -468,3 +470,66 @@ def test_the_activations_drill_says_how_bf16_mixed_is_applied_and_counts_its_res
     assert "r = 4" in seen["ddp"].prompt and "torch.autocast" in seen["ddp"].prompt
     assert "r = 2" in seen["zero3"].prompt and "MixedPrecisionPolicy" in seen["zero3"].prompt
     assert seen["zero3"].answer == _activation_peak(seen["zero3"].args)
+
+
+def test_a_kind_with_no_new_problem_left_comes_round_again_with_a_note():
+    """ddp-buckets draws from 36 prompts: the 37th problem used to raise "no new ddp-buckets problem after
+    200 draws"; now the prompts come round again and the drill says so, once per round."""
+    stream = drills.Drill(seed=0, kinds=["ddp-buckets"])
+    problems, notes = [], []
+    for _ in range(80):
+        problems.append(next(stream))
+        notes.append(stream.note)
+    first_round = len({p.prompt for p in problems[:36]})
+    assert first_round == 36 and len({p.prompt for p in problems}) == 36
+    said = [(at, note) for at, note in enumerate(notes) if note]
+    assert said[0] == (36, "No new ddp-buckets problem is left (36 asked): they come round again from here.")
+    assert all(note is None for note in notes[:36]) and len(said) == 2
+
+
+def test_more_json_problems_than_a_kind_has_are_given_with_a_note():
+    result = CliRunner().invoke(cli, ["drill", "--json", "--count", "100", "--kind", "ddp-buckets"])
+    assert result.exit_code == 0, result.output
+    problems = json.loads(result.stdout)
+    assert len(problems) == 100 and len({p["prompt"] for p in problems}) == 36
+    assert result.stderr == "note: No new ddp-buckets problem is left (36 asked): they come round again from here.\n"
+
+
+def test_the_plain_drill_goes_on_past_a_kind_with_no_new_problem():
+    outcome = run_cli("drill", "--plain", "--kind", "ddp-buckets", "--seed", "0", stdin="s\n" * 40 + "q\n")
+    assert outcome.exception is None and outcome.exit_code == 0, outcome.stderr
+    said = " ".join(outcome.stdout.split())
+    assert said.count("No new ddp-buckets problem is left (36 asked)") == 1
+    assert "No answers this time." in said
+
+
+def _first(kind: str) -> drills.Problem:
+    return next(drills.Drill(seed=3, kinds=[kind]))
+
+
+@pytest.mark.parametrize("kind, typed, says", [
+    ("fit-stage", "5", "'5' is out of range: the answer is a ZeRO stage: 0 (plain DDP), 1, 2 or 3"),
+    ("fit-stage", "-1", "'-1' is out of range: the answer is a ZeRO stage: 0 (plain DDP), 1, 2 or 3"),
+    ("sampler-index", "-1", "'-1' is out of range: the answer is an index of the dataset, from 0 to "),
+    ("fit-stage", "10 GB", "'10 GB' is a size in bytes, and this answer is not one; type a ZeRO stage"),
+    ("ddp-buckets", "-3", "'-3' is negative, and no answer here is; type a number"),
+])
+def test_an_answer_no_question_of_the_kind_has_is_refused_not_graded(kind, typed, says):
+    """A ZeRO stage of 5 or an index of -1 answers nothing: refused with what the answer is, not counted wrong."""
+    with pytest.raises(QuantityError) as refused:
+        drills.grade(_first(kind), typed)
+    assert str(refused.value).startswith(says), str(refused.value)
+
+
+@pytest.mark.parametrize("kind, typed", [("pipeline", "10 GB"), ("pipeline", "10 parsecs"), ("fit-stage", "12 GiB"),
+                                         ("sampler-index", "7M apples"), ("model-state", "10 parsecs"),
+                                         ("ddp-buckets", "abc")])
+def test_a_refusal_gives_the_drill_hint_once(kind, typed):
+    """The parser's own advice (a count like 7B, a ratio like 1.5x) and the drill's hint once made two hints
+    in one message; the message is now what is wrong, then the hint that fits the question."""
+    problem = _first(kind)
+    with pytest.raises(QuantityError) as refused:
+        drills.grade(problem, typed)
+    message = str(refused.value)
+    assert message.endswith(problem.hint) and message.count("type ") == 1, message
+    assert "write a count like" not in message and "such as 1.5 or 1.5x" not in message

@@ -191,12 +191,20 @@ def test_a_run_refuses_what_cannot_show_a_fault(kwargs):
         FaultRun(["desync"], **kwargs)
 
 
-def test_fault_list_prints_one_fault_per_line_with_its_summary():
-    result = CliRunner().invoke(cli, ["demo", "fault", "--list"])
+def test_fault_list_prints_each_fault_with_its_summary_within_80_columns():
+    """Each summary wraps under its column (the list was 160 columns wide), its words in order."""
+    result = CliRunner().invoke(cli, ["demo", "fault", "--list"], env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.output
-    lines = result.output.strip().splitlines()
-    assert [line.split()[0] for line in lines] == list(FAULTS)
-    assert all(FAULTS[line.split()[0]].summary in line for line in lines)
+    lines = result.output.rstrip("\n").splitlines()
+    assert all(len(line) <= 80 and line == line.rstrip() for line in lines), lines
+    starts = [line.split()[0] for line in lines if not line.startswith(" ")]
+    assert starts == list(FAULTS)
+    column = len(lines[0]) - len(lines[0].split(None, 1)[1])
+    entries = " ".join(lines).split()
+    for name, fault in FAULTS.items():
+        at = entries.index(name)
+        assert entries[at + 1:at + 1 + len(fault.summary.split())] == fault.summary.split()
+    assert all(line[:column].strip() == "" for line in lines if line.startswith(" "))
 
 
 @pytest.mark.parametrize("argv", [["demo", "fault"], ["demo", "fault", "nope"], ["demo", "fault", "desync", "--procs", "1"]])

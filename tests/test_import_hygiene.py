@@ -33,7 +33,7 @@ def _invoke(*argv: str, exit_code: int = 0, words: str = "") -> str:
 # Bad demo options that need no world size: click refuses them before the run is placed (placing
 # it imports a GPU build of torch to count GPUs). (argv, what the message names)
 BAD_DEMO_OPTIONS = [
-    (["demo", "ddp", "--bucket-mb", "-1"], "Invalid value for '--bucket-mb': -1.0 is not in the range x>0"),
+    (["demo", "ddp", "--bucket-mb", "-1"], "Invalid value for '--bucket-mb': -1.0 is not in the range 0<x<=1048576"),
     (["demo", "ddp", "--steps", "0"], "--steps"),
     (["demo", "ddp", "--model", "huge"], "--model"),
     (["demo", "fsdp", "--sharding", "diagonal"], "--sharding"),

@@ -344,3 +344,38 @@ async def test_r_runs_the_real_simulation(quiz_bank):
         assert "model state per GPU (ddp)" in measured and "15.91 GB" in measured  # 16 B x 994.5M params of the 1B shape at seq 2048
     saved = app.store.last_demo_result("ddp", list(sim.args))
     assert saved.result["config"]["simulated"] is True and saved.result["config"]["world_size"] == 8
+
+
+async def test_at_80x24_a_graded_choice_step_shows_its_whole_working(quiz_bank):
+    """Graded wrong, step 2's choices (nine rows with their details) once left the working three lines; the
+    graded list keeps the right choice and the pick, and the working is all in view."""
+    scenario = scenario_13b()
+    app = _app(quiz_bank, scenario)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        await _type(pilot, right_text(screen.step))
+        await pilot.press("enter")
+        await pilot.pause()
+        step = screen.step
+        assert step.options and step.id == "2"
+        await _type(pilot, str(next(n for n in range(1, len(step.options) + 1) if n != step.answer)))
+        body = screen.query_one("#interview-body")
+        result = screen.query_one("#interview-result")
+        assert body.scrollable_content_region.contains_region(result.region), (body.region, result.region)
+        assert step.working.split()[-1] in plain(result.render())
+        marks = plain(screen.query_one("#interview-choices").content)
+        assert marks.count("✔") == 1 and marks.count("✘") == 1 and "as PyTorch DDP" not in marks
+
+
+@pytest.mark.parametrize("width", [40, 80, 200])
+def test_the_job_s_summary_line_keeps_each_item_whole(width):
+    """At 80 columns the summary once ended "seq 8,192 ×…": it now leaves out whole items, then "…"."""
+    for seed in range(40):
+        setup = generate(seed).setup
+        full = setup.summary()
+        line = setup.summary(width)
+        assert len(line) <= width or " · " not in line
+        kept = line.removesuffix(" · …").split(" · ")
+        assert full.split(" · ")[:len(kept)] == kept
+        assert line == full or line.endswith(" · …")

@@ -40,3 +40,22 @@ def test_working_lines_fit_the_width_and_keep_words_whole(monkeypatch, width, se
         assert max(len(line) for line in block) <= width, block
         # Every word and number of the working, in order and whole: none is cut across two lines.
         assert _words(" ".join(block)) == ["Working:", *_words(step.working)], block
+
+
+def test_each_step_s_title_is_whole_and_the_command_to_start_again_is_on_one_line(monkeypatch):
+    """At 80 columns a rule cut a long step title ("· graded within…"), and the stop message split its
+    command across two lines."""
+    from ddpfsdp.quiz.interview.render import step_line
+    from ddpfsdp.quiz.interview.plain import again
+
+    scenario = generate.generate(1)
+    monkeypatch.setattr("sys.stdin", io.StringIO("1\n" * 3 + "q\n"))
+    out = io.StringIO()
+    console = Console(file=out, width=80, highlight=False, color_system=None)
+    run_interview_plain(scenario, console=console, store=Store.memory(), clock=lambda: T0)
+    lines = out.getvalue().splitlines()
+    for step in scenario.steps[:4]:
+        title = step_line(step, len(scenario.steps))
+        assert any(title in line for line in lines), title
+    assert not [line for line in lines if "…" in line and line.startswith("Step ")]
+    assert any(f"`{again(scenario)}`" in line for line in lines)

@@ -787,3 +787,34 @@ async def test_r_on_a_one_gpu_machine_runs_two_ranks_sharing_it_and_the_panel_sa
 
     items = {item.name: item for item in ev.all_checks(result)}
     assert items["ddp_overlaps_allreduce_with_backward"].not_judged and items["collectives_scale_with_units"].passed
+
+
+async def test_escape_in_a_mock_asks_first_then_shows_the_score_so_far(quiz_bank):
+    """Escape once left a mock at once and lost its score: it asks, n goes on, y shows the score so far."""
+    from ddpfsdp.quiz.screens.feedback import FeedbackScreen
+    from ddpfsdp.quiz.screens.message import ConfirmScreen
+    from ddpfsdp.quiz.screens.report import MockReportScreen
+
+    clock = Clock()
+    app = _app(quiz_bank, clock, mock=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await _answer_current(pilot, True, clock)
+        assert isinstance(app.screen, FeedbackScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "1 of 6 questions answered" in _text(app.screen.query_one("#notice-message"))
+        await pilot.press("n")
+        await pilot.pause()
+        assert isinstance(app.screen, FeedbackScreen) and app.session is not None
+        await pilot.press("n")  # the next question
+        await pilot.pause()
+        assert isinstance(app.screen, QuestionScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        await pilot.press("y")
+        await pilot.pause()
+        assert isinstance(app.screen, MockReportScreen) and app.session is None
+        summary = _text(app.screen.query_one("#report-summary"))
+        assert summary.startswith("Left early.") and "(1 answered, 2 asked)" in summary

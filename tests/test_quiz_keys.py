@@ -47,6 +47,17 @@ async def test_the_evidence_key_is_one_that_works_from_the_answer(quiz_bank, kin
         assert isinstance(app.screen, EvidenceScreen)
 
 
+@pytest.mark.parametrize("kind", ["multi", "order", "explain"])  # no demo is linked to these
+async def test_a_question_with_no_evidence_offers_none(quiz_bank, kind):
+    app = _app(quiz_bank)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _ask(pilot, quiz_bank, kind)
+        assert app.screen.question.demo is None
+        footer = _footer(app)
+        assert "Evidence" not in footer.values(), footer
+        assert "evidence" not in str(app.screen.query_one("#question-hint").render())
+
+
 async def test_d_in_a_text_box_is_a_letter(quiz_bank):
     app = _app(quiz_bank)
     async with app.run_test(size=(100, 30)) as pilot:

@@ -168,3 +168,74 @@ async def test_the_room_grows_a_scroll_into_the_rows_left_and_no_further(race):
         await pilot.pause()
         await pilot.pause()
         assert scroll.size.height == 9 and under.region.bottom == 12
+
+
+async def test_home_at_40x12_keeps_its_menu_and_every_key(quiz_bank):
+    """At 40x12 the footer once ended after the fourth key (p, ? and q cut off) and the subtitle and summary
+    left the menu no row: the keys now wrap whole onto more lines, and the menu keeps its rows."""
+    from ddpfsdp.quiz.widgets.key_bar import KeyBar
+
+    app = _home(quiz_bank)
+    async with app.run_test(size=(40, 12)) as pilot:
+        await pilot.pause()
+        bar = app.screen.query_one(KeyBar)
+        shown = [line.rstrip() for line in bar.render().plain.splitlines()]
+        assert 2 <= len(shown) <= 3 and all(cell_len(line) <= 40 for line in shown), shown
+        words = " ".join(shown).split()
+        assert all(key in words for key in ("w", "p", "?", "q")), shown
+        assert bar.region.height == len(shown) and bar.region.bottom == 12
+        menu = app.screen.query_one(Menu)
+        assert menu.region.height >= 5 and not app.screen.query_one("#home-summary").display
+    app = _home(quiz_bank)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.screen.query_one(KeyBar).region.height == 1  # one line where it fits
+        assert app.screen.query_one("#home-summary").display and app.screen.query_one("#subtitle").display
+
+
+async def test_a_question_on_a_small_terminal_opens_at_its_text(quiz_bank):
+    """Focusing the answer once scrolled the question past its own text at 40x12."""
+    from ddpfsdp.quiz.loader import load_bank
+
+    app = _home(quiz_bank)
+    async with app.run_test(size=(40, 12)) as pilot:
+        await pilot.pause()
+        app.start_session("practice", questions=[load_bank(*quiz_bank).questions["ddp-grad-sync"]])
+        await pilot.pause()
+        body = app.screen.query_one("#question-body")
+        assert body.max_scroll_y > 0  # the question is taller than its room
+        assert body.scroll_y == 0 and app.screen.focused.id == "answer-input"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_progress_scrolls_by_keys_from_the_start_to_the_readiness_tables(size):
+    """The readiness tables sat below a table of every topic: at 80x24 no key reached them (the table took
+    PageDown and End, and the tables had no room), at 120x40 only after Tab. The page now scrolls as one."""
+    from ddpfsdp.quiz.screens.progress import ProgressScreen
+
+    app = make_app(seed=1, clock=lambda: T0)  # the real bank: every topic, as a person sees it
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        await pilot.press("p")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, ProgressScreen)
+        page, readiness = screen.query_one("#progress-page"), screen.query_one("#progress-readiness")
+
+        def shown() -> bool:  # some of the readiness tables is on screen
+            return readiness.region.y < page.region.bottom and readiness.region.bottom > page.region.y
+
+        if size == (80, 24):
+            assert not shown()
+            await pilot.press("pagedown")
+            await pilot.pause()
+            assert shown()
+            await pilot.press("home")
+            await pilot.pause()
+            assert page.scroll_y == 0
+        await pilot.press("end")
+        await pilot.pause()
+        assert shown() and page.scroll_y == page.max_scroll_y > 0
+        await pilot.press("home", "down", "enter")  # the table still chooses a topic to practise
+        await pilot.pause()
+        assert type(app.screen).__name__ == "QuestionScreen"

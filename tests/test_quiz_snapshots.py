@@ -162,6 +162,11 @@ def test_mock_question(snap_compare, quiz_bank, history, size):
 
 
 @SIZES
+def test_leaving_a_mock_asks_first(snap_compare, quiz_bank, history, size):
+    assert snap_compare(_app(quiz_bank, mock=True), terminal_size=size, press=["escape"])
+
+
+@SIZES
 def test_mock_score_by_topic(snap_compare, quiz_bank, history, size):
     async def one_right_then_skip(pilot):
         await pilot.pause()

@@ -285,3 +285,54 @@ def test_what_is_not_a_result_is_refused_with_a_reason(bad, said):
 def test_a_model_state_kind_is_checked():
     with pytest.raises(ResultError, match="choose one of params, grads, optimizer"):
         RankMemory(params=1).state("activations")
+
+
+def _diverged_on_the_wire(losses: list[float]) -> dict:
+    """The saved ddp run with these losses, as its rank 0 builds it and the launcher reads it back: through
+    the events protocol, which writes nan and infinity as null."""
+    from ddpfsdp.demos.claims.training import loss_decreases
+    from ddpfsdp.demos.launch import events
+    from ddpfsdp.demos.result.schema import Diverged
+
+    result = as_result(_saved("ddp_tiny_procs2.json"))
+    result.loss, result.diverged = losses, Diverged.of(losses)
+    result.checks = [loss_decreases(losses), *result.checks[1:]]
+    event = events.decode(events.encode({"event": "result", "result": result.to_json()}))
+    return event["result"]
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_diverged_run_is_a_result_that_says_where_it_diverged(value):
+    """`demo ddp --lr 1e30` turns the loss to nan at its second step: the run renders (the loss line once
+    raised formatting None), says which value at which step, and its check says so too."""
+    from ddpfsdp.demos.measure.report import render_training
+    from ddpfsdp.quiz.commands.results import check_table
+
+    wire = _diverged_on_the_wire([6.2693, value, float("nan"), float("nan")])
+    assert wire["loss"] == [6.2693, None, None, None]
+    assert wire["diverged"] == {"step": 2, "loss": str(value)}
+    result = as_result(wire)
+    shown = " ".join(_rendered(render_training, result).split())
+    assert f"Loss (mean over ranks): 6.2693 at step 1 -> {value} at step 2: the run diverged" in shown
+    assert "try a smaller --lr than this run's 0.001" in shown
+    console = Console(width=160, record=True, force_terminal=False)
+    console.print(check_table(result.checks))
+    assert f"the loss diverged: {value} at step 2 of 4" in console.export_text()
+    assert result.check("loss_decreases").values["diverged_step"] == 2
+
+
+def test_a_result_saved_with_null_losses_and_no_diverged_block_still_renders():
+    from ddpfsdp.demos.measure.report import loss_line
+
+    saved = {**_saved("ddp_tiny_procs2.json"), "loss": [None, None]}
+    assert loss_line(saved) == "Loss (mean over ranks): [bold red]not a number at step 1[/]: the run diverged"
+    assert as_result(_saved("ddp_tiny_procs2.json")).diverged is None  # a finite run carries no block
+
+
+def test_compare_names_the_run_that_diverged():
+    from ddpfsdp.demos.measure.report import render_compare
+
+    compare = _saved("compare_tiny_procs2.json.gz")
+    compare["runs"]["fsdp-full"]["loss"] = [6.1, None, None, None, None]
+    shown = " ".join(_rendered(render_compare, compare).split())
+    assert "fsdp-full: loss not a number at step 2: the run diverged" in shown

@@ -163,13 +163,16 @@ def never_placed(monkeypatch):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["ddp", "--bucket-mb", "-1"], "Invalid value for '--bucket-mb': -1.0 is not in the range x>0"),
-    (["ddp", "--batch-size", "0"], "Invalid value for '--batch-size': 0 is not in the range x>=1"),
+    (["ddp", "--bucket-mb", "-1"], "Invalid value for '--bucket-mb': -1.0 is not in the range 0<x<=1048576"),
+    (["ddp", "--batch-size", "0"], "Invalid value for '--batch-size': 0 is not in the range 1<=x<=65536"),
     (["fsdp", "--fsdp-api", "3"], "Invalid value for '--fsdp-api': 3 is not in the range 1<=x<=2"),
     (["ddp", "--steps", "3"], "--steps must be at least 5 with --warmup 2"),
     (["ddp", "--model", "huge"], "unknown model preset 'huge'"),
     (["fsdp", "--prefetch", "off"], "--prefetch off needs --fsdp-api 1"),
-    (["compare", "--world", "8"], "--world only apply to a simulated run: add --simulate"),
+    (["compare", "--world", "8"], "--world only applies to a simulated run: add --simulate"),
+    (["compare", "--world", "8", "--params", "7B"], "--world, --params only apply to a simulated run: add --simulate"),
+    (["fsdp", "--simulate"], "--simulate needs --world N, the ranks to simulate, at least 2 (e.g. --world 64)\n"),
+    (["fsdp", "--simulate", "--world", "1"], "at least 2 (e.g. --world 64); got 1"),
     (["fsdp", "--simulate", "--world", "8", "--sharding", "hybrid", "--replicas", "3"], "cannot split 8 ranks"),
 ])
 def test_a_bad_demo_option_is_refused_before_the_run_is_placed(never_placed, args, message):
@@ -251,3 +254,32 @@ def test_resolving_a_spec_with_nothing_left_to_fill_gives_it_back():
     assert left.resolved("cpu") == RunSpec.for_demo("ddp", {"model": "small", "steps": 8, "batch_size": 4})
     assert [run.strategy for run in left.runs("compare")] == ["ddp", "zro", "fsdp", "fsdp"]
     assert [run.sharding for run in left.runs("compare")] == [None, None, "grad-op", "full"]
+
+
+def test_the_first_line_says_how_the_ranks_split_when_the_run_chose_their_number(monkeypatch):
+    """`demo fsdp --tp 2` starts 4 processes: the first line says so and why (dp 2 x tp 2)."""
+    from ddpfsdp.demos.launch import launcher
+    from ddpfsdp.quiz.cli import cli
+
+    def stop(run):
+        raise SystemExit(0)
+
+    monkeypatch.setattr(launcher.DemoRun, "start", stop)
+    said = CliRunner().invoke(cli, ["demo", "fsdp", "--tp", "2", "--model", "tiny", "--procs", "4"]).output
+    assert " ".join(said.split()).startswith("fsdp on 4 CPU processes (gloo) as dp_shard 2 x tp 2: real FSDP2")
+    plain = CliRunner().invoke(cli, ["demo", "fsdp", "--model", "tiny", "--procs", "2"]).output
+    assert plain.startswith("fsdp on 2 CPU processes (gloo): real FSDP2")
+
+
+def test_a_run_s_description_names_its_mesh_by_degree():
+    """FSDP's own mesh is the data-parallel part: a dp 2 x tp 2 run once read "mesh (2,)"."""
+    from ddpfsdp.demos.parallel.degrees import ParallelDims
+    from ddpfsdp.demos.parallel.strategies import Prepared
+
+    two_d = Prepared(None, None, strategy="fsdp", device=None, world_size=4, precision="fp32", optimizer_name="adamw",
+                     lr=1e-3, sharding="full", wrap="block", fsdp_api=2, units=["blocks.0", "root"],
+                     dims=ParallelDims(4, dp_shard=2, tp=2))
+    assert "wrap block: 2 units, mesh dp_shard 2 x tp 2;" in two_d.describe()
+    one = Prepared(None, None, strategy="fsdp", device=None, world_size=8, precision="fp32", optimizer_name="adamw",
+                   lr=1e-3, sharding="full", wrap="model", fsdp_api=2, units=["root"], dims=ParallelDims(8, dp_shard=8))
+    assert "wrap model: 1 unit, mesh dp_shard 8;" in one.describe()

@@ -181,6 +181,7 @@ def test_progress_command_json(quiz_bank, monkeypatch):
     assert [t["topic"] for t in report["topics"]] == ["fsdp-wrap", "ddp"]
     text = CliRunner().invoke(cli, ["progress"])
     assert text.exit_code == 0 and "weakest first" in text.output and "DDP basics" in text.output
+    assert "1 attempt, 100% correct;" in " ".join(text.output.split())  # one, not "1 attempts"
 
 
 def test_a_topic_answered_wrong_ranks_weaker_than_one_not_tried(bank):

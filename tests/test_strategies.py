@@ -283,7 +283,7 @@ def test_precisions(two):
 def test_describe_says_what_was_built(two):
     assert two[0]["ddp"]["describe"].startswith("DDP, 2 replicas, 1 MB gradient buckets")
     assert "ZeroRedundancyOptimizer" in two[0]["zro"]["describe"]
-    assert "FSDP2 fully_shard, sharding grad-op, wrap block: 7 units, mesh (2,)" in two[0]["fsdp2-grad-op"]["describe"]
+    assert "FSDP2 fully_shard, sharding grad-op, wrap block: 7 units, mesh dp_shard 2" in two[0]["fsdp2-grad-op"]["describe"]
     assert "FSDP1 FullyShardedDataParallel, sharding full" in two[0]["fsdp1-full"]["describe"]
     assert "SGD (fused) lr 0.1" in two[0]["ddp-sgd"]["describe"]  # the implementation auto chose, named
 

@@ -50,6 +50,8 @@ def test_ddp_replicates_model_state():
 
 def test_ddp_uses_all_reduce():
     assert tc.ddp_uses_all_reduce({"all_reduce": {"count": 2}}).passed
+    assert tc.ddp_uses_all_reduce({"all_reduce": {"count": 1}}).detail.startswith("1 all_reduce call per step;")
+    assert tc.ddp_uses_all_reduce({"all_reduce": {"count": 2}}).detail.startswith("2 all_reduce calls per step;")
     assert not tc.ddp_uses_all_reduce({}).passed
     assert not tc.ddp_uses_all_reduce({"all_reduce": {"count": 2}, "reduce_scatter": {"count": 1}}).passed
 

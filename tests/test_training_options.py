@@ -91,13 +91,19 @@ def test_bad_input_is_a_usage_error_naming_what_is_allowed(validate, args, world
 
 
 @pytest.mark.parametrize("params, args, message", [
-    (training.DDP_OPTIONS, ["--warmup", "0"], "0 is not in the range x>=1"),
-    (training.DDP_OPTIONS, ["--batch-size", "0"], "0 is not in the range x>=1"),
+    (training.DDP_OPTIONS, ["--warmup", "0"], "0 is not in the range 1<=x<=10000"),
+    (training.DDP_OPTIONS, ["--batch-size", "0"], "0 is not in the range 1<=x<=65536"),
     (training.DDP_OPTIONS, ["--lr", "0"], "0.0 is not in the range x>0"),
-    (training.DDP_OPTIONS, ["--bucket-mb", "-1"], "-1.0 is not in the range x>0"),
-    (training.DDP_OPTIONS, ["--layers", "0"], "0 is not in the range x>=1"),
-    (training.FSDP_OPTIONS, ["--replicas", "0"], "0 is not in the range x>=1"),
+    (training.DDP_OPTIONS, ["--bucket-mb", "-1"], "-1.0 is not in the range 0<x<=1048576"),
+    (training.DDP_OPTIONS, ["--layers", "0"], "0 is not in the range 1<=x<=1024"),
+    (training.FSDP_OPTIONS, ["--replicas", "0"], "0 is not in the range 1<=x<=8192"),
     (training.FSDP_OPTIONS, ["--fsdp-api", "3"], "3 is not in the range 1<=x<=2"),
+    # nan passes click's own ranges and 1e400 reads as infinity: neither may reach a rank
+    (training.DDP_OPTIONS, ["--lr", "nan"], "'nan' is not a finite number"),
+    (training.DDP_OPTIONS, ["--lr", "1e400"], "'1e400' is not a finite number"),
+    (training.DDP_OPTIONS, ["--bucket-mb", "1e30"], "is not in the range 0<x<=1048576"),
+    (training.DDP_OPTIONS, ["--seed", "-1"], "-1 is not in the range 0<=x<=9223372036854775807"),
+    (training.DDP_OPTIONS, ["--steps", "1000000"], "1000000 is not in the range x<=100000"),
     (training.COMPARE_OPTIONS, ["--wrap", "unit"], "'unit' is not one of 'block', 'layer', 'model'"),
 ])
 def test_values_out_of_bounds_are_refused_by_click_while_parsing(params, args, message):
@@ -110,6 +116,10 @@ def test_values_out_of_bounds_are_refused_by_click_while_parsing(params, args, m
     ({"batch_size": 0}, "--batch-size must be at least 1, got 0"),
     ({"lr": 0.0}, "--lr must be positive, got 0.0"),
     ({"bucket_mb": -1.0}, "--bucket-mb must be positive, got -1.0"),
+    ({"lr": float("nan")}, "--lr must be a finite number, got nan"),
+    ({"lr": float("inf")}, "--lr must be a finite number, got inf"),
+    ({"bucket_mb": 1e30}, "--bucket-mb must be at most 1,048,576, got 1e\\+30"),
+    ({"layers": 10**30}, "--layers must be at most 1,024"),
     ({"precision": "fp16"}, "unknown precision 'fp16'; choose one of fp32, bf16-mixed, bf16"),
     ({"steps": 4, "warmup": 3}, "--steps must be at least 6 with --warmup 3"),
     ({"batch": 4}, "unknown option\\(s\\) batch"),
@@ -169,3 +179,11 @@ def test_the_launcher_checks_tp_against_the_model_of_its_placement():
     check_placement(fsdp, RunSpec.for_demo("fsdp", {"tp": 3}), Placement("cuda", 6))
     with pytest.raises(LaunchError, match="must divide the model's 8 heads"):
         check_placement(fsdp, RunSpec.for_demo("fsdp", {"tp": 3}), Placement("cpu", 6))
+
+
+def test_a_training_demo_and_a_concept_demo_take_the_same_seeds():
+    """RunSpec stays click-free, so it states the seed's ceiling itself; it is the concept demos' one."""
+    from ddpfsdp.demos.base.bounds import SEED_MAX
+    from ddpfsdp.demos.train.spec import MAX_SEED
+
+    assert MAX_SEED == SEED_MAX

@@ -49,6 +49,12 @@ def _op(per_op: PerOp, op: str) -> CommOp:
 
 def loss_decreases(losses: Sequence[float | None]) -> Check:
     finite = [x for x in losses if x is not None and math.isfinite(x)]
+    diverged = next((step for step, x in enumerate(losses, start=1) if x is not None and not math.isfinite(x)), None)
+    if diverged is not None:
+        # the values travel as JSON, which writes nan and infinity as null: the detail keeps them
+        return Check("loss_decreases", False, f"the loss diverged: {losses[diverged - 1]} at step {diverged} of "
+                     f"{len(losses)} ({', '.join(f'{x:.4g}' for x in losses)})",
+                     {"loss": list(losses), "diverged_step": diverged})
     if len(finite) != len(losses) or len(losses) < 2:
         return Check("loss_decreases", False, f"losses are missing or not finite: {list(losses)}", {"loss": list(losses)})
     first, last = losses[0], losses[-1]
@@ -121,6 +127,10 @@ def ddp_replicates_model_state(ranks: Ranks, unsharded_params_bytes: int) -> Che
     )
 
 
+def _units(count: int) -> str:
+    return f"{count} unit{'s' if count != 1 else ''}"
+
+
 def ddp_uses_all_reduce(per_op: PerOp) -> Check:
     per_op = _ops(per_op)
     others = [op for op in ("all_gather", "reduce_scatter") if _op(per_op, op).count]
@@ -128,7 +138,7 @@ def ddp_uses_all_reduce(per_op: PerOp) -> Check:
     return Check(
         "ddp_uses_all_reduce",
         count > 0 and not others,
-        f"{count} all_reduce calls per step"
+        f"{count} all_reduce call{'s' if count != 1 else ''} per step"
         + (f"; also {', '.join(others)}" if others else "; no all_gather or reduce_scatter"),
         {"ops": {op: v.count or 0 for op, v in per_op.items()}},
     )
@@ -204,7 +214,8 @@ def fsdp_all_gathers_params(
     return Check(
         "fsdp_all_gathers_params",
         passed,
-        f"{count} all_gather calls per step for {sum(1 for u in unit_params if u)} units with parameters "
+        f"{count} all_gather call{'s' if count != 1 else ''} per step for {_units(sum(1 for u in unit_params if u))} "
+        "with parameters "
         f"(expected {expected_count} for {sharding}); {_mib(gathered)} gathered "
         f"(expected {_mib(expected_bytes)})",
         {"count": count, "expected_count": expected_count, "bytes": gathered,

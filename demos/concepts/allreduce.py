@@ -18,13 +18,14 @@ from typing import Any, NotRequired, TypedDict
 
 import click
 
+from ddpfsdp.demos.base.bounds import SEED
 from ddpfsdp.demos.result.checks import Check
 from ddpfsdp.demos.result.schema import DemoResult
 
 OPTIONS = [
     click.Option(["--numel"], type=click.IntRange(1, 50_000_000), default=12, show_default=True,
                  help="Elements in each rank's buffer (float32); the step-by-step view prints values up to 64."),
-    click.Option(["--seed"], type=int, default=0, show_default=True, help="Seed for the buffers' values."),
+    click.Option(["--seed"], type=SEED, default=0, show_default=True, help="Seed for the buffers' values."),
 ]
 
 SHOW_VALUES_UP_TO = 64

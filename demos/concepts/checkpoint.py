@@ -19,6 +19,7 @@ from typing import Any
 
 import click
 
+from ddpfsdp.demos.base.bounds import BATCH_SIZE, SEED
 from ddpfsdp.demos.result.checks import Check, peak_lower_on_every_rank
 from ddpfsdp.demos.result.schema import DemoResult
 from ddpfsdp.demos.concepts.trial import model_option
@@ -27,11 +28,11 @@ OPTIONS = [
     model_option(),
     click.Option(["--strategy"], type=click.Choice(["fsdp", "ddp"]), default="fsdp", show_default=True,
                  help="How the model is wrapped (FSDP2 per block, full sharding; or DDP)."),
-    click.Option(["--batch-size"], type=click.IntRange(1), default=8, show_default=True,
+    click.Option(["--batch-size"], type=BATCH_SIZE, default=8, show_default=True,
                  help="Samples per rank per step: activations grow with it."),
     click.Option(["--steps"], type=click.IntRange(1, 100), default=2, show_default=True,
                  help="Timed steps per setting."),
-    click.Option(["--seed"], type=int, default=0, show_default=True, help="Model and data seed."),
+    click.Option(["--seed"], type=SEED, default=0, show_default=True, help="Model and data seed."),
 ]
 
 # Forward matrix-multiply kernels as the dispatcher sees them (after autograd, before backends).

@@ -15,15 +15,16 @@ from typing import Any
 
 import click
 
+from ddpfsdp.demos.base.bounds import BATCH_SIZE, SEED
 from ddpfsdp.demos.result.checks import Check, within
 from ddpfsdp.demos.result.schema import DemoResult
 from ddpfsdp.demos.concepts.trial import model_option
 
 OPTIONS = [
     model_option(),
-    click.Option(["--batch-size"], type=click.IntRange(1), default=2, show_default=True,
+    click.Option(["--batch-size"], type=BATCH_SIZE, default=2, show_default=True,
                  help="Samples per rank per step (traffic does not depend on it)."),
-    click.Option(["--seed"], type=int, default=0, show_default=True, help="Model and data seed."),
+    click.Option(["--seed"], type=SEED, default=0, show_default=True, help="Model and data seed."),
 ]
 
 DDP_TOLERANCE = 0.01  # DDP all-reduces exactly the gradients; 1% leaves room for nothing else

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ddpfsdp.demos.base.bounds import BATCH_SIZE, FiniteFloat, SEED
 from ddpfsdp.demos.result.checks import Check
 from ddpfsdp.demos.result.schema import DemoResult
 from ddpfsdp.demos.concepts.trial import model_option
@@ -25,12 +26,12 @@ OPTIONS = [
     model_option(),
     click.Option(["--steps"], type=click.IntRange(1, 50), default=3, show_default=True,
                  help="Optimizer steps to train each way."),
-    click.Option(["--batch-size"], type=click.IntRange(1), default=2, show_default=True,
+    click.Option(["--batch-size"], type=BATCH_SIZE, default=2, show_default=True,
                  help="Samples per rank per step (the reference takes world size x this)."),
     click.Option(["--optimizer"], type=click.Choice(["sgd", "adamw"]), default="sgd", show_default=True,
                  help="Optimizer for all three runs."),
-    click.Option(["--lr"], type=float, default=0.05, show_default=True, help="Learning rate."),
-    click.Option(["--seed"], type=int, default=0, show_default=True, help="Model and data seed."),
+    click.Option(["--lr"], type=FiniteFloat(min=0, min_open=True), default=0.05, show_default=True, help="Learning rate."),
+    click.Option(["--seed"], type=SEED, default=0, show_default=True, help="Model and data seed."),
 ]
 
 # fp32 sums in a different order differ by a few ulps per step; these bounds sit well above that

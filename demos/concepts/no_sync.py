@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import click
 
+from ddpfsdp.demos.base.bounds import BATCH_SIZE, SEED
 from ddpfsdp.demos.result.checks import Check
 from ddpfsdp.demos.result.schema import DemoResult
 from ddpfsdp.demos.concepts.trial import model_option
@@ -34,9 +35,9 @@ OPTIONS = [
     model_option(),
     click.Option(["--micro-batches", "k"], type=click.IntRange(2, 32), default=4, show_default=True,
                  help="Micro-batches accumulated per optimizer step (k)."),
-    click.Option(["--batch-size"], type=click.IntRange(1), default=2, show_default=True,
+    click.Option(["--batch-size"], type=BATCH_SIZE, default=2, show_default=True,
                  help="Samples per rank per micro-batch."),
-    click.Option(["--seed"], type=int, default=0, show_default=True, help="Model and data seed."),
+    click.Option(["--seed"], type=SEED, default=0, show_default=True, help="Model and data seed."),
 ]
 
 SYNC_OPS = {"ddp": "all_reduce", "fsdp": "reduce_scatter"}

@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from ddpfsdp.demos.base.bounds import SEED
 from ddpfsdp.demos.result.checks import Check
 from ddpfsdp.demos.result.schema import DemoResult
 from ddpfsdp.demos.concepts.allreduce import byte_count
@@ -24,7 +25,7 @@ from ddpfsdp.demos.concepts.allreduce import byte_count
 OPTIONS = [
     click.Option(["--chunk-numel"], type=click.IntRange(1, 10_000_000), default=3, show_default=True,
                  help="Elements each rank ends up owning; each input has world size x this many (float32)."),
-    click.Option(["--seed"], type=int, default=0, show_default=True, help="Seed for the inputs' values."),
+    click.Option(["--seed"], type=SEED, default=0, show_default=True, help="Seed for the inputs' values."),
 ]
 
 

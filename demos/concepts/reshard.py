@@ -14,15 +14,16 @@ from typing import Any
 
 import click
 
+from ddpfsdp.demos.base.bounds import BATCH_SIZE, SEED
 from ddpfsdp.demos.result.checks import Check, peak_lower_on_every_rank
 from ddpfsdp.demos.result.schema import DemoResult
 from ddpfsdp.demos.concepts.trial import model_option
 
 OPTIONS = [
     model_option(),
-    click.Option(["--batch-size"], type=click.IntRange(1), default=4, show_default=True,
+    click.Option(["--batch-size"], type=BATCH_SIZE, default=4, show_default=True,
                  help="Samples per rank per step."),
-    click.Option(["--seed"], type=int, default=0, show_default=True, help="Model and data seed."),
+    click.Option(["--seed"], type=SEED, default=0, show_default=True, help="Model and data seed."),
 ]
 
 SHARDINGS = [("reshard after forward (full, FULL_SHARD)", "full", True),

@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from ddpfsdp.demos.base.bounds import BATCH_SIZE, SEED
 from ddpfsdp.demos.result.checks import Check
 from ddpfsdp.demos.result.schema import DemoResult
 
@@ -24,13 +25,13 @@ OPTIONS = [
                  help="Samples in the dataset."),
     click.Option(["--epochs"], type=click.IntRange(2, 20), default=3, show_default=True,
                  help="Epochs to iterate (at least 2, to see whether the order changes)."),
-    click.Option(["--batch-size"], type=click.IntRange(1), default=2, show_default=True,
+    click.Option(["--batch-size"], type=BATCH_SIZE, default=2, show_default=True,
                  help="DataLoader batch size per rank."),
     click.Option(["--shuffle/--no-shuffle"], default=True, show_default=True,
                  help="Shuffle inside DistributedSampler (set_epoch only matters when it shuffles)."),
     click.Option(["--drop-last/--no-drop-last"], default=False, show_default=True,
                  help="Trim the tail instead of padding when the dataset does not divide by the world size."),
-    click.Option(["--seed"], type=int, default=0, show_default=True, help="Sampler seed (same on every rank)."),
+    click.Option(["--seed"], type=SEED, default=0, show_default=True, help="Sampler seed (same on every rank)."),
 ]
 
 

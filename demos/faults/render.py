@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ddpfsdp.demos.faults.catalog import FAULTS
 from ddpfsdp.demos.result.schema import DemoResult, FaultLab, FaultPhase, as_result
 
 _STYLE = {"broken": "bold red", "fixed": "bold green"}
@@ -28,12 +27,6 @@ ANALYZER_CAVEATS = {
 def analyzer_caveats(lines: list[str]) -> list[str]:
     """The caveats for what the analyzer said in `lines`, each once."""
     return [caveat for phrase, caveat in ANALYZER_CAVEATS.items() if any(phrase in line for line in lines)]
-
-
-def list_lines() -> list[str]:
-    """`ddpfsdp demo fault --list`: one fault per line with its summary."""
-    width = max(map(len, FAULTS)) + 2
-    return [f"{name.ljust(width)}{fault.summary}" for name, fault in FAULTS.items()]
 
 
 def render_fault(result: DemoResult | Mapping[str, Any], console: Any) -> None:

@@ -29,6 +29,7 @@ Importing this module does not import torch.
 from __future__ import annotations
 
 import collections
+import math
 import os
 import re
 import shutil
@@ -244,6 +245,10 @@ class DemoRun:
     ):
         if on_failure not in ON_FAILURE:
             raise ValueError(f"on_failure {on_failure!r}: choose one of {', '.join(ON_FAILURE)}")
+        if timeout_s is not None and not (math.isfinite(timeout_s) and 0 < timeout_s <= request.MAX_TIMEOUT_S):
+            # a rank turns it into a timedelta for its process group: nan or 1e400 would fail there, unseen
+            raise LaunchError(f"--timeout-s must be a positive number of seconds, at most {request.MAX_TIMEOUT_S:,.0f}; "
+                              f"got {timeout_s}")
         self.demo = demo
         self.args = [str(a) for a in args]
         self.asked = asked if asked is not None else _read(demo, self.args)

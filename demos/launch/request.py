@@ -23,6 +23,7 @@ from typing import Any
 
 import click
 
+from ddpfsdp.demos.base.bounds import FiniteFloat
 from ddpfsdp.demos.launch.context import DEFAULT_TIMEOUT_S
 from ddpfsdp.demos.launch.hardware import DEFAULT_CPU_PROCS
 from ddpfsdp.demos.registry import Demo, load
@@ -33,6 +34,12 @@ SPEC_ENV = "DDPFSDP_SPEC"  # the JSON of what a rank is asked to run, set by the
 
 Asked = RunSpec | dict[str, Any]  # a training demo's spec, or a concept demo's options
 
+# The most a launch takes: CPU processes each load torch (hundreds of MB), so more than this is a cluster's
+# job (`--simulate --world N` sizes one); a collective timeout of a day already outlasts any demo.
+MAX_PROCS = 128
+MAX_RANKS_PER_GPU = 64
+MAX_TIMEOUT_S = 86_400.0
+
 
 def launch_options() -> list[click.Option]:
     """How a run is launched and shown, which changes nothing it measures: `ddpfsdp demo`'s options
@@ -40,16 +47,17 @@ def launch_options() -> list[click.Option]:
     return [
         click.Option(["--gpus"], type=click.IntRange(min=1), default=None,
                      help="Run on this many CUDA GPUs with NCCL."),
-        click.Option(["--procs"], type=click.IntRange(min=1), default=None,
+        click.Option(["--procs"], type=click.IntRange(1, MAX_PROCS), default=None,
                      help="Run on this many CPU processes with gloo.  [default: every visible GPU, else 2 CPU "
                           "processes]"),
-        click.Option(["--ranks-per-gpu"], type=int, default=None,
+        # no lower bound here: the placement refuses 0 or less with a command that works
+        click.Option(["--ranks-per-gpu"], type=click.IntRange(max=MAX_RANKS_PER_GPU), default=None,
                      help="Put K ranks on each GPU: --gpus N starts N x K ranks, over gloo with CUDA tensors where K > 1 "
                           "(real CUDA memory; time is not NCCL's).  [default: 1, or on fewer GPUs than the demo "
                           "needs ranks, as many as it needs]"),
         click.Option(["--json", "as_json"], is_flag=True, help=f"Print the result as JSON (schema {SCHEMA})."),
         click.Option(["--force"], is_flag=True, help="Launch even if the memory estimate says it will not fit."),
-        click.Option(["--timeout-s"], type=click.FloatRange(min=1), default=None,
+        click.Option(["--timeout-s"], type=FiniteFloat(1, MAX_TIMEOUT_S), default=None,
                      help="Collective timeout in seconds: how long a rank waits for a dead peer.  "
                           f"[default: {DEFAULT_TIMEOUT_S:g}]"),
         click.Option(["--verbose", "-v"], is_flag=True, help="On a failure, also print the launcher's full output."),

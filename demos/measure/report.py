@@ -8,6 +8,7 @@ torch (rich only).
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
 from rich.console import Console
@@ -16,8 +17,8 @@ from rich.table import Table
 from ddpfsdp.demos.base.labels import Fitted
 from ddpfsdp.demos.measure import lanes
 from ddpfsdp.demos.measure.comm_table import comm_table
-from ddpfsdp.demos.result.schema import (PEAK_CATEGORIES, STATE_KINDS, CommOp, DemoResult, Memory, RankMemory, Throughput,
-                                         Timeline, as_result)
+from ddpfsdp.demos.result.schema import (PEAK_CATEGORIES, STATE_KINDS, CommOp, DemoResult, Diverged, Memory, RankMemory,
+                                         Throughput, Timeline, as_result)
 from ddpfsdp.demos.base.units import BYTE_UNITS, format_iec
 
 Result = DemoResult | Mapping[str, Any]
@@ -119,11 +120,30 @@ def throughput_lines(result: Result) -> list[str]:
     return lines
 
 
+def diverged(result: DemoResult) -> Diverged | None:
+    """Where the run's loss stopped being a number: as the run recorded it, or, for a result saved before
+    runs did, the first step whose loss JSON holds as null (nan or infinity, which it cannot write)."""
+    if result.diverged is not None:
+        return result.diverged
+    losses = result.loss or []
+    step = next((step for step, value in enumerate(losses, start=1) if value is None or not math.isfinite(value)), None)
+    return Diverged(step=step, loss="not a number") if step is not None else None
+
+
 def loss_line(result: Result) -> str:
-    losses = as_result(result).loss or []
+    result = as_result(result)
+    losses = result.loss or []
     if not losses:
         return "Loss: none recorded"
-    return f"Loss (mean over ranks): {losses[0]:.4f} at step 1 -> {losses[-1]:.4f} at step {len(losses)}"
+    where = diverged(result)
+    if where is None:
+        return f"Loss (mean over ranks): {losses[0]:.4f} at step 1 -> {losses[-1]:.4f} at step {len(losses)}"
+    before = f"{losses[0]:.4f} at step 1 -> " if where.step and where.step > 1 and losses[0] is not None else ""
+    lr = result.config.extra.get("lr")
+    # the first step's loss comes before any update, so only a later one can be the learning rate's doing
+    advice = (f"; try a smaller --lr than this run's {lr:g}" if isinstance(lr, (int, float)) and where.step
+              and where.step > 1 else "")
+    return f"Loss (mean over ranks): {before}[bold red]{where.loss} at step {where.step}[/]: the run diverged{advice}"
 
 
 TIMELINE_WIDTH = 64
@@ -358,7 +378,10 @@ def render_compare(result: Result, console: Console | None = None) -> None:
         console.print(f"Losses {verdict}: {agree.detail}")
     for name, run in runs.items():
         losses = run.loss or []
-        if losses:
+        where = diverged(run)
+        if where is not None:
+            console.print(f"  {name}: loss [bold red]{where.loss} at step {where.step}[/]: the run diverged")
+        elif losses:
             console.print(f"  {name}: loss {losses[0]:.4f} -> {losses[-1]:.4f}")
     label = max((len(name) for name in runs), default=0)
     for line in params_over_step_lines(runs, _fit(console, label + 6)):

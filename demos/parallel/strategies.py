@@ -88,8 +88,11 @@ class Prepared:
                     f"sharded, {self.bucket_mb:g} MB buckets")
         else:
             api = "FSDP2 fully_shard" if self.fsdp_api == 2 else "FSDP1 FullyShardedDataParallel"
-            mesh = f", mesh {tuple(self.mesh.shape)}" if self.mesh is not None else ""
-            what = f"{api}, sharding {self.sharding}, wrap {self.wrap}: {len(self.units)} units{mesh}"
+            # the run's degrees by name: FSDP's own mesh is only its data-parallel part ((2,) of dp 2 x tp 2)
+            shape = self.dims.describe() if self.dims is not None else tuple(self.mesh.shape) if self.mesh is not None else None
+            mesh = f", mesh {shape}" if shape is not None else ""
+            units = f"{len(self.units)} unit{'s' if len(self.units) != 1 else ''}"
+            what = f"{api}, sharding {self.sharding}, wrap {self.wrap}: {units}{mesh}"
         tensor_parallel = f"; {self.two_d.describe()}" if self.two_d is not None else ""
         context = f"; {self.context.describe()}" if self.context is not None else ""
         compiled = f"; {self.compiled.describe()}" if self.compiled is not None else ""

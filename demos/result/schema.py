@@ -14,7 +14,8 @@ No torch here, nor anything of the demos above it: the quiz reads saved results 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
@@ -444,6 +445,23 @@ class FaultLab(Block):
 
 
 @dataclass
+class Diverged(Block):
+    """Where a run's loss stopped being a number. JSON has no nan or infinity, so the protocol writes such
+    a loss as null; this keeps which it was, and from which step."""
+
+    step: int | None = None  # counted from 1: the first step whose loss, the mean over the ranks, is not finite
+    loss: str | None = None  # "nan", "inf" or "-inf"
+
+    @classmethod
+    def of(cls, losses: Sequence[float | None]) -> Diverged | None:
+        """The first loss that is not a finite number, or None when every loss is one (or missing)."""
+        for step, value in enumerate(losses, start=1):
+            if isinstance(value, float) and not math.isfinite(value):
+                return cls(step=step, loss=str(value))
+        return None
+
+
+@dataclass
 class VersusRow(Block):
     """One figure of a simulated run beside the analytic model's."""
 
@@ -585,7 +603,8 @@ class DemoResult(Block):
     throughput: Throughput | None = None
     comm: Comm | None = None
     timeline: Timeline | None = None
-    loss: list[float] | None = None
+    loss: list[float | None] | None = None  # null for a step whose loss was not finite (see `diverged`)
+    diverged: Diverged | None = None
     runs: dict[str, DemoResult] | None = None
     fault: FaultLab | None = None
     wall_s: float | None = None
@@ -639,7 +658,7 @@ class DemoResult(Block):
 DemoResult.NESTED = {"env": ("one", Env), "memory": ("one", Memory), "throughput": ("one", Throughput),
                      "comm": ("one", Comm), "timeline": ("one", Timeline), "versus_theory": ("list", VersusRow),
                      "fault": ("one", FaultLab), "straggler": ("one", Straggler),
-                     "checkpoint_resume": ("one", CheckpointResume)}
+                     "checkpoint_resume": ("one", CheckpointResume), "diverged": ("one", Diverged)}
 DemoResult.NESTED["moe"] = ("one", ExpertRun)
 
 

@@ -47,7 +47,7 @@ def teaching_notes(precision: str, optimizer: str, gpus: int, group_size: int | 
         f"{mixed['grads']} + {mixed['optimizer']} = {mixed['total']} bytes per parameter with "
         f"{optimizer}, as fp32 does ({fp32['total']}); autocast and MixedPrecisionPolicy only add bf16 "
         "copies for compute. It shrinks activations and the bytes FSDP all-gathers, and speeds up matmuls.",
-        f"ZeRO-1 shards only the optimizer state, so it saves what the optimizer owns: "
+        f"Sharding only the optimizer state saves what the optimizer owns: "
         f"{share(torch_zero1)} per parameter for ZeroRedundancyOptimizer under bf16-mixed, whose fp32 "
         f"weights are the parameters it replicates; {share(deepspeed_zero1)} for DeepSpeed's ZeRO-1 under "
         "bf16-master, whose fp32 master weights live in the optimizer.",
@@ -123,9 +123,9 @@ def implementation_notes(inputs: CalcInputs) -> list[str]:
             "ZeRO-1/2 are DeepSpeed's stages (runtime/zero/stage_1_and_2.py): the optimizer steps its own "
             "copy of the rank's partition, in the master dtype, even when the parameters are fp32, and "
             "after the step the updated partitions are all-gathered in the dtype the parameters are held "
-            f"in. {_DEEPSPEED_MODES[inputs.precision.name]} PyTorch's ZeRO-1 is the ZeroRedundancyOptimizer "
-            "column, and FSDP's SHARD_GRAD_OP, often called ZeRO-2, is the grad-op column: neither holds "
-            "nor sends what DeepSpeed's stages do."
+            f"in. {_DEEPSPEED_MODES[inputs.precision.name]} PyTorch's own sharding of the optimizer state is "
+            "the zro (ZeroRedundancyOptimizer) column, and FSDP's SHARD_GRAD_OP, often called ZeRO-2, is the "
+            "grad-op column: neither holds nor sends what DeepSpeed's stages do."
         )
     return notes
 

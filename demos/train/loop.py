@@ -39,7 +39,8 @@ from ddpfsdp.demos.measure.memory import (
     resting_params,
 )
 from ddpfsdp.demos.measure.timeline import TimelineRecorder
-from ddpfsdp.demos.result.schema import GLOO_CAVEAT, Comm, Config, DemoResult, Memory, RankMemory, Throughput, Timeline
+from ddpfsdp.demos.result.schema import (GLOO_CAVEAT, Comm, Config, DemoResult, Diverged, Memory, RankMemory,
+                                         Throughput, Timeline)
 from ddpfsdp.demos.result.step_record import RankStep
 from ddpfsdp.demos.train.spec import RunSpec
 
@@ -432,6 +433,7 @@ def _result(ctx: Any, spec: RunSpec, facts: RunFacts, gathered: list[RankFigures
         }),
         timeline=timeline,  # the communication step, recorded in time on every rank (None when recording is off)
         loss=facts.losses,
+        diverged=Diverged.of(facts.losses),  # written only when the loss stopped being a number
         wall_s=time.perf_counter() - started,
         extra={
             "label": label,

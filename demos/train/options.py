@@ -21,6 +21,7 @@ from typing import Any, Mapping
 import click
 
 from ddpfsdp.demos.base import shapes
+from ddpfsdp.demos.base.bounds import FiniteFloat
 from ddpfsdp.demos.train.spec import (
     MAX_SIMULATED_WORLD,
     MEASURED_STEPS,
@@ -49,10 +50,11 @@ def _click_type(item: Field) -> click.ParamType:
         return click.IntRange(low, high)
     if flag.choices:
         return click.Choice(flag.choices)
-    if flag.minimum is not None:
-        bounded = click.IntRange if kind is int else click.FloatRange
-        return bounded(min=flag.minimum, min_open=flag.above_minimum)
-    return {int: click.INT, float: click.FLOAT, str: click.STRING}[kind]
+    if kind is float:  # nan and infinity pass click's own float ranges
+        return FiniteFloat(min=flag.minimum, max=flag.maximum, min_open=flag.above_minimum)
+    if kind is int and (flag.minimum is not None or flag.maximum is not None):
+        return click.IntRange(min=flag.minimum, max=flag.maximum, min_open=flag.above_minimum)
+    return {int: click.INT, str: click.STRING}[kind]
 
 
 def click_option(item: Field, demo: str) -> click.Option:
@@ -66,7 +68,7 @@ def click_option(item: Field, demo: str) -> click.Option:
         return click.Option([declaration], is_flag=True, default=default, show_default=flag.negatable,
                             help=help_text)
     return click.Option([name], type=_click_type(item), default=default, show_default=default is not None,
-                        help=help_text)
+                        metavar=flag.metavar, help=help_text)
 
 
 def options_for(demo: str) -> list[click.Option]:
@@ -102,7 +104,9 @@ def validate_simulated(demo: str, spec: RunSpec | Mapping[str, Any]) -> None:
     """Refuse, with what to try, what the fake run cannot handle (no torch: the CLI checks first)."""
     spec = spec_of(demo, spec)
     world = spec.world
-    if world is None or world < 2:
+    if world is None:
+        raise _usage("--simulate needs --world N, the ranks to simulate, at least 2 (e.g. --world 64)")
+    if world < 2:
         raise _usage(f"--simulate needs --world N, the ranks to simulate, at least 2 (e.g. --world 64); got {world}")
     if world > MAX_SIMULATED_WORLD:
         raise _usage(f"--world {world}: a simulated world has at most {MAX_SIMULATED_WORLD} ranks, the largest "
@@ -167,7 +171,8 @@ def validate(demo: str, spec: RunSpec | Mapping[str, Any], world_size: int | Non
         given = [f"--{flag_name(item.name)}" for item in option_fields()
                  if item.metadata["flag"].simulate_only and getattr(spec, item.name) is not None]
         if given:
-            raise _usage(f"{', '.join(given)} only apply to a simulated run: add --simulate")
+            raise _usage(f"{', '.join(given)} only {'applies' if len(given) == 1 else 'apply'} to a simulated run: "
+                         "add --simulate")
     world = spec.world if spec.simulate else world_size
     if world is not None and world < 2:
         raise _usage(f"data parallelism needs at least 2 ranks, got {world}; run with --procs 2 or --gpus 2")

@@ -23,6 +23,7 @@ result's config reports it (unless `reported=False`). Only what relates it to ot
 
 from __future__ import annotations
 
+import math
 import shlex
 from dataclasses import Field, dataclass, field, fields, replace
 from typing import Any, Mapping, Sequence
@@ -93,6 +94,17 @@ SIMULATED_MODEL = "tiny"  # a simulated run's model when neither --model nor --p
 # grows with the world since FSDP2 makes only the parameter chunks rank 0 reads (simulate.RankChunks;
 # before, 8192 views per parameter: 92 s). Time it with `python tests/benchmarks/bench_simulate_worlds.py`.
 MAX_SIMULATED_WORLD = 8192
+# The most a run takes of the other numbers: generous beyond any model or job the demos show (a 405B
+# model has 126 layers, d 16384, 128 heads), and small enough that a rank can hold the value (DDP's bucket
+# cap in int64 bytes, a seed in 64 bits) and a run ends. Beyond them the command line refuses the value.
+MAX_LAYERS, MAX_D_MODEL, MAX_HEADS, MAX_SEQ_LEN = 1024, 65_536, 1024, 1_048_576
+MAX_BATCH_SIZE = 65_536
+MAX_STEPS = 100_000
+MAX_EXPERTS = 256  # experts per MoE layer: DeepSeek-V3 routes over 256; each is a copy of the block's MLP here
+MAX_WARMUP = 10_000
+MAX_BUCKET_MB = 1_048_576  # a tebibyte: one bucket holds every gradient of any model long before
+MAX_MICROBATCHES = 4096
+MAX_SEED = 2**63 - 1  # base.bounds.SEED_MAX, which imports click
 
 
 def min_steps(warmup: int) -> int:
@@ -109,6 +121,8 @@ class Flag:
     offered: tuple[str, ...] = ()
     minimum: float | None = None
     above_minimum: bool = False  # the minimum itself is not allowed (a positive number)
+    maximum: float | None = None  # the most a run can use (a number beyond it breaks a rank, or never ends)
+    metavar: str | None = None  # how --help names a value given as text: COUNT (7B), SIZE (80GB)
     negatable: bool = False  # --name/--no-name
     path: bool = False  # a file to write
     folder: bool = False  # a folder to write in
@@ -127,6 +141,11 @@ class Flag:
             return
         if self.choices and value not in self.choices:
             raise ValueError(f"unknown {name} {value!r}; choose one of {', '.join(str(c) for c in self.choices)}")
+        # nan passes every bound and infinity every lower one; JSON holds neither
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"--{flag_name(name)} must be a finite number, got {value}")
+        if self.maximum is not None and value > self.maximum:
+            raise ValueError(f"--{flag_name(name)} must be at most {self.maximum:,}, got {value}")
         if self.minimum is None:
             return
         if self.above_minimum and not value > self.minimum:
@@ -170,20 +189,21 @@ class RunSpec:
                            per_demo=(("checkpoint-resume", "fsdp"),))
     arch: str = option("gpt", "Model family: a GPT decoder, a ViT classifier or a BasicBlock ResNet.", choices=ARCHS)
     model: str | None = option(None, _models_help(), demos=RUN_DEMOS)  # None: the device's default (`resolved`)
-    layers: int | None = option(None, "Override the preset's number of blocks.", minimum=1)
-    d_model: int | None = option(None, "Override the preset's hidden size.", minimum=1)
-    heads: int | None = option(None, "Override the preset's attention heads.", minimum=1)
-    seq_len: int | None = option(None, "Override the preset's sequence length (gpt).", minimum=1)
+    layers: int | None = option(None, "Override the preset's number of blocks.", minimum=1, maximum=MAX_LAYERS)
+    d_model: int | None = option(None, "Override the preset's hidden size.", minimum=1, maximum=MAX_D_MODEL)
+    heads: int | None = option(None, "Override the preset's attention heads.", minimum=1, maximum=MAX_HEADS)
+    seq_len: int | None = option(None, "Override the preset's sequence length (gpt).", minimum=1,
+                                  maximum=MAX_SEQ_LEN)
     batch_size: int | None = option(
         None, f"Samples per rank per step. Default: {DEFAULT_BATCH_SIZE}; a pipeline's: samples per step (per replica "
               f"with --dp), split into the micro-batches, {SAMPLES_PER_MICROBATCH} x M.", minimum=1,
-        demos=RUN_DEMOS)
+        maximum=MAX_BATCH_SIZE, demos=RUN_DEMOS)
     steps: int | None = option(
         None, "Training steps in all: warm-up, timed, then one communication and one memory step. "
               f"Default: {DEFAULT_STEPS['cpu']} on CPU, {DEFAULT_STEPS['cuda']} on GPU; a pipeline's "
-              f"{PIPELINE_STEPS} (the first warms up, the last is recorded).", demos=SPEC_DEMOS)
+              f"{PIPELINE_STEPS} (the first warms up, the last is recorded).", demos=SPEC_DEMOS, maximum=MAX_STEPS)
     warmup: int = option(2, "Steps before timing starts (DDP rebuilds its buckets after the first).",
-                         minimum=MIN_WARMUP_STEPS)
+                         minimum=MIN_WARMUP_STEPS, maximum=MAX_WARMUP)
     precision: str = option("fp32", "fp32; bf16-mixed (autocast for DDP, MixedPrecisionPolicy for FSDP); "
                                      "bf16 throughout.", choices=DEMO_PRECISIONS)
     optimizer: str = option("adamw", "AdamW (two fp32 states per parameter) or SGD (no state).", choices=DEMO_OPTIMIZERS)
@@ -198,7 +218,7 @@ class RunSpec:
     compile_backend: str = option("auto", "With --compile: the backend; auto picks inductor on a GPU or where a C++ "
                                           "compiler is found, else aot_eager (no compiler needed).",
                                   choices=COMPILE_BACKENDS, reported=False)
-    seed: int = option(0, "Seed of the weights and the data.", demos=RUN_DEMOS)
+    seed: int = option(0, "Seed of the weights and the data.", demos=RUN_DEMOS, minimum=0, maximum=MAX_SEED)
     checkpoint_activations: bool = option(False, "Recompute each block's activations in backward instead of "
                                                  "keeping them.")
     timeline: bool = option(True, "Record the communication step in time on every rank (the timed steps never are).",
@@ -206,7 +226,7 @@ class RunSpec:
     trace: str | None = option(None, "Write the recorded step as Chrome trace-event JSON (open it in ui.perfetto.dev).",
                                path=True, reported=False, demos=(*SPEC_DEMOS, *STRAGGLER))
     bucket_mb: float = option(25.0, "DDP's bucket_cap_mb: gradients all-reduced per bucket.", demos=_BUCKETED,
-                              minimum=0, above_minimum=True)
+                              minimum=0, above_minimum=True, maximum=MAX_BUCKET_MB)
     sharding: str | None = option(
         "full", "full (reshard after forward), grad-op (keep unsharded params until backward ends), hybrid (shard "
                 "within groups, replicate across them). FSDP1 names are accepted.", demos=_FSDP, offered=SHARDING_FLAGS)
@@ -215,13 +235,13 @@ class RunSpec:
     fsdp_api: int = option(2, "2: fully_shard (per-parameter DTensor shards); 1: FullyShardedDataParallel (flat "
                               "parameters).", demos=_FSDP, choices=FSDP_APIS)
     replicas: int = option(2, "hybrid: how many replicas of the sharded model (the world size must divide by it).",
-                           demos=_FSDP, minimum=1)
+                           demos=_FSDP, minimum=1, maximum=MAX_SIMULATED_WORLD)
     prefetch: str = option("default", "default: FSDP's own prefetching; forward: also prefetch the next unit in "
                                       "forward; off: no backward prefetch (FSDP1 only: FSDP2 has no switch for it).",
                            demos=_FSDP, choices=PREFETCHES)
     tp: int | None = option(None, "Tensor parallelism over N ranks inside each GPT block (column-wise then row-wise "
                                   "Linears), then FSDP over the rest: a (dp, tp) mesh of the world, dp = world / N.",
-                            demos=_FSDP, minimum=2, only_when_set=True)
+                            demos=_FSDP, minimum=2, maximum=MAX_SIMULATED_WORLD, only_when_set=True)
     sequence_parallel: bool = option(False, "With --tp: also split the LayerNorms and the residual stream by sequence "
                                             "(all-gathers and reduce-scatters in place of TP's all-reduces).",
                                      demos=_FSDP, only_when_set=True)
@@ -231,13 +251,14 @@ class RunSpec:
                                         "ScheduleInterleavedZeroBubble.", demos=PIPELINE, choices=PIPELINE_SCHEDULES,
                                   per_demo=(("pipeline", "1f1b"),))
     microbatches: int | None = option(None, "Micro-batches M each step's batch is split into.", demos=PIPELINE,
-                                      minimum=1, per_demo=(("pipeline", 4),))
+                                      minimum=1, maximum=MAX_MICROBATCHES, per_demo=(("pipeline", 4),))
     stages_per_rank: int | None = option(None, "Stages V each rank holds (interleaved only). Default: 2 for "
-                                               "interleaved, else 1.", demos=PIPELINE, minimum=1)
+                                               "interleaved, else 1.", demos=PIPELINE, minimum=1,
+                                        maximum=MAX_LAYERS)
     pp: int | None = option(None, "Pipeline stages over as many ranks (one pipeline). Default: the ranks over --dp.",
-                            demos=PIPELINE, minimum=2)
+                            demos=PIPELINE, minimum=2, maximum=MAX_SIMULATED_WORLD)
     dp: int = option(1, "Data-parallel replicas of the pipeline: ranks = dp x pp, each stage fully_shard'ed over dp.",
-                     demos=PIPELINE, minimum=1)
+                     demos=PIPELINE, minimum=1, maximum=MAX_SIMULATED_WORLD)
     compare: bool = option(False, "Run GPipe, 1F1B and interleaved in one launch on the same ranks, model and seed.",
                            demos=PIPELINE)
     # Expert parallelism (demo moe): each GPT block's MLP a mixture of experts, the experts spread over ep ranks,
@@ -246,7 +267,7 @@ class RunSpec:
                                   "divide the world, whose ranks it borrows from data parallelism. Default: every rank.",
                             demos=MOE, minimum=2, only_when_set=True)
     experts: int | None = option(None, "Experts in each MoE layer (each shaped like the block's MLP).", demos=MOE,
-                                 minimum=1, only_when_set=True, per_demo=(("moe", 4),))
+                                 minimum=1, maximum=MAX_EXPERTS, only_when_set=True, per_demo=(("moe", 4),))
     top_k: int | None = option(None, "Experts each token is routed to.", demos=MOE, minimum=1, only_when_set=True,
                                per_demo=(("moe", 2),))
     capacity_factor: float | None = option(
@@ -261,10 +282,12 @@ class RunSpec:
                                     demos=STRAGGLER, minimum=0, only_when_set=True, per_demo=(("straggler", 500.0),))
     timed_steps_each: int | None = option(None, "Steps timed without the delay and as many with it, in turn; one more "
                                                 "with it is recorded in time.", demos=STRAGGLER, minimum=1,
+                                          maximum=MAX_STEPS // 4,
                                           only_when_set=True, per_demo=(("straggler", 3),))
     save_after: int | None = option(None, "Steps trained before the sharded save; the saving ranks then train as "
                                           "many more without stopping (the uninterrupted run), and the resumed "
-                                          "ranks the same ones.", demos=RESUME, minimum=1, only_when_set=True,
+                                          "ranks the same ones.", demos=RESUME, minimum=1, maximum=MAX_STEPS // 2,
+                                    only_when_set=True,
                                     per_demo=(("checkpoint-resume", 2),))
     resume_on: int | None = option(None, "Ranks the second launch resumes on. Default: half the saving ranks where "
                                          "they are 4 or more, else twice as many.", demos=RESUME, minimum=2,
@@ -294,9 +317,9 @@ class RunSpec:
     world: int | None = option(None, f"The number of ranks to simulate (e.g. 64; at most {MAX_SIMULATED_WORLD}).",
                                **_SIMULATED)
     params: str | None = option(None, f"A named GPT size instead of --model: {', '.join(shapes.GPT_SIZES)}.",
-                                **_SIMULATED)
+                                metavar="COUNT", **_SIMULATED)
     gpu_mem: str | None = option(None, "Memory of one GPU (80GB, 80GiB); ddp and zro refuse a replica that "
-                                       "cannot fit in it.", **_SIMULATED)
+                                       "cannot fit in it.", metavar="SIZE", **_SIMULATED)
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:

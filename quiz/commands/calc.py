@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 # largest are a few trillion), on one GPU to a million (today's largest jobs use about 100,000).
 PARAMS_RANGE = (1_000, 100 * 10**12)
 GPUS_RANGE = (1, 1_000_000)
+MAX_FSDP_UNITS = 100_000
 
 LOWER_CASE = ("model", "precision", "optimizer", "offload", "accounting")  # options read in any case
 # The names a person types; the model knows more aliases (`sharding.STRATEGY_ALIASES`).
@@ -78,8 +79,9 @@ CALC_OPTIONS = (
     click.option(
         "--fsdp-units",
         "units",
-        type=click.IntRange(min=1),
-        help="FSDP units (equal parts) assumed with --params. [default: 32]",
+        # the model keeps a list of the units: a hundred million of them takes gigabytes
+        type=click.IntRange(1, MAX_FSDP_UNITS),
+        help=f"FSDP units (equal parts) assumed with --params, at most {MAX_FSDP_UNITS:,}. [default: 32]",
     ),
     click.option(
         "--unit",
@@ -175,7 +177,7 @@ def calc(as_json: bool, explain: bool, display_unit: str, **values: Any) -> None
     Every figure is the analytic model's estimate, not a measurement; run `ddpfsdp demo` to
     measure. The per-GPU memory tables come first; --explain adds what each column follows, the
     communication per step and the notes. Each column follows one implementation: DDP;
-    ZeroRedundancyOptimizer (zro, PyTorch's ZeRO-1); DeepSpeed's ZeRO-1 and ZeRO-2; FSDP grad-op
+    ZeroRedundancyOptimizer (zro, PyTorch's optimizer-state sharding); DeepSpeed's ZeRO-1 and ZeRO-2; FSDP grad-op
     (SHARD_GRAD_OP); ZeRO-3 (FSDP2, or DeepSpeed under bf16-master); HSDP. The working set,
     activations and totals are labelled estimates.
 
@@ -244,7 +246,13 @@ def calc(as_json: bool, explain: bool, display_unit: str, **values: Any) -> None
     from ddpfsdp.quiz.commands.calc_scale_view import render_scale
 
     render_scale(result, display_unit)
-    click.echo(_simulate_hint(options, result["inputs"]["precision"]))
+    from rich.text import Text
+
+    from ddpfsdp.demos.base.prose import Prose
+    from ddpfsdp.quiz.plain_console import trimmed_console
+
+    # its command on one line, however the prose around it wraps
+    trimmed_console().print(Prose(Text(_simulate_hint(options, result["inputs"]["precision"]))), crop=False)
 
 
 def _print_scale_only(scale: ScaleOptions, gpus: int, as_json: bool, unit: str) -> None:
@@ -410,11 +418,10 @@ def _divisors(number: int) -> list[int]:
 
 
 def _render(result: CalcDocument, unit: str, explain: bool) -> None:
-    from rich.console import Console
-
     from ddpfsdp.demos.base.units import format_bytes, format_count
+    from ddpfsdp.quiz.plain_console import trimmed_console
 
-    console = Console()
+    console = trimmed_console()
     inputs = result["inputs"]
     strategies = result["strategies"]
     size = lambda n: "n/a" if n is None else format_bytes(n, unit)  # noqa: E731

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, Callable, TypedDict
 
 import click
 
+from ddpfsdp.demos.base.bounds import FiniteFloat
+
 if TYPE_CHECKING:
     from ddpfsdp.demos.base.shapes import GPTShape
     from ddpfsdp.demos.theory.context_parallel import ContextParallelSection
@@ -23,6 +25,10 @@ if TYPE_CHECKING:
     Size = Callable[[float | None], str]
 
 CP_EP_FIELDS = ("cp", "ep", "experts", "top_k", "capacity_factor")
+# The most experts a layer takes here (DeepSeek-V3 routes among 256), and the largest capacity factor: one of
+# E / top-k already gives every expert a slot for every token.
+MAX_EXPERTS = 65_536
+MAX_CAPACITY_FACTOR = 1000.0
 DEFAULT_TOP_K = 2
 """GShard's top-2 gating; the Switch Transformer routes top-1."""
 
@@ -33,9 +39,9 @@ CP_EP_OPTIONS = (
     click.option("--ep", type=click.IntRange(min=2), help="Add expert parallelism over EP ranks: every block's MLP "
                  "becomes --experts experts shaped like it, E/EP per rank, tokens sent by all-to-all. EP must divide "
                  "the experts and --gpus. Needs --model or a named size."),
-    click.option("--experts", type=click.IntRange(min=1), help="With --ep: experts per MoE layer (E)."),
+    click.option("--experts", type=click.IntRange(1, MAX_EXPERTS), help="With --ep: experts per MoE layer (E)."),
     click.option("--top-k", type=int, help=f"With --ep: experts each token goes to (1 to E). [default: {DEFAULT_TOP_K}]"),
-    click.option("--capacity-factor", type=float, help="With --ep: slots per expert = ceil(factor x tokens x top-k / "
+    click.option("--capacity-factor", type=FiniteFloat(max=MAX_CAPACITY_FACTOR), help="With --ep: slots per expert = ceil(factor x tokens x top-k / "
                  "experts); slots over it are dropped. [default: none (dropless)]"),
 )
 
@@ -188,12 +194,12 @@ def _block_shape(inputs: InputsDocument, params_text: str | None, option: str) -
 
 def render_cp_ep(sections: CpEpSections, unit: str) -> None:
     """Each section's prose, and the ring's table of links."""
-    from rich.console import Console
+    from ddpfsdp.quiz.plain_console import trimmed_console
 
     from ddpfsdp.demos.base.units import format_bytes
 
     size = lambda n: "n/a" if n is None else format_bytes(n, unit)  # noqa: E731
-    console = Console()
+    console = trimmed_console()
     if "context_parallel" in sections:
         section = sections["context_parallel"]
         console.print(f"[bold]Context parallelism[/] (theory): cp {section['cp']} x tp {section['tp']} of "

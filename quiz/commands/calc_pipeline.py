@@ -116,7 +116,7 @@ def _block_shape(inputs: InputsDocument, params_text: str | None) -> GPTShape:
 
 def render_pipeline(section: PipelineSection, result: CalcDocument, unit: str) -> None:
     """The pipeline's per-stage table, its bubble and what it sends, and the other strategies' per-GPU state."""
-    from rich.console import Console
+    from ddpfsdp.quiz.plain_console import trimmed_console
     from rich.table import Table
 
     from ddpfsdp.demos.base.units import format_bytes
@@ -134,7 +134,7 @@ def render_pipeline(section: PipelineSection, result: CalcDocument, unit: str) -
         table.add_row(str(row["rank"]), "+".join(map(str, row["chunk_layers"])), size(row["model_state_bytes"]),
                       f"{row['in_flight_microbatches']:g}", size(row["activation_bytes"]), size(row["total_bytes"]),
                       verdict(row["fits"]), size(row["p2p"]["bytes"]))
-    console = Console()
+    console = trimmed_console()
     console.print(table)
     for line in pipeline_lines(section, result, size):
         console.print(f"• {line}", highlight=False)

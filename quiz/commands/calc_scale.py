@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 import click
 
+from ddpfsdp.demos.base.bounds import FiniteFloat
+
 from ddpfsdp.demos.theory.presets import CLUSTERS
 
 if TYPE_CHECKING:
@@ -32,16 +34,20 @@ PLAN_DP_MODES = ("zero1", "ddp", "fsdp")
 LORA_BASES = ("bf16", "int8", "nf4")
 LORA_TARGETS = ("attention", "all")
 DEFAULT_CLUSTER = "DGX H100"
+# Beyond these a figure is no job's (a GPU failing once in 100,000 years; a link shared a thousandfold, a
+# step a thousand times faster), and the arithmetic on them overflows a float before it says so.
+MAX_MTBF_HOURS = 1e9
+MAX_RATIO = 1000.0
 
 SCALE_OPTIONS = (
-    click.option("--stragglers", "straggler_p", type=float, metavar="P",
+    click.option("--stragglers", "straggler_p", type=FiniteFloat(), metavar="P",
                  help="Add stragglers: each rank's chance of a slow step (0.001 = 0.1%); P(slow step) = 1 - (1-P)^N."),
     click.option("--straggler-delay", metavar="TIME", help="With --stragglers: a slow step's extra time (0.3s, 300ms)."),
     click.option("--step-time", metavar="TIME", help="With --stragglers: a step's time without stragglers (1s)."),
     click.option("--checkpoint-bw", metavar="RATE", help="Add checkpoints: each rank's write bandwidth (2GB/s); size, "
                  "write time, the job's MTBF, Young's and Daly's interval, goodput lost."),
     click.option("--storage-bw", metavar="RATE", help="With checkpoints: the file system's aggregate bandwidth (500GB/s)."),
-    click.option("--gpu-mtbf-hours", type=float, metavar="H", help="With checkpoints: one GPU's mean time between "
+    click.option("--gpu-mtbf-hours", type=FiniteFloat(max=MAX_MTBF_HOURS), metavar="H", help="With checkpoints: one GPU's mean time between "
                  "failures. [default: 50,677, from Llama 3's 419 interruptions in 54 days on 16,384 GPUs]"),
     click.option("--checkpoint-every", metavar="TIME", help="With checkpoints: the interval you run (1h), to price it."),
     click.option("--restart-time", metavar="TIME", help="With checkpoints: the time a restart takes (10min). [default: 0]"),
@@ -51,15 +57,15 @@ SCALE_OPTIONS = (
                  f"[default: {DEFAULT_CLUSTER}]"),
     click.option("--intra-bw", metavar="RATE", help="Bandwidth per GPU each way inside a node (450GB/s)."),
     click.option("--inter-bw", metavar="RATE", help="Bandwidth per GPU each way between nodes (400Gbps)."),
-    click.option("--oversubscription", type=float, metavar="X", help="The fabric above a rack carries 1/X (2 = 2:1). "
+    click.option("--oversubscription", type=FiniteFloat(max=MAX_RATIO), metavar="X", help="The fabric above a rack carries 1/X (2 = 2:1). "
                  "[default: 1]"),
     click.option("--rack-nodes", type=click.IntRange(min=1), metavar="N", help="Nodes under one leaf switch, at full speed. [default: 1]"),
     click.option("--scaled-to", type=click.IntRange(min=1), metavar="GPUS", help="Add scaling: --gpus grew to GPUS; with --throughput-gain."),
-    click.option("--throughput-gain", type=float, metavar="X", help="With --scaled-to: throughput after / before (1.1)."),
+    click.option("--throughput-gain", type=FiniteFloat(max=MAX_RATIO), metavar="X", help="With --scaled-to: throughput after / before (1.1)."),
     click.option("--plan", "plan", is_flag=True, help="Add a 3-D plan: tp x pp x dp ranked for --params (a named size "
                  "or 175B) or --model on --gpus of --cluster, and why the others lose."),
     click.option("--global-batch", type=click.IntRange(min=1), metavar="SEQS", help="With --plan: sequences per step. [default: 1536]"),
-    click.option("--mfu", type=float, help="With --plan: the kernels' share of peak FLOP/s. [default: 0.5]"),
+    click.option("--mfu", type=FiniteFloat(), help="With --plan: the kernels' share of peak FLOP/s. [default: 0.5]"),
     click.option("--plan-dp", type=click.Choice(PLAN_DP_MODES, case_sensitive=False),
                  help="With --plan: data parallelism as ZeRO-1, DDP or FSDP. [default: zero1]"),
     click.option("--adam-8bit", "adam_8bit", is_flag=True, help="Add bitsandbytes' 8-bit Adam: state per GPU for "
@@ -227,7 +233,7 @@ def _model_free_sections(scale: ScaleOptions, gpus: int) -> ScaleSections:
         from ddpfsdp.demos.theory.topology import scaling
 
         sections["scaling"] = _read(lambda after: scaling(gpus, after, scale.throughput_gain), scale.scaled_to,
-                                    "--scaled-to")
+                                    "--scaled-to / --throughput-gain")
     return sections
 
 

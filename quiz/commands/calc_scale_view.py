@@ -26,9 +26,9 @@ LINK_TEXT = {"intra": "inside a node", "inter": "between nodes"}
 
 def render_scale(result: CalcDocument | ModelFreeDocument, unit: str) -> None:
     """Print every at-scale section the document holds, in a fixed order."""
-    from rich.console import Console
+    from ddpfsdp.quiz.plain_console import trimmed_console
 
-    console = Console()
+    console = trimmed_console()
     size = lambda n: format_bytes(n, unit)  # noqa: E731
     if "stragglers" in result:
         _stragglers(console, result["stragglers"])

@@ -29,19 +29,19 @@ def _render(demo: registry.Demo, result: DemoResult, console) -> None:
 
 
 def _run(demo: registry.Demo, **params: Any) -> None:
-    from rich.console import Console
+    from ddpfsdp.quiz.plain_console import trimmed_console
 
     from ddpfsdp.demos.launch.request import LAUNCH_PARAMS
 
     ctx = click.get_current_context()
     asked = _asked(demo, {k: v for k, v in params.items() if k not in LAUNCH_PARAMS}, params, ctx)
     as_json = params["as_json"]
-    out = Console()
-    err = Console(stderr=True)
+    out = trimmed_console()
+    err = trimmed_console(stderr=True)
     run = _start(demo, asked, params, ctx)
     _guard(demo, run.placement, run.asked, params["force"], out)
     status = err if as_json else out
-    status.print(f"[bold]{demo.name}[/] on {run.placement.describe()}: {demo.summary}")
+    status.print(f"[bold]{demo.name}[/] on {run.placement.describe()}{_degrees(run)}: {demo.summary}")
     _follow(demo, run, status, quiet=as_json and not sys.stderr.isatty(), err=err)
     if not run.ok:
         raise click.ClickException(_failure_message(demo, run, params["verbose"]))
@@ -52,6 +52,20 @@ def _run(demo: registry.Demo, **params: Any) -> None:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
         _render(demo, result, out)
+
+
+def _degrees(run: Any) -> str:
+    """The run's mesh where it has more than one dimension: `--tp 2` starts 4 ranks, as dp_shard 2 x tp 2."""
+    from ddpfsdp.demos.parallel.degrees import ParallelDims
+    from ddpfsdp.demos.train.spec import RunSpec
+
+    if not isinstance(run.asked, RunSpec):
+        return ""
+    try:
+        dims = ParallelDims.of(run.asked, run.placement.world_size)
+    except ValueError:
+        return ""
+    return f" as {dims.describe()}" if len(dims.mesh_shape) > 1 else ""
 
 
 def _asked(demo: registry.Demo, options: dict[str, Any], params: dict[str, Any], ctx: click.Context) -> Any:
@@ -137,7 +151,8 @@ def _show(demo: registry.Demo, event: Event, progress, task) -> None:
     kind = event["event"]
     if kind == "progress":
         metrics = "  ".join(
-            f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+            # the protocol writes a loss that is not a finite number (a diverged run's) as null
+            f"{k} {v:.4g}" if isinstance(v, float) else f"{k} not finite" if v is None else f"{k} {v}"
             for k, v in event.items()
             if k not in ("event", "step", "steps")
         )

@@ -15,9 +15,12 @@ def _gib(num_bytes: int | None) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def doctor(as_json: bool) -> None:
     """Show torch's build, GPUs, NCCL and gloo, CPU cores and RAM, and what demos use here."""
-    from rich.console import Console
+    from ddpfsdp.quiz.plain_console import trimmed_console
     from rich.table import Table
 
+    from rich.text import Text
+
+    from ddpfsdp.demos.base.prose import Prose
     from ddpfsdp.demos.launch.hardware import detect
     from ddpfsdp.quiz.paths import DataDirError, data_dir, location
 
@@ -55,7 +58,8 @@ def doctor(as_json: bool) -> None:
     table.add_row("python", f"{hardware.python} on {hardware.platform}")
     table.add_row("data directory", str(home) if problem is None else f"[red]cannot be used:[/] {problem}")
     table.add_row("demos use", hardware.default_launch.describe() + " by default")
-    table.add_row("training demos", "need 2 ranks (by default here: "
-                  f"{hardware.default_launch.describe_for(2)}): " + "; or ".join(hardware.data_parallel_commands))
-    table.add_row("placements", "\n".join(hardware.placements))
-    Console().print(table)
+    # a command to copy stays on one line however the cell wraps
+    table.add_row("training demos", Prose(Text("need 2 ranks (by default here: "
+                  f"{hardware.default_launch.describe_for(2)}): " + "; or ".join(hardware.data_parallel_commands))))
+    table.add_row("placements", Prose(Text("\n".join(hardware.placements))))
+    trimmed_console().print(table)

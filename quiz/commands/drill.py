@@ -41,9 +41,19 @@ def drill(plain: bool, as_json: bool, count: int | None, seed: int | None, kinds
     from ddpfsdp.quiz import drill as drills
 
     if as_json:
-        problems = drills.generate(seed if seed is not None else 0, count or 10, kinds or None)
+        stream = drills.Drill(seed if seed is not None else 0, kinds or None)
+        problems, notes = [], {}
+        for _ in range(count or 10):
+            problems.append(next(stream))
+            if stream.note:
+                notes.setdefault(problems[-1].kind, stream.note)  # a kind's first round is the one to tell
         click.echo(json.dumps([p.to_dict() for p in problems], indent=2))
+        for note in notes.values():  # on stderr, so the JSON on stdout stays whole
+            click.echo(f"note: {note}", err=True)
         return
+    from ddpfsdp.quiz.plain_console import plain_without_terminal
+
+    plain = plain or plain_without_terminal("drill")
     if plain:
         from ddpfsdp.quiz.drill_plain import run_drill_plain
 
@@ -56,3 +66,4 @@ def drill(plain: bool, as_json: bool, count: int | None, seed: int | None, kinds
         app.run()
     finally:
         app.stop_all_runs()
+

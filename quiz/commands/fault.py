@@ -7,6 +7,7 @@ import sys
 
 import click
 from ddpfsdp.demos import registry
+from ddpfsdp.demos.base.bounds import FiniteFloat
 from ddpfsdp.demos.faults.catalog import FAULTS
 from ddpfsdp.demos.faults.runner import DEFAULT_TIMEOUT_S, MAX_PROCS
 from ddpfsdp.demos.result.schema import SCHEMA
@@ -37,7 +38,7 @@ def _failure(run, verbose: bool) -> click.ClickException:
 @click.option("--list", "list_faults", is_flag=True, help="List the faults, one per line with its summary.")
 @click.option("--procs", type=click.IntRange(2, MAX_PROCS), default=2, show_default=True,
               help="CPU processes (gloo ranks) that run the programs.")
-@click.option("--timeout-s", type=click.FloatRange(1, 60), default=DEFAULT_TIMEOUT_S, show_default=True,
+@click.option("--timeout-s", type=FiniteFloat(1, 60), default=DEFAULT_TIMEOUT_S, show_default=True,
               help="Process-group timeout of each program: how long a hung rank waits for its peers.")
 @click.option("--json", "as_json", is_flag=True, help=f"Print the result as JSON (schema {SCHEMA}).")
 @click.option("--verbose", "-v", is_flag=True, help="On a failure, also print the ranks' stderr.")
@@ -56,9 +57,9 @@ def fault(name: str | None, list_faults: bool, procs: int, timeout_s: float, as_
       ddpfsdp demo fault unused-parameters --json
     """
     if list_faults:
-        from ddpfsdp.demos.faults.render import list_lines
+        import shutil
 
-        click.echo("\n".join(list_lines()))
+        click.echo("\n".join(_listed(min(shutil.get_terminal_size((80, 24)).columns, 100))))
         return
     if name is None:
         raise click.UsageError("name a fault, e.g. `ddpfsdp demo fault desync`; `ddpfsdp demo fault --list` lists them")
@@ -67,16 +68,37 @@ def fault(name: str | None, list_faults: bool, procs: int, timeout_s: float, as_
     _run(name, procs, timeout_s, as_json, verbose)
 
 
+def _listed(width: int) -> list[str]:
+    """Each fault with its summary, wrapped under the summaries' column to `width` (a name alone, then its
+    summary indented, where the column would leave the summary under 30 cells)."""
+    from ddpfsdp.demos.base.prose import keep_commands
+
+    column = max(map(len, FAULTS)) + 2
+    room = width - column
+    lines = []
+    for name, fault in FAULTS.items():
+        if room < 30:
+            lines += [name, *("    " + line for line in keep_commands(fault.summary, width - 4).plain.split("\n"))]
+            continue
+        wrapped = keep_commands(fault.summary, room).plain.split("\n")
+        lines += [f"{name.ljust(column)}{wrapped[0]}", *(" " * column + line for line in wrapped[1:])]
+    return lines
+
+
 def _run(name: str, procs: int, timeout_s: float, as_json: bool, verbose: bool) -> None:
     from ddpfsdp.demos.faults.render import render_fault
     from ddpfsdp.demos.faults.runner import FaultRun
+    from ddpfsdp.demos.launch.launcher import LaunchError
     from ddpfsdp.quiz.commands.results import check_table, save_result
-    from rich.console import Console
+    from ddpfsdp.quiz.plain_console import trimmed_console
     from rich.markup import escape
 
-    out, err = Console(), Console(stderr=True)
+    out, err = trimmed_console(), trimmed_console(stderr=True)
     status = err if as_json else out
-    run = FaultRun([name], procs=procs, timeout_s=timeout_s)
+    try:
+        run = FaultRun([name], procs=procs, timeout_s=timeout_s)
+    except LaunchError as error:  # the run's own checks, for a caller that skipped click's
+        raise click.UsageError(str(error)) from None
     status.print(f"[bold]fault {name}[/] on {procs} CPU processes (gloo): {escape(FAULTS[name].summary)}")
     try:
         with status.status("starting ranks") as spinner:

@@ -88,6 +88,9 @@ def interview(plain: bool, as_json: bool, seed: int | None, family: str | None, 
         return
     if scenario is None:
         scenario = _drawn(generate, family, model, cluster)
+    from ddpfsdp.quiz.plain_console import plain_without_terminal
+
+    plain = plain or plain_without_terminal("interview")
     if plain:
         from ddpfsdp.quiz.app import default_demo_runner
         from ddpfsdp.quiz.interview.plain import run_interview_plain
@@ -110,3 +113,4 @@ def _drawn(generate, family, model, cluster):
         return generate.generate(random.SystemRandom().randrange(2**31), family, model, cluster)
     except ValueError as error:
         raise click.UsageError(str(error)) from None
+

@@ -16,6 +16,8 @@ from ddpfsdp.demos.result.schema import SCHEMA, DemoResult
 DEFAULT_PROCS = 3  # an odd world: chunks N does not divide, and no power of two to lean on
 MAX_PROCS = 64
 WATCH_POLL_S = 0.5
+# The katas derive per-case and per-rank seeds as seed x 7919 + ..., which must stay in torch.manual_seed's range.
+KATA_SEED_MAX = 2**32 - 1
 SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
@@ -218,7 +220,8 @@ def _gpu_placement(entry: Kata, gpus: int | None) -> tuple[int | None, int | Non
 @click.option("--json", "as_json", is_flag=True, help=f"Print the result as JSON (schema {SCHEMA}).")
 @click.option("--deadline-s", type=click.FloatRange(0.5, 60), default=None,
               help="How long a rank may wait on a peer before the run is reported as a deadlock.  [default: 3]")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the generated inputs.")
+@click.option("--seed", type=click.IntRange(0, KATA_SEED_MAX), default=0, show_default=True,
+              help="Seed of the generated inputs.")
 @click.option("--watch-checks", type=int, default=None, hidden=True)
 def check(name: str, file: Path | None, procs: int | None, gpus: int | None, watch: bool, reference: bool,
           as_json: bool, deadline_s: float | None, seed: int, watch_checks: int | None) -> None:

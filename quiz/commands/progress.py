@@ -242,7 +242,7 @@ def _report(as_json: bool) -> None:
         }, indent=2))
         return
 
-    from rich.console import Console
+    from ddpfsdp.quiz.plain_console import trimmed_console
     from rich.table import Table
 
     table = Table(title="Progress by topic, weakest first", title_justify="left")
@@ -266,14 +266,15 @@ def _report(as_json: bool) -> None:
             str(p.due) if p.due else "",
             str(p.katas) if p.katas else "",
         )
-    console = Console()
+    console = trimmed_console()
     console.print(table)
     console.print(_level_table(by_level))
     if drill_report:
         console.print(_drill_table(drill_report))
     console.print(readiness.render(ready))
     console.print(_katas_line(written))
-    summary = f"{total} attempts" + (f", {correct / total:.0%} correct" if total else "") + f"; {due} cards due now."
+    summary = (f"{total} attempt{'s' if total != 1 else ''}" + (f", {correct / total:.0%} correct" if total else "")
+               + f"; {due} card{'s' if due != 1 else ''} due now.")
     if not total:
         summary += " Start with `ddpfsdp quiz`."
     elif not drill_report:

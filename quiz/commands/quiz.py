@@ -85,6 +85,9 @@ def quiz(more_words, topic, review, levels, mock, plain, search, bookmarked, to_
         _check_bank(bank_dir, answers_dir, cues)
         return
 
+    from ddpfsdp.quiz.plain_console import plain_without_terminal
+
+    plain = plain or plain_without_terminal("quiz")
     if plain:
         from ddpfsdp.quiz.plain import run_plain
 
@@ -206,3 +209,4 @@ def _check_topic(bank, topic: str | None, levels=None) -> None:
             have = sorted({q.level for q in asked})
             raise click.BadParameter(f"{where} has no question at {levels.label()}; its levels are "
                                      f"{', '.join(map(str, have))}", param_hint="'--level'")
+

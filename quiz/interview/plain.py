@@ -20,7 +20,9 @@ from rich.text import Text
 from ddpfsdp.quiz.grading import SELF_GRADES, Grade, QuantityError
 from ddpfsdp.quiz.interview import answers, debrief, render
 from ddpfsdp.quiz.interview.scenario import Scenario, Step
+from ddpfsdp.demos.base.prose import Prose
 from ddpfsdp.quiz.plain import open_store
+from ddpfsdp.quiz.plain_console import plain_console, titled_rule
 from ddpfsdp.quiz.plain_input import Quit, Skip, read
 from ddpfsdp.quiz.store import Store, utc_now
 
@@ -64,7 +66,7 @@ def run_interview_plain(
     clock: Callable[[], datetime] = utc_now,
     runner: Callable[[str, list[str]], Any] | None = None,
 ) -> int:
-    console = console or Console(highlight=False)
+    console = console or plain_console()
     store = open_store(console, store)
     if store is None:
         return 1
@@ -74,7 +76,7 @@ def run_interview_plain(
                   "q to stop.[/]")
     grades: dict[str, Grade] = {}
     for step in scenario.steps:
-        console.print(Rule(render.step_line(step, len(scenario.steps)), align="left"))
+        titled_rule(console, render.step_line(step, len(scenario.steps)))
         console.print(render.prompt(step))
         console.print(f"[dim]{answers.hint(step)}[/]")
         started = time.monotonic()
@@ -83,8 +85,9 @@ def run_interview_plain(
         except Skip:
             grade = answers.skipped(step)
         except Quit:
-            console.print(f"Stopped at step {step.id} of {len(scenario.steps)}. {len(grades)} answered step"
-                          f"{'s are' if len(grades) != 1 else ' is'} saved; `{again(scenario)}` starts this scenario again.")
+            console.print(Prose(Text(f"Stopped at step {step.id} of {len(scenario.steps)}. {len(grades)} answered step"
+                                     f"{'s are' if len(grades) != 1 else ' is'} saved; `{again(scenario)}` starts this "
+                                     "scenario again.")), crop=False)
             return 0
         grades[step.id] = grade
         try:

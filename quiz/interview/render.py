@@ -107,14 +107,17 @@ def prompt(step: Step, with_change: bool = True, with_options: bool = True) -> G
 
 
 def options(step: Step, grade: Grade | None = None) -> Table:
-    """The numbered options, each with its detail under it (dim); once graded, the right one ticked and a
-    wrong pick crossed, so the choices can stay in view beside the working."""
+    """The numbered options, each with its detail under it (dim); once graded, only the right one, ticked, and
+    a wrong pick, crossed, without their details: the working below the verdict names every option with its
+    figures, and needs the rows the list took (at 80x24 it was cut after three lines)."""
     picked = grade.given.get("value") if grade is not None and isinstance(grade.given, dict) else None
     table = Table.grid(padding=(0, 1))
     table.add_column(width=1, no_wrap=True)
     table.add_column(width=2, justify="right", no_wrap=True)
     table.add_column(ratio=1)
     for number, option in enumerate(step.options, start=1):
+        if grade is not None and number not in (step.answer, picked):
+            continue
         mark = Text(" ")
         if grade is not None and number == step.answer:
             mark = Text("✔", style="bold green")
@@ -124,7 +127,7 @@ def options(step: Step, grade: Grade | None = None) -> Table:
         label.append(option.text, style="bold" if picked == number else "")
         if picked == number and number != step.answer:
             label.append("  ← yours", style="italic")
-        if option.detail:
+        if option.detail and grade is None:
             label.append(f"\n{option.detail}", style="dim")
         table.add_row(mark, Text(f"{number}."), label)
     return table

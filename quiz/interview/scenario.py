@@ -199,11 +199,19 @@ class Setup:
     def to_dict(self) -> SetupDocument:
         return {**asdict(self), "gpus": self.gpus, "units": self.units, "global_batch_tokens": self.global_batch_tokens}
 
-    def summary(self) -> str:
-        """The job in one line, to keep in view while the steps scroll; what a narrow line cuts comes last."""
-        return (f"{self.model} ({self.params / 1e9:g}B) · {self.nodes}×{self.gpus_per_node} {self.gpu} · "
-                f"{self.precision} · {self.optimizer} · seq {self.seq_len:,} × {self.micro_batch} per GPU · "
-                f"{self.mfu:.0%} MFU")
+    def summary(self, width: int | None = None) -> str:
+        """The job on one line, to keep in view while the steps scroll. Given a `width`, the items that fit it,
+        each whole, then "…" where some are left out (the job in full is one key away): a cut inside an item
+        once read "seq 8,192 ×…"."""
+        size = f"{self.params / 1e9:g}B"
+        model = self.model if f"-{size}-" in self.model else f"{self.model} ({size})"  # Llama-2-7B-like says 7B
+        items = [model, f"{self.nodes}×{self.gpus_per_node} {self.gpu}", self.precision,
+                 f"seq {self.seq_len:,} × {self.micro_batch}/GPU", self.optimizer, f"{self.mfu:.0%} MFU"]
+        line = " · ".join(items)
+        while width is not None and len(line) > width and len(items) > 1:
+            items.pop()
+            line = " · ".join(items) + " · …"
+        return line
 
     def describe(self) -> str:
         """The job as an interviewer states it, in Markdown."""

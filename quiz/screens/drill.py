@@ -67,6 +67,8 @@ class DrillScreen(Screen):
         header.refresh()
 
     def _placeholder(self) -> str:
+        if self.problem.answers:
+            return self.problem.answers[2]
         if self.problem.base_unit == "bytes":
             return grading.input_placeholder(self.problem.unit)
         return "a whole number, e.g. 12"
@@ -127,6 +129,8 @@ class DrillScreen(Screen):
 
     def action_next(self) -> None:
         self.problem = next(self.drill)
+        if self.drill.note:
+            self.app.notify(self.drill.note, title="Sizing drill")
         self.grade = None
         self.query_one("#drill-prompt", Markdown).update(self.problem.prompt)
         answer = self.query_one("#drill-input", Input)

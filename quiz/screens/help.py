@@ -35,6 +35,7 @@ KEYS = (
     ("w", "home", "katas: write the collective, the sampler, the FSDP unit yourself, checked on real ranks"),
     ("o, c, h", "katas", "open your file in $EDITOR, check it on real ranks (Escape cancels), take a hint"),
     ("Escape", "while a demo runs", "cancel it (every rank is stopped); otherwise go back"),
+    ("Escape", "mock interview", "asks first; y ends it and shows the score so far"),
     ("1–4", "explain feedback", "grade yourself: Again, Hard, Good, Easy"),
     ("?", "anywhere", "this help"),
     ("ctrl+q", "anywhere", "quit (every answer is already saved)"),

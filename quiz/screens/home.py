@@ -17,12 +17,14 @@ from ddpfsdp.quiz.widgets.key_bar import KeyBar
 
 
 class HomeScreen(Screen):
+    # Below 20 rows the menu needs every row: the subtitle and the summary make way (-short in app.tcss).
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (20, "-tall")]
     BINDINGS = [
-        # Short names, so every key fits one line at 80 columns.
-        Binding("r", "review", "Review"),
+        # Short names, each a word of its menu row, so every key fits one line at 80 columns.
+        Binding("r", "review", "Due"),
         Binding("m", "mock", "Mock"),
         Binding("s", "drill", "Drill"),
-        Binding("i", "interview", "Interview"),
+        Binding("i", "interview", "Design"),
         Binding("w", "katas", "Katas"),
         Binding("p", "progress", "Progress"),
         Binding("slash", "search", "Find"),

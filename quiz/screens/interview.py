@@ -138,6 +138,7 @@ class InterviewScreen(Screen):
         step = self.step
         self._show_header()
         self.query_one("#interview-summary").display = self.query_one("#interview-job", Collapsible).collapsed
+        self._fit_summary()
         follow = " · follow-up" if step.change else ""
         self.query_one("#interview-title", Static).update(f"Step {step.id}{follow} · {step.title} ({step.skill})")
         # What changed stays in view above the scrolling question, however long the question is.
@@ -166,7 +167,13 @@ class InterviewScreen(Screen):
         self._relayout()
 
     def on_resize(self) -> None:
+        self._fit_summary()
         self._relayout()
+
+    def _fit_summary(self) -> None:
+        summary = self.query_one("#interview-summary", Static)
+        width = summary.content_region.width or self.size.width - 6  # the page's padding and its own
+        summary.update(self.scenario.setup.summary(width))
 
     def _relayout(self) -> None:
         """A part around the question may have grown: let its scroll find its height again."""

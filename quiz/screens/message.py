@@ -8,6 +8,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.containers import VerticalScroll
+from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 from ddpfsdp.quiz.widgets.key_bar import KeyBar
@@ -47,3 +48,27 @@ class NoticeScreen(ModalScreen[None]):
             yield Static(Text(self.title_text, style="bold yellow"), id="notice-title")
             yield Static(Text(self.message), id="notice-message")
             yield Static(Text("Enter to go on", style="dim"), id="notice-keys")
+
+
+class ConfirmScreen(ModalScreen[None]):
+    """A question before a step that ends something: y or Enter posts `confirmed` to the app, n or Escape
+    goes back to where the person was."""
+
+    CSS_PATH = "pages.tcss"
+    BINDINGS = [Binding("y,enter", "yes", "Yes"), Binding("n,escape", "dismiss", "No, go on")]
+
+    def __init__(self, title: str, message: str, confirmed: Message):
+        super().__init__()
+        self.title_text = title
+        self.message = message
+        self.confirmed = confirmed
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="notice"):
+            yield Static(Text(self.title_text, style="bold yellow"), id="notice-title")
+            yield Static(Text(self.message), id="notice-message")
+            yield Static(Text("y or Enter: yes · n or Esc: no, go on", style="dim"), id="notice-keys")
+
+    def action_yes(self) -> None:
+        self.dismiss()
+        self.app.post_message(self.confirmed)

@@ -23,18 +23,43 @@ NUMBER_COLUMNS_WIDTH = 17 + 8 + 8 + 5 + 3 + 2 * 6
 
 
 class ProgressScreen(Screen):
+    """One page that scrolls as a whole: the topics (↑ ↓ choose one, Enter practises it), the summary and the
+    readiness tables below them, which PageDown and End reach from the start, whatever has the focus."""
+
     CSS_PATH = "pages.tcss"
-    DEFAULT_CSS = "#progress-readiness-scroll { height: 1fr; margin-top: 1; }"
-    BINDINGS = [Binding("escape,q", "app.pop_screen", "Back"), Binding("?", "app.help", "Help")]
+    DEFAULT_CSS = "#progress-readiness { margin-top: 1; }"
+    BINDINGS = [
+        Binding("escape,q", "app.pop_screen", "Back"),
+        # The table would take these to move its cursor; here they move the page, readiness included.
+        Binding("pagedown", "page('down')", "Page down", priority=True),
+        Binding("pageup", "page('up')", "Page up", show=False, priority=True),
+        Binding("end", "page('end')", "End", show=False, priority=True),
+        Binding("home", "page('home')", "Top", show=False, priority=True),
+        Binding("?", "app.help", "Help"),
+    ]
 
     def compose(self) -> ComposeResult:
         with Vertical(id="progress", classes="page"):
-            yield Static(Text("Progress by topic, weakest first", style="bold"), id="title")
-            yield DataTable(id="progress-table", cursor_type="row", zebra_stripes=True)
-            yield Static(id="progress-summary", classes="muted")
-            with VerticalScroll(id="progress-readiness-scroll"):
+            with VerticalScroll(id="progress-page"):
+                yield Static(Text("Progress by topic, weakest first", style="bold"), id="title")
+                yield DataTable(id="progress-table", cursor_type="row", zebra_stripes=True)
+                yield Static(id="progress-summary", classes="muted")
                 yield Static(id="progress-readiness")
         yield KeyBar()
+
+    def action_page(self, where: str) -> None:
+        page = self.query_one("#progress-page", VerticalScroll)
+        {"down": page.scroll_page_down, "up": page.scroll_page_up, "end": page.scroll_end,
+         "home": page.scroll_home}[where](animate=False)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        """The page follows the table's cursor: the table shows every row, so the page scrolls, not the table."""
+        table = event.data_table
+        row = table.region.y - self.query_one("#progress-page").region.y + table.header_height + event.cursor_row
+        page = self.query_one("#progress-page", VerticalScroll)
+        top = row + page.scroll_y
+        if top < page.scroll_y or top >= page.scroll_y + page.size.height:
+            page.scroll_to(y=max(0, top - page.size.height // 2), animate=False)
 
     def on_mount(self) -> None:
         app = self.app

@@ -103,7 +103,8 @@ class QuestionScreen(Screen):
 
     def on_mount(self) -> None:
         self.started_s = self.app.monotonic()
-        self.query_one("#answer-input").focus()
+        # The question opens at its text: on a short terminal, focusing the answer would scroll past it.
+        self.query_one("#answer-input").focus(scroll_visible=False)
 
     def on_session_header_time_up(self, event: SessionHeader.TimeUp) -> None:
         self.app.post_message(SessionEnded(timed_out=True))
@@ -167,6 +168,8 @@ class QuestionScreen(Screen):
         return self.question.kind not in ("single", "multi", "order")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("evidence", "evidence_from_text") and self.question.demo is None:
+            return False  # no demo is linked: the footer offers no evidence
         if action == "evidence":
             return not self._typed
         if action == "evidence_from_text":

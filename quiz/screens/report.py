@@ -52,20 +52,22 @@ class MockReportScreen(Screen):
     CSS_PATH = "session.tcss"
     BINDINGS = [Binding("escape,enter,q", "app.pop_screen", "Home")]
 
-    def __init__(self, results: list[tuple[Question, Grade]], asked: list[Question], total: int, elapsed_s: float, timed_out: bool):
+    def __init__(self, results: list[tuple[Question, Grade]], asked: list[Question], total: int, elapsed_s: float, timed_out: bool,
+                 left: bool = False):
         super().__init__()
         self.results = results  # (question, grade) for each answered question
         self.asked = asked  # every question shown, answered or not
         self.total = total
         self.elapsed_s = elapsed_s
         self.timed_out = timed_out
+        self.left = left  # the person left before the end
 
     def compose(self) -> ComposeResult:
         answered = len(self.results)
         overall = sum(g.score for _, g in self.results) / self.total if self.total else 0.0
         minutes, seconds = divmod(int(self.elapsed_s), 60)
         summary = Text.assemble(
-            ("Time is up. " if self.timed_out else "", "bold yellow"),
+            ("Time is up. " if self.timed_out else "Left early. " if self.left else "", "bold yellow"),
             (f"Overall {overall:.0%}", "bold"),
             f" over {self.total} questions ({answered} answered, {len(self.asked)} asked) in {minutes}:{seconds:02d}. ",
             "Unanswered questions count as zero. Review the weakest topic first.",
