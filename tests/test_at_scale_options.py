@@ -44,7 +44,7 @@ def _refused(*args: str) -> str:
     (["checkpoint-resume", "--resume-on", "1"], "'--resume-on': 1 is not in the range x>=2"),
     (["checkpoint-resume", "--procs", "2", "--batch-size", "3", "--resume-on", "4"],
      "the global batch is 6 samples (3 per rank on 2 ranks), which 4 ranks cannot split evenly"),
-    (["checkpoint-resume", "--save-after", "0"], "'--save-after': 0 is not in the range x>=1"),
+    (["checkpoint-resume", "--save-after", "0"], "'--save-after': 0 is not in the range 1<=x<=50000"),
 ])
 def test_bad_input_is_refused_before_any_launch(never_started, args, message):
     assert message in _refused(*args)
