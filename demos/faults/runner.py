@@ -20,7 +20,6 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from ddpfsdp.demos.faults import catalog
 from ddpfsdp.demos.launch.events import Event
@@ -66,7 +65,6 @@ class FaultRun:
         self.world_size = procs
         self.timeout_s = float(timeout_s)
         self.wall_s: dict[str, float] = {}  # each fault's, from its first program's start to the next fault's
-        self.env: dict[str, Any] = {}
         self._run: DemoRun | None = None
         self._current: tuple[str, float] | None = None  # the fault under way and when its first program began
         self._launched = 0.0
@@ -140,9 +138,7 @@ class FaultRun:
         """The launcher's watchdog: each fault's wall time from its progress events, and why the run must
         stop when a fault (or the start) overstays."""
         now = time.monotonic()
-        if event is not None and event.get("event") == "start":
-            self.env = event.get("env") or {}
-        elif event is not None and event.get("event") == "progress" and (
+        if event is not None and event.get("event") == "progress" and (
                 self._current is None or self._current[0] != event.get("fault")):
             if self._current is not None:
                 self.wall_s[self._current[0]] = now - self._current[1]
