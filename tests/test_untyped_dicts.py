@@ -14,7 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 UNTYPED = "dict[str, Any]"
-LIMIT = 41  # the count once the structures above had their types; lower it as more get theirs
+LIMIT = 40  # the count once the structures above had their types; lower it as more get theirs
 
 
 def untyped_lines(*folders: Path) -> dict[str, int]:
