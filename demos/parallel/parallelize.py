@@ -85,7 +85,8 @@ def parallelize(model: nn.Module, run: RunSpec, world: World, device: torch.devi
 
     Of `run`, the options of the parallelism and the optimizer are read: precision, tp,
     sequence_parallel, cp, cp_split, checkpoint_activations, strategy, bucket_mb (DDP and zro), sharding, wrap,
-    fsdp_api, replicas and prefetch (FSDP), optimizer, optimizer_impl, lr, compile and compile_backend. A
+    fsdp_api, replicas and prefetch (FSDP), optimizer, optimizer_impl, lr, compile, compile_backend, and
+    period and local_sgd_warmup (local SGD, DDP only). A
     choice the model or the world cannot take raises ValueError saying what would do.
 
     A pipeline's stage (`parallel.pipeline`) comes with the run's degrees and mesh, made once for all its
