@@ -209,6 +209,19 @@ STRAGGLER_CHECKS = {
                                        "ranks' work takes as long): it cannot complete before",
     "slow_rank_does_not_wait": "the slow rank's own first collective completes at once: the others are there already",
 }
+# `demo local-sgd`: plain DDP and post-local SGD on the same model, seed and data (`claims.local_sgd`).
+LOCAL_SGD_CHECKS = {
+    "all_reduces_follow_torch_schedule": "DDP all-reduces gradients every step; local SGD all-reduces them on the W "
+                                         "warm-up steps, then once per averaging, at steps W, W + H, W + 2H, ... "
+                                         "(torch's PeriodicModelAverager), and on no other step, on every rank",
+    "local_sgd_all_reduces_fewer_bytes": "over S steps local SGD all-reduces (W + A) / S of DDP's bytes, A the "
+                                         "averagings: an averaging moves the parameters, as many bytes as a DDP "
+                                         "step's gradients",
+    "replicas_drift_and_are_reaveraged": "DDP's replicas are bitwise equal after every step; local SGD's after each "
+                                         "warm-up step and each averaging, and apart on the local steps between",
+    "loss_matches_ddp_until_local_steps": "the first W + 1 losses equal DDP's (same model, seed, data, synchronous "
+                                          "updates); the gap after is this run's measurement, not a claim",
+}
 RESUME_CHECKS = {
     "checkpoint_bytes_match_theory": "each rank wrote 1/N of the parameters and optimizer state (FSDP: its shards, "
                                      "give or take a row; DDP: whole tensors, deduplicated, give or take the "
@@ -474,6 +487,18 @@ DEMOS: dict[str, Demo] = {
             evidence_view="ddpfsdp.demos.measure.at_scale_report:checkpoint_resume_view",
             launches="ddpfsdp.demos.train.checkpoint_folder:launches",
             checks=RESUME_CHECKS,
+        ),
+        Demo(
+            "local-sgd",
+            "local SGD on real ranks: plain DDP, then torch's post-local SGD on the same model, seed and data; "
+            "the all-reduces per step, the bytes, the replicas drifting and re-averaged, the loss gap measured",
+            "ddpfsdp.demos.train.local_sgd:run_local_sgd",
+            "at-scale",
+            options="ddpfsdp.demos.train.at_scale_options:LOCAL_SGD_OPTIONS",
+            validate="ddpfsdp.demos.train.at_scale_options:validate_local_sgd",
+            render="ddpfsdp.demos.measure.at_scale_report:render_local_sgd",
+            evidence_view="ddpfsdp.demos.measure.at_scale_report:local_sgd_view",
+            checks=LOCAL_SGD_CHECKS,
         ),
         Demo(
             "cp",

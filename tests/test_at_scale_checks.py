@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from ddpfsdp.demos.claims import resume, straggler
+from ddpfsdp.demos.claims import local_sgd, resume, straggler
 from ddpfsdp.demos.result.schema import CheckpointResume, Straggler
 
 MS = 1e-3
@@ -184,3 +184,125 @@ def test_a_save_carries_the_save_s_checks_and_a_resume_all_four():
     block.compared = CheckpointResume.NESTED["compared"][1].from_json({"entries": 3, "equal": 3, "max_abs_diff": 0.0})
     checks = resume.resume_checks(block, theory, "fsdp")
     assert len(checks) == 4 and all(c.passed for c in checks), [c.detail for c in checks]
+
+
+# --- local-sgd ---------------------------------------------------------------------------------------------
+
+PARAM_B = 3_730_432  # the tiny GPT's parameters in fp32: a DDP step's gradient buckets, and an averaging
+
+
+def _local_sgd_block(period: int = 4, warmup: int = 2, steps: int = 15, ranks: int = 2) -> dict:
+    """A run as torch's rules make it, with the figures a 2-rank run of the tiny GPT measured."""
+    averaged = set(range(warmup, steps, period))
+    ddp_steps, local_steps = [], []
+    for step in range(steps):
+        ddp_steps.append({"step": step, "loss": 6.0 - 0.1 * step, "all_reduces": [1] * ranks,
+                          "all_reduce_bytes": [PARAM_B] * ranks, "other_collectives": [0] * ranks,
+                          "other_bytes": [0] * ranks, "replica_diff": [0.0] * ranks})
+        talks = step < warmup or step in averaged
+        local_steps.append({"step": step, "loss": 6.0 - 0.1 * step + (0.0 if step <= warmup else 0.01),
+                            "all_reduces": [1 if talks else 0] * ranks,
+                            "all_reduce_bytes": [PARAM_B if talks else 0] * ranks, "other_collectives": [0] * ranks,
+                            "other_bytes": [0] * ranks,
+                            "replica_diff": [0.0] + [0.0 if talks else 2e-3] * (ranks - 1)})
+    return {"period": period, "warmup": warmup, "steps": steps, "averaged_steps": sorted(averaged),
+            "param_bytes": PARAM_B, "runs": [{"name": "ddp", "steps": ddp_steps},
+                                             {"name": "local-sgd", "steps": local_steps}]}
+
+
+def _local_step(block: dict, run: int, step: int, **changes) -> dict:
+    broken = copy.deepcopy(block)
+    broken["runs"][run]["steps"][step].update(changes)
+    return broken
+
+
+def test_torch_s_averaging_steps_are_w_then_every_h():
+    # averagers.py: step >= warmup_steps and (step - warmup_steps) % period == 0, the counter from 0
+    assert local_sgd.averaging_steps(4, 2, 15) == [2, 6, 10, 14]
+    assert local_sgd.averaging_steps(3, 0, 7) == [0, 3, 6]
+    assert local_sgd.averaging_steps(8, 20, 15) == []
+    assert local_sgd.synchronous_steps(2, 15) == [0, 1] and local_sgd.synchronous_steps(20, 3) == [0, 1, 2]
+    assert local_sgd.bytes_ratio(4, 2, 15) == pytest.approx(6 / 15)
+    with pytest.raises(ValueError):
+        local_sgd.averaging_steps(0, 2, 15)
+
+
+@pytest.mark.parametrize("period, warmup, steps, ranks", [(4, 2, 15, 2), (2, 0, 7, 4), (5, 3, 19, 3)])
+def test_a_local_sgd_run_as_torch_makes_it_passes_every_check(period, warmup, steps, ranks):
+    checks = local_sgd.local_sgd_checks(_local_sgd_block(period, warmup, steps, ranks))
+    assert [c.passed for c in checks] == [True] * 4, [c.detail for c in checks]
+
+
+def test_all_reduces_off_torch_s_schedule_fail():
+    good = _local_sgd_block()
+    # an averaging H steps after the warm-up instead of at its end (the common misreading), on step 6 only
+    late = _local_step(_local_step(good, 1, 2, all_reduces=[0, 0], all_reduce_bytes=[0, 0]), 1, 5,
+                       all_reduces=[1, 1], all_reduce_bytes=[PARAM_B] * 2)
+    # gradients still all-reduced on a local step (subgroup=None's intra-node all-reduce on one machine)
+    chatty = _local_step(good, 1, 3, all_reduces=[1, 1], all_reduce_bytes=[PARAM_B] * 2)
+    # one rank that skipped its averaging
+    skipped = _local_step(good, 1, 6, all_reduces=[1, 0], all_reduce_bytes=[PARAM_B, 0])
+    # DDP that skipped a step's all-reduce (no_sync)
+    silent = _local_step(good, 0, 4, all_reduces=[0, 0], all_reduce_bytes=[0, 0])
+    # a block whose schedule is not torch's rule
+    named = {**copy.deepcopy(good), "averaged_steps": [5, 9, 13]}
+    for broken in (late, chatty, skipped, silent, named):
+        check = local_sgd.all_reduces_follow_torch_schedule(broken)
+        assert check.passed is False and "off:" in check.detail
+    assert local_sgd.all_reduces_follow_torch_schedule({**good, "runs": good["runs"][:1]}).passed is False
+
+
+def test_bytes_off_the_expected_ratio_fail():
+    good = _local_sgd_block()
+    # an averaging that all-reduced the parameters and the optimizer's moments (three times the bytes)
+    fat = _local_step(good, 1, 6, all_reduce_bytes=[3 * PARAM_B] * 2)
+    # local SGD that moved as much as DDP: every step all-reduced
+    full = copy.deepcopy(good)
+    full["runs"][1]["steps"] = copy.deepcopy(good["runs"][0]["steps"])
+    for broken in (fat, full):
+        check = local_sgd.local_sgd_all_reduces_fewer_bytes(broken)
+        assert check.passed is False and "off:" in check.detail
+    assert "0.4000" in local_sgd.local_sgd_all_reduces_fewer_bytes(good).detail
+
+
+def test_replicas_equal_off_an_averaging_or_apart_after_one_fail():
+    good = _local_sgd_block()
+    # an averaging that left the replicas a rounding apart
+    rounded = _local_step(good, 1, 6, replica_diff=[0.0, 1e-9])
+    # replicas that never drifted (every rank read the same batch, or nothing stepped)
+    frozen = copy.deepcopy(good)
+    for step in frozen["runs"][1]["steps"]:
+        step["replica_diff"] = [0.0, 0.0]
+    # DDP replicas that differ
+    ddp_apart = _local_step(good, 0, 3, replica_diff=[0.0, 1e-7])
+    # a step not compared at all
+    unmeasured = _local_step(good, 1, 4, replica_diff=[])
+    for broken in (rounded, frozen, ddp_apart, unmeasured):
+        check = local_sgd.replicas_drift_and_are_reaveraged(broken)
+        assert check.passed is False and "off:" in check.detail
+
+
+def test_warm_up_losses_apart_from_ddp_s_fail_and_the_gap_after_is_only_reported():
+    good = _local_sgd_block()
+    passed = local_sgd.loss_matches_ddp_until_local_steps(good)
+    assert passed.passed and "bitwise equal" in passed.detail and "+0.0100 at the last" in passed.detail
+    # another seed or other data: the first step's loss already differs
+    other_seed = _local_step(good, 1, 0, loss=6.2)
+    # local from the start: the first local step's loss (computed on the warm-up's weights) differs
+    early = _local_step(good, 1, 2, loss=5.85)
+    missing = _local_step(good, 1, 1, loss=None)
+    for broken in (other_seed, early, missing):
+        check = local_sgd.loss_matches_ddp_until_local_steps(broken)
+        assert check.passed is False and "off:" in check.detail
+    # a gap of any size or sign after the first local step is this run's measurement, not a failure
+    worse = copy.deepcopy(good)
+    for step in worse["runs"][1]["steps"][3:]:
+        step["loss"] += 1.0
+    assert local_sgd.loss_matches_ddp_until_local_steps(worse).passed
+    assert local_sgd.loss_gap(worse)[-1] == pytest.approx(1.01)
+
+
+def test_the_registry_names_exactly_the_local_sgd_checks():
+    from ddpfsdp.demos.registry import LOCAL_SGD_CHECKS
+
+    assert [c.name for c in local_sgd.local_sgd_checks(_local_sgd_block())] == list(LOCAL_SGD_CHECKS)

@@ -4,6 +4,7 @@ question bank's links first: tests/test_bank_evidence.py runs those too).
     straggler --model tiny                          2 ranks, rank 1 sleeping 500 ms before each slowed step
     checkpoint-resume --model tiny                  FSDP2 saved on 2 ranks, resumed on 4
     checkpoint-resume --model tiny --resume-on 2    FSDP2 saved on 4 ranks, resumed on 2
+    local-sgd --model tiny                          2 ranks, DDP then local SGD (H 4, W 2), 15 steps each
 """
 
 from __future__ import annotations
@@ -12,7 +13,13 @@ import os
 
 import pytest
 
-from ddpfsdp.demos.measure.at_scale_report import checkpoint_resume_view, render_checkpoint_resume, render_straggler
+from ddpfsdp.demos.measure.at_scale_report import (
+    checkpoint_resume_view,
+    local_sgd_view,
+    render_checkpoint_resume,
+    render_local_sgd,
+    render_straggler,
+)
 from ddpfsdp.demos.result.schema import DemoResult
 
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(300)]
@@ -20,6 +27,7 @@ pytestmark = [pytest.mark.dist, pytest.mark.timeout(300)]
 STRAGGLER = ("straggler", "--model", "tiny")
 GROWS = ("checkpoint-resume", "--model", "tiny")  # 2 -> 4
 SHRINKS = ("checkpoint-resume", "--model", "tiny", "--resume-on", "2")  # 4 -> 2
+LOCAL_SGD = ("local-sgd", "--model", "tiny")
 
 
 def _passed(result: dict) -> dict[str, bool]:
@@ -77,3 +85,30 @@ def test_the_checkpoint_report_explains_the_files_against_the_data(demo_result):
     assert "Sharded save on 2 ranks" in text and "per item over its data" in text
     assert "a temporary folder, removed after the run" in text
     assert checkpoint_resume_view(DemoResult.from_json(result), 80)
+
+
+def test_local_sgd_all_reduces_on_torch_s_schedule_and_its_replicas_drift_between_averagings(demo_result):
+    result = DemoResult.from_json(demo_result(*LOCAL_SGD))
+    assert all(_passed(result.to_json()).values()), [c.detail for c in result.checks]
+    block = result.local_sgd
+    assert (block.period, block.warmup, block.steps, block.averaged_steps) == (4, 2, 15, [2, 6, 10, 14])
+    ddp, local = block.run("ddp"), block.run("local-sgd")
+    # counted on the ranks: DDP every step, local SGD on the warm-up and the averagings only, on both ranks
+    assert [s.step for s in local.steps if any(s.all_reduces)] == [0, 1, 2, 6, 10, 14]
+    assert all(s.all_reduces == [1, 1] for s in ddp.steps)
+    assert {b for s in local.steps for b in s.all_reduce_bytes if b} == {block.param_bytes}
+    # measured on the ranks: the replicas apart on rank 1 after a local step, equal after an averaging
+    assert local.steps[5].replica_diff[1] > 0 and local.steps[6].replica_diff == [0.0, 0.0]
+    assert result.loss == [s.loss for s in local.steps] and result.theory["bytes_ratio"] == pytest.approx(0.4)
+
+
+def test_the_local_sgd_report_shows_each_step_with_the_theory_labelled(demo_result):
+    from rich.console import Console
+
+    console = Console(width=80, record=True)
+    render_local_sgd(demo_result(*LOCAL_SGD), console)
+    text = console.export_text()
+    assert max(map(len, text.splitlines())) <= 80
+    assert "average" in text and "local" in text and "Theory: (W + A) / S = (2 + 4) / 15 = 0.40" in text
+    assert "measured in this run only" in " ".join(text.split())
+    assert local_sgd_view(DemoResult.from_json(demo_result(*LOCAL_SGD)), 80)

@@ -45,9 +45,26 @@ def _refused(*args: str) -> str:
     (["checkpoint-resume", "--procs", "2", "--batch-size", "3", "--resume-on", "4"],
      "the global batch is 6 samples (3 per rank on 2 ranks), which 4 ranks cannot split evenly"),
     (["checkpoint-resume", "--save-after", "0"], "'--save-after': 0 is not in the range 1<=x<=50000"),
+    (["local-sgd", "--period", "1"], "'--period': 1 is not in the range 2<=x<=100"),
+    (["local-sgd", "--period", "0"], "'--period': 0 is not in the range 2<=x<=100"),
+    (["local-sgd", "--period", "-4"], "'--period': -4 is not in the range 2<=x<=100"),
+    (["local-sgd", "--period", "1000000"], "'--period': 1000000 is not in the range 2<=x<=100"),
+    (["local-sgd", "--period", "nan"], "'--period': 'nan' is not a valid integer"),
+    (["local-sgd", "--local-sgd-warmup", "-1"], "'--local-sgd-warmup': -1 is not in the range 0<=x<=100"),
+    (["local-sgd", "--strategy", "fsdp"], "--strategy is not an option of `ddpfsdp demo local-sgd`"),
 ])
 def test_bad_input_is_refused_before_any_launch(never_started, args, message):
     assert message in _refused(*args)
+
+
+def test_local_sgd_refuses_anything_but_ddp_replicas():
+    import click
+
+    from ddpfsdp.demos.train.at_scale_options import validate_local_sgd
+
+    with pytest.raises(click.UsageError, match="local-sgd averages DDP replicas"):
+        validate_local_sgd(RunSpec.for_demo("local-sgd", {"strategy": "fsdp"}))
+    validate_local_sgd(RunSpec.for_demo("local-sgd", {}), world_size=2, device="cpu")
 
 
 def test_a_delay_under_a_longer_time_out_is_let_through():

@@ -28,10 +28,10 @@ SECTIONS = ("## Why", "## Common mistake", "## Evidence")
 # with tests/test_two_d_run.py, which launches them anyway, and the pipeline's two (--compare, and
 # --dp 2 on 4 processes) with tests/test_pipeline_demo.py. `zro --model tiny` is the one run whose
 # top-level checks measure zro's traffic (compare judges zro's memory only): 2 ranks, about 8 s. `demo moe`'s
-# one (4 processes, two ep groups of 2, two short steps) is shared with tests/test_moe_demo.py; the straggler's and
-# the checkpoint resume's with tests/test_at_scale_demos.py; `cp --model tiny` (4 processes, about 13 s) with
-# tests/test_context_parallel.py.
-MAX_DEMO_CONFIGS = 24
+# one (4 processes, two ep groups of 2, two short steps) is shared with tests/test_moe_demo.py; the straggler's,
+# the checkpoint resume's and local SGD's with tests/test_at_scale_demos.py; `cp --model tiny` (4 processes, about
+# 13 s) with tests/test_context_parallel.py.
+MAX_DEMO_CONFIGS = 25
 # Topics whose demos are still to come: their questions join the linked share once those demos' checks exist
 # to link them to.
 AWAITING_DEMOS: tuple[str, ...] = ()

@@ -120,7 +120,7 @@ def test_plan_for_one_gpu_shares_it_and_for_eight_runs_every_sharding(tmp_path):
         assert argv[3:5] == ["demo", "pipeline"] and argv[argv.index("--ranks-per-gpu") + 1] == "2", key
 
     # the at-scale demos: 2 ranks sharing the GPU, the checkpoint resumed on 4 sharing it
-    for key in ("straggler-1gpu", "checkpoint-resume-1gpu"):
+    for key in ("straggler-1gpu", "checkpoint-resume-1gpu", "local-sgd-1gpu"):
         argv = one[key].argv
         assert argv[argv.index("--ranks-per-gpu") + 1] == "2" and one[key].group == "at scale", key
     assert one["checkpoint-resume-1gpu"].expect["world"] == 4 and "--resume-on" in one["checkpoint-resume-1gpu"].argv

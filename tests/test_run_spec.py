@@ -30,7 +30,7 @@ DOCUMENTED = {
     "ep": None, "experts": None, "top_k": None, "capacity_factor": None,
     # the at-scale demos' (their defaults on their own command lines: AT_SCALE_DOCUMENTED)
     "strategy": "ddp", "slow_rank": None, "delay_ms": None, "timed_steps_each": None, "save_after": None,
-    "resume_on": None, "dir": None,
+    "resume_on": None, "dir": None, "period": None, "local_sgd_warmup": None,
     # context parallelism's (`demo cp`'s own defaults: cp 2, the head-tail split)
     "cp": None, "cp_split": None,
 }
@@ -39,6 +39,8 @@ AT_SCALE_DOCUMENTED = {
                   "delay_ms": 500.0, "timed_steps_each": 3},
     "checkpoint-resume": {"strategy": "fsdp", "model": None, "batch_size": None, "seed": 0, "save_after": 2,
                           "resume_on": None, "dir": None},
+    # local SGD averages DDP replicas: no --strategy
+    "local-sgd": {"model": None, "batch_size": None, "seed": 0, "period": 4, "local_sgd_warmup": 2},
 }
 PIPELINE_DOCUMENTED = {"model": None, "batch_size": None, "steps": None, "seed": 0, "trace": None, "schedule": "1f1b",
                        "microbatches": 4, "stages_per_rank": None, "pp": None, "dp": 1, "compare": False,
@@ -68,20 +70,24 @@ def test_the_pipeline_s_command_line_defaults_are_its_spec_s():
 def test_the_at_scale_command_lines_defaults_are_their_specs(demo):
     from ddpfsdp.demos.train import at_scale_options
 
-    options = {"straggler": at_scale_options.STRAGGLER_OPTIONS, "checkpoint-resume": at_scale_options.RESUME_OPTIONS}
+    options = {"straggler": at_scale_options.STRAGGLER_OPTIONS, "checkpoint-resume": at_scale_options.RESUME_OPTIONS,
+               "local-sgd": at_scale_options.LOCAL_SGD_OPTIONS}
     parsed = _parse(options[demo], [])
     assert parsed == AT_SCALE_DOCUMENTED[demo]
     spec = RunSpec.for_demo(demo, parsed)
-    assert spec == RunSpec.for_demo(demo, {}) and spec.strategy == parsed["strategy"]
-    assert (spec.is_straggler, spec.is_resume) == (demo == "straggler", demo == "checkpoint-resume")
+    assert spec == RunSpec.for_demo(demo, {}) and spec.strategy == parsed.get("strategy", "ddp")
+    assert (spec.is_straggler, spec.is_resume, spec.is_local_sgd) == (
+        demo == "straggler", demo == "checkpoint-resume", demo == "local-sgd")
     resolved = spec.resolved("cpu")
-    # the tiny GPT on CPU; a straggler's steps: 2 warm-up, 3 + 3 timed in turn, 1 recorded; a resume's 2 + 2
-    assert (resolved.model, resolved.steps) == ("tiny", {"straggler": 9, "checkpoint-resume": 4}[demo])
+    # the tiny GPT on CPU; a straggler's steps: 2 warm-up, 3 + 3 timed in turn, 1 recorded; a resume's 2 + 2;
+    # local SGD's 2 synchronous, then three periods of 4 and the averaging that ends them
+    assert (resolved.model, resolved.steps) == ("tiny", {"straggler": 9, "checkpoint-resume": 4, "local-sgd": 15}[demo])
     # what they add is reported only on their own runs, and the key leaves the folder out
     assert "slow_rank" not in RunSpec.for_demo("ddp", {}).resolved("cpu").reported()
     assert RunSpec.for_demo("checkpoint-resume", {"dir": "/tmp/x"}).key("checkpoint-resume", "cpu") == {"model": "tiny"}
-    assert RunSpec.for_demo(demo, {"strategy": "zro" if demo == "straggler" else "ddp"}).key(demo) == {
-        "strategy": "zro" if demo == "straggler" else "ddp"}
+    if demo != "local-sgd":
+        assert RunSpec.for_demo(demo, {"strategy": "zro" if demo == "straggler" else "ddp"}).key(demo) == {
+            "strategy": "zro" if demo == "straggler" else "ddp"}
 
 
 def test_the_cp_demo_s_command_line_defaults_are_its_spec_s():

@@ -8,6 +8,7 @@
                 loss, the combine's wait, the experts each rank holds
     context_parallel  a cp run: the ring against one process, its sends, activations and compute per rank
     simulated   a simulated run against the analytic model
+    local_sgd   a local-SGD run against DDP: torch's averaging schedule, the bytes, the replicas, the loss
 
 Each function takes numbers and returns a `result.checks.Check`; tests feed each one broken numbers and
 see it fail. Torch-free at import, so the registry and the quiz can read them without torch.

@@ -1,5 +1,6 @@
 """The at-scale demos' results for a person (rich; no torch): a straggler's step times and waits beside
-the analytic model's step, and a checkpoint's bytes, times and resumed state.
+the analytic model's step, a checkpoint's bytes, times and resumed state, and local SGD against DDP step by
+step.
 
 `render_*` print a result after the run (the CLI); `*_view` are what the quiz's evidence panel shows
 under the checks, at most `width` columns wide. Every figure comes from the result alone, so a saved
@@ -16,7 +17,7 @@ from rich.table import Table
 
 from ddpfsdp.demos.base.labels import Fitted
 from ddpfsdp.demos.base.units import format_iec
-from ddpfsdp.demos.result.schema import CheckpointResume, DemoResult, Straggler, as_result
+from ddpfsdp.demos.result.schema import CheckpointResume, DemoResult, LocalSgd, LocalSgdStep, Straggler, as_result
 
 Result = DemoResult | Mapping[str, Any]
 
@@ -178,3 +179,99 @@ def checkpoint_resume_view(result: DemoResult, width: int) -> list[Any]:
     if result.checkpoint_resume is None:
         return []
     return [files_table(result), *resume_lines(result)]
+
+
+# --- local-sgd ---------------------------------------------------------------------------------------------
+
+
+def _local_sgd(result: DemoResult) -> LocalSgd:
+    if result.local_sgd is None:
+        raise ValueError(f"the {result.demo or 'demo'} result carries no local_sgd block")
+    return result.local_sgd
+
+
+def _reduced(step: LocalSgdStep) -> str:
+    """Rank 0's all-reduced MiB in the step and its calls, marked where another rank issued otherwise."""
+    count = step.all_reduces[0] if step.all_reduces else 0
+    same = len(set(step.all_reduces)) <= 1 and len(set(step.all_reduce_bytes)) <= 1
+    text = "–" if not count else f"{step.all_reduce_bytes[0] / 2**20:.2f} ({count})"
+    return text if same else f"{text} (ranks differ)"
+
+
+def _loss(value: float | None) -> str:
+    return "–" if value is None else f"{value:.4f}"
+
+
+def local_sgd_table(result: Result) -> Table:
+    """Per step: what the step is under torch's rule, each run's mean loss and rank 0's all-reduces, and how far
+    local SGD's replicas are apart after it."""
+    result = as_result(result)
+    block = _local_sgd(result)
+    ddp, local = block.run("ddp"), block.run("local-sgd")
+    table = Table(title=f"DDP against local SGD (H {block.period}, W {block.warmup}), measured per step: the ranks' "
+                        "mean loss; MiB all-reduced on rank 0 (calls); local SGD's replicas' largest difference from "
+                        "rank 0's after the step", title_justify="left")
+    for column in ("step", "is", "loss DDP", "loss local", "MiB DDP", "MiB local", "apart"):
+        table.add_column(column, justify="left" if column == "is" else "right")
+    averaged, warmup = set(block.averaged_steps), block.warmup or 0
+    for d, s in zip(ddp.steps if ddp else [], local.steps if local else []):
+        kind = "sync" if (s.step or 0) < warmup else ("average" if s.step in averaged else "local")
+        apart = max(s.replica_diff) if s.replica_diff else None
+        table.add_row(str(s.step), kind, _loss(d.loss), _loss(s.loss), _reduced(d), _reduced(s),
+                      "–" if apart is None else ("0" if apart == 0 else f"{apart:.1e}"))
+    return table
+
+
+def local_sgd_lines(result: Result) -> list[str]:
+    """The totals as measured, the theory beside them (labelled), and the loss gap as this run measured it."""
+    result = as_result(result)
+    block = _local_sgd(result)
+    theory = result.theory or {}
+    lines = []
+    totals = {}
+    for run in block.runs:
+        totals[run.name] = (sum(s.all_reduces[0] for s in run.steps if s.all_reduces),
+                            sum(s.all_reduce_bytes[0] for s in run.steps if s.all_reduce_bytes),
+                            sum(s.other_collectives[0] for s in run.steps if s.other_collectives))
+    if "ddp" in totals and "local-sgd" in totals:
+        (dc, db, do), (lc, lb, lo) = totals["ddp"], totals["local-sgd"]
+        ratio = lb / db if db else None
+        lines.append(f"Measured on rank 0 over {block.steps} steps: DDP {dc} all-reduces, {_bytes(db)}; local SGD {lc}, "
+                     f"{_bytes(lb)}: {'–' if ratio is None else f'{ratio:.2f}'} of DDP's bytes")
+        others = sorted({s.step for run in block.runs for s in run.steps if any(s.other_collectives)})
+        if others:
+            lines.append(f"Other collectives: DDP {do}, local SGD {lo}, at step {', '.join(map(str, others))} (DDP "
+                         "rebuilds its buckets before its second forward and broadcasts their order from rank 0)")
+    if "bytes_ratio" in theory:
+        lines.append(f"Theory: (W + A) / S = ({block.warmup} + {theory['averagings']}) / {block.steps} = "
+                     f"{theory['bytes_ratio']:.2f}, {theory['bytes_saved']:.0%} saved; over a long run 1/H = "
+                     f"{theory['long_run_ratio']:.2f}. An averaging all-reduces the parameters that hold a gradient "
+                     f"({_bytes(theory['param_bytes'])}; not buffers, not optimizer state), as many bytes as a DDP "
+                     "step's fp32 gradients")
+    from ddpfsdp.demos.claims.local_sgd import loss_gap
+
+    gaps = [g for g in loss_gap(block) if g is not None]
+    if gaps:
+        lines.append(f"Loss gap (local SGD - DDP), measured in this run only: {gaps[-1]:+.4f} at the last step. A few "
+                     "steps of a tiny model say nothing of convergence at scale (Lin et al., ICLR 2020: \"Don't Use "
+                     "Large Mini-Batches, Use Local SGD\")")
+    return lines
+
+
+def render_local_sgd(result: Result, console: Console | None = None) -> None:
+    console = console or Console()
+    result = as_result(result)
+    config = result.config
+    console.print(f"local-sgd: DDP, then post-local SGD, on {config.world_size} ranks ({config.backend}), "
+                  f"{config.model} GPT, {config.params or 0:,} parameters, {config.optimizer}")
+    console.print(Fitted(local_sgd_table(result)))
+    for line in local_sgd_lines(result):
+        console.print(line, markup=False, highlight=False)
+    _caveat(result, console)
+
+
+def local_sgd_view(result: DemoResult, width: int) -> list[Any]:
+    """The evidence panel's: the table and the lines under it; nothing for a result without the block."""
+    if result.local_sgd is None:
+        return []
+    return [local_sgd_table(result), *local_sgd_lines(result)]

@@ -7,6 +7,7 @@
     expert_parallel  each MoE layer's experts split over an ep group, reached by all-to-alls
     context_parallel ring attention over the mesh's "cp" dimension, each rank holding S/cp of every sequence
     compiled         torch.compile's placement and what torch records of it
+    local_sgd        post-local SGD: DDP's post-local-SGD hook and torch's periodic model averager
 
 It sits with train/ and measure/: it may import theory/, the ground floor and train/'s models and spec.
 Its modules import torch.

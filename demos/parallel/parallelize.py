@@ -31,6 +31,9 @@ torchtitan's `parallelize_llama` is the model: one function, a fixed order, a re
                        bucket cap and splits the graph at the buckets (`parallel.compiled`)
   8. the optimizer     over the parameters as wrapped (`strategies.build_optimizer`), fused where torch
                        has the kernel unless --optimizer-impl says otherwise
+  8b. local SGD        (demo local-sgd) DDP's post-local-SGD hook registered and the optimizer wrapped in
+                       PostLocalSGDOptimizer (`local_sgd.post_local_sgd`), before any step, since the hook
+                       and the averager count the steps from the first
 What differs between a real run and a simulated one is only the `World`: its size, how the model
 gets its tensors, and whether DDP may talk to the other ranks at wrap time.
 """
@@ -82,7 +85,8 @@ def parallelize(model: nn.Module, run: RunSpec, world: World, device: torch.devi
 
     Of `run`, the options of the parallelism and the optimizer are read: precision, tp,
     sequence_parallel, cp, cp_split, checkpoint_activations, strategy, bucket_mb (DDP and zro), sharding, wrap,
-    fsdp_api, replicas and prefetch (FSDP), optimizer, optimizer_impl, lr, compile and compile_backend. A
+    fsdp_api, replicas and prefetch (FSDP), optimizer, optimizer_impl, lr, compile, compile_backend, and
+    period and local_sgd_warmup (local SGD, DDP only). A
     choice the model or the world cannot take raises ValueError saying what would do.
 
     A pipeline's stage (`parallel.pipeline`) comes with the run's degrees and mesh, made once for all its
@@ -143,6 +147,12 @@ def parallelize(model: nn.Module, run: RunSpec, world: World, device: torch.devi
                 compiled.compile_ddp(wrapped)
         impl = optimizer_impl(run, device)
         optimizer = build_optimizer(run, wrapped, impl)
+        if run.is_local_sgd:
+            if run.strategy != "ddp":
+                raise ValueError("local SGD averages DDP replicas: train it with the ddp strategy")
+            from ddpfsdp.demos.parallel.local_sgd import post_local_sgd
+
+            optimizer = post_local_sgd(wrapped, optimizer, run.period, run.local_sgd_warmup or 0)
     return Prepared(wrapped, optimizer, strategy=run.strategy, device=device, world_size=world.size,
                     precision=run.precision, optimizer_name=run.optimizer, lr=run.lr, dims=dims, two_d=two_d,
                     context=context, facts=facts, optimizer_impl=impl, compiled=compiled, experts=experts,

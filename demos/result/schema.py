@@ -520,6 +520,48 @@ class Straggler(Block):
 
 
 @dataclass
+class LocalSgdStep(Block):
+    """One step of one of a local-SGD run's two trainings: its mean loss and, per rank, the collectives issued
+    inside the step (forward, backward, optimizer step and averaging; nothing the measurement adds) and how far
+    the rank's parameters are from rank 0's after it."""
+
+    step: int | None = None  # 0-based
+    loss: float | None = None  # the mean over the ranks
+    all_reduces: list[int] = field(default_factory=list)  # per rank
+    all_reduce_bytes: list[int] = field(default_factory=list)  # per rank: the all-reduced buffers' logical size
+    other_collectives: list[int] = field(default_factory=list)  # per rank: every other op (DDP's broadcasts)
+    other_bytes: list[int] = field(default_factory=list)
+    replica_diff: list[float] = field(default_factory=list)  # per rank: max |p - p on rank 0| over every element
+
+
+@dataclass
+class LocalSgdRun(Block):
+    """One training of a local-SGD run: `ddp` (gradients all-reduced every step) or `local-sgd`."""
+
+    name: str | None = None
+    steps: list[LocalSgdStep] = field(default_factory=list)
+
+    NESTED: ClassVar[dict[str, tuple[str, type[Block]]]] = {"steps": ("list", LocalSgdStep)}
+
+
+@dataclass
+class LocalSgd(Block):
+    """A local-SGD run's own block: torch's schedule and the two trainings, step by step."""
+
+    period: int | None = None  # H: steps between averagings
+    warmup: int | None = None  # W: synchronous steps first
+    steps: int | None = None
+    averaged_steps: list[int] = field(default_factory=list)  # torch's rule: W, W + H, ... below `steps` (0-based)
+    param_bytes: int | None = None  # the parameters one replica holds (what an averaging all-reduces)
+    runs: list[LocalSgdRun] = field(default_factory=list)  # ddp, then local-sgd
+
+    NESTED: ClassVar[dict[str, tuple[str, type[Block]]]] = {"runs": ("list", LocalSgdRun)}
+
+    def run(self, name: str) -> LocalSgdRun | None:
+        return next((r for r in self.runs if r.name == name), None)
+
+
+@dataclass
 class CheckpointFile(Block):
     """What one rank wrote to a sharded checkpoint: its items' data, the file they went into, and its time."""
 
@@ -613,6 +655,7 @@ class DemoResult(Block):
     moe: ExpertRun | None = None  # an MoE run
     straggler: Straggler | None = None  # demo straggler
     checkpoint_resume: CheckpointResume | None = None  # demo checkpoint-resume
+    local_sgd: LocalSgd | None = None  # demo local-sgd
     checks: list[Check] = field(default_factory=list)
 
     @classmethod
@@ -658,7 +701,8 @@ class DemoResult(Block):
 DemoResult.NESTED = {"env": ("one", Env), "memory": ("one", Memory), "throughput": ("one", Throughput),
                      "comm": ("one", Comm), "timeline": ("one", Timeline), "versus_theory": ("list", VersusRow),
                      "fault": ("one", FaultLab), "straggler": ("one", Straggler),
-                     "checkpoint_resume": ("one", CheckpointResume), "diverged": ("one", Diverged)}
+                     "checkpoint_resume": ("one", CheckpointResume), "diverged": ("one", Diverged),
+                     "local_sgd": ("one", LocalSgd)}
 DemoResult.NESTED["moe"] = ("one", ExpertRun)
 
 

@@ -1,5 +1,5 @@
-"""Training: the `ddp`, `zro`, `fsdp`, `compare`, `cp`, `pipeline`, `moe`, `straggler` and `checkpoint-resume` demos,
-from model shape to the checked result.
+"""Training: the `ddp`, `zro`, `fsdp`, `compare`, `cp`, `pipeline`, `moe`, `straggler`, `checkpoint-resume` and
+`local-sgd` demos, from model shape to the checked result.
 
 Owns the models built from the shapes of `base.shapes` (`models`), synthetic data (`data`), a run's
 configuration with every option and its default, torch-free (`spec`), the demos' command line made

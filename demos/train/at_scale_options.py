@@ -2,8 +2,9 @@
 
     ddpfsdp demo straggler --procs 2 --slow-rank 1 --delay-ms 200
     ddpfsdp demo checkpoint-resume --procs 4 --resume-on 2 --dir ./ckpt
+    ddpfsdp demo local-sgd --procs 2 --period 4 --local-sgd-warmup 2
 
-Their options are RunSpec fields (`train.spec`, `demos=STRAGGLER` / `RESUME`), so click reads types, bounds
+Their options are RunSpec fields (`train.spec`, `demos=STRAGGLER` / `RESUME` / `LOCAL_SGD`), so click reads types, bounds
 and choices from there. What relates them to the world they run on is checked here, before any rank
 starts: the slow rank inside the world; a checkpoint folder that can be written and holds nothing of
 another job's; a resume whose options match the checkpoint's and whose ranks split its global batch. A
@@ -29,6 +30,7 @@ from ddpfsdp.demos.train.spec import AT_SCALE_STRATEGIES, RunSpec
 
 STRAGGLER_OPTIONS = options_for("straggler")
 RESUME_OPTIONS = options_for("checkpoint-resume")
+LOCAL_SGD_OPTIONS = options_for("local-sgd")
 
 
 def _check_strategy(demo: str, spec: RunSpec) -> None:
@@ -73,3 +75,14 @@ def validate_checkpoint_resume(spec: RunSpec | Mapping[str, Any], world_size: in
             check_global_batch(global_batch, saved_world, resume_world(spec, saved_world), batch_size)
     except FolderError as exc:
         raise click.UsageError(str(exc)) from None
+
+
+def validate_local_sgd(spec: RunSpec | Mapping[str, Any], world_size: int | None = None,
+                       device: str | None = None) -> None:
+    """DDP replicas to average (local SGD takes no --strategy: FSDP's ranks hold shards, not replicas); the
+    model's shape as any training run's."""
+    spec = spec_of("local-sgd", spec)
+    if spec.strategy != "ddp":
+        raise click.UsageError(f"local-sgd averages DDP replicas; it does not train with {spec.strategy}, whose "
+                               "ranks do not each hold the whole model. Leave the strategy out")
+    _check_shape(spec)

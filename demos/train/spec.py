@@ -64,7 +64,9 @@ SPEC_DEMOS = (*TRAINING_DEMOS, *PIPELINE, *MOE)  # the demos of one training run
 # (checkpoint-resume, not the `checkpoint` concept demo, which is activation checkpointing).
 STRAGGLER = ("straggler",)
 RESUME = ("checkpoint-resume",)
-AT_SCALE = (*STRAGGLER, *RESUME)
+# Local SGD: the same model trained twice in one launch, plain DDP and post-local SGD (`train.local_sgd`).
+LOCAL_SGD = ("local-sgd",)
+AT_SCALE = (*STRAGGLER, *RESUME, *LOCAL_SGD)
 RUN_DEMOS = (*SPEC_DEMOS, *AT_SCALE)  # every demo whose run is a RunSpec
 AT_SCALE_STRATEGIES = ("ddp", "fsdp")  # what the at-scale demos train with (--strategy)
 # compare trains each in turn, on one model and seed: (name, strategy, sharding)
@@ -85,6 +87,12 @@ PIPELINE_MODELS = {"cpu": "tiny", "cuda": "small"}  # a pipeline's GPT when --mo
 # An at-scale run's GPT when --model is left unset: what it shows is between the ranks (a wait, a checkpoint's
 # layout), so the model is small enough that a step on a CPU core takes less than a straggler's delay.
 AT_SCALE_MODELS = PIPELINE_MODELS
+# A local-SGD run trains W synchronous steps, then H x LOCAL_SGD_PERIODS + 1 local ones: torch averages at the
+# first local step and after every H more, so the last step is an averaging too (`claims.local_sgd`).
+LOCAL_SGD_PERIODS = 3
+# The most --period and --local-sgd-warmup take: the run trains W + 3H + 1 steps twice, each measured (its
+# collectives counted, the replicas compared), so this keeps the longest to minutes on two CPU cores.
+MAX_LOCAL_SGD_STEPS = 100
 MEASURED_STEPS = 2  # after the timed steps: one under the collective counter, one under the memory tracker
 MIN_TIMED_STEPS = 1
 MIN_WARMUP_STEPS = 1  # DDP issues extra broadcasts on its second iteration; the comm step must come later
@@ -185,7 +193,7 @@ class RunSpec:
     # ddp | zro | fsdp: set by the demo (compare trains each of COMPARE_RUNS in turn); the at-scale demos take it
     # as an option
     strategy: str = option("ddp", "Train with DDP (every rank a replica, gradients all-reduced) or FSDP2 (each rank "
-                                  "a shard).", demos=AT_SCALE, choices=STRATEGIES, offered=AT_SCALE_STRATEGIES,
+                                  "a shard).", demos=(*STRAGGLER, *RESUME), choices=STRATEGIES, offered=AT_SCALE_STRATEGIES,
                            per_demo=(("checkpoint-resume", "fsdp"),))
     arch: str = option("gpt", "Model family: a GPT decoder, a ViT classifier or a BasicBlock ResNet.", choices=ARCHS)
     model: str | None = option(None, _models_help(), demos=RUN_DEMOS)  # None: the device's default (`resolved`)
@@ -296,6 +304,15 @@ class RunSpec:
                                    "one this demo saved to resume from it (on --resume-on ranks). Default: a "
                                    "temporary folder, removed after the run.", demos=RESUME, folder=True,
                              only_when_set=True)
+    # Local SGD (demo local-sgd): None on every other run, so `is_local_sgd` reads the run from its spec.
+    period: int | None = option(None, "Steps between model averagings after the warm-up (H): each rank steps alone "
+                                      "and PeriodicModelAverager all-reduces the parameters every H steps. At least 2 "
+                                      "(at 1 it moves as much as DDP).", demos=LOCAL_SGD, minimum=2,
+                                maximum=MAX_LOCAL_SGD_STEPS, only_when_set=True, per_demo=(("local-sgd", 4),))
+    local_sgd_warmup: int | None = option(None, "Synchronous steps first (W): plain DDP, gradients all-reduced every "
+                                                "step, before local SGD starts.", demos=LOCAL_SGD, minimum=0,
+                                          maximum=MAX_LOCAL_SGD_STEPS, only_when_set=True,
+                                          per_demo=(("local-sgd", 2),))
     # Set by the run's plan, not the command line (`train.resume_plan`): which launch of a checkpoint-resume run
     # this is, "save" (train, save, train on) or "resume" (load, train on), and the folder both use.
     phase: str | None = None
@@ -364,8 +381,8 @@ class RunSpec:
             return cls.from_options({**given, "wrap": "model"}, "fsdp", sharding="grad-op")
         if demo == "moe":  # the dense part FSDP full, one unit per block; the experts are the ep step's
             return cls.from_options(given, "fsdp", sharding="full")
-        if demo in AT_SCALE:
-            return cls.from_options(given, given.get("strategy", own["strategy"]))
+        if demo in AT_SCALE:  # local SGD averages DDP replicas: it takes no --strategy
+            return cls.from_options(given, given.get("strategy", own.get("strategy", "ddp")))
         if demo in CONTEXT:
             return cls.from_options(given, "fsdp")
         return cls.from_options(given, COMPARE_RUNS[0][1] if demo == "compare" else demo)
@@ -379,6 +396,16 @@ class RunSpec:
     def is_resume(self) -> bool:
         """A sharded checkpoint saved, then resumed on another world (`demo checkpoint-resume`)."""
         return self.save_after is not None
+
+    @property
+    def is_local_sgd(self) -> bool:
+        """Each rank steps alone after a warm-up and the replicas are averaged every --period steps (`demo local-sgd`)."""
+        return self.period is not None
+
+    def local_sgd_steps(self) -> int:
+        """A local-SGD run's steps: the warm-up, then LOCAL_SGD_PERIODS periods and the averaging step that ends them."""
+        assert self.period is not None and self.local_sgd_warmup is not None, "a local-SGD run's spec"
+        return self.local_sgd_warmup + LOCAL_SGD_PERIODS * self.period + 1
 
     def designed_wait_s(self) -> float:
         """How long the run makes a rank wait in one collective by design: a straggler's delay (0 for any other
@@ -429,7 +456,7 @@ class RunSpec:
             return self.model
         if self.is_moe:
             return MOE_MODELS[kind]
-        if self.is_straggler or self.is_resume:
+        if self.is_straggler or self.is_resume or self.is_local_sgd:
             return AT_SCALE_MODELS[kind]
         return PIPELINE_MODELS[kind] if self.is_pipeline else shapes.default_preset(self.arch, kind)
 
@@ -446,6 +473,8 @@ class RunSpec:
             return self.warmup + 2 * self.timed_steps_each + 1
         if self.is_resume:  # before the save, then after it
             return 2 * self.save_after
+        if self.is_local_sgd:
+            return self.local_sgd_steps()
         return PIPELINE_STEPS if self.is_pipeline else max(DEFAULT_STEPS[kind], min_steps(self.warmup))
 
     def batch_size_default(self) -> int:

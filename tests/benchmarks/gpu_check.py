@@ -24,8 +24,9 @@ What it runs, N being the GPUs visible (`ddpfsdp doctor` counts them first):
                sharing one over gloo (the activations between stages cross through host memory there)
   moe          `demo moe`: expert parallelism on 4 GPUs as two ep groups of 2 (NCCL), on 2 GPUs, or on 2
                ranks sharing one over gloo, whose all_to_all_single has a CUDA path
-  at scale     `demo straggler` on 2 GPUs (or 2 ranks sharing one), and `demo checkpoint-resume`: FSDP2 saved
-               on those 2 ranks, resumed on 4 in a second launch (4 GPUs, or 4 ranks sharing)
+  at scale     `demo straggler` on 2 GPUs (or 2 ranks sharing one), `demo checkpoint-resume`: FSDP2 saved
+               on those 2 ranks, resumed on 4 in a second launch (4 GPUs, or 4 ranks sharing), and
+               `demo local-sgd` (DDP, then torch's post-local SGD) on the same 2
   cp           `demo cp` on the tiny GPT over N GPUs (NCCL: cp 2 x dp N/2, its ring's sends on CUDA tensors);
                on one GPU, ranks sharing it run on gloo, which cannot send CUDA tensors: refused before launch
   faults       two of the failure lab's bugs, broken then fixed (on CPU processes: the lab runs there)
@@ -323,9 +324,10 @@ def _moe_items(gpus: int, python: str) -> list[Item]:
 
 
 def _at_scale_items(gpus: int, python: str) -> list[Item]:
-    """`demo straggler` (DDP, rank 1 sleeping 500 ms) on 2 GPUs or 2 ranks sharing one, and `demo checkpoint-resume`
+    """`demo straggler` (DDP, rank 1 sleeping 500 ms) on 2 GPUs or 2 ranks sharing one, `demo checkpoint-resume`
     (FSDP2) saved on those 2 ranks and resumed on 4 in a second launch: 4 GPUs where there are, else 4 ranks
-    sharing the GPUs the first used. The result is the resume's, on its 4 ranks."""
+    sharing the GPUs the first used (the result is the resume's, on its 4 ranks), and `demo local-sgd` on the
+    2 ranks: its averaging all-reduces CUDA parameters after torch.accelerator.synchronize."""
     placed, world, where = _placed(gpus, 2)
     run = ["--timeout-s", COLLECTIVE_TIMEOUT_S, "--json"]
     return [
@@ -333,6 +335,8 @@ def _at_scale_items(gpus: int, python: str) -> list[Item]:
              _cli(python, "demo", "straggler", *placed, *run), 120, "demo", {"world": world}),
         Item(f"checkpoint-resume-{gpus}gpu", f"demo checkpoint-resume saved on {where}, resumed on 4 ranks", "at scale",
              _cli(python, "demo", "checkpoint-resume", *placed, "--resume-on", "4", *run), 180, "demo", {"world": 4}),
+        Item(f"local-sgd-{gpus}gpu", f"demo local-sgd on {where}", "at scale",
+             _cli(python, "demo", "local-sgd", *placed, *run), 120, "demo", {"world": world}),
     ]
 
 
