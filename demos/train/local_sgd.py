@@ -60,9 +60,9 @@ def _train(ctx: Any, spec: RunSpec, label: str, offset: int, total: int) -> tupl
                                                                                  tuple[str, int, int]]:
     """One training of `spec.steps` steps, each under the collective counter and then compared across ranks."""
     from ddpfsdp.demos.measure.comm import CommCounter
-    from ddpfsdp.demos.train.loop import _Progress, _Trainer
+    from ddpfsdp.demos.train.loop import Progress, Trainer
 
-    trainer = _Trainer(ctx, spec, _Progress(label, offset, total))
+    trainer = Trainer(ctx, spec, Progress(label, offset, total))
     figures = []
     for _ in range(spec.steps or 0):
         counter = CommCounter()
@@ -74,7 +74,7 @@ def _train(ctx: Any, spec: RunSpec, label: str, offset: int, total: int) -> tupl
         figures.append(_StepFigures(int(reduced.get("count", 0)), int(reduced.get("bytes", 0)),
                                     int(sum(e["count"] for e in others)), int(sum(e["bytes"] for e in others)),
                                     _replica_diff(trainer.train_model)))
-        trainer._done(label, loss, loss if trainer.on_cpu else None)
+        trainer.record(label, loss, loss if trainer.on_cpu else None)
     losses = trainer.mean_losses()
     param_bytes = sum(p.numel() * p.element_size() for p in trainer.train_model.parameters() if p.requires_grad)
     model = (trainer.prepared.describe(), trainer.params, param_bytes)

@@ -130,7 +130,7 @@ def _batches(loader: Any, sampler: Any) -> Iterator[Any]:
 
 
 @dataclass
-class _Progress:
+class Progress:
     """Where this run's steps stand in the progress bar (compare runs four in one bar)."""
 
     label: str | None
@@ -138,11 +138,12 @@ class _Progress:
     total_steps: int
 
 
-class _Trainer:
+class Trainer:
     """One run on this rank, in the order it runs: set-up (here), warm-up, timed steps, the
-    communication step, the memory step; each step's loss kept on the device."""
+    communication step, the memory step; each step's loss kept on the device. The at-scale demos
+    (`train.straggler`, `train.local_sgd`) drive its `step` and `record` in orders of their own."""
 
-    def __init__(self, ctx: Any, spec: RunSpec, progress: _Progress) -> None:
+    def __init__(self, ctx: Any, spec: RunSpec, progress: Progress) -> None:
         from ddpfsdp.demos.train.data import make_loader
         from ddpfsdp.demos.base.shapes import shape_for
         from ddpfsdp.demos.train.models import build_model, count_params
@@ -204,7 +205,7 @@ class _Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         return self.two_d.local_value(loss.detach()) if self.two_d else loss.detach()
 
-    def _done(self, phase: str, loss: torch.Tensor, shown: torch.Tensor | None) -> None:
+    def record(self, phase: str, loss: torch.Tensor, shown: torch.Tensor | None) -> None:
         """Keep the step's loss and tell the progress bar (with the loss, where reading it is free)."""
         self.losses.append(loss)
         metrics: dict[str, str | float] = {"phase": phase}
@@ -231,7 +232,7 @@ class _Trainer:
                 self.warmup_steps_s.append(time.perf_counter() - started)
             if self.plan and last:
                 self.block_saved_bytes = saved.bytes
-            self._done("warm-up", loss, loss)
+            self.record("warm-up", loss, loss)
         self.phases_s["warm-up"] = time.perf_counter() - mark
         self._mark("warm-up")
 
@@ -258,7 +259,7 @@ class _Trainer:
             with timer.step():
                 loss = self.step()
             # Reading a CUDA loss would make the host wait for the GPU every step; on CPU it is free.
-            self._done("timed", loss, loss if self.on_cpu else None)
+            self.record("timed", loss, loss if self.on_cpu else None)
         timer.stop()
         self.phases_s["timed"] = timer.wall_s
         self._mark("timed")
@@ -281,7 +282,7 @@ class _Trainer:
         timeline = comm.to_dict(self.ctx.rank) if self.spec.timeline else None
         if self.spec.timeline:
             comm.release()  # the model must be free to go when the run deletes it
-        self._done("comm", loss, loss)
+        self.record("comm", loss, loss)
         self.phases_s["comm"] = time.perf_counter() - mark
         return CommStep(comm, timeline, [name for name, _, _ in followed])
 
@@ -299,7 +300,7 @@ class _Trainer:
                 after_update=lambda: held.update(model_state_bytes(self.train_model, self.optimizer)),
             )
         bucket_bytes = ddp_reducer_bytes(self.train_model)
-        self._done("memory", loss, loss)
+        self.record("memory", loss, loss)
         self.phases_s["memory"] = time.perf_counter() - mark
         return RankMemory.from_json({
             **held,
@@ -328,7 +329,7 @@ def train(ctx: Any, spec: RunSpec, *, label: str | None = None, step_offset: int
     if spec.model is None or spec.steps is None:
         raise ValueError("train() takes a spec resolved for its device (the launcher resolves it once)")
     before_run = PeakMemory.before_run(ctx.device)
-    trainer = _Trainer(ctx, spec, _Progress(label, step_offset, total_steps or spec.steps))
+    trainer = Trainer(ctx, spec, Progress(label, step_offset, total_steps or spec.steps))
     trainer.warm_up()
     timer = trainer.timed_steps()
     comm = trainer.comm_step()

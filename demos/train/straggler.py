@@ -62,7 +62,7 @@ def _timed(trainer: Any, steps: int, delay_s: float) -> tuple[list[float], list[
                 _sleep(delay_s)
             loss = trainer.step()
         timer.stop()
-        trainer._done("slowed" if slowed else "timed", loss, loss if trainer.on_cpu else None)
+        trainer.record("slowed" if slowed else "timed", loss, loss if trainer.on_cpu else None)
     return list(timers[False].times_s), list(timers[True].times_s)
 
 
@@ -92,7 +92,7 @@ def _recorded(ctx: Any, trainer: Any, delay_s: float) -> tuple[RankStep, list[st
         loss = trainer.step(recorder=recorder)
     timeline = recorder.to_dict(ctx.rank)
     recorder.release()
-    trainer._done("recorded", loss, loss)
+    trainer.record("recorded", loss, loss)
     return timeline, [name for name, _, _ in followed]
 
 
@@ -117,12 +117,12 @@ def first_collective(rank: RankStep) -> tuple[str | None, float | None, float | 
 
 
 def run_straggler(ctx: Any, spec: RunSpec) -> DemoResult | None:
-    from ddpfsdp.demos.train.loop import _Progress, _Trainer
+    from ddpfsdp.demos.train.loop import Progress, Trainer
 
     ctx.log(f"straggler: {spec.strategy} on {ctx.world_size} ranks, rank {spec.slow_rank} sleeps "
             f"{spec.delay_ms:g} ms before each slowed step")
     started = time.perf_counter()
-    trainer = _Trainer(ctx, spec, _Progress(None, 0, spec.steps))
+    trainer = Trainer(ctx, spec, Progress(None, 0, spec.steps))
     trainer.warm_up()
     delay_s = spec.designed_wait_s() if ctx.rank == spec.slow_rank else 0.0
     base, slowed = _timed(trainer, spec.timed_steps_each, delay_s)
