@@ -103,7 +103,7 @@ def all_reduces_follow_torch_schedule(local_sgd: LocalSgd | Mapping[str, Any]) -
     detail = (f"H {block.period}, W {block.warmup}, {block.steps} steps: DDP all-reduced on every step "
               f"({ddp.steps[0].all_reduces[0] if ddp.steps and ddp.steps[0].all_reduces else 0} on step 0 on rank 0); "
               f"local SGD on the warm-up steps {_short(synchronous)} as DDP did, then on {_short(seen)}, torch's rule "
-              f"W + kH giving {_short(expected)}, one all-reduce of the {block.param_bytes} B of parameters each")
+              f"W + kH giving {_short(expected)}, one all-reduce of the {block.param_bytes:,} B of parameters each")
     if misses:
         detail += f"; off: {'; '.join(misses[:4])}" + (f" and {len(misses) - 4} more" if len(misses) > 4 else "")
     return Check("all_reduces_follow_torch_schedule", not misses, detail,
