@@ -277,7 +277,10 @@ def test_replicas_equal_off_an_averaging_or_apart_after_one_fail():
     ddp_apart = _local_step(good, 0, 3, replica_diff=[0.0, 1e-7])
     # a step not compared at all
     unmeasured = _local_step(good, 1, 4, replica_diff=[])
-    for broken in (rounded, frozen, ddp_apart, unmeasured):
+    # a rank whose difference is not a number, on a local step and after an averaging (max() skips a nan first)
+    nan_local = _local_step(good, 1, 4, replica_diff=[0.0, float("nan")])
+    nan_averaged = _local_step(good, 1, 6, replica_diff=[float("nan"), 0.0])
+    for broken in (rounded, frozen, ddp_apart, unmeasured, nan_local, nan_averaged):
         check = local_sgd.replicas_drift_and_are_reaveraged(broken)
         assert check.passed is False and "off:" in check.detail
 
@@ -291,7 +294,8 @@ def test_warm_up_losses_apart_from_ddp_s_fail_and_the_gap_after_is_only_reported
     # local from the start: the first local step's loss (computed on the warm-up's weights) differs
     early = _local_step(good, 1, 2, loss=5.85)
     missing = _local_step(good, 1, 1, loss=None)
-    for broken in (other_seed, early, missing):
+    diverged = _local_step(good, 1, 0, loss=float("nan"))  # nan compares false with every bound
+    for broken in (other_seed, early, missing, diverged):
         check = local_sgd.loss_matches_ddp_until_local_steps(broken)
         assert check.passed is False and "off:" in check.detail
     # a gap of any size or sign after the first local step is this run's measurement, not a failure

@@ -22,6 +22,7 @@ reported, never judged: a few steps of a tiny model say nothing of convergence a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -148,7 +149,10 @@ def local_sgd_all_reduces_fewer_bytes(local_sgd: LocalSgd | Mapping[str, Any]) -
 
 
 def _worst(diffs: list[float]) -> float | None:
-    return max(diffs) if diffs else None
+    """The largest difference over the ranks; nan where any rank's is not a number (max() would pass over it)."""
+    if not diffs:
+        return None
+    return math.nan if any(not math.isfinite(d) for d in diffs) else max(diffs)
 
 
 def replicas_drift_and_are_reaveraged(local_sgd: LocalSgd | Mapping[str, Any]) -> Check:
@@ -171,6 +175,8 @@ def replicas_drift_and_are_reaveraged(local_sgd: LocalSgd | Mapping[str, Any]) -
         worst = _worst(s.replica_diff)
         if worst is None:
             misses.append(f"local-SGD step {s.step}: not compared")
+        elif math.isnan(worst):
+            misses.append(f"local-SGD step {s.step}: a replica difference that is not a finite number")
         elif s.step in synchronous or s.step in averaged:
             if worst != 0:
                 misses.append(f"step {s.step} ({'warm-up' if s.step in synchronous else 'averaged'}): replicas "
@@ -218,7 +224,7 @@ def loss_matches_ddp_until_local_steps(local_sgd: LocalSgd | Mapping[str, Any]) 
         d, s = ddp.steps[index].loss, local.steps[index].loss
         if d is None or s is None:
             misses.append(f"step {index}: a loss not measured")
-        elif abs(s - d) > LOSS_RTOL * abs(d):
+        elif not (math.isfinite(s) and math.isfinite(d) and abs(s - d) <= LOSS_RTOL * abs(d)):
             misses.append(f"step {index}: {s:.6g} against DDP's {d:.6g}")
         bitwise = bitwise and d == s
     after = [g for g in gaps[shared:] if g is not None]
