@@ -15,6 +15,9 @@ import math
 
 import click
 
+# The most CPU processes or GPU ranks one launch here takes: each process loads torch (hundreds of MB), so
+# more is a cluster's job (`--simulate --world N` sizes one). Advice names --procs only up to it.
+MAX_PROCS = 128
 SEED_MAX = 2**63 - 1  # torch.manual_seed takes [-2**63, 2**64 - 1] (torch/random.py); Python's random any int
 SEED = click.IntRange(0, SEED_MAX)
 # Samples per rank per step in a concept demo, which trains a small model for a few steps on any machine.

@@ -23,7 +23,7 @@ from typing import Any
 
 import click
 
-from ddpfsdp.demos.base.bounds import FiniteFloat
+from ddpfsdp.demos.base.bounds import MAX_PROCS, FiniteFloat
 from ddpfsdp.demos.launch.context import DEFAULT_TIMEOUT_S
 from ddpfsdp.demos.launch.hardware import DEFAULT_CPU_PROCS
 from ddpfsdp.demos.registry import Demo, load
@@ -34,9 +34,7 @@ SPEC_ENV = "DDPFSDP_SPEC"  # the JSON of what a rank is asked to run, set by the
 
 Asked = RunSpec | dict[str, Any]  # a training demo's spec, or a concept demo's options
 
-# The most a launch takes: CPU processes each load torch (hundreds of MB), so more than this is a cluster's
-# job (`--simulate --world N` sizes one); a collective timeout of a day already outlasts any demo.
-MAX_PROCS = 128
+# The most a launch takes (`base.bounds.MAX_PROCS`); a collective timeout of a day already outlasts any demo.
 MAX_RANKS_PER_GPU = 64
 MAX_TIMEOUT_S = 86_400.0
 

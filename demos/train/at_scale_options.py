@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 import click
 
+from ddpfsdp.demos.base.bounds import MAX_PROCS
 from ddpfsdp.demos.train.checkpoint_folder import (
     FolderError,
     check_folder,
@@ -46,9 +47,9 @@ def validate_straggler(spec: RunSpec | Mapping[str, Any], world_size: int | None
     _check_shape(spec)
     _check_trace(spec)
     if world_size is not None and spec.slow_rank >= world_size:
+        more = (f", or more ranks with --procs {spec.slow_rank + 1}" if spec.slow_rank < MAX_PROCS else "")
         raise click.UsageError(f"--slow-rank {spec.slow_rank} is not a rank of this run: it has {world_size} ranks, "
-                               f"0 to {world_size - 1}; give one of those, or more ranks with --procs "
-                               f"{spec.slow_rank + 1}")
+                               f"0 to {world_size - 1}; give one of those{more}")
 
 
 def validate_checkpoint_resume(spec: RunSpec | Mapping[str, Any], world_size: int | None = None,

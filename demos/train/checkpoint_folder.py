@@ -151,7 +151,7 @@ def check_global_batch(global_batch: int, saved_world: int, resumed_world: int, 
             f"the global batch is {global_batch} samples ({batch_size} per rank on {saved_world} ranks), which "
             f"{resumed_world} ranks cannot split evenly, so the resumed steps would not train on the saved run's "
             f"samples; give --resume-on {' or '.join(str(m) for m in fits) or 'a divisor of it'}, or a --batch-size "
-            f"that {resumed_world} divides")
+            f"that makes the global batch (--batch-size x {saved_world}) a multiple of {resumed_world}")
 
 
 def launches(spec: RunSpec, world_size: int, scratch: str) -> list[tuple[RunSpec, int | None]]:

@@ -31,6 +31,7 @@ from typing import Any, Mapping, Sequence
 from ddpfsdp.demos.theory.pipeline import LOOPED, SCHEDULES as PIPELINE_SCHEDULES
 from ddpfsdp.demos.theory.sharding import canonical_sharding
 from ddpfsdp.demos.base import shapes
+from ddpfsdp.demos.base.bounds import MAX_PROCS
 
 ARCHS = ("gpt", "vit", "resnet")
 STRATEGIES = ("ddp", "zro", "fsdp")
@@ -108,6 +109,9 @@ MAX_SIMULATED_WORLD = 8192
 MAX_LAYERS, MAX_D_MODEL, MAX_HEADS, MAX_SEQ_LEN = 1024, 65_536, 1024, 1_048_576
 MAX_BATCH_SIZE = 65_536
 MAX_STEPS = 100_000
+# --timed-steps-each and --save-after: each counts twice (or more) in the run, and a straggler's steps sleep,
+# so a run of the largest stays within minutes to an hour, not days.
+MAX_AT_SCALE_STEPS = 500
 MAX_EXPERTS = 256  # experts per MoE layer: DeepSeek-V3 routes over 256; each is a copy of the block's MLP here
 MAX_WARMUP = 10_000
 MAX_BUCKET_MB = 1_048_576  # a tebibyte: one bucket holds every gradient of any model long before
@@ -273,14 +277,17 @@ class RunSpec:
     # tokens sent to them and back by all-to-alls; the rest of the model FSDP over every rank.
     ep: int | None = option(None, "Expert parallelism over N ranks (each holds experts / N whole experts); N must "
                                   "divide the world, whose ranks it borrows from data parallelism. Default: every rank.",
-                            demos=MOE, minimum=2, only_when_set=True)
+                            demos=MOE, minimum=2, maximum=MAX_EXPERTS, only_when_set=True)
     experts: int | None = option(None, "Experts in each MoE layer (each shaped like the block's MLP).", demos=MOE,
                                  minimum=1, maximum=MAX_EXPERTS, only_when_set=True, per_demo=(("moe", 4),))
-    top_k: int | None = option(None, "Experts each token is routed to.", demos=MOE, minimum=1, only_when_set=True,
+    top_k: int | None = option(None, "Experts each token is routed to.", demos=MOE, minimum=1, maximum=MAX_EXPERTS,
+                               only_when_set=True,
                                per_demo=(("moe", 2),))
     capacity_factor: float | None = option(
-        None, "Slots per expert per rank, ceil(factor x tokens x top-k / experts); slots over it are dropped.",
-        demos=MOE, minimum=0, above_minimum=True, only_when_set=True, per_demo=(("moe", 1.0),))
+        None, "Slots per expert per rank, ceil(factor x tokens x top-k / experts); slots over it are dropped "
+              "(a factor of experts / top-k or more drops none).",
+        demos=MOE, minimum=0, above_minimum=True, maximum=float(MAX_EXPERTS), only_when_set=True,
+        per_demo=(("moe", 1.0),))
     # At scale: a straggler (demo straggler), a sharded checkpoint resumed on another world (demo checkpoint-resume).
     # None on every other run, so `is_straggler` and `is_resume` read the run from its spec.
     slow_rank: int | None = option(None, "The rank slowed each step (0 to the world size - 1).", demos=STRAGGLER,
@@ -290,16 +297,16 @@ class RunSpec:
                                     demos=STRAGGLER, minimum=0, only_when_set=True, per_demo=(("straggler", 500.0),))
     timed_steps_each: int | None = option(None, "Steps timed without the delay and as many with it, in turn; one more "
                                                 "with it is recorded in time.", demos=STRAGGLER, minimum=1,
-                                          maximum=MAX_STEPS // 4,
+                                          maximum=MAX_AT_SCALE_STEPS,
                                           only_when_set=True, per_demo=(("straggler", 3),))
     save_after: int | None = option(None, "Steps trained before the sharded save; the saving ranks then train as "
                                           "many more without stopping (the uninterrupted run), and the resumed "
-                                          "ranks the same ones.", demos=RESUME, minimum=1, maximum=MAX_STEPS // 2,
+                                          "ranks the same ones.", demos=RESUME, minimum=1, maximum=MAX_AT_SCALE_STEPS,
                                     only_when_set=True,
                                     per_demo=(("checkpoint-resume", 2),))
     resume_on: int | None = option(None, "Ranks the second launch resumes on. Default: half the saving ranks where "
                                          "they are 4 or more, else twice as many.", demos=RESUME, minimum=2,
-                                   only_when_set=True)
+                                   maximum=MAX_PROCS, only_when_set=True)
     dir: str | None = option(None, "The checkpoint's folder: new or empty to save there and resume from it, or "
                                    "one this demo saved to resume from it (on --resume-on ranks). Default: a "
                                    "temporary folder, removed after the run.", demos=RESUME, folder=True,
@@ -321,7 +328,7 @@ class RunSpec:
     # ring over them, and FSDP shards the model over the rest of the world times cp (torchtitan's dp_shard x cp).
     cp: int | None = option(None, "Context parallelism over N ranks: each holds 1/N of every sequence, attention "
                                   "passes K/V around their ring; the other ranks are data parallel (dp = world / N), "
-                                  "FSDP over dp x cp.", demos=CONTEXT, minimum=2, only_when_set=True,
+                                  "FSDP over dp x cp.", demos=CONTEXT, minimum=2, maximum=MAX_PROCS, only_when_set=True,
                             per_demo=(("cp", 2),))
     cp_split: str | None = option(None, "How the sequence is split over the cp ranks: head-tail (2·cp chunks, rank r "
                                         "holds chunks r and 2cp-1-r: torch's load balancer) or contiguous (rank r "
