@@ -69,6 +69,13 @@ def _missing(block: LocalSgd, ddp: LocalSgdRun | None, local: LocalSgdRun | None
     return misses
 
 
+def _off(misses: list[str]) -> str:
+    """The first four misses, for a detail line; empty when there are none."""
+    if not misses:
+        return ""
+    return f"; off: {'; '.join(misses[:4])}" + (f" and {len(misses) - 4} more" if len(misses) > 4 else "")
+
+
 def _short(steps: list[int]) -> str:
     return ", ".join(map(str, steps)) if steps else "none"
 
@@ -105,8 +112,7 @@ def all_reduces_follow_torch_schedule(local_sgd: LocalSgd | Mapping[str, Any]) -
               f"({ddp.steps[0].all_reduces[0] if ddp.steps and ddp.steps[0].all_reduces else 0} on step 0 on rank 0); "
               f"local SGD on the warm-up steps {_short(synchronous)} as DDP did, then on {_short(seen)}, torch's rule "
               f"W + kH giving {_short(expected)}, one all-reduce of the {block.param_bytes:,} B of parameters each")
-    if misses:
-        detail += f"; off: {'; '.join(misses[:4])}" + (f" and {len(misses) - 4} more" if len(misses) > 4 else "")
+    detail += _off(misses)
     return Check("all_reduces_follow_torch_schedule", not misses, detail,
                  {"period": block.period, "warmup": block.warmup, "steps": block.steps, "expected": expected,
                   "seen": seen})
@@ -191,8 +197,7 @@ def replicas_drift_and_are_reaveraged(local_sgd: LocalSgd | Mapping[str, Any]) -
               f"after the warm-up steps ({_short(sorted(synchronous))}) and the averagings ({_short(sorted(averaged))}), "
               f"and {min(drifted, default=0):.3g} to {max(drifted, default=0):.3g} on the {len(drifted)} local steps "
               "between them")
-    if misses:
-        detail += f"; off: {'; '.join(misses[:4])}" + (f" and {len(misses) - 4} more" if len(misses) > 4 else "")
+    detail += _off(misses)
     return Check("replicas_drift_and_are_reaveraged", not misses, detail,
                  {"drift_min": min(drifted, default=None), "drift_max": max(drifted, default=None),
                   "local_steps": len(drifted)})
