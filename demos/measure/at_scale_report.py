@@ -35,6 +35,15 @@ def _caveat(result: DemoResult, console: Console) -> None:
         console.print(f"[dim]{result.caveat}[/]")
 
 
+def _print_report(result: DemoResult, console: Console, heading: str, table: Table, lines: list[str]) -> None:
+    """A demo's report as checkpoint-resume and local-sgd print it: a heading, the table, the lines, the caveat."""
+    console.print(heading)
+    console.print(Fitted(table))
+    for line in lines:
+        console.print(line, markup=False, highlight=False)
+    _caveat(result, console)
+
+
 # --- straggler ---------------------------------------------------------------------------------------------
 
 
@@ -163,15 +172,10 @@ def resume_lines(result: Result) -> list[str]:
 
 
 def render_checkpoint_resume(result: Result, console: Console | None = None) -> None:
-    console = console or Console()
     result = as_result(result)
     config = result.config
-    console.print(f"checkpoint-resume: {config.strategy}, {config.model} GPT, {config.params or 0:,} parameters, "
-                  f"{config.optimizer}")
-    console.print(Fitted(files_table(result)))
-    for line in resume_lines(result):
-        console.print(line, markup=False, highlight=False)
-    _caveat(result, console)
+    _print_report(result, console or Console(), f"checkpoint-resume: {config.strategy}, {config.model} GPT, "
+                  f"{config.params or 0:,} parameters, {config.optimizer}", files_table(result), resume_lines(result))
 
 
 def checkpoint_resume_view(result: DemoResult, width: int) -> list[Any]:
@@ -259,15 +263,11 @@ def local_sgd_lines(result: Result) -> list[str]:
 
 
 def render_local_sgd(result: Result, console: Console | None = None) -> None:
-    console = console or Console()
     result = as_result(result)
     config = result.config
-    console.print(f"local-sgd: DDP, then post-local SGD, on {config.world_size} ranks ({config.backend}), "
-                  f"{config.model} GPT, {config.params or 0:,} parameters, {config.optimizer}")
-    console.print(Fitted(local_sgd_table(result)))
-    for line in local_sgd_lines(result):
-        console.print(line, markup=False, highlight=False)
-    _caveat(result, console)
+    _print_report(result, console or Console(), f"local-sgd: DDP, then post-local SGD, on {config.world_size} ranks "
+                  f"({config.backend}), {config.model} GPT, {config.params or 0:,} parameters, {config.optimizer}",
+                  local_sgd_table(result), local_sgd_lines(result))
 
 
 def local_sgd_view(result: DemoResult, width: int) -> list[Any]:
