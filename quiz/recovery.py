@@ -22,11 +22,12 @@ never had (a file written before katas) is read as empty. No torch or textual he
 from __future__ import annotations
 
 import json
+import operator
 import shutil
 import sqlite3
 import struct
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -364,30 +365,25 @@ def _recognise(values: list[Any]) -> tuple[str | None, Row | None]:
     return None, None
 
 
+def _kept(rows: list[Row], name: str, stamp: str, better: Callable[[datetime, datetime], bool]) -> list[Row]:
+    """One row per `name`: the one whose time `stamp` is best by `better` (operator.gt: the latest, lt: the
+    earliest), the first of equal ones."""
+    kept: dict[str, Row] = {}
+    for row in rows:
+        held = kept.get(row[name])
+        if held is None or better(datetime.fromisoformat(row[stamp]), datetime.fromisoformat(held[stamp])):
+            kept[row[name]] = row
+    return list(kept.values())
+
+
 def _unique(table: str, rows: list[Row]) -> list[Row]:
     """One row per attempt, card, bookmark, kata event, kata file or result (a page can be in the file
     and in its log): the newest card, the first mark, the kata file started last."""
-    if table == "cards":
-        newest: dict[str, Row] = {}
-        for row in rows:
-            kept = newest.get(row["question_id"])
-            if kept is None or datetime.fromisoformat(row["updated_at"]) > datetime.fromisoformat(kept["updated_at"]):
-                newest[row["question_id"]] = row
-        return list(newest.values())
-    if table == "bookmarks":
-        first: dict[str, Row] = {}
-        for row in rows:
-            kept = first.get(row["question_id"])
-            if kept is None or datetime.fromisoformat(row["marked_at"]) < datetime.fromisoformat(kept["marked_at"]):
-                first[row["question_id"]] = row
-        return list(first.values())
-    if table == "kata_files":
-        latest: dict[str, Row] = {}
-        for row in rows:
-            kept = latest.get(row["kata"])
-            if kept is None or datetime.fromisoformat(row["started_at"]) > datetime.fromisoformat(kept["started_at"]):
-                latest[row["kata"]] = row
-        return list(latest.values())
+    kept_by = {"cards": ("question_id", "updated_at", operator.gt),
+               "bookmarks": ("question_id", "marked_at", operator.lt),
+               "kata_files": ("kata", "started_at", operator.gt)}
+    if table in kept_by:
+        return _kept(rows, *kept_by[table])
     key, when = {"attempts": (("question_id", "answered_at"), "answered_at"),
                  "demo_results": (("demo", "args_json", "saved_at", "fingerprint"), "saved_at"),
                  "kata_events": (("kata", "event", "at"), "at")}[table]
